@@ -1,0 +1,66 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace dg {
+
+Shape::Shape(std::initializer_list<int64_t> d) {
+  DG_CHECK(d.size() <= dims.size(), "tensor rank {} exceeds 4", d.size());
+  for (int64_t v : d) dims[static_cast<size_t>(rank++)] = v;
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[static_cast<size_t>(i)];
+  return n;
+}
+
+bool Shape::operator==(const Shape& o) const {
+  if (rank != o.rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (dims[static_cast<size_t>(i)] != o.dims[static_cast<size_t>(i)]) return false;
+  return true;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) s += fmt::format("{}{}", i ? ", " : "", dims[static_cast<size_t>(i)]);
+  return s + "]";
+}
+
+Tensor Tensor::reshaped(Shape s) const {
+  DG_CHECK(s.numel() == numel(), "reshape {} -> {} changes the element count", shape.str(), s.str());
+  Tensor t = *this;
+  t.shape = s;
+  return t;
+}
+
+Tensor host_tensor(DType t, Shape s) {
+  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(t);
+  // 64-byte alignment keeps vector loads aligned; zero-filled so reads of unwritten slots are deterministic.
+  const size_t alloc = ((bytes + 63) / 64) * 64 + 64;
+  void* p = std::aligned_alloc(64, alloc);
+  DG_CHECK(p != nullptr, "out of host memory allocating {} bytes for a {} tensor", bytes, s.str());
+  std::memset(p, 0, alloc);
+  Tensor out;
+  out.data = p;
+  out.dtype = t;
+  out.shape = s;
+  out.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return out;
+}
+
+Tensor host_view(const void* data, DType t, Shape s) {
+  Tensor out;
+  out.data = const_cast<void*>(data);
+  out.dtype = t;
+  out.shape = s;
+  return out;
+}
+
+}  // namespace dg

@@ -1,0 +1,61 @@
+// The DiffusionGemma weight table: every tensor the text model needs, by checkpoint name, with its expected
+// shape. Reference: SPEC.md §1.2 (HF 5.17 save layout: decoder tensors + the encoder's own layer_scalars;
+// vision tower, lm_head.weight and full encoder copies are recognised and ignored).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+
+namespace dg {
+
+struct LayerWeights {
+  Tensor q, k, v, o;     // [n_heads*D, H], [n_kv*D, H], [n_kv*D, H] (sliding only; empty on full), [H, n_heads*D]
+  Tensor q_norm, k_norm;  // [D]
+  Tensor gate, up, down;  // dense MLP: [I, H], [I, H], [H, I]
+  Tensor router_proj;     // [E, H]
+  Tensor router_scale;    // [H]
+  Tensor per_expert_scale;  // [E]
+  Tensor experts_gate_up;   // [E, 2*expert_ff, H]: rows [0, ff) gate, [ff, 2ff) up
+  Tensor experts_down;      // [E, H, expert_ff]
+  Tensor input_norm, post_attn_norm, pre_ff_norm, post_ff_norm, post_ff_norm_1, post_ff_norm_2, pre_ff_norm_2;  // [H]
+  float decoder_scalar = 1.0f;  // model.decoder.layers.{i}.layer_scalar
+  float encoder_scalar = 1.0f;  // model.encoder.language_model.layers.{i}.layer_scalar
+};
+
+struct ModelWeights {
+  Tensor embed;       // [V, H]; also the tied lm_head and the self-conditioning soft-embedding table
+  Tensor final_norm;  // [H]
+  Tensor sc_pre_norm;            // [H]
+  Tensor sc_gate, sc_up, sc_down;  // [I, H], [I, H], [H, I]
+  std::vector<LayerWeights> layers;
+  DType dtype = DType::kBF16;  // dtype of the embedding (sets the bf16(sqrt(H)) embed-scale rule)
+};
+
+struct WeightEntry {
+  std::string name;
+  Shape shape;
+};
+
+// Every tensor name the text model reads, with its expected shape, in a stable order.
+std::vector<WeightEntry> expected_weights(const ModelConfig& cfg);
+
+// How a checkpoint tensor name is classified by the loader.
+enum class TensorRole { kText, kVision, kIgnoredCopy, kUnknown };
+TensorRole classify_tensor_name(const std::string& name);
+
+// Checks every expected tensor by name, dtype (bf16/f16/f32) and shape, and binds views into the store.
+// Throws dg::Error naming the tensor and file on the first problem. Unknown names are reported on stderr.
+ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store);
+
+// Parameter counts by class, for `diffgemma info`.
+struct ParamCounts {
+  int64_t embed = 0, attention = 0, dense_mlp = 0, router = 0, experts = 0, norms = 0, self_cond = 0;
+  int64_t total() const { return embed + attention + dense_mlp + router + experts + norms + self_cond; }
+};
+ParamCounts count_params(const ModelConfig& cfg);
+
+}  // namespace dg
