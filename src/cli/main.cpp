@@ -1,2 +1,3 @@
-#include <cstdio>
-int main() { std::puts("diffgemma"); return 0; }
+#include "cli/app.h"
+
+int main(int argc, char** argv) { return dg::cli::run(argc, argv); }

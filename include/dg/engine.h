@@ -1,0 +1,57 @@
+// dg::Engine: the public entry point the CLI (and later the server) use. It opens a model directory (config,
+// generation config, safetensors, tokenizer), owns the backend and the model, and runs generations.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "backend/backend.h"
+#include "diffusion/generate.h"
+#include "diffusion/options.h"
+#include "io/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/forward.h"
+
+namespace dg {
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string backend = "cpu";
+  Precision precision;  // the CPU reference's storage roundings
+  int threads = 0;      // 0: all hardware threads
+  int64_t kv_ring_slack = 512;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> open(const EngineOptions& opt);
+
+  const ModelConfig& config() const { return ck_.config; }
+  const GenerationConfig& generation() const { return ck_.generation; }
+  const Checkpoint& checkpoint() const { return ck_; }
+  bool has_tokenizer() const { return tok_.has_value(); }
+  const Tokenizer& tokenizer() const;  // throws dg::Error naming the missing tokenizer.json
+  Backend& backend() const { return *be_; }
+  const Model& model() const { return *model_; }
+
+  // Sampler options from the checkpoint's generation config and the chosen profile.
+  SamplerOptions default_sampler(SamplerProfile profile) const;
+  KvCache new_cache() const;
+
+  // One generation from an empty cache.
+  GenerateResult generate(std::span<const int32_t> prompt, const SamplerOptions& opt,
+                          const GenerateEvents* events = nullptr) const;
+
+ private:
+  Engine(Checkpoint ck, const EngineOptions& opt);
+  Checkpoint ck_;
+  EngineOptions opt_;
+  std::optional<Tokenizer> tok_;
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<Model> model_;
+};
+
+}  // namespace dg

@@ -1,0 +1,58 @@
+// Backend: where the forward pass runs. The model (src/model/forward.cpp) is written once as a sequence of these
+// op calls; each backend owns its activation buffers and the KV cache storage. The CPU backend is the reference
+// (f32 math; activations and KV optionally rounded through bf16/f16 where a GPU would store them).
+// Ops take and return activations as Tensors allocated by the same backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/tensor.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace dg {
+
+struct Precision {
+  Storage act = Storage::kF32;  // stored activations (the reference model dtype)
+  Storage kv = Storage::kF32;   // KV cache storage
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Precision precision() const = 0;
+
+  // [rows, cols] activation buffer (f32 values on the CPU backend).
+  virtual Tensor alloc(Shape s) = 0;
+  virtual Tensor ids(std::span<const int32_t> ids) = 0;
+  virtual void copy_to_host(const Tensor& t, float* dst) = 0;
+
+  virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  virtual void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) = 0;  // over the last dim; w null: no scale
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  virtual void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) = 0;  // x: [rows, heads, D]
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void scale(Tensor& x, float s) = 0;
+  virtual void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+
+  // Attention of q [rows, n_heads, D] at positions q_pos0.. over cached positions [cache_from, cache_to) of layer l
+  // followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
+  virtual void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from,
+                         int64_t cache_to, const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0,
+                         bool causal, int64_t window, Tensor& out) = 0;
+  virtual void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) = 0;
+
+  // Mixture of experts: routing reads the raw residual h, the experts read z = pre_feedforward_layernorm_2(h).
+  virtual void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) = 0;
+  virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;  // logits f32
+  // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
+  virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
+
+}  // namespace dg

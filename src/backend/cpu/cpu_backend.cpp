@@ -1,0 +1,114 @@
+// The CPU reference backend: every op is the CPU reference implementation from src/ops/, with outputs rounded
+// through the configured activation storage.
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "ops/attention/attention.h"
+#include "ops/embed/embed.h"
+#include "ops/glu/glu.h"
+#include "ops/linear/linear.h"
+#include "ops/logits/logits.h"
+#include "ops/moe/moe.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+#include "ops/self_cond/self_cond.h"
+
+namespace dg {
+namespace {
+
+int64_t rows_of(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
+int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(Precision p, float eps) : p_(p), eps_(eps) {}
+  std::string name() const override { return "cpu"; }
+  Precision precision() const override { return p_; }
+
+  Tensor alloc(Shape s) override { return host_tensor(DType::kF32, s); }
+  Tensor ids(std::span<const int32_t> ids) override {
+    Tensor t = host_tensor(DType::kI32, Shape{static_cast<int64_t>(ids.size())});
+    if (!ids.empty()) std::memcpy(t.data, ids.data(), ids.size() * 4);
+    return t;
+  }
+  void copy_to_host(const Tensor& t, float* dst) override { std::memcpy(dst, t.data, t.nbytes()); }
+
+  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    embed_cpu(ids.as<int32_t>(), ids.numel(), table, embed_scale(table.shape[1], p_.act), p_.act, out.f32());
+  }
+  void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) override {
+    rmsnorm_cpu(x.f32(), rows_of(x), cols_of(x), w, eps_, out.f32());
+    round_all(out);
+  }
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    linear_cpu(x.f32(), rows_of(x), cols_of(x), w, out.f32());
+    round_all(out);
+  }
+  void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
+    const int64_t rows = x.shape[0];
+    std::vector<int64_t> pos(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = pos0 + r;
+    rope_cpu(x.f32(), rows, x.shape[1], x.shape[2], pos.data(), inv_freq.data(), p_.act);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    DG_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes {} {} {}", a.shape.str(),
+             b.shape.str(), out.shape.str());
+    for (int64_t i = 0; i < a.numel(); ++i) out.f32()[i] = round_to(p_.act, a.f32()[i] + b.f32()[i]);
+  }
+  void scale(Tensor& x, float s) override {
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = round_to(p_.act, x.f32()[i] * s);
+  }
+  void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    gelu_mul_cpu(gate.f32(), up.f32(), gate.numel(), p_.act, out.f32());
+  }
+
+  void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from, int64_t cache_to,
+                 const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
+                 Tensor& out) override {
+    const int64_t n_heads = q.shape[1], D = q.shape[2];
+    const int64_t n_kv = k_fresh.shape[1];
+    const int64_t n_cached = cache_to - cache_from;
+    std::vector<float> kc(static_cast<size_t>(n_cached * n_kv * D)), vc(kc.size());
+    if (n_cached > 0) kv.read(l, cache_from, n_cached, kc.data(), vc.data());
+    AttnKeys cached{kc.data(), vc.data(), cache_from, n_cached};
+    AttnKeys fresh{k_fresh.f32(), v_fresh.f32(), fresh_pos0, k_fresh.shape[0]};
+    attention_cpu(q.f32(), q.shape[0], q_pos0, cached, fresh, AttnShape{n_heads, n_kv, D}, causal, window, p_.act,
+                  out.f32());
+  }
+  void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) override {
+    kv.write(l, pos0, k.shape[0], k.f32(), v.f32());
+  }
+
+  void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) override {
+    const int64_t rows = rows_of(h);
+    std::vector<int32_t> idx(static_cast<size_t>(rows * top_k));
+    std::vector<float> wt(idx.size());
+    moe_route_cpu(h.f32(), rows, w.router_scale, w.router_proj, w.per_expert_scale, top_k, eps_, p_.act, idx.data(),
+                  wt.data());
+    moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, w.experts_gate_up, w.experts_down, p_.act,
+                    out.f32());
+  }
+  void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
+    lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
+  }
+  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
+    soft_embed_cpu(sc_logits.f32(), rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
+                   sparse_cutoff, out.f32());
+  }
+
+ private:
+  void round_all(Tensor& t) const {
+    if (p_.act == Storage::kF32) return;
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = round_to(p_.act, t.f32()[i]);
+  }
+  Precision p_;
+  float eps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
+
+}  // namespace dg

@@ -1,0 +1,63 @@
+#include "cli/app.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace dg::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("-m,--model", o.model, "model directory (config.json, safetensors, tokenizer.json)")
+      ->envname("DG_MODEL")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads (0: all hardware threads)")->envname("DG_THREADS");
+  cmd->add_option("--precision", o.precision, "activation storage of the CPU reference: f32 | bf16 | f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-precision", o.kv_precision, "KV cache storage: f32 | f16 | bf16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+}
+
+EngineOptions engine_options(const ModelOptions& o) {
+  EngineOptions e;
+  e.model_dir = o.model;
+  e.threads = o.threads;
+  e.precision.act = storage_from_name(o.precision);
+  e.precision.kv = storage_from_name(o.kv_precision);
+  return e;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"diffgemma: inference engine for DiffusionGemma block-diffusion models", "diffgemma"};
+  app.set_version_flag("--version", "diffgemma 0.1.0");
+  app.require_subcommand(1);
+  register_ask(app);
+  register_info(app);
+  register_tokenize(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "diffgemma: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "diffgemma: internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace dg::cli

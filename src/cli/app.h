@@ -1,0 +1,29 @@
+// The command-line interface: one option table per subcommand, registered on a CLI11 app. Environment variables
+// are accepted only as aliases of declared options (DG_MODEL, DG_THREADS, ...), and only here in src/cli/.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "dg/engine.h"
+
+namespace dg::cli {
+
+int run(int argc, char** argv);
+
+// Options every model-loading subcommand takes.
+struct ModelOptions {
+  std::string model = "models/dg-tiny";
+  int threads = 0;
+  std::string precision = "f32";
+  std::string kv_precision = "f32";
+};
+void add_model_options(CLI::App* cmd, ModelOptions& o);
+EngineOptions engine_options(const ModelOptions& o);
+
+void register_ask(CLI::App& app);
+void register_info(CLI::App& app);
+void register_tokenize(CLI::App& app);
+
+}  // namespace dg::cli

@@ -1,0 +1,134 @@
+// `diffgemma ask`: one prompt in, one answer out (streamed block by block to stdout).
+#include <algorithm>
+#include <climits>
+#include <optional>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/app.h"
+#include "cli/progress.h"
+#include "cli/sampler_options.h"
+#include "core/error.h"
+#include "engine/prompt.h"
+
+namespace dg::cli {
+namespace {
+
+struct AskOptions {
+  ModelOptions model;
+  SamplerFlags sampler;
+  std::string prompt, prompt_file, prompt_ids;
+  bool raw = false, show_ids = false, json = false, quiet = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string tok;
+  std::istringstream in(text);
+  while (in >> tok) {
+    std::stringstream parts(tok);
+    std::string p;
+    while (std::getline(parts, p, ',')) {
+      if (p.empty()) continue;
+      try {
+        size_t used = 0;
+        const long v = std::stol(p, &used);
+        DG_CHECK(used == p.size() && v >= 0 && v <= INT32_MAX, "bad token id '{}'", p);
+        ids.push_back(static_cast<int32_t>(v));
+      } catch (const std::logic_error&) {
+        fail("bad token id '{}' in --prompt-ids (expected integers separated by commas or spaces)", p);
+      }
+    }
+  }
+  return ids;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DG_CHECK(in.good(), "cannot read prompt file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run_ask(const AskOptions& o) {
+  const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
+  DG_CHECK(sources == 1, "give exactly one of --prompt, --prompt-file or --prompt-ids");
+  auto engine = Engine::open(engine_options(o.model));
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    prompt = parse_ids(o.prompt_ids);
+  } else {
+    const std::string text = o.prompt.empty() ? read_file(o.prompt_file) : o.prompt;
+    const Tokenizer& tok = engine->tokenizer();
+    if (o.raw) {
+      prompt = tok.encode(text, SpecialTokens::kMatch);
+    } else {
+      prompt = render_user_prompt(tok, text, engine->config().bos_id);
+    }
+  }
+  const SamplerOptions opt = o.sampler.resolve(*engine);
+  GenerationProgress progress(o.quiet || o.json, opt.steps);
+  std::optional<StreamDecoder> stream;
+  if (engine->has_tokenizer() && !o.json && !o.show_ids) stream.emplace(engine->tokenizer(), true);
+  size_t emitted = 0;
+  bool stopped = false;
+  GenerateEvents ev;
+  ev.on_step = [&](const StepInfo& s, std::span<const int32_t>) { progress.step(s); };
+  ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
+    progress.block(b);
+    if (!stream || stopped) return;
+    for (int32_t t : block) {
+      if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), t) != opt.stop_ids.end() ||
+          emitted >= static_cast<size_t>(opt.max_new_tokens)) {
+        stopped = true;
+        break;
+      }
+      std::cout << stream->push(t);
+      ++emitted;
+    }
+    std::cout.flush();
+  };
+  const GenerateResult res = engine->generate(prompt, opt, &ev);
+  if (stream) std::cout << stream->flush() << "\n";
+  progress.done(res);
+  if (o.show_ids) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_tokens"] = prompt.size();
+    j["tokens"] = res.tokens;
+    if (engine->has_tokenizer()) j["text"] = engine->tokenizer().decode(res.tokens, true);
+    j["finish_reason"] = res.finish == FinishReason::kStop ? "stop" : "length";
+    j["stop_token"] = res.stop_token;
+    j["forwards"] = res.forwards;
+    j["sampler"] = sampler_profile_name(opt.profile);
+    j["seed"] = opt.seed;
+    for (const BlockInfo& b : res.blocks)
+      j["blocks"].push_back({{"steps", b.steps}, {"stop", stop_rule_name(b.stop)}, {"kept", b.kept},
+                             {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed}});
+    std::cout << j.dump() << "\n";
+  }
+}
+
+}  // namespace
+
+void register_ask(CLI::App& app) {
+  auto o = std::make_shared<AskOptions>();
+  CLI::App* cmd = app.add_subcommand("ask", "generate an answer to one prompt");
+  add_model_options(cmd, o->model);
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text (rendered as one user turn unless --raw)");
+  cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), no tokenizer needed");
+  cmd->add_flag("--raw", o->raw, "encode the prompt as is: no chat turn, special-token literals are recognised");
+  cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text");
+  cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
+  o->sampler.add_to(cmd);
+  cmd->callback([o] { run_ask(*o); });
+}
+
+}  // namespace dg::cli

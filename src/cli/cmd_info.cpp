@@ -1,0 +1,114 @@
+// `diffgemma info`: what a model directory holds — structure, parameter counts by class, bytes, KV cost.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/app.h"
+#include "io/tokenizer.h"
+#include "model/checkpoint.h"
+
+namespace dg::cli {
+namespace {
+
+struct InfoOptions {
+  std::string model = "models/dg-tiny";
+  bool json = false;
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.2f} {}", b, units[u]);
+}
+
+void run_info(const InfoOptions& o) {
+  const Checkpoint ck = Checkpoint::open(o.model);
+  const ModelConfig& c = ck.config;
+  const ParamCounts pc = count_params(c);
+  std::vector<int> full;
+  const LayerSpec* sl = nullptr;
+  const LayerSpec* fl = nullptr;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerSpec& s = c.layers[static_cast<size_t>(l)];
+    if (s.sliding) {
+      sl = &s;
+    } else {
+      full.push_back(l);
+      fl = &s;
+    }
+  }
+  size_t kv_full = 0, kv_ring = 0;
+  for (const LayerSpec& s : c.layers) {
+    const size_t row = static_cast<size_t>(2 * s.n_kv_heads * s.head_dim) * 2;  // K and V, f16
+    (s.sliding ? kv_ring : kv_full) += row;
+  }
+  kv_ring *= static_cast<size_t>(std::max(0, c.window - 1));
+  const std::string tok_path = (std::filesystem::path(ck.dir) / "tokenizer.json").string();
+  int tok_vocab = -1;
+  if (std::filesystem::exists(tok_path)) tok_vocab = Tokenizer::load(tok_path).vocab_size();
+  const GenerationConfig& g = ck.generation;
+  if (o.json) {
+    nlohmann::json j;
+    j["dir"] = ck.dir;
+    j["layers"] = c.n_layers;
+    j["full_layers"] = full;
+    j["hidden"] = c.hidden;
+    j["vocab"] = c.vocab;
+    j["canvas"] = c.canvas;
+    j["experts"] = c.n_experts;
+    j["top_k"] = c.top_k;
+    j["params"] = {{"total", pc.total()}, {"embed", pc.embed}, {"attention", pc.attention},
+                   {"dense_mlp", pc.dense_mlp}, {"router", pc.router}, {"experts", pc.experts}, {"norms", pc.norms},
+                   {"self_conditioning", pc.self_cond}};
+    j["weight_bytes"] = ck.store.total_bytes();
+    j["weight_files"] = ck.store.files().size();
+    j["kv_bytes_per_token_f16"] = kv_full;
+    j["kv_sliding_ring_bytes_f16"] = kv_ring;
+    j["tokenizer_vocab"] = tok_vocab;
+    j["generation"] = {{"max_new_tokens", g.max_new_tokens}, {"steps", g.max_denoising_steps},
+                       {"entropy_bound", g.entropy_bound}, {"t_min", g.t_min}, {"t_max", g.t_max},
+                       {"stability_threshold", g.stability_threshold},
+                       {"confidence_threshold", g.confidence_threshold}, {"eos", g.eos_ids}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("model        {}\n", ck.dir);
+  fmt::print("structure    {} layers ({} sliding, window {}; full at {}), hidden {}, {} query heads\n", c.n_layers,
+             c.n_layers - static_cast<int>(full.size()), c.window, fmt::join(full, " "), c.hidden, c.n_heads);
+  if (sl != nullptr) fmt::print("  sliding    head_dim {}, {} KV heads, rope theta {:g}\n", sl->head_dim, sl->n_kv_heads, sl->rope.theta);
+  if (fl != nullptr)
+    fmt::print("  full       head_dim {}, {} KV heads (V = raw K), rope {} theta {:g} rotary {:g}\n", fl->head_dim,
+               fl->n_kv_heads, fl->rope.type, fl->rope.theta, fl->rope.partial_rotary_factor);
+  fmt::print("  ffn        dense {} + MoE {} experts top-{} of width {}; vocab {}; canvas {}; softcap {:g}\n",
+             c.intermediate, c.n_experts, c.top_k, c.expert_ff, c.vocab, c.canvas, c.softcap);
+  fmt::print("parameters   {:.3f} M total\n", pc.total() / 1e6);
+  fmt::print("  embed {:.3f} M, attention {:.3f} M, dense MLP {:.3f} M, router {:.3f} M, experts {:.3f} M, norms "
+             "{:.3f} M, self-conditioning {:.3f} M\n",
+             pc.embed / 1e6, pc.attention / 1e6, pc.dense_mlp / 1e6, pc.router / 1e6, pc.experts / 1e6,
+             pc.norms / 1e6, pc.self_cond / 1e6);
+  fmt::print("weights      {} in {} file(s), {}\n", human_bytes(static_cast<double>(ck.store.total_bytes())),
+             ck.store.files().size(), dtype_name(ck.weights.dtype));
+  fmt::print("KV cache     {} per token on full layers (f16) + sliding rings {} in total\n",
+             human_bytes(static_cast<double>(kv_full)), human_bytes(static_cast<double>(kv_ring)));
+  fmt::print("generation   max_new_tokens {}, steps {}, entropy bound {:g}, T {:g}..{:g}, stop ids [{}]\n",
+             g.max_new_tokens, g.max_denoising_steps, g.entropy_bound, g.t_max, g.t_min, fmt::join(g.eos_ids, ", "));
+  fmt::print("tokenizer    {}\n", tok_vocab >= 0 ? fmt::format("{} tokens", tok_vocab) : "none (tokenizer.json missing)");
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto o = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand("info", "describe a model directory");
+  cmd->add_option("-m,--model", o->model, "model directory")->envname("DG_MODEL")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->callback([o] { run_info(*o); });
+}
+
+}  // namespace dg::cli

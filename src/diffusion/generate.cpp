@@ -1,0 +1,155 @@
+#include "diffusion/generate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/row_stats/row_stats.h"
+
+namespace dg {
+namespace {
+
+struct BlockRun {
+  std::vector<int32_t> argmax;
+  std::vector<float> p_max;
+  int steps = 0;
+  StopRule stop = StopRule::kNone;
+};
+
+bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
+
+// Denoises one canvas of `len` rows at positions kv.len()...
+BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block, Lcg& rng, const SamplerOptions& opt,
+                       const GenerateEvents* events) {
+  const ModelConfig& cfg = model.config();
+  Backend& be = model.backend();
+  const int64_t V = cfg.vocab;
+  std::vector<int32_t> canvas(static_cast<size_t>(len));
+  for (int32_t& t : canvas) t = rng.randint(V);
+
+  Tensor logits = be.alloc(Shape{len, V});
+  Tensor sc = be.alloc(Shape{len, V});
+  std::vector<float> raw(static_cast<size_t>(len * V)), tempered(raw.size());
+  std::vector<RowStats> stats(static_cast<size_t>(len));
+  std::vector<int32_t> argmax(static_cast<size_t>(len)), denoised(argmax.size());
+  std::vector<float> entropy(static_cast<size_t>(len));
+  ScInput sc_in{opt.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero, nullptr,
+                static_cast<float>(opt.sc_sparse_cutoff)};
+  StopState stopper(opt, len);
+  const Storage act = be.precision().act;
+  BlockRun run;
+  for (int i = 0; i < opt.steps; ++i) {
+    const int cur = opt.steps - i;
+    model.denoise(kv, canvas, sc_in, logits);
+    be.copy_to_host(logits, raw.data());
+    const float T = schedule_temperature(cur, opt.steps, opt.t_min, opt.t_max);
+    row_stats_cpu(raw.data(), len, V, T, tempered.data(), stats.data());
+    double h_sum = 0.0;
+    for (int r = 0; r < len; ++r) {
+      argmax[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].argmax;
+      entropy[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].entropy;
+      h_sum += stats[static_cast<size_t>(r)].entropy;
+    }
+    for (int r = 0; r < len; ++r)
+      denoised[static_cast<size_t>(r)] = opt.argmax_commit ? argmax[static_cast<size_t>(r)]
+                                                           : categorical_draw(tempered.data() + r * V, V, rng.uniform());
+    const std::vector<uint8_t> accept = entropy_bound_accept(entropy, opt.entropy_bound);
+    for (int r = 0; r < len; ++r) {
+      const int32_t noise = rng.randint(V);  // the reference draws a whole fresh canvas every step
+      canvas[static_cast<size_t>(r)] = accept[static_cast<size_t>(r)] ? denoised[static_cast<size_t>(r)] : noise;
+    }
+    const float mean_h = static_cast<float>(h_sum / len);
+    const StopRule rule = stopper.update(argmax, accept, mean_h, i + 1);
+    if (events != nullptr && events->on_step) {
+      StepInfo si{block, i + 1, T, mean_h, static_cast<int>(std::count(accept.begin(), accept.end(), 1)), rule};
+      events->on_step(si, argmax);
+    }
+    // Self-conditioning for the next step: the tempered logits in the model's storage precision.
+    for (size_t j = 0; j < tempered.size(); ++j) sc.f32()[j] = round_to(act, tempered[j]);
+    sc_in = ScInput{ScKind::kLogits, &sc, static_cast<float>(opt.sc_sparse_cutoff)};
+    run.steps = i + 1;
+    run.stop = rule;
+    if (rule != StopRule::kNone) break;
+  }
+  run.argmax = argmax;
+  run.p_max.resize(static_cast<size_t>(len));
+  for (int r = 0; r < len; ++r) run.p_max[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].p_max;
+  return run;
+}
+
+}  // namespace
+
+int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_max, const SamplerOptions& opt) {
+  const int n = static_cast<int>(argmax.size());
+  if (opt.commit_trim_tau <= 0.0) return n;
+  int end = n;
+  for (int i = 0; i < n; ++i)
+    if (contains(opt.stop_ids, argmax[static_cast<size_t>(i)]) || argmax[static_cast<size_t>(i)] == opt.pad_id) {
+      end = i;
+      break;
+    }
+  for (int i = std::max(1, opt.commit_trim_floor); i < end; ++i) {
+    const int32_t t = argmax[static_cast<size_t>(i)];
+    const bool dup = t == argmax[static_cast<size_t>(i - 1)] || (i + 1 < n && t == argmax[static_cast<size_t>(i + 1)]);
+    if (dup && p_max[static_cast<size_t>(i)] < static_cast<float>(opt.commit_trim_tau)) return i;
+  }
+  return n;
+}
+
+GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                        const GenerateEvents* events) {
+  opt.validate();
+  const int C = model.config().canvas;
+  DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
+  model.encode(kv, prompt);
+
+  Lcg rng(opt.seed);
+  GenerateResult res;
+  int max_blocks = (opt.max_new_tokens + C - 1) / C;
+  if (opt.commit_trim_tau > 0.0) max_blocks *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
+  for (int b = 0; b < max_blocks; ++b) {
+    BlockInfo info;
+    info.block = b;
+    int len = C;
+    BlockRun run;
+    for (;;) {
+      run = denoise_block(model, kv, len, b, rng, opt, events);
+      info.forwards += run.steps;
+      const int32_t first = run.argmax[0];
+      const bool control = contains(opt.stop_ids, first) || first == opt.pad_id || first == opt.bos_id;
+      if (b == 0 && res.committed.empty() && control && info.rerolls < opt.empty_reply_retries) {
+        ++info.rerolls;
+        len = std::max(C / 4, len / 2);  // the seed shrinks 256 -> 128 -> 64 on successive retries
+        continue;
+      }
+      break;
+    }
+    info.canvas = len;
+    info.steps = run.steps;
+    info.stop = run.stop;
+    info.kept = confidence_trim(run.argmax, run.p_max, opt);
+    info.trimmed = info.kept < len;
+    res.forwards += info.forwards;
+    const std::span<const int32_t> block(run.argmax.data(), static_cast<size_t>(info.kept));
+    res.committed.insert(res.committed.end(), block.begin(), block.end());
+    res.blocks.push_back(info);
+    if (events != nullptr && events->on_block) events->on_block(info, block);
+
+    const auto stop_at = std::find_if(block.begin(), block.end(), [&](int32_t t) { return contains(opt.stop_ids, t); });
+    res.tokens.insert(res.tokens.end(), block.begin(), stop_at);
+    if (stop_at != block.end()) {
+      res.finish = FinishReason::kStop;
+      res.stop_token = *stop_at;
+      break;
+    }
+    if (static_cast<int>(res.tokens.size()) >= opt.max_new_tokens || b + 1 == max_blocks) break;
+    model.encode(kv, block);
+  }
+  if (static_cast<int>(res.tokens.size()) > opt.max_new_tokens) {
+    res.tokens.resize(static_cast<size_t>(opt.max_new_tokens));
+    res.finish = FinishReason::kLength;
+  }
+  return res;
+}
+
+}  // namespace dg

@@ -1,0 +1,61 @@
+// The block-diffusion generation loop (SPEC.md §4.3; seed §6-7): per block, denoise a random canvas with the
+// entropy-bound sampler until a stop rule fires or the step budget ends, commit the last step's argmax, scan it for
+// a stop token, and encode the committed block into the KV cache before the next block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "diffusion/options.h"
+#include "diffusion/sampler.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+
+namespace dg {
+
+struct StepInfo {
+  int block = 0, step = 0;  // step counts from 1 within the block
+  float temperature = 0.0f;
+  float mean_entropy = 0.0f;
+  int accepted = 0;
+  StopRule stop = StopRule::kNone;
+};
+
+struct BlockInfo {
+  int block = 0;
+  int canvas = 0;       // canvas length used (smaller after an empty-reply re-roll)
+  int steps = 0;        // denoise forwards of the committed attempt
+  int forwards = 0;     // denoise forwards including re-rolled attempts
+  StopRule stop = StopRule::kNone;
+  int rerolls = 0;
+  int kept = 0;         // tokens committed (canvas minus a confidence trim)
+  bool trimmed = false;
+};
+
+struct GenerateEvents {
+  std::function<void(const StepInfo&, std::span<const int32_t> argmax)> on_step;
+  std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
+};
+
+enum class FinishReason : uint8_t { kStop, kLength };
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;     // the answer: trimmed at the first stop token and to max_new_tokens
+  std::vector<int32_t> committed;  // every committed token, stop token and beyond included
+  FinishReason finish = FinishReason::kLength;
+  int32_t stop_token = -1;
+  std::vector<BlockInfo> blocks;
+  int forwards = 0;  // denoise forwards in total
+};
+
+// Encodes `prompt` (tokens not yet in `kv`), then generates. The last committed block is not encoded into `kv`.
+GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                        const GenerateEvents* events = nullptr);
+
+// The commit-time confidence trim (seed §9 #11): the first row at index >= floor, before the first stop or pad
+// row, whose p_max is below tau and whose argmax equals a neighbour's; returns the row count to keep.
+int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_max, const SamplerOptions& opt);
+
+}  // namespace dg

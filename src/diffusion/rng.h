@@ -1,0 +1,26 @@
+// The canvas RNG (the seed's contract, SPEC.md decisions table): a 64-bit LCG,
+// state = state * 6966169279 + 1039523323 (mod 2^64), each draw advances the state and returns its high 32 bits.
+// Lcg(seed) starts at state seed + 1. Uniform floats are u32 / 2^32 (as doubles); ids in [0, n) are (u32 * n) >> 32.
+// scripts/make_fixtures.py implements the same stream to record reference generations.
+#pragma once
+
+#include <cstdint>
+
+namespace dg {
+
+class Lcg {
+ public:
+  explicit Lcg(uint64_t seed) : state_(seed + 1) {}
+  uint32_t next_u32() {
+    state_ = state_ * 6966169279ull + 1039523323ull;
+    return static_cast<uint32_t>(state_ >> 32);
+  }
+  double uniform() { return static_cast<double>(next_u32()) / 4294967296.0; }
+  int32_t randint(int64_t n) { return static_cast<int32_t>((static_cast<uint64_t>(next_u32()) * static_cast<uint64_t>(n)) >> 32); }
+  uint64_t state() const { return state_; }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace dg

@@ -1,0 +1,51 @@
+#include "dg/engine.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace dg {
+
+std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
+  if (opt.threads > 0) set_num_threads(opt.threads);
+  DG_CHECK(opt.backend == "cpu",
+           "backend '{}' is not available in this build: only 'cpu' is (the CUDA backend is not implemented yet)",
+           opt.backend);
+  return std::unique_ptr<Engine>(new Engine(Checkpoint::open(opt.model_dir), opt));
+}
+
+Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
+  const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
+  if (std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
+  be_ = make_cpu_backend(opt.precision, static_cast<float>(ck_.config.rms_eps));
+  model_ = std::make_unique<Model>(ck_.config, ck_.weights, *be_);
+}
+
+const Tokenizer& Engine::tokenizer() const {
+  DG_CHECK(tok_.has_value(), "model directory '{}' has no tokenizer.json (pass token ids with --prompt-ids)", ck_.dir);
+  return *tok_;
+}
+
+SamplerOptions Engine::default_sampler(SamplerProfile profile) const {
+  return make_sampler_options(profile, ck_.generation, ck_.config.pad_id, ck_.config.bos_id);
+}
+
+KvCache Engine::new_cache() const {
+  KvOptions o;
+  o.storage = opt_.precision.kv;
+  o.ring_slack = opt_.kv_ring_slack;
+  return KvCache(ck_.config, o);
+}
+
+GenerateResult Engine::generate(std::span<const int32_t> prompt, const SamplerOptions& opt,
+                                const GenerateEvents* events) const {
+  DG_CHECK(!prompt.empty(), "the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    DG_CHECK(prompt[i] >= 0 && prompt[i] < ck_.config.vocab, "prompt token {} at position {} is outside [0, {})",
+             prompt[i], i, ck_.config.vocab);
+  KvCache kv = new_cache();
+  return dg::generate(*model_, kv, prompt, opt, events);
+}
+
+}  // namespace dg

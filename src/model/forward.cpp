@@ -1,0 +1,173 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "model/forward_names.h"
+
+namespace dg {
+namespace {
+
+void emit(const ForwardTrace* trace, const std::string& name, const Tensor& t) {
+  if (trace != nullptr && *trace) (*trace)(name, t);
+}
+
+}  // namespace
+
+Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
+                    bool kv_only, const ForwardTrace* trace) const {
+  const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
+  const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
+  const int64_t rows = h.shape[0], hidden = cfg_.hidden, D = spec.head_dim;
+  const int64_t n_heads = cfg_.n_heads, n_kv = spec.n_kv_heads;
+  const std::string p = layer_prefix(phase == Phase::kEncode, l);
+  const std::vector<float> inv_freq = cfg_.rope_inv_freq(l);
+
+  // Attention block: q/k/v projections, per-head norms, RoPE; full layers take V from the raw K projection.
+  Tensor a = be_.alloc(Shape{rows, hidden});
+  be_.rmsnorm(h, &w.input_norm, a);
+  emit(trace, p + "input_layernorm", a);
+  Tensor k = be_.alloc(Shape{rows, n_kv * D});
+  be_.linear(a, w.k, k);
+  emit(trace, p + "self_attn.k_proj", k);
+  Tensor v = k;
+  if (spec.sliding) {
+    v = be_.alloc(Shape{rows, n_kv * D});
+    be_.linear(a, w.v, v);
+    emit(trace, p + "self_attn.v_proj", v);
+  }
+  Tensor kn = be_.alloc(Shape{rows, n_kv, D});
+  be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
+  emit(trace, p + "self_attn.k_norm", kn);
+  be_.rope(kn, pos0, inv_freq);
+  Tensor vn = be_.alloc(Shape{rows, n_kv, D});
+  be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
+  emit(trace, p + "self_attn.v_norm", vn);
+
+  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
+  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
+  // cached tokens for every canvas row in the decoder.
+  const int64_t len = kv.len();
+  int64_t cache_from = 0;
+  if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
+  if (kv_only) {
+    if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
+    return h;
+  }
+  Tensor q = be_.alloc(Shape{rows, n_heads * D});
+  be_.linear(a, w.q, q);
+  emit(trace, p + "self_attn.q_proj", q);
+  Tensor qn = be_.alloc(Shape{rows, n_heads, D});
+  be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
+  emit(trace, p + "self_attn.q_norm", qn);
+  be_.rope(qn, pos0, inv_freq);
+  Tensor o = be_.alloc(Shape{rows, n_heads * D});
+  const bool causal = phase == Phase::kEncode;
+  be_.attention(qn, pos0, kv, l, cache_from, len, kn, vn, pos0, causal, spec.sliding && causal ? cfg_.window : 0, o);
+  if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
+  Tensor attn = be_.alloc(Shape{rows, hidden});
+  be_.linear(o, w.o, attn);
+  emit(trace, p + "self_attn.o_proj", attn);
+  be_.rmsnorm(attn, &w.post_attn_norm, attn);
+  emit(trace, p + "post_attention_layernorm", attn);
+  Tensor h1 = be_.alloc(Shape{rows, hidden});
+  be_.add(h, attn, h1);
+
+  // Feed-forward: the dense MLP and the MoE both read the post-attention residual h1.
+  Tensor u = be_.alloc(Shape{rows, hidden});
+  be_.rmsnorm(h1, &w.pre_ff_norm, u);
+  emit(trace, p + "pre_feedforward_layernorm", u);
+  Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate}), up = be_.alloc(Shape{rows, cfg_.intermediate});
+  be_.linear(u, w.gate, gate);
+  be_.linear(u, w.up, up);
+  be_.gelu_mul(gate, up, gate);
+  Tensor m1 = be_.alloc(Shape{rows, hidden});
+  be_.linear(gate, w.down, m1);
+  emit(trace, p + "mlp", m1);
+  be_.rmsnorm(m1, &w.post_ff_norm_1, m1);
+  emit(trace, p + "post_feedforward_layernorm_1", m1);
+  Tensor z = be_.alloc(Shape{rows, hidden});
+  be_.rmsnorm(h1, &w.pre_ff_norm_2, z);
+  emit(trace, p + "pre_feedforward_layernorm_2", z);
+  Tensor m2 = be_.alloc(Shape{rows, hidden});
+  be_.moe(h1, z, w, cfg_.top_k, m2);
+  emit(trace, p + "experts", m2);
+  be_.rmsnorm(m2, &w.post_ff_norm_2, m2);
+  emit(trace, p + "post_feedforward_layernorm_2", m2);
+  Tensor f = be_.alloc(Shape{rows, hidden});
+  be_.add(m1, m2, f);
+  be_.rmsnorm(f, &w.post_ff_norm, f);
+  emit(trace, p + "post_feedforward_layernorm", f);
+  Tensor out = be_.alloc(Shape{rows, hidden});
+  be_.add(h1, f, out);
+  // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
+  be_.scale(out, phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar);
+  emit(trace, p + "out", out);
+  return out;
+}
+
+void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
+  if (ids.empty()) return;
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
+  std::vector<int32_t> text(ids.begin(), ids.end());
+  for (int32_t& id : text)
+    if (id == cfg_.image_token_id) id = cfg_.pad_id;
+  Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.embed(be_.ids(text), w_.embed, h);
+  emit(trace, "enc.embed", h);
+  const int64_t pos0 = kv.len();
+  const bool want_all = trace != nullptr && *trace;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const bool kv_only = l == cfg_.n_layers - 1 && !want_all;  // the last layer's output is never read
+    h = layer(l, h, pos0, Phase::kEncode, &kv, kv, kv_only, trace);
+  }
+  kv.commit(rows);
+}
+
+void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
+                    const ForwardTrace* trace) const {
+  const int64_t rows = static_cast<int64_t>(canvas.size());
+  DG_CHECK(rows > 0, "denoise: empty canvas");
+  Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.embed(be_.ids(canvas), w_.embed, e);
+  emit(trace, "dec.embed", e);
+
+  // Self-conditioning before layer 0: x0 = rmsnorm_noscale(e + mlp(pre_norm(soft))). A zero soft signal makes
+  // the MLP output exactly zero, leaving x0 = rmsnorm_noscale(e).
+  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
+  if (sc.kind == ScKind::kZero) {
+    be_.rmsnorm(e, nullptr, x);
+  } else {
+    Tensor soft = e;
+    if (sc.kind == ScKind::kLogits) {
+      DG_CHECK(sc.logits != nullptr && sc.logits->shape[0] == rows, "denoise: self-conditioning logits missing");
+      soft = be_.alloc(Shape{rows, cfg_.hidden});
+      be_.soft_embed(*sc.logits, w_.embed, sc.sparse_cutoff, soft);
+      emit(trace, "dec.sc_soft", soft);
+    }
+    Tensor n = be_.alloc(Shape{rows, cfg_.hidden});
+    be_.rmsnorm(soft, &w_.sc_pre_norm, n);
+    Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate}), up = be_.alloc(Shape{rows, cfg_.intermediate});
+    be_.linear(n, w_.sc_gate, gate);
+    be_.linear(n, w_.sc_up, up);
+    be_.gelu_mul(gate, up, gate);
+    Tensor s = be_.alloc(Shape{rows, cfg_.hidden});
+    be_.linear(gate, w_.sc_down, s);
+    emit(trace, "dec.sc_mlp", s);
+    be_.add(e, s, x);
+    be_.rmsnorm(x, nullptr, x);
+  }
+  emit(trace, "dec.x0", x);
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+  Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.rmsnorm(x, &w_.final_norm, y);
+  emit(trace, "dec.final_norm", y);
+  DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
+           logits.shape.str(), rows, cfg_.vocab);
+  be_.lm_head(y, w_.embed, static_cast<float>(cfg_.softcap), logits);
+  emit(trace, "dec.logits", logits);
+}
+
+}  // namespace dg

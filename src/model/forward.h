@@ -1,0 +1,61 @@
+// The DiffusionGemma forward passes, written once against the Backend op set and read top to bottom like
+// modeling_diffusion_gemma.py: the encoder ("prefill"/"commit": causal, writes KV) and the decoder ("denoise":
+// bidirectional canvas over the read-only cache, self-conditioning before layer 0, tied lm_head, softcap).
+// Layer math: SPEC.md §2.4-2.7; masks: §2.8; self-conditioning: §3.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace dg {
+
+// Receives named intermediates ("enc.l3.out", "dec.x0", "dec.logits", ...) when tracing is wanted.
+using ForwardTrace = std::function<void(const std::string& name, const Tensor& t)>;
+
+// What feeds self-conditioning for one denoise step.
+enum class ScKind : uint8_t {
+  kZero,       // first step, reference semantics: soft signal 0 (the SC MLP output is exactly 0)
+  kSelfEmbed,  // first step, the seed's contract: the SC MLP runs on the canvas's own token embedding
+  kLogits,     // later steps: soft embedding of the previous step's processed logits
+};
+
+struct ScInput {
+  ScKind kind = ScKind::kZero;
+  const Tensor* logits = nullptr;  // [canvas, vocab] processed logits, already rounded to the activation storage
+  float sparse_cutoff = 0.0f;      // 0: exact soft embedding; else the survivor cutoff (seed: e^-10)
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be) : cfg_(cfg), w_(w), be_(be) {}
+
+  // Encodes ids at positions kv.len()... (causal; sliding layers see the last window tokens), appending their
+  // K/V to the cache. The last layer computes only what the cache needs unless a trace is attached.
+  void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr) const;
+
+  // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
+  void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
+               const ForwardTrace* trace = nullptr) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() const { return be_; }
+
+ private:
+  enum class Phase { kEncode, kDecode };
+  // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
+  Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
+               bool kv_only, const ForwardTrace* trace) const;
+
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  Backend& be_;
+};
+
+}  // namespace dg

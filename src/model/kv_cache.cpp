@@ -1,0 +1,123 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace dg {
+
+KvCache::KvCache(const ModelConfig& cfg, const KvOptions& opt) : opt_(opt), window_(cfg.window) {
+  DG_CHECK(opt.ring_slack >= 0, "kv ring slack must be >= 0");
+  for (const LayerSpec& s : cfg.layers) {
+    Layer L;
+    L.sliding = s.sliding;
+    L.n_kv = s.n_kv_heads;
+    L.head_dim = s.head_dim;
+    L.cap = 0;
+    if (L.sliding) {
+      const int64_t cap = std::max<int64_t>(1, cfg.window - 1 + opt.ring_slack);
+      L.cap = cap;
+      L.k = host_tensor(DType::kF32, Shape{cap, L.n_kv, L.head_dim});
+      L.v = host_tensor(DType::kF32, Shape{cap, L.n_kv, L.head_dim});
+    } else if (opt.initial_capacity > 0) {
+      ensure_capacity(L, opt.initial_capacity);
+    }
+    layers_.push_back(std::move(L));
+  }
+}
+
+void KvCache::ensure_capacity(Layer& L, int64_t positions) {
+  if (positions <= L.cap) return;
+  const int64_t cap = std::max<int64_t>({positions, L.cap * 2, 64});
+  Tensor k = host_tensor(DType::kF32, Shape{cap, L.n_kv, L.head_dim});
+  Tensor v = host_tensor(DType::kF32, Shape{cap, L.n_kv, L.head_dim});
+  if (L.cap > 0) {
+    std::memcpy(k.data, L.k.data, L.k.nbytes());
+    std::memcpy(v.data, L.v.data, L.v.nbytes());
+  }
+  L.k = std::move(k);
+  L.v = std::move(v);
+  L.cap = cap;
+}
+
+int64_t KvCache::oldest(int l) const {
+  const Layer& L = layers_[static_cast<size_t>(l)];
+  return L.sliding ? std::max<int64_t>(0, len_ - L.cap) : 0;
+}
+
+void KvCache::write(int l, int64_t pos0, int64_t n, const float* k, const float* v) {
+  Layer& L = layers_[static_cast<size_t>(l)];
+  DG_CHECK(pos0 == len_, "kv write at position {} but the cache holds {} tokens", pos0, len_);
+  if (!L.sliding) ensure_capacity(L, pos0 + n);
+  const int64_t row = L.n_kv * L.head_dim;
+  // A chunk longer than the ring keeps only its last cap rows.
+  const int64_t skip = L.sliding ? std::max<int64_t>(0, n - L.cap) : 0;
+  for (int64_t i = skip; i < n; ++i) {
+    float* kd = L.k.f32() + slot(L, pos0 + i) * row;
+    float* vd = L.v.f32() + slot(L, pos0 + i) * row;
+    for (int64_t j = 0; j < row; ++j) {
+      kd[j] = round_to(opt_.storage, k[i * row + j]);
+      vd[j] = round_to(opt_.storage, v[i * row + j]);
+    }
+  }
+}
+
+void KvCache::read(int l, int64_t pos0, int64_t n, float* k, float* v) const {
+  const Layer& L = layers_[static_cast<size_t>(l)];
+  DG_CHECK(pos0 >= oldest(l) && pos0 + n <= len_, "kv read of positions [{}, {}) outside the live range [{}, {}) of layer {}",
+           pos0, pos0 + n, oldest(l), len_, l);
+  const int64_t row = L.n_kv * L.head_dim;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(k + i * row, L.k.f32() + slot(L, pos0 + i) * row, static_cast<size_t>(row) * 4);
+    std::memcpy(v + i * row, L.v.f32() + slot(L, pos0 + i) * row, static_cast<size_t>(row) * 4);
+  }
+}
+
+bool KvCache::can_rewind(int64_t new_len) const {
+  if (new_len < 0 || new_len > len_) return false;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    if (!L.sliding) continue;
+    const int64_t need_from = std::max<int64_t>(0, new_len - (window_ - 1));
+    if (need_from < oldest(static_cast<int>(l))) return false;
+  }
+  return true;
+}
+
+void KvCache::rewind(int64_t new_len) {
+  DG_CHECK(can_rewind(new_len),
+           "cannot rewind the KV cache from {} to {} tokens: the sliding-window rings no longer hold the {} tokens "
+           "before it (re-prefill instead)", len_, new_len, window_ - 1);
+  len_ = new_len;
+}
+
+uint64_t KvCache::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  mix(&len_, sizeof len_);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    const int64_t row = L.n_kv * L.head_dim;
+    const int64_t from = std::max<int64_t>(oldest(static_cast<int>(l)),
+                                           L.sliding ? len_ - (window_ - 1) : 0);
+    for (int64_t p = std::max<int64_t>(0, from); p < len_; ++p) {
+      mix(L.k.f32() + slot(L, p) * row, static_cast<size_t>(row) * 4);
+      mix(L.v.f32() + slot(L, p) * row, static_cast<size_t>(row) * 4);
+    }
+  }
+  return h;
+}
+
+size_t KvCache::bytes_per_token() const {
+  const size_t esz = opt_.storage == Storage::kF32 ? 4 : 2;
+  size_t b = 0;
+  for (const Layer& L : layers_)
+    if (!L.sliding) b += static_cast<size_t>(2 * L.n_kv * L.head_dim) * esz;
+  return b;
+}
+
+}  // namespace dg

@@ -1,0 +1,60 @@
+#include "ops/attention/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/linear/linear.h"
+
+namespace dg {
+
+void attention_cpu(const float* q, int64_t rows, int64_t q_pos0, const AttnKeys& cached, const AttnKeys& fresh,
+                   const AttnShape& sh, bool causal, int64_t window, Storage act, float* out) {
+  const int64_t D = sh.head_dim;
+  const int64_t group = sh.n_heads / sh.n_kv_heads;
+  const int64_t n_keys = cached.count + fresh.count;
+  parallel_for(rows * sh.n_heads, 4, [&](int64_t t0, int64_t t1) {
+    std::vector<float> score(static_cast<size_t>(n_keys));
+    std::vector<float> acc(static_cast<size_t>(D));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r = t / sh.n_heads, h = t % sh.n_heads, kvh = h / group;
+      const int64_t qp = q_pos0 + r;
+      const float* qv = q + (r * sh.n_heads + h) * D;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const AttnKeys& src = j < cached.count ? cached : fresh;
+        const int64_t jj = j < cached.count ? j : j - cached.count;
+        const int64_t kp = src.first_pos + jj;
+        const bool visible = !causal || (kp <= qp && (window <= 0 || kp > qp - window));
+        if (!visible) {
+          score[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        const float s = round_to(act, dot_f32(qv, src.k + (jj * sh.n_kv_heads + kvh) * D, D));
+        score[static_cast<size_t>(j)] = s;
+        if (s > mx) mx = s;
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float e = std::isinf(score[static_cast<size_t>(j)]) ? 0.0f : std::exp(score[static_cast<size_t>(j)] - mx);
+        score[static_cast<size_t>(j)] = e;
+        sum += e;
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float p = round_to(act, score[static_cast<size_t>(j)] * inv);
+        if (p == 0.0f) continue;
+        const AttnKeys& src = j < cached.count ? cached : fresh;
+        const int64_t jj = j < cached.count ? j : j - cached.count;
+        const float* vv = src.v + (jj * sh.n_kv_heads + kvh) * D;
+        for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += p * vv[d];
+      }
+      float* o = out + r * sh.n_heads * D + h * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = round_to(act, acc[static_cast<size_t>(d)]);
+    }
+  });
+}
+
+}  // namespace dg

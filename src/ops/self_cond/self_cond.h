@@ -1,0 +1,20 @@
+// Self-conditioning soft embedding: soft[r] = (P[r] E) * scale with P = softmax_f32(sc_logits[r]) rounded to the
+// activation storage, the product rounded, then scaled by the embedding scale (SPEC.md §3).
+// Sparse variant (the seed's survivor path, approximate): only tokens with p >= cutoff * p_max contribute, and the
+// dropped tail is not renormalised; cutoff = e^-10 in the seed.
+// Reference: DiffusionGemmaDecoderModel.forward (soft_embeddings).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace dg {
+
+// sc_logits: [rows, vocab] f32 (already processed logits); embed: [vocab, hidden]; out: [rows, hidden].
+// sparse_cutoff == 0 selects the exact path.
+void soft_embed_cpu(const float* sc_logits, int64_t rows, const Tensor& embed, float scale, Storage act,
+                    float sparse_cutoff, float* out);
+
+}  // namespace dg
