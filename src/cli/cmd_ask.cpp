@@ -78,7 +78,7 @@ void run_ask(const AskOptions& o) {
   size_t emitted = 0;
   bool stopped = false;
   GenerateEvents ev;
-  ev.on_step = [&](const StepInfo& s, std::span<const int32_t>) { progress.step(s); };
+  ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     progress.block(b);
     if (!stream || stopped) return;

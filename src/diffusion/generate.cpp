@@ -54,6 +54,7 @@ BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block
       denoised[static_cast<size_t>(r)] = opt.argmax_commit ? argmax[static_cast<size_t>(r)]
                                                            : categorical_draw(tempered.data() + r * V, V, rng.uniform());
     const std::vector<uint8_t> accept = entropy_bound_accept(entropy, opt.entropy_bound);
+    const std::vector<int32_t> canvas_in = canvas;
     for (int r = 0; r < len; ++r) {
       const int32_t noise = rng.randint(V);  // the reference draws a whole fresh canvas every step
       canvas[static_cast<size_t>(r)] = accept[static_cast<size_t>(r)] ? denoised[static_cast<size_t>(r)] : noise;
@@ -62,7 +63,7 @@ BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block
     const StopRule rule = stopper.update(argmax, accept, mean_h, i + 1);
     if (events != nullptr && events->on_step) {
       StepInfo si{block, i + 1, T, mean_h, static_cast<int>(std::count(accept.begin(), accept.end(), 1)), rule};
-      events->on_step(si, argmax);
+      events->on_step(si, StepView{canvas_in, argmax, canvas, accept, entropy});
     }
     // Self-conditioning for the next step: the tempered logits in the model's storage precision.
     for (size_t j = 0; j < tempered.size(); ++j) sc.f32()[j] = round_to(act, tempered[j]);

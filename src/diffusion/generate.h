@@ -34,8 +34,15 @@ struct BlockInfo {
   bool trimmed = false;
 };
 
+// What one denoise step saw and decided (valid during the callback).
+struct StepView {
+  std::span<const int32_t> canvas_in, argmax, canvas_out;
+  std::span<const uint8_t> accept;
+  std::span<const float> entropy;
+};
+
 struct GenerateEvents {
-  std::function<void(const StepInfo&, std::span<const int32_t> argmax)> on_step;
+  std::function<void(const StepInfo&, const StepView&)> on_step;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
 };
 

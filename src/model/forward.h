@@ -44,6 +44,11 @@ class Model {
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
                const ForwardTrace* trace = nullptr) const;
 
+  // One decoder layer on h [canvas, hidden] at positions kv.len()... (for per-layer parity tests and tools).
+  Tensor decoder_layer(int l, const Tensor& h, const KvCache& kv, const ForwardTrace* trace = nullptr) const {
+    return layer(l, h, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+  }
+
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() const { return be_; }
 

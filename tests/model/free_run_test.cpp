@@ -13,16 +13,17 @@
 namespace dg::test {
 namespace {
 
-// The smallest decision margin anywhere in a recorded run.
-double run_margin(const RefFixture& fx, const RefRun& run) {
+// The smallest decision margin anywhere in a recorded run, relative to the free-running error budget.
+double run_margin(const RefFixture& fx, const RefRun& run, double entropy_bound) {
   double m = 1e9;
   for (size_t b = 0; b < run.steps_per_block.size(); ++b)
     for (int s = 0; s < run.steps_per_block[b]; ++s) {
       const std::string key = run.name + ".b" + std::to_string(b) + ".s" + std::to_string(s);
-      for (float v : read_f32(fx.traces, key + ".margin")) m = std::min<double>(m, v / kArgmaxMarginEps);
-      for (float v : read_f32(fx.traces, key + ".draw_margin")) m = std::min<double>(m, v / kDrawMarginEps);
+      for (float v : read_f32(fx.traces, key + ".margin")) m = std::min<double>(m, v / kFreeRunArgmaxMargin);
+      for (float v : read_f32(fx.traces, key + ".draw_margin")) m = std::min<double>(m, v / kFreeRunDrawMargin);
+      m = std::min(m, accept_margin(read_f32(fx.traces, key + ".entropy"), entropy_bound) / kFreeRunAcceptMargin);
     }
-  return m;  // >= 1: every margin clears its epsilon
+  return m;  // >= 1: every margin clears its budget
 }
 
 class FreeRun : public ::testing::TestWithParam<std::string> {};
@@ -52,17 +53,17 @@ TEST_P(FreeRun, ReferenceProfileReproducesRecordedGenerations) {
     if (stopped) want.erase(eos + 1, want.end());
     std::vector<int32_t> got = res.tokens;
     if (res.finish == FinishReason::kStop) got.push_back(res.stop_token);
-    const double margin = run_margin(fx, run);
+    const double margin = run_margin(fx, run, opt.entropy_bound);
     const bool same = got == want && (res.finish == FinishReason::kStop) == stopped;
     std::cout << "  " << fx.name << "/" << run.name << ": " << (same ? "identical" : "DIFFERENT") << ", "
               << res.forwards << " forwards, margin ratio " << margin << "\n";
     identical += same;
-    if (margin >= 1.0) {
+    if (margin >= 1.0 && run.steps <= kFreeRunMaxSteps) {
       ++wide;
-      EXPECT_TRUE(same) << run.name << ": diverged although every recorded margin is wide";
+      EXPECT_TRUE(same) << run.name << ": diverged although the run is short and every recorded margin is wide";
     }
   }
-  std::cout << "  " << identical << "/" << fx.runs.size() << " identical, " << wide << " with wide margins\n";
+  std::cout << "  " << identical << "/" << fx.runs.size() << " identical, " << wide << " expected to be\n";
   if (fx.name == "tiny_a") {
     EXPECT_GE(identical, 6) << "need >= 3 prompts x 2 seeds reproduced";
   }

@@ -15,20 +15,6 @@
 namespace dg::test {
 namespace {
 
-// How close the entropy-bound decision is to flipping: the smallest distance of any exclusive prefix sum to the
-// bound, or between adjacent sorted entropies.
-double accept_margin(const std::vector<float>& h, double bound) {
-  std::vector<float> s(h);
-  std::sort(s.begin(), s.end());
-  double m = 1e9, cum = 0;
-  for (size_t k = 0; k < s.size(); ++k) {
-    m = std::min(m, std::fabs(cum - bound));
-    if (k + 1 < s.size()) m = std::min<double>(m, s[k + 1] - s[k]);
-    cum += s[k];
-  }
-  return m;
-}
-
 struct Tally {
   int steps = 0, logit_steps = 0, argmax_flips = 0, accept_flips = 0, draw_flips = 0;
   double worst_logit = 0;
