@@ -40,24 +40,34 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const;  // from the post-processor template, if any
 
  private:
+  friend class StreamDecoder;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
 // Incremental decoder: push ids as they are committed, receive only complete UTF-8 text; bytes of a
-// character split across tokens are held back until the character completes.
+// character split across tokens are held back until the character completes. The concatenation of every
+// push() and the final flush() equals Tokenizer::decode of all ids. Each decoder step keeps only what it
+// must hold back (an unfinished byte-fallback run, a possible partial match), never the whole history.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false);
   std::string push(int32_t id);
   std::string push(std::span<const int32_t> ids);
-  std::string flush();  // emits whatever is held (incomplete bytes become U+FFFD)
+  std::string flush();  // ends the stream: emits what is held (incomplete bytes become U+FFFD), then resets
 
  private:
+  struct Stage {                    // what one decoder step holds back
+    std::vector<std::string> held;  // token steps: the open byte-fallback run; text steps: unsettled text
+    size_t seen = 0;                // Strip after Fuse: leading characters stripped so far
+    bool settled = false;           // text steps: the start of the text no longer changes the output
+  };
+  std::vector<std::string> run(std::vector<std::string> pieces, bool finish);
+
   const Tokenizer& tok_;
   bool skip_special_;
-  std::vector<int32_t> ids_;  // ids not yet fully emitted
-  size_t emitted_ = 0;        // bytes of decode(ids_) already returned
+  std::vector<Stage> stages_;  // one per decoder step
+  size_t n_tokens_ = 0;        // tokens passed on (no decoder: they are joined with " ")
 };
 
 }  // namespace dg
