@@ -3,6 +3,7 @@
 // exactly is refused with a dg::Error naming the file and the component, never skipped.
 // Reference: HF tokenizers' serde layout (tokenizer/serialization.rs, models/bpe/serialization.rs) and
 // AddedVocabulary::add_tokens for the ids of added tokens.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -124,7 +125,8 @@ std::optional<int32_t> parse_bos(const json& p) {
 }
 
 // The model's vocab and merges are ~800k entries: they go straight into tables while the JSON is read
-// (a SAX handler) instead of becoming a document, which is several times faster; the rest becomes a json.
+// (a SAX handler) instead of becoming a document, which is several times faster; the rest becomes a json,
+// except top-level members the tokenizer does not use (skipped unread, whatever their size).
 struct ModelTables {
   tok::Vocab vocab;
   std::vector<std::pair<std::string, std::string>> merges;
@@ -136,13 +138,14 @@ class TokenizerSax : public nlohmann::json_sax<json> {
   explicit TokenizerSax(ModelTables& t) : t_(t) {}
   json root;
 
-  bool null() override { return scalar(json()); }
-  bool boolean(bool v) override { return scalar(json(v)); }
-  bool number_integer(number_integer_t v) override { return scalar(json(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return scalar(json(v)); }
-  bool number_float(number_float_t v, const string_t&) override { return scalar(json(v)); }
-  bool binary(binary_t& v) override { return scalar(json(v)); }
+  bool null() override { return mode_ == Mode::kSkip || scalar(json()); }
+  bool boolean(bool v) override { return mode_ == Mode::kSkip || scalar(json(v)); }
+  bool number_integer(number_integer_t v) override { return mode_ == Mode::kSkip || scalar(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return mode_ == Mode::kSkip || scalar(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return mode_ == Mode::kSkip || scalar(json(v)); }
+  bool binary(binary_t& v) override { return mode_ == Mode::kSkip || scalar(json(v)); }
   bool string(string_t& v) override {
+    if (mode_ == Mode::kSkip) return true;
     if (mode_ == Mode::kMerges) {
       if (merge_depth_ == 1) {
         parts_.push_back(std::move(v));
@@ -153,6 +156,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return scalar(json(std::move(v)));
   }
   bool key(string_t& k) override {
+    if (mode_ == Mode::kSkip) return true;
     if (mode_ == Mode::kVocab) {
       vocab_key_ = std::move(k);
     } else {
@@ -161,6 +165,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool start_object(std::size_t) override {
+    if (skip_container()) return true;
     if (mode_ != Mode::kDom) return bad("a vocab or merges entry is an object");
     json* p = put(json::object());
     if (at_model_key("vocab")) {
@@ -171,6 +176,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool end_object() override {
+    if (mode_ == Mode::kSkip) return end_skip();
     if (mode_ == Mode::kVocab) {
       mode_ = Mode::kDom;
       return true;
@@ -178,6 +184,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return close();
   }
   bool start_array(std::size_t) override {
+    if (skip_container()) return true;
     if (mode_ == Mode::kMerges) {
       if (++merge_depth_ > 1) return bad("a merge holds an array");
       parts_.clear();
@@ -193,6 +200,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool end_array() override {
+    if (mode_ == Mode::kSkip) return end_skip();
     if (mode_ == Mode::kMerges) {
       if (merge_depth_ == 0) {
         mode_ = Mode::kDom;
@@ -210,7 +218,28 @@ class TokenizerSax : public nlohmann::json_sax<json> {
   }
 
  private:
-  enum class Mode : uint8_t { kDom, kVocab, kMerges };
+  enum class Mode : uint8_t { kDom, kVocab, kMerges, kSkip };
+
+  // A container that is skipped: inside a skipped member, or a top-level member the tokenizer ignores.
+  bool skip_container() {
+    if (mode_ == Mode::kSkip) {
+      ++skip_depth_;
+      return true;
+    }
+    static constexpr std::string_view kUsed[] = {"added_tokens", "normalizer", "pre_tokenizer",
+                                                 "post_processor", "decoder", "model"};
+    if (mode_ != Mode::kDom || stack_.size() != 1 ||
+        std::find(std::begin(kUsed), std::end(kUsed), keys_[0]) != std::end(kUsed)) {
+      return false;
+    }
+    mode_ = Mode::kSkip;
+    skip_depth_ = 1;
+    return true;
+  }
+  bool end_skip() {
+    if (--skip_depth_ == 0) mode_ = Mode::kDom;
+    return true;
+  }
 
   bool bad(std::string what) {
     if (t_.error.empty()) t_.error = std::move(what);
@@ -269,6 +298,7 @@ class TokenizerSax : public nlohmann::json_sax<json> {
   std::string vocab_key_;
   std::vector<std::string> parts_;
   int merge_depth_ = 0;
+  int skip_depth_ = 0;
 };
 
 void parse_model(const json& m, ModelTables& tables, const std::string& path, tok::Bpe& model) {

@@ -242,7 +242,8 @@ TEST(TokenizerSynthetic, StreamEqualsDecodeForEveryChain) {
        {"decoders",
         {replace_step("\xE2\x96\x81", " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}},
-      {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}, replace_step("ab", "[AB]")}}},
+      {{"type", "Sequence"},
+       {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}, replace_step("ab", "[AB]")}}},
       {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}, strip}}},
       {{"type", "Sequence"}, {"decoders", {{{"type", "Fuse"}}, {{"type", "ByteFallback"}}}}},
       {{"type", "Sequence"}, {"decoders", {strip, {{"type", "ByteFallback"}}, replace_step("\xE2\x96\x81", "_")}}},
@@ -327,6 +328,15 @@ TEST(TokenizerSynthetic, LoadErrorsNameTheFileAndPart) {
   j = base;
   j["model"]["vocab"]["a"] = "zero";
   expect_error(j, {"a"});
+}
+
+TEST(TokenizerSynthetic, IgnoresUnusedTopLevelMembers) {
+  auto j = bpe_json({"a", "b", "ab"}, {{"a", "b"}});
+  j["default"] = bpe_json({"b", "a"});  // e.g. an ES-module copy left in an exported file
+  j["extra"] = {1, "x", {{"model", nullptr}}};
+  const auto tok = load_json(j);
+  EXPECT_EQ(tok.encode("ab"), (Ids{2}));
+  EXPECT_EQ(tok.vocab_size(), 3);
 }
 
 TEST(TokenizerSynthetic, InvalidUtf8Throws) {
