@@ -394,7 +394,6 @@ def make_runs(name, spec, prompts):
             runs.append(dict(name=f"p{plen}_s{seed}", prompt=prompts[plen], seed=seed, steps=8, max_new=2 * C,
                              eos=eos, logits=(plen == spec["prompt_lens"][0] and seed == 1)))
     if name == "tiny_a":
-        runs.append(dict(name="long16", prompt=prompts[20], seed=4, steps=16, max_new=2 * C, eos=eos, logits=True))
         runs.append(dict(name="early_stop", prompt=prompts[20], seed=3, steps=24, max_new=2 * C, eos=eos,
                          stability=0, confidence="auto", logits=True))
         runs.append(dict(name="multiblock_eos", prompt=prompts[11], seed=5, steps=8, max_new=3 * C, eos="auto",

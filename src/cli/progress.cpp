@@ -10,7 +10,7 @@ GenerationProgress::GenerationProgress(bool quiet, int steps)
     : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), steps_(steps), start_(std::chrono::steady_clock::now()) {}
 
 void GenerationProgress::step(const StepInfo& s) {
-  if (quiet_ || !tty_) return;
+  if (quiet_ || !tty_ || !live_) return;
   fmt::print(stderr, "\r\033[K  block {} · step {}/{} · T {:.3f} · mean entropy {:.3f} · accepted {}", s.block + 1,
              s.step, steps_, s.temperature, s.mean_entropy, s.accepted);
   std::fflush(stderr);
@@ -18,7 +18,11 @@ void GenerationProgress::step(const StepInfo& s) {
 
 void GenerationProgress::block(const BlockInfo& b) {
   if (quiet_) return;
-  if (tty_) fmt::print(stderr, "\r\033[K");
+  if (tty_) {
+    if (live_) fmt::print(stderr, "\r\033[K");
+    live_ = false;
+    return;
+  }
   fmt::print(stderr, "  block {}: {} steps ({}), {} tokens committed{}{}\n", b.block + 1, b.steps,
              stop_rule_name(b.stop), b.kept, b.trimmed ? " (confidence trim)" : "",
              b.rerolls ? fmt::format(" after {} re-roll(s)", b.rerolls) : "");

@@ -1,4 +1,5 @@
-// Progress on stderr for generation: a live step line on a terminal, one line per committed block otherwise.
+// Progress on stderr for generation. On a terminal: a live step line until the first block commits (from then on
+// the streamed answer shows progress), then a summary. Otherwise (logs): one line per committed block and a summary.
 #pragma once
 
 #include <chrono>
@@ -16,7 +17,7 @@ class GenerationProgress {
   void done(const GenerateResult& r);
 
  private:
-  bool quiet_, tty_;
+  bool quiet_, tty_, live_ = true;
   int steps_;
   std::chrono::steady_clock::time_point start_;
 };
