@@ -30,6 +30,7 @@ class Backend {
   virtual Tensor alloc(Shape s) = 0;
   virtual Tensor ids(std::span<const int32_t> ids) = 0;
   virtual void copy_to_host(const Tensor& t, float* dst) = 0;
+  virtual void copy_from_host(const float* src, Tensor& t) = 0;
 
   virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   virtual void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) = 0;  // over the last dim; w null: no scale

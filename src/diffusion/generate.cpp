@@ -19,29 +19,22 @@ struct BlockRun {
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
 
 // Denoises one canvas of `len` rows at positions kv.len()...
-BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block, Lcg& rng, const SamplerOptions& opt,
+BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, Lcg& rng, const SamplerOptions& opt,
                        const GenerateEvents* events) {
-  const ModelConfig& cfg = model.config();
-  Backend& be = model.backend();
-  const int64_t V = cfg.vocab;
+  const int64_t V = model.vocab();
   std::vector<int32_t> canvas(static_cast<size_t>(len));
   for (int32_t& t : canvas) t = rng.randint(V);
 
-  Tensor logits = be.alloc(Shape{len, V});
-  Tensor sc = be.alloc(Shape{len, V});
   std::vector<float> raw(static_cast<size_t>(len * V)), tempered(raw.size());
   std::vector<RowStats> stats(static_cast<size_t>(len));
   std::vector<int32_t> argmax(static_cast<size_t>(len)), denoised(argmax.size());
   std::vector<float> entropy(static_cast<size_t>(len));
-  ScInput sc_in{opt.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero, nullptr,
-                static_cast<float>(opt.sc_sparse_cutoff)};
+  ScKind sc_kind = opt.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero;
   StopState stopper(opt, len);
-  const Storage act = be.precision().act;
   BlockRun run;
   for (int i = 0; i < opt.steps; ++i) {
     const int cur = opt.steps - i;
-    model.denoise(kv, canvas, sc_in, logits);
-    be.copy_to_host(logits, raw.data());
+    model.denoise(kv, canvas, sc_kind, tempered.data(), static_cast<float>(opt.sc_sparse_cutoff), raw.data());
     const float T = schedule_temperature(cur, opt.steps, opt.t_min, opt.t_max);
     row_stats_cpu(raw.data(), len, V, T, tempered.data(), stats.data());
     double h_sum = 0.0;
@@ -65,9 +58,7 @@ BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block
       StepInfo si{block, i + 1, T, mean_h, static_cast<int>(std::count(accept.begin(), accept.end(), 1)), rule};
       events->on_step(si, StepView{canvas_in, argmax, canvas, accept, entropy});
     }
-    // Self-conditioning for the next step: the tempered logits in the model's storage precision.
-    for (size_t j = 0; j < tempered.size(); ++j) sc.f32()[j] = round_to(act, tempered[j]);
-    sc_in = ScInput{ScKind::kLogits, &sc, static_cast<float>(opt.sc_sparse_cutoff)};
+    sc_kind = ScKind::kLogits;  // the next step self-conditions on this step's tempered logits
     run.steps = i + 1;
     run.stop = rule;
     if (rule != StopRule::kNone) break;
@@ -79,6 +70,30 @@ BlockRun denoise_block(const Model& model, const KvCache& kv, int len, int block
 }
 
 }  // namespace
+
+void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
+                            float sparse_cutoff, float* logits) {
+  Backend& be = m_.backend();
+  const int64_t rows = static_cast<int64_t>(canvas.size()), V = m_.config().vocab;
+  Tensor out = be.alloc(Shape{rows, V});
+  Tensor sc;
+  if (kind == ScKind::kLogits) {
+    // The reference stores the tempered logits in the model's dtype before the soft embedding.
+    const Storage act = be.precision().act;
+    Tensor host = host_tensor(DType::kF32, Shape{rows, V});
+    for (int64_t j = 0; j < rows * V; ++j) host.f32()[j] = round_to(act, sc_tempered[j]);
+    sc = be.alloc(Shape{rows, V});
+    be.copy_from_host(host.f32(), sc);
+  }
+  m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &sc : nullptr, sparse_cutoff}, out);
+  be.copy_to_host(out, logits);
+}
+
+GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                        const GenerateEvents* events) {
+  ModelDenoiser d(model);
+  return generate(d, kv, prompt, opt, events);
+}
 
 int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_max, const SamplerOptions& opt) {
   const int n = static_cast<int>(argmax.size());
@@ -97,10 +112,10 @@ int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_ma
   return n;
 }
 
-GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events) {
   opt.validate();
-  const int C = model.config().canvas;
+  const int C = model.canvas();
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
   model.encode(kv, prompt);
 

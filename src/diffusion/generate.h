@@ -57,7 +57,35 @@ struct GenerateResult {
   int forwards = 0;  // denoise forwards in total
 };
 
+// What the block loop needs from a model: encode committed tokens, and one denoise forward returning host logits.
+class Denoiser {
+ public:
+  virtual ~Denoiser() = default;
+  virtual int canvas() const = 0;
+  virtual int64_t vocab() const = 0;
+  virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
+  // logits: [canvas.size(), vocab] f32. sc_tempered: the previous step's tempered logits when kind == kLogits.
+  virtual void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
+                       float sparse_cutoff, float* logits) = 0;
+};
+
+// The Denoiser of a Model on its backend.
+class ModelDenoiser final : public Denoiser {
+ public:
+  explicit ModelDenoiser(const Model& m) : m_(m) {}
+  int canvas() const override { return m_.config().canvas; }
+  int64_t vocab() const override { return m_.config().vocab; }
+  void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
+  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
+               float sparse_cutoff, float* logits) override;
+
+ private:
+  const Model& m_;
+};
+
 // Encodes `prompt` (tokens not yet in `kv`), then generates. The last committed block is not encoded into `kv`.
+GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                        const GenerateEvents* events = nullptr);
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events = nullptr);
 

@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
     return t;
   }
   void copy_to_host(const Tensor& t, float* dst) override { std::memcpy(dst, t.data, t.nbytes()); }
+  void copy_from_host(const float* src, Tensor& t) override { std::memcpy(t.data, src, t.nbytes()); }
 
   void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
     embed_cpu(ids.as<int32_t>(), ids.numel(), table, embed_scale(table.shape[1], p_.act), p_.act, out.f32());
