@@ -39,7 +39,7 @@ struct ModelConfig {
   int top_k = 0;
   int window = 0;  // sliding_window, W
   double rms_eps = 1e-6;
-  double softcap = 30.0;  // final_logit_softcapping
+  double softcap = 30.0;  // final_logit_softcapping; 0 means none (JSON null)
   int pad_id = 0, bos_id = 2, eos_id = 1;
   std::vector<LayerSpec> layers;  // size n_layers
 

@@ -1,5 +1,6 @@
 // Safetensors checkpoints: one model.safetensors, or shards listed by model.safetensors.index.json.
 // Files are mmap'd; every header is validated (JSON, dtypes, offsets inside the file) before any tensor is used.
+// Format: 8-byte little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets}}, data.
 #pragma once
 
 #include <map>
@@ -18,7 +19,8 @@ struct TensorInfo {
   Shape shape;
   const uint8_t* data = nullptr;  // inside the shard's mapping
   size_t nbytes = 0;
-  std::string file;  // shard path, for error messages
+  std::string file;                     // shard path, for error messages
+  std::shared_ptr<MappedFile> mapping;  // keeps `data` valid; views share it
 };
 
 class TensorStore {
@@ -28,15 +30,21 @@ class TensorStore {
   // Opens one safetensors file.
   static TensorStore open_file(const std::string& path);
 
+  // The directory or file this store was opened from (for messages).
+  const std::string& source() const { return source_; }
+
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;  // throws dg::Error if absent
-  Tensor view(const std::string& name) const;             // non-owning host view of the mapped bytes
-  std::vector<std::string> names() const;                 // sorted
+  // Read-only host view of the mapped bytes; its owner keeps the mapping alive. A tensor whose bytes are not
+  // aligned to its element size is returned as an aligned copy instead (reading it in place would be UB).
+  Tensor view(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
   const std::vector<std::string>& files() const { return files_; }
   size_t total_bytes() const;
 
  private:
   void add_file(const std::string& path);
+  std::string source_;
   std::vector<std::shared_ptr<MappedFile>> maps_;
   std::vector<std::string> files_;
   std::map<std::string, TensorInfo> tensors_;
