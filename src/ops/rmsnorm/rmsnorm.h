@@ -13,3 +13,18 @@ namespace dg {
 void rmsnorm_cpu(const float* x, int64_t rows, int64_t dim, const Tensor* w, float eps, float* y);
 
 }  // namespace dg
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// CUDA RMSNorm: one thread block per row, f32 accumulation; x and y bf16/f16/f32 device pointers with row
+// stride `dim`, w a device [dim] weight or null. Same semantics as rmsnorm_cpu (output rounded to y's dtype).
+Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, DType yt, int64_t rows, int64_t dim,
+                    float eps, cudaStream_t stream);
+
+}  // namespace dg
+#endif
