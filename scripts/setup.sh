@@ -18,7 +18,9 @@ done
 
 packages=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev)
-[ "$want_test_data" = 1 ] && packages+=(nodejs npm)
+# npm is only needed for --test-data; a machine that already has node and npm (e.g. from NodeSource, whose nodejs
+# package conflicts with Debian's npm) keeps them.
+if [ "$want_test_data" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
