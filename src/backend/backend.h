@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "ops/row_stats/row_stats.h"
 
 namespace dg {
 
@@ -26,8 +27,12 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Precision precision() const = 0;
 
-  // [rows, cols] activation buffer (f32 values on the CPU backend).
+  // [rows, cols] activation buffer in the backend's activation dtype (f32 values on the CPU backend).
   virtual Tensor alloc(Shape s) = 0;
+  // An f32 buffer (logits).
+  virtual Tensor alloc_f32(Shape s) = 0;
+  // The weights as this backend reads them (device copies on a GPU; the same views on the CPU).
+  virtual ModelWeights upload(const ModelWeights& host) = 0;
   virtual Tensor ids(std::span<const int32_t> ids) = 0;
   virtual void copy_to_host(const Tensor& t, float* dst) = 0;
   virtual void copy_from_host(const float* src, Tensor& t) = 0;
@@ -52,6 +57,12 @@ class Backend {
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;  // logits f32
   // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
+
+  // Sampler row statistics of softmax(logits / temperature) to the host, and the tempered logits in the
+  // activation storage (the next step's self-conditioning input).
+  virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
+  // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
+  virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);

@@ -25,27 +25,29 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
   std::vector<int32_t> canvas(static_cast<size_t>(len));
   for (int32_t& t : canvas) t = rng.randint(V);
 
-  std::vector<float> raw(static_cast<size_t>(len * V)), tempered(raw.size());
   std::vector<RowStats> stats(static_cast<size_t>(len));
   std::vector<int32_t> argmax(static_cast<size_t>(len)), denoised(argmax.size());
   std::vector<float> entropy(static_cast<size_t>(len));
+  std::vector<double> u(static_cast<size_t>(len));
   ScKind sc_kind = opt.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero;
   StopState stopper(opt, len);
   BlockRun run;
   for (int i = 0; i < opt.steps; ++i) {
     const int cur = opt.steps - i;
-    model.denoise(kv, canvas, sc_kind, tempered.data(), static_cast<float>(opt.sc_sparse_cutoff), raw.data());
     const float T = schedule_temperature(cur, opt.steps, opt.t_min, opt.t_max);
-    row_stats_cpu(raw.data(), len, V, T, tempered.data(), stats.data());
+    model.denoise(kv, canvas, sc_kind, static_cast<float>(opt.sc_sparse_cutoff), T, stats.data());
     double h_sum = 0.0;
     for (int r = 0; r < len; ++r) {
       argmax[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].argmax;
       entropy[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].entropy;
       h_sum += stats[static_cast<size_t>(r)].entropy;
     }
-    for (int r = 0; r < len; ++r)
-      denoised[static_cast<size_t>(r)] = opt.argmax_commit ? argmax[static_cast<size_t>(r)]
-                                                           : categorical_draw(tempered.data() + r * V, V, rng.uniform());
+    if (opt.argmax_commit) {
+      denoised = argmax;
+    } else {
+      for (double& x : u) x = rng.uniform();  // one categorical draw per row, in row order
+      model.draw(u, denoised.data());
+    }
     const std::vector<uint8_t> accept = entropy_bound_accept(entropy, opt.entropy_bound);
     const std::vector<int32_t> canvas_in = canvas;
     for (int r = 0; r < len; ++r) {
@@ -71,22 +73,22 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
 
 }  // namespace
 
-void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
-                            float sparse_cutoff, float* logits) {
+void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                            float temperature, RowStats* stats) {
   Backend& be = m_.backend();
   const int64_t rows = static_cast<int64_t>(canvas.size()), V = m_.config().vocab;
-  Tensor out = be.alloc(Shape{rows, V});
-  Tensor sc;
-  if (kind == ScKind::kLogits) {
-    // The reference stores the tempered logits in the model's dtype before the soft embedding.
-    const Storage act = be.precision().act;
-    Tensor host = host_tensor(DType::kF32, Shape{rows, V});
-    for (int64_t j = 0; j < rows * V; ++j) host.f32()[j] = round_to(act, sc_tempered[j]);
-    sc = be.alloc(Shape{rows, V});
-    be.copy_from_host(host.f32(), sc);
-  }
-  m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &sc : nullptr, sparse_cutoff}, out);
-  be.copy_to_host(out, logits);
+  if (kind == ScKind::kLogits)
+    DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
+  if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
+  m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff}, logits_);
+  if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
+  be.row_stats(logits_, temperature, tempered_, stats);
+  temperature_ = temperature;
+}
+
+void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
+  DG_CHECK(!logits_.empty() && static_cast<int64_t>(u.size()) == logits_.shape[0], "draw before denoise");
+  m_.backend().categorical(logits_, temperature_, u, out);
 }
 
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,

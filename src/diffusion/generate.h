@@ -10,6 +10,7 @@
 
 #include "diffusion/options.h"
 #include "diffusion/sampler.h"
+#include "ops/row_stats/row_stats.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 
@@ -57,16 +58,21 @@ struct GenerateResult {
   int forwards = 0;  // denoise forwards in total
 };
 
-// What the block loop needs from a model: encode committed tokens, and one denoise forward returning host logits.
+// What the block loop needs from a model: encode committed tokens, and one denoise forward reduced to per-row
+// statistics. The [canvas, vocab] logits never leave the denoiser (on a GPU they stay on the device): it keeps the
+// tempered logits to self-condition the next step and to draw categorical samples from.
 class Denoiser {
  public:
   virtual ~Denoiser() = default;
   virtual int canvas() const = 0;
   virtual int64_t vocab() const = 0;
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
-  // logits: [canvas.size(), vocab] f32. sc_tempered: the previous step's tempered logits when kind == kLogits.
-  virtual void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
-                       float sparse_cutoff, float* logits) = 0;
+  // Denoises `canvas` at positions kv.len()...; `kind` says what self-conditions this step (kLogits: the previous
+  // step's tempered logits). Writes argmax / entropy / p_max of softmax(logits / temperature) per row to `stats`.
+  virtual void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                       float temperature, RowStats* stats) = 0;
+  // One categorical draw per row from softmax(last logits / temperature), by inverse CDF at u[row].
+  virtual void draw(std::span<const double> u, int32_t* out) = 0;
 };
 
 // The Denoiser of a Model on its backend.
@@ -76,11 +82,15 @@ class ModelDenoiser final : public Denoiser {
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
-  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, const float* sc_tempered,
-               float sparse_cutoff, float* logits) override;
+  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+               float temperature, RowStats* stats) override;
+  void draw(std::span<const double> u, int32_t* out) override;
 
  private:
   const Model& m_;
+  Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits
+  Tensor tempered_;  // [rows, vocab]: logits / T in the activation storage, self-conditioning the next step
+  float temperature_ = 1.0f;
 };
 
 // Encodes `prompt` (tokens not yet in `kv`), then generates. The last committed block is not encoded into `kv`.

@@ -28,22 +28,6 @@ std::vector<uint8_t> entropy_bound_accept(std::span<const float> entropy, double
   return accept;
 }
 
-int32_t categorical_draw(const float* tempered, int64_t vocab, double u) {
-  float mx = tempered[0];
-  for (int64_t v = 1; v < vocab; ++v) mx = std::max(mx, tempered[v]);
-  double sum = 0.0;
-  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(tempered[v] - mx));
-  double acc = 0.0;
-  int32_t last_positive = 0;
-  for (int64_t v = 0; v < vocab; ++v) {
-    const double p = std::exp(static_cast<double>(tempered[v] - mx)) / sum;
-    if (p > 0.0) last_positive = static_cast<int32_t>(v);
-    acc += p;
-    if (u < acc) return static_cast<int32_t>(v);
-  }
-  return last_positive;
-}
-
 const char* stop_rule_name(StopRule r) {
   switch (r) {
     case StopRule::kNone: return "max_steps";

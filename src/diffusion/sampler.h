@@ -20,9 +20,6 @@ float schedule_temperature(int cur, int n, double t_min, double t_max);
 // (computed as the reference does: inclusive f32 cumsum minus the element). The lowest is always accepted.
 std::vector<uint8_t> entropy_bound_accept(std::span<const float> entropy, double bound);
 
-// Inverse-CDF draw from softmax(tempered row): the first index whose running f64 sum exceeds u.
-int32_t categorical_draw(const float* tempered, int64_t vocab, double u);
-
 enum class StopRule : uint8_t { kNone, kConfident, kPlateau, kEntropy };
 const char* stop_rule_name(StopRule r);
 

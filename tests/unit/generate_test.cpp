@@ -19,18 +19,23 @@ class ScriptedDenoiser : public Denoiser {
     encoded.push_back(std::vector<int32_t>(ids.begin(), ids.end()));
     kv.commit(static_cast<int64_t>(ids.size()));
   }
-  void denoise(const KvCache&, std::span<const int32_t> canvas, ScKind kind, const float*, float,
-               float* logits) override {
+  void denoise(const KvCache&, std::span<const int32_t> canvas, ScKind kind, float, float temperature,
+               RowStats* stats) override {
     kinds.push_back(kind);
     ++calls;
     const int block = static_cast<int>(encoded.size()) - 1;  // the prompt is encode #0
+    logits.assign(canvas.size() * static_cast<size_t>(vocab_), 0.0f);
     for (size_t r = 0; r < canvas.size(); ++r) {
-      float* row = logits + r * vocab_;
-      std::fill(row, row + vocab_, 0.0f);
       const int32_t t = script(block, static_cast<int>(r), static_cast<int>(canvas.size()), calls);
-      row[t] = peak(static_cast<int>(r));
+      logits[r * static_cast<size_t>(vocab_) + static_cast<size_t>(t)] = peak(static_cast<int>(r));
     }
+    tempered.resize(logits.size());
+    row_stats_cpu(logits.data(), static_cast<int64_t>(canvas.size()), vocab_, temperature, tempered.data(), stats);
   }
+  void draw(std::span<const double> u, int32_t* out) override {
+    for (size_t r = 0; r < u.size(); ++r) out[r] = categorical_draw(tempered.data() + r * static_cast<size_t>(vocab_), vocab_, u[r]);
+  }
+  std::vector<float> logits, tempered;
   std::function<int32_t(int block, int row, int len, int call)> script = [](int, int row, int, int) { return 10 + row; };
   std::function<float(int row)> peak = [](int) { return 30.0f; };
   std::vector<std::vector<int32_t>> encoded;

@@ -28,6 +28,8 @@ class CpuBackend final : public Backend {
   Precision precision() const override { return p_; }
 
   Tensor alloc(Shape s) override { return host_tensor(DType::kF32, s); }
+  Tensor alloc_f32(Shape s) override { return host_tensor(DType::kF32, s); }
+  ModelWeights upload(const ModelWeights& host) override { return host; }
   Tensor ids(std::span<const int32_t> ids) override {
     Tensor t = host_tensor(DType::kI32, Shape{static_cast<int64_t>(ids.size())});
     if (!ids.empty()) std::memcpy(t.data, ids.data(), ids.size() * 4);
@@ -97,6 +99,19 @@ class CpuBackend final : public Backend {
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
     soft_embed_cpu(sc_logits.f32(), rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
                    sparse_cutoff, out.f32());
+  }
+  void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {
+    row_stats_cpu(logits.f32(), rows_of(logits), cols_of(logits), temperature, tempered.f32(), host_stats);
+    round_all(tempered);  // the reference stores the tempered logits in the model dtype for self-conditioning
+  }
+  void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
+    const int64_t V = cols_of(logits);
+    std::vector<float> x(static_cast<size_t>(V));
+    for (size_t r = 0; r < u.size(); ++r) {
+      const float* row = logits.f32() + static_cast<int64_t>(r) * V;
+      for (int64_t v = 0; v < V; ++v) x[static_cast<size_t>(v)] = row[v] / temperature;
+      host_ids[r] = categorical_draw(x.data(), V, u[r]);
+    }
   }
 
  private:

@@ -17,4 +17,8 @@ struct RowStats {
 // raw: [rows, vocab] f32; writes the tempered logits to `tempered` (may alias raw) when it is not null.
 void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperature, float* tempered, RowStats* out);
 
+// Inverse-CDF draw from softmax(tempered row): the first index whose running f64 sum exceeds u (the last
+// index with nonzero probability when rounding leaves u above the total).
+int32_t categorical_draw(const float* tempered, int64_t vocab, double u);
+
 }  // namespace dg

@@ -1,5 +1,6 @@
 #include "ops/row_stats/row_stats.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/parallel.h"
@@ -34,6 +35,22 @@ void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperat
       out[r].p_max = static_cast<float>(1.0 / s);
     }
   });
+}
+
+int32_t categorical_draw(const float* tempered, int64_t vocab, double u) {
+  float mx = tempered[0];
+  for (int64_t v = 1; v < vocab; ++v) mx = std::max(mx, tempered[v]);
+  double sum = 0.0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(tempered[v] - mx));
+  double acc = 0.0;
+  int32_t last_positive = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double p = std::exp(static_cast<double>(tempered[v] - mx)) / sum;
+    if (p > 0.0) last_positive = static_cast<int32_t>(v);
+    acc += p;
+    if (u < acc) return static_cast<int32_t>(v);
+  }
+  return last_positive;
 }
 
 }  // namespace dg
