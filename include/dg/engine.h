@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "diffusion/generate.h"
 #include "diffusion/options.h"
+#include "engine/session.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/forward.h"
@@ -40,6 +41,9 @@ class Engine {
   // Sampler options from the checkpoint's generation config and the chosen profile.
   SamplerOptions default_sampler(SamplerProfile profile) const;
   KvCache new_cache() const;
+
+  // A session owning its own KV cache, for conversations that grow turn by turn (prefix reuse, rewind).
+  Session open_session(const SessionOptions& opt = {}) const;
 
   // One generation from an empty cache.
   GenerateResult generate(std::span<const int32_t> prompt, const SamplerOptions& opt,

@@ -1,5 +1,6 @@
 #include "dg/engine.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -36,6 +37,13 @@ KvCache Engine::new_cache() const {
   o.storage = opt_.precision.kv;
   o.ring_slack = opt_.kv_ring_slack;
   return KvCache(ck_.config, o);
+}
+
+Session Engine::open_session(const SessionOptions& opt) const {
+  KvOptions o;
+  o.storage = opt_.precision.kv;
+  o.ring_slack = std::max(opt.ring_slack, opt_.kv_ring_slack);
+  return Session(*model_, o);
 }
 
 GenerateResult Engine::generate(std::span<const int32_t> prompt, const SamplerOptions& opt,

@@ -1,0 +1,203 @@
+#include "engine/chat.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace dg {
+
+ChatSession::ChatSession(const Engine& engine, ChatOptions opt)
+    : engine_(engine), tok_(engine.tokenizer()), t_(ChatTokens::from(tok_)), opt_(std::move(opt)),
+      session_(engine.open_session(opt_.session)) {
+  settle();
+}
+
+RenderedPrompt ChatSession::render(bool generation_prompt) const {
+  RenderOptions ro;
+  ro.thinking = opt_.thinking;
+  ro.open_thought = opt_.open_thought;
+  ro.add_generation_prompt = generation_prompt;
+  return render_chat(conv_, ro, tok_, t_);
+}
+
+SyncStats ChatSession::settle() { return session_.sync(render(false).ids); }
+
+TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
+  DG_CHECK(pending_calls().empty(), "the last reply's tool calls are waiting for their results");
+  Message m;
+  m.role = Role::kUser;
+  m.content = text;
+  conv_.messages.push_back(m);
+  try {
+    return generate(ev);
+  } catch (...) {
+    conv_.messages.pop_back();  // a failed turn leaves the conversation as it was
+    throw;
+  }
+}
+
+TurnResult ChatSession::generate(const ChatEvents* ev) {
+  const std::vector<ToolCall> pending = pending_calls();
+  DG_CHECK(pending.empty(), "tool call '{}' ({}) is waiting for its result", pending.empty() ? "" : pending[0].id,
+           pending.empty() ? "" : pending[0].name);
+  const RenderedPrompt p = render(true);
+  TurnResult r;
+  r.prompt = session_.sync(p.ids);
+
+  ReplyStream stream(tok_, t_, opt_.sampler.stop_ids, p.end == PromptEnd::kThought);
+  int n_calls = 0;
+  auto deliver = [&](std::vector<ReplyEvent> events) {
+    for (ReplyEvent& e : events) {
+      if (e.kind == ReplyEvent::Kind::kToolCall) e.call.id = fmt::format("call_{}", n_calls++);
+      if (ev != nullptr && ev->on_reply) ev->on_reply(e);
+    }
+  };
+  GenerateEvents ge;
+  ge.on_step = [&](const StepInfo& s, const StepView&) {
+    if (ev != nullptr && ev->on_step) ev->on_step(s);
+  };
+  ge.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
+    if (ev != nullptr && ev->on_block) ev->on_block(b);
+    deliver(stream.push(block));
+  };
+  const GenerateResult res = session_.generate(opt_.sampler, &ge);
+  deliver(stream.finish());
+
+  r.reply = stream.reply();
+  for (size_t i = 0; i < r.reply.tool_calls.size(); ++i) r.reply.tool_calls[i].id = fmt::format("call_{}", i);
+  r.tokens = static_cast<int>(res.tokens.size());
+  r.forwards = res.forwards;
+  r.finish = !r.reply.tool_calls.empty() ? "tool_calls" : res.finish == FinishReason::kStop ? "stop" : "length";
+
+  Message a;
+  a.role = Role::kAssistant;
+  a.reasoning = r.reply.reasoning;
+  a.tool_calls = r.reply.tool_calls;
+  // Text next to calls is shown but not kept: the template would place it after the responses and close the turn.
+  if (a.tool_calls.empty()) a.content = r.reply.content;
+  conv_.messages.push_back(a);
+  settle();
+  r.kv_tokens = session_.size();
+  r.kv_fingerprint = session_.fingerprint();
+  return r;
+}
+
+void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }
+
+std::vector<ToolCall> ChatSession::pending_calls() const {
+  std::vector<ToolCall> open;
+  for (size_t i = conv_.messages.size(); i-- > 0;) {
+    const Message& m = conv_.messages[i];
+    if (m.role == Role::kTool) continue;
+    if (m.role != Role::kAssistant) break;
+    for (const ToolCall& c : m.tool_calls) {
+      bool answered = false;
+      for (size_t k = i + 1; k < conv_.messages.size(); ++k)
+        answered = answered || conv_.messages[k].tool_call_id == c.id;
+      if (!answered) open.push_back(c);
+    }
+    break;
+  }
+  return open;
+}
+
+void ChatSession::add_tool_result(const std::string& call_id, const Json& content) {
+  for (const ToolCall& c : pending_calls()) {
+    if (c.id != call_id) continue;
+    Message m;
+    m.role = Role::kTool;
+    m.tool_call_id = c.id;
+    m.name = c.name;
+    if (content.is_string())
+      m.content = content.get<std::string>();
+    else
+      m.response = content;
+    conv_.messages.push_back(m);
+    return;
+  }
+  fail("no tool call '{}' is waiting for a result", call_id);
+}
+
+bool ChatSession::rewind() {
+  for (size_t i = conv_.messages.size(); i-- > 0;) {
+    if (conv_.messages[i].role != Role::kUser) continue;
+    conv_.messages.resize(i);
+    settle();
+    return true;
+  }
+  return false;
+}
+
+void ChatSession::clear() {
+  const bool sys = !conv_.messages.empty() && conv_.messages[0].role == Role::kSystem;
+  conv_.messages.resize(sys ? 1 : 0);
+  settle();
+}
+
+void ChatSession::set_system(const std::string& text) {
+  const bool sys = !conv_.messages.empty() && conv_.messages[0].role == Role::kSystem;
+  if (text.empty()) {
+    if (sys) conv_.messages.erase(conv_.messages.begin());
+    return;
+  }
+  Message m;
+  m.role = Role::kSystem;
+  m.content = text;
+  if (sys)
+    conv_.messages[0] = m;
+  else
+    conv_.messages.insert(conv_.messages.begin(), m);
+}
+
+void ChatSession::set_tools(const Json& tools) {
+  check_tools(tools);
+  conv_.tools = tools;
+}
+
+void ChatSession::set_thinking(bool on) { opt_.thinking = on; }
+
+void ChatSession::save(const std::string& path) const {
+  Json j = {{"format", "diffgemma-chat"}, {"version", 1}, {"thinking", opt_.thinking}, {"tools", conv_.tools}};
+  j["messages"] = Json::array();
+  for (const Message& m : conv_.messages) j["messages"].push_back(message_to_json(m));
+  std::ofstream out(path, std::ios::binary);
+  DG_CHECK(out.good(), "cannot write the conversation to '{}'", path);
+  out << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  DG_CHECK(out.good(), "cannot write the conversation to '{}'", path);
+}
+
+void ChatSession::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DG_CHECK(in.good(), "cannot read the conversation file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const Json j = Json::parse(ss.str(), nullptr, false);
+  DG_CHECK(!j.is_discarded() && j.is_object(), "'{}' is not a JSON object (expected a file written by /save)", path);
+  DG_CHECK(j.contains("messages") && j["messages"].is_array(), "'{}' has no \"messages\" array", path);
+  Conversation c;
+  for (size_t i = 0; i < j["messages"].size(); ++i)
+    c.messages.push_back(message_from_json(j["messages"][i], fmt::format("{}: messages[{}]", path, i)));
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    check_tools(j["tools"]);
+    c.tools = j["tools"];
+  }
+  bool thinking = opt_.thinking;
+  if (j.contains("thinking")) {
+    DG_CHECK(j["thinking"].is_boolean(), "'{}': \"thinking\" must be true or false", path);
+    thinking = j["thinking"].get<bool>();
+  }
+  const Conversation old = conv_;
+  const bool old_thinking = opt_.thinking;
+  conv_ = std::move(c);
+  opt_.thinking = thinking;
+  try {
+    settle();
+  } catch (...) {
+    conv_ = old;
+    opt_.thinking = old_thinking;
+    throw;
+  }
+}
+
+}  // namespace dg

@@ -1,0 +1,81 @@
+// ChatSession: a conversation bound to a Session. Each turn renders the conversation with the Gemma 4 template,
+// syncs the cache to it (only what follows the common prefix is encoded), generates, streams the reply through
+// ReplyStream, appends the assistant message, and settles the cache on the canonical render of the conversation
+// (the answer without its reasoning, the turn closed), so the next turn is a pure extension. Tool-call rounds
+// continue inside the model's turn once every call has its result. Used by `diffgemma chat` (REPL and JSONL).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_tokens.h"
+#include "chat/conversation.h"
+#include "chat/stream.h"
+#include "chat/template.h"
+#include "dg/engine.h"
+
+namespace dg {
+
+struct ChatOptions {
+  bool thinking = false;
+  bool open_thought = true;  // RenderOptions::open_thought
+  SamplerOptions sampler;
+  SessionOptions session;
+};
+
+struct ChatEvents {
+  std::function<void(const ReplyEvent&)> on_reply;  // text deltas, tool calls (with ids), malformed calls
+  std::function<void(const StepInfo&)> on_step;
+  std::function<void(const BlockInfo&)> on_block;
+};
+
+struct TurnResult {
+  Reply reply;                // tool calls carry their ids (call_0, call_1, ... per reply)
+  std::string finish;         // "stop" | "length" | "tool_calls"
+  int tokens = 0;             // answer tokens
+  int forwards = 0;           // denoise forwards
+  SyncStats prompt;           // how the prompt reached the cache
+  int64_t kv_tokens = 0;      // cache length once settled
+  uint64_t kv_fingerprint = 0;
+};
+
+class ChatSession {
+ public:
+  ChatSession(const Engine& engine, ChatOptions opt);  // throws dg::Error without a Gemma 4 chat tokenizer
+
+  TurnResult user(const std::string& text, const ChatEvents* ev = nullptr);  // a user turn, then the answer
+  TurnResult generate(const ChatEvents* ev = nullptr);  // the model's next reply to the conversation as it stands
+  void add_message(const Message& m);                   // appended as is; the cache follows at the next sync
+  void add_tool_result(const std::string& call_id, const Json& content);  // throws if no open call has that id
+  std::vector<ToolCall> pending_calls() const;          // the last reply's calls still waiting for a result
+
+  bool rewind();  // drops the last user turn and all after it; false when there is none
+  void clear();   // drops every message but the system prompt
+  void set_system(const std::string& text);  // "" removes it
+  void set_tools(const Json& tools);
+  void set_thinking(bool on);
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+  SyncStats settle();  // syncs the cache to the canonical render (no generation prompt)
+  const Conversation& conversation() const { return conv_; }
+  const ChatOptions& options() const { return opt_; }
+  ChatOptions& options() { return opt_; }
+  int64_t kv_tokens() const { return session_.size(); }
+  uint64_t fingerprint() const { return session_.fingerprint(); }
+  const Session& session() const { return session_; }
+
+ private:
+  RenderedPrompt render(bool generation_prompt) const;
+
+  const Engine& engine_;
+  const Tokenizer& tok_;
+  ChatTokens t_;
+  ChatOptions opt_;
+  Session session_;
+  Conversation conv_;
+};
+
+}  // namespace dg

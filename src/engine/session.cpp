@@ -1,0 +1,62 @@
+#include "engine/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dg {
+
+Session::Session(const Model& model, const KvOptions& kv) : model_(model), kv_(model.config(), kv) {}
+
+SyncStats Session::sync(std::span<const int32_t> log) {
+  const int64_t vocab = model_.config().vocab;
+  for (size_t i = 0; i < log.size(); ++i)
+    DG_CHECK(log[i] >= 0 && log[i] < vocab, "token {} at position {} is outside the vocabulary [0, {})", log[i], i,
+             vocab);
+  SyncStats st;
+  const auto mism = std::mismatch(log_.begin(), log_.end(), log.begin(), log.end());
+  int64_t lcp = mism.first - log_.begin();
+  if (lcp < size()) {
+    if (kv_.can_rewind(lcp)) {
+      st.rewound = size() - lcp;
+      kv_.rewind(lcp);
+      log_.resize(static_cast<size_t>(lcp));
+    } else {
+      st.rewound = size();
+      st.reprefilled = true;
+      kv_.clear();
+      log_.clear();
+      lcp = 0;
+    }
+  }
+  st.reused = lcp;
+  const std::span<const int32_t> rest = log.subspan(static_cast<size_t>(lcp));
+  model_.encode(kv_, rest);
+  log_.insert(log_.end(), rest.begin(), rest.end());
+  st.encoded = static_cast<int64_t>(rest.size());
+  return st;
+}
+
+GenerateResult Session::generate(const SamplerOptions& opt, const GenerateEvents* events) {
+  DG_CHECK(kv_.len() > 0, "generate: the session is empty (sync a prompt first)");
+  const int64_t before = kv_.len();
+  GenerateResult res = dg::generate(model_, kv_, {}, opt, events);
+  const int64_t encoded = kv_.len() - before;
+  DG_CHECK(encoded >= 0 && encoded <= static_cast<int64_t>(res.committed.size()),
+           "generate encoded {} tokens but committed {}", encoded, res.committed.size());
+  log_.insert(log_.end(), res.committed.begin(), res.committed.begin() + encoded);
+  return res;
+}
+
+SyncStats Session::rewind(int64_t n_tokens) {
+  DG_CHECK(n_tokens >= 0 && n_tokens <= size(), "cannot rewind to {} tokens: the session holds {}", n_tokens, size());
+  const std::vector<int32_t> keep(log_.begin(), log_.begin() + n_tokens);
+  return sync(keep);
+}
+
+void Session::clear() {
+  kv_.clear();
+  log_.clear();
+}
+
+}  // namespace dg

@@ -1,0 +1,49 @@
+// Session: one KV cache and the token log of what it holds, for a conversation that grows turn by turn.
+// sync(log) makes the cache hold exactly `log`, encoding only what follows the longest common prefix with what it
+// holds: a divergence is cut by an O(1) rewind while the sliding-window rings still hold the window before it, and
+// by a re-prefill from the log otherwise. generate() continues from the cache; the tokens it encoded (every
+// committed block but the last) join the log, so the caller syncs the rendered answer afterwards.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "diffusion/generate.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+
+namespace dg {
+
+struct SessionOptions {
+  int64_t ring_slack = 2048;  // sliding-ring slots beyond the window: how far back a rewind stays O(1)
+};
+
+struct SyncStats {
+  int64_t reused = 0;      // tokens kept from the cache
+  int64_t encoded = 0;     // tokens encoded
+  int64_t rewound = 0;     // tokens cut from the end of the cache
+  bool reprefilled = false;  // the rings could not rewind: the cache was rebuilt from the log
+};
+
+class Session {
+ public:
+  Session(const Model& model, const KvOptions& kv);
+
+  SyncStats sync(std::span<const int32_t> log);  // throws dg::Error on an id outside the vocabulary
+  GenerateResult generate(const SamplerOptions& opt, const GenerateEvents* events = nullptr);
+  SyncStats rewind(int64_t n_tokens);  // keeps the first n tokens
+  void clear();
+
+  const std::vector<int32_t>& tokens() const { return log_; }
+  int64_t size() const { return static_cast<int64_t>(log_.size()); }
+  uint64_t fingerprint() const { return kv_.fingerprint(); }
+  const KvCache& cache() const { return kv_; }
+
+ private:
+  const Model& model_;
+  KvCache kv_;
+  std::vector<int32_t> log_;  // log_[i] is the token at cache position i
+};
+
+}  // namespace dg
