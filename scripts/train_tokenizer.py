@@ -19,6 +19,7 @@ import argparse
 import heapq
 import json
 import os
+import re
 import sys
 from collections import Counter
 
@@ -61,10 +62,19 @@ def read_corpus(paths):
     return texts
 
 
-def training_words(texts):
+def cut_added(text):
+    """The text with every added-token literal replaced by a newline: the encoder cuts those out before BPE,
+    so BPE never sees them (or merges across them)."""
+    literals = sorted((c for _, c, _ in reserved_tokens() if "\n" not in c), key=len, reverse=True)
+    return re.sub("|".join(re.escape(c) for c in literals), "\n", text)
+
+
+def training_words(texts, split_added=False):
     """Counts of the chunks BPE will see: newline-free runs, spaces as ▁, cut before each ▁."""
     words = Counter()
     for text in texts:
+        if split_added:
+            text = cut_added(text)
         for line in text.replace("\r", "").split("\n"):
             normalized = line.replace(" ", SPACE)
             start = 0
@@ -190,11 +200,13 @@ def main():
     ap.add_argument("inputs", nargs="+", help="UTF-8 text files")
     ap.add_argument("--vocab", type=int, default=4096, help="total ids, reserved and byte tokens included")
     ap.add_argument("--out", required=True, help="tokenizer.json to write")
+    ap.add_argument("--split-added", action="store_true",
+                    help="cut the training text at added-token literals (<|turn>, <bos>, ...), as encoding does")
     args = ap.parse_args()
     n_free = args.vocab - N_RESERVED - 256
     if n_free < 1:
         ap.error(f"--vocab must exceed {N_RESERVED + 256}")
-    words = training_words(read_corpus(args.inputs))
+    words = training_words(read_corpus(args.inputs), args.split_added)
     if not words:
         sys.exit("train_tokenizer: no text in the inputs")
     chars, merges = train(words, n_free)

@@ -1,0 +1,758 @@
+#!/usr/bin/env python3
+"""Training conversations for the small trained DiffusionGemma (docs/TRAINING.md), in the Gemma 4 chat format.
+
+    python3 scripts/make_train_data.py --out data                 # data/chat.jsonl + data/chat.txt
+    python3 scripts/make_train_data.py --battery tests/fixtures/smoketest/battery.json
+
+Standard library only (Python 3.11+), deterministic from --seed. Sources: the fact tables below (written for
+this project) and, for open-ended answers, short entries of Debian's fortune files (packages fortunes-min and
+fortunes, /usr/share/games/fortunes; see data/README.md). Without those files the fortune share is skipped,
+which changes the output, so the committed data names the files it used.
+
+chat.jsonl: one conversation per line, {"kind", "think", "tools", "segments": [["p"|"a", text], ...]}.
+"p" segments are context the model reads (prompt, tool response); "a" segments are what the model writes
+(the diffusion targets), each ending in a stop token: <turn|> (106) or <|tool_response> (50).
+chat.txt: every conversation's text (segments joined), one after another, for tokenizer training.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import sys
+
+Q = '<|"|>'
+FORTUNE_DIR = "/usr/share/games/fortunes"
+FORTUNE_FILES = ["fortunes", "wisdom", "platitudes"]  # fortunes-min: fortunes; fortunes: wisdom, platitudes
+
+# ---------------------------------------------------------------------------------------------------- rendering
+
+CALC_DECL = ("<|tool>declaration:calculator{description:" + Q + "Evaluates an arithmetic expression and returns "
+             "the result." + Q + ",parameters:{properties:{expression:{description:" + Q + "The expression, for "
+             "example 12*7." + Q + ",type:" + Q + "STRING" + Q + "}},required:[" + Q + "expression" + Q + "],type:"
+             + Q + "OBJECT" + Q + "}}<tool|>")
+CALC_TOOL = {"name": "calculator", "description": "Evaluates an arithmetic expression and returns the result.",
+             "parameters": {"type": "object", "required": ["expression"], "properties": {
+                 "expression": {"type": "string", "description": "The expression, for example 12*7."}}}}
+
+
+def render_prompt(question, think, tools):
+    """<bos>, the system turn when thinking or tools are on, the user turn, and the model turn's opening."""
+    system = ""
+    if think or tools:
+        system = "<|turn>system\n" + ("<|think|>\n" if think else "") + (CALC_DECL if tools else "") + "<turn|>\n"
+    tail = "" if think else "<|channel>thought\n<channel|>"
+    return "<bos>" + system + "<|turn>user\n" + question.strip() + "<turn|>\n<|turn>model\n" + tail
+
+
+def render_answer(answer, think, reasoning):
+    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + answer + "<turn|>"
+
+
+def render_call(expression, think, reasoning):
+    call = "<|tool_call>call:calculator{expression:" + Q + expression + Q + "}<tool_call|><|tool_response>"
+    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + call
+
+
+def render_response(value):
+    return "response:calculator{value:" + Q + value + Q + "}<tool_response|>"
+
+
+# ---------------------------------------------------------------------------------------------------- fact tables
+
+CAPITALS = [  # country, capital, continent
+    ("France", "Paris", "Europe"), ("Germany", "Berlin", "Europe"), ("Italy", "Rome", "Europe"),
+    ("Spain", "Madrid", "Europe"), ("Portugal", "Lisbon", "Europe"), ("Ireland", "Dublin", "Europe"),
+    ("the United Kingdom", "London", "Europe"), ("Belgium", "Brussels", "Europe"),
+    ("the Netherlands", "Amsterdam", "Europe"), ("Switzerland", "Bern", "Europe"), ("Austria", "Vienna", "Europe"),
+    ("Poland", "Warsaw", "Europe"), ("Czechia", "Prague", "Europe"), ("Hungary", "Budapest", "Europe"),
+    ("Greece", "Athens", "Europe"), ("Sweden", "Stockholm", "Europe"), ("Norway", "Oslo", "Europe"),
+    ("Denmark", "Copenhagen", "Europe"), ("Finland", "Helsinki", "Europe"), ("Iceland", "Reykjavik", "Europe"),
+    ("Romania", "Bucharest", "Europe"), ("Bulgaria", "Sofia", "Europe"), ("Ukraine", "Kyiv", "Europe"),
+    ("Russia", "Moscow", "Europe"), ("Turkey", "Ankara", "Asia"), ("Croatia", "Zagreb", "Europe"),
+    ("Serbia", "Belgrade", "Europe"), ("Estonia", "Tallinn", "Europe"), ("Latvia", "Riga", "Europe"),
+    ("Lithuania", "Vilnius", "Europe"), ("Japan", "Tokyo", "Asia"), ("China", "Beijing", "Asia"),
+    ("India", "New Delhi", "Asia"), ("South Korea", "Seoul", "Asia"), ("Thailand", "Bangkok", "Asia"),
+    ("Vietnam", "Hanoi", "Asia"), ("Indonesia", "Jakarta", "Asia"), ("the Philippines", "Manila", "Asia"),
+    ("Malaysia", "Kuala Lumpur", "Asia"), ("Pakistan", "Islamabad", "Asia"), ("Bangladesh", "Dhaka", "Asia"),
+    ("Nepal", "Kathmandu", "Asia"), ("Iran", "Tehran", "Asia"), ("Iraq", "Baghdad", "Asia"),
+    ("Saudi Arabia", "Riyadh", "Asia"), ("Israel", "Jerusalem", "Asia"), ("Mongolia", "Ulaanbaatar", "Asia"),
+    ("Egypt", "Cairo", "Africa"), ("Kenya", "Nairobi", "Africa"), ("Nigeria", "Abuja", "Africa"),
+    ("Ethiopia", "Addis Ababa", "Africa"), ("Ghana", "Accra", "Africa"), ("Morocco", "Rabat", "Africa"),
+    ("Algeria", "Algiers", "Africa"), ("Tunisia", "Tunis", "Africa"), ("Senegal", "Dakar", "Africa"),
+    ("Uganda", "Kampala", "Africa"), ("Zimbabwe", "Harare", "Africa"), ("Angola", "Luanda", "Africa"),
+    ("the United States", "Washington, D.C.", "North America"), ("Canada", "Ottawa", "North America"),
+    ("Mexico", "Mexico City", "North America"), ("Cuba", "Havana", "North America"),
+    ("Jamaica", "Kingston", "North America"), ("Brazil", "Brasilia", "South America"),
+    ("Argentina", "Buenos Aires", "South America"), ("Chile", "Santiago", "South America"),
+    ("Peru", "Lima", "South America"), ("Colombia", "Bogota", "South America"),
+    ("Venezuela", "Caracas", "South America"), ("Ecuador", "Quito", "South America"),
+    ("Uruguay", "Montevideo", "South America"), ("Australia", "Canberra", "Oceania"),
+    ("New Zealand", "Wellington", "Oceania"), ("Fiji", "Suva", "Oceania"),
+]
+
+OPPOSITES = [
+    ("hot", "cold"), ("big", "small"), ("up", "down"), ("left", "right"), ("fast", "slow"), ("happy", "sad"),
+    ("light", "dark"), ("day", "night"), ("old", "new"), ("young", "old"), ("tall", "short"), ("long", "short"),
+    ("open", "closed"), ("full", "empty"), ("wet", "dry"), ("hard", "soft"), ("heavy", "light"),
+    ("strong", "weak"), ("rich", "poor"), ("early", "late"), ("first", "last"), ("in", "out"), ("on", "off"),
+    ("yes", "no"), ("push", "pull"), ("win", "lose"), ("buy", "sell"), ("give", "take"), ("near", "far"),
+    ("high", "low"), ("thick", "thin"), ("clean", "dirty"), ("loud", "quiet"), ("easy", "difficult"),
+    ("true", "false"), ("inside", "outside"), ("above", "below"), ("before", "after"), ("begin", "end"),
+    ("love", "hate"), ("friend", "enemy"), ("black", "white"), ("north", "south"), ("east", "west"),
+    ("good", "bad"), ("cheap", "expensive"), ("sweet", "sour"), ("asleep", "awake"), ("always", "never"),
+    ("arrive", "leave"), ("remember", "forget"), ("laugh", "cry"), ("question", "answer"), ("wide", "narrow"),
+    ("deep", "shallow"), ("sharp", "blunt"), ("safe", "dangerous"), ("brave", "afraid"), ("alive", "dead"),
+    ("summer", "winter"), ("top", "bottom"), ("front", "back"), ("add", "subtract"), ("max", "min"),
+    ("increase", "decrease"), ("success", "failure"), ("polite", "rude"), ("noisy", "silent"),
+    ("smooth", "rough"), ("lost", "found"), ("start", "finish"), ("come", "go"), ("maximum", "minimum"),
+]
+
+WORD_USES = {}
+for _pair in OPPOSITES:
+    for _w in _pair:
+        WORD_USES[_w] = WORD_USES.get(_w, 0) + 1
+
+COLOUR_MIX = [("blue", "yellow", "green"), ("red", "yellow", "orange"), ("red", "blue", "purple"),
+              ("red", "white", "pink"), ("black", "white", "grey"), ("blue", "white", "light blue"),
+              ("red", "green", "brown"), ("yellow", "white", "cream")]
+THING_COLOURS = [("the sky", "blue"), ("grass", "green"), ("a banana", "yellow"), ("snow", "white"),
+                 ("coal", "black"), ("a strawberry", "red"), ("a carrot", "orange"), ("a lemon", "yellow"),
+                 ("a tomato", "red"), ("chocolate", "brown"), ("milk", "white"), ("the sun", "yellow"),
+                 ("a leaf in summer", "green"), ("a fire engine", "red"), ("a pumpkin", "orange"),
+                 ("the sea", "blue"), ("an elephant", "grey"), ("a frog", "green"), ("a crow", "black"),
+                 ("a polar bear", "white"), ("a lime", "green"), ("a plum", "purple"), ("soil", "brown"),
+                 ("an orange", "orange"), ("a flamingo", "pink"), ("cheese", "yellow"), ("ink", "black")]
+RAINBOW = ["red", "orange", "yellow", "green", "blue", "indigo", "violet"]
+
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = [("January", 31), ("February", 28), ("March", 31), ("April", 30), ("May", 31), ("June", 30),
+          ("July", 31), ("August", 31), ("September", 30), ("October", 31), ("November", 30), ("December", 31)]
+ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+            "eleventh", "twelfth"]
+
+UNITS = [  # big unit, small unit, factor (plural names)
+    ("kilometres", "metres", 1000), ("metres", "centimetres", 100), ("centimetres", "millimetres", 10),
+    ("metres", "millimetres", 1000), ("kilograms", "grams", 1000), ("litres", "millilitres", 1000),
+    ("hours", "minutes", 60), ("minutes", "seconds", 60), ("days", "hours", 24), ("weeks", "days", 7),
+    ("years", "months", 12), ("dozens", "items", 12)]
+SINGULAR = {"kilometres": "kilometre", "metres": "metre", "centimetres": "centimetre", "millimetres": "millimetre",
+            "kilograms": "kilogram", "grams": "gram", "litres": "litre", "millilitres": "millilitre",
+            "hours": "hour", "minutes": "minute", "seconds": "second", "days": "day", "weeks": "week",
+            "years": "year", "months": "month", "dozens": "dozen", "items": "item"}
+
+WORDS = ("apple house green water river stone table chair window garden school friend mother father sister "
+         "brother orange yellow purple flower summer winter spring autumn morning evening planet rocket cloud "
+         "rain snow storm bread butter cheese milk tiger horse rabbit mouse eagle shark whale dolphin pencil paper "
+         "book letter music piano guitar dance happy quiet light night bright candle forest mountain island ocean "
+         "desert bridge castle city village market doctor teacher farmer sailor garden kitchen pocket basket "
+         "silver golden rabbit turtle monkey zebra camel lemon cherry grape melon potato tomato carrot onion "
+         "blanket pillow mirror ladder hammer button jacket shoe sock hat glove train plane boat car bicycle "
+         "clock phone lamp door floor wall roof street road field farm barn honey sugar salt pepper").split()
+WORDS = list(dict.fromkeys(WORDS))  # unique, first-seen order
+
+ANIMAL_LEGS = [("a spider", 8), ("an insect", 6), ("an ant", 6), ("a dog", 4), ("a cat", 4), ("a horse", 4),
+               ("a cow", 4), ("a bird", 2), ("a chicken", 2), ("a human", 2), ("an octopus", 8), ("a snake", 0),
+               ("a fish", 0), ("a crab", 10), ("a bee", 6), ("a frog", 4), ("a duck", 2), ("an elephant", 4)]
+ANIMAL_SOUNDS = [("a cow", "moo"), ("a dog", "woof"), ("a cat", "meow"), ("a duck", "quack"), ("a sheep", "baa"),
+                 ("a lion", "roar"), ("an owl", "hoot"), ("a pig", "oink"), ("a horse", "neigh"),
+                 ("a bee", "buzz"), ("a snake", "hiss"), ("a frog", "croak"), ("a rooster", "cock-a-doodle-doo")]
+ANIMAL_BABIES = [("a dog", "puppy"), ("a cat", "kitten"), ("a cow", "calf"), ("a sheep", "lamb"),
+                 ("a horse", "foal"), ("a frog", "tadpole"), ("a duck", "duckling"), ("a bear", "cub"),
+                 ("a goat", "kid"), ("a swan", "cygnet"), ("a kangaroo", "joey"), ("a hen", "chick")]
+SHAPES = [("a triangle", 3), ("a square", 4), ("a rectangle", 4), ("a pentagon", 5), ("a hexagon", 6),
+          ("an octagon", 8), ("a circle", 0)]
+PLANETS = ["Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn", "Uranus", "Neptune"]
+
+FACTS = [  # (question variants, answer, short answer, reasoning)
+    (["Which planet is the largest?", "What is the largest planet in the solar system?",
+      "What is the biggest planet?"], "Jupiter is the largest planet in the solar system.", "Jupiter.",
+     "The planets are Mercury, Venus, Earth, Mars, Jupiter, Saturn, Uranus and Neptune. The biggest one is a gas "
+     "giant, Jupiter."),
+    (["Which planet is closest to the sun?", "What is the closest planet to the sun?"],
+     "Mercury is the closest planet to the sun.", "Mercury.", "In order from the sun the first planet is Mercury."),
+    (["Which planet is known as the red planet?", "What is the red planet?"],
+     "Mars is known as the red planet.", "Mars.", "The planet that looks red because of rusty dust is Mars."),
+    (["What planet do we live on?", "Which planet is our home?"], "We live on the planet Earth.", "Earth.",
+     "People live on the third planet from the sun, Earth."),
+    (["How many planets are in the solar system?", "How many planets are there?"],
+     "There are 8 planets in the solar system.", "8.", "Mercury, Venus, Earth, Mars, Jupiter, Saturn, Uranus and "
+     "Neptune: that is 8 planets."),
+    (["What is the chemical formula of water?", "What is the formula for water?"],
+     "The chemical formula of water is H2O.", "H2O.", "Water is two hydrogen atoms and one oxygen atom, so H2O."),
+    (["At what temperature does water freeze in Celsius?", "What is the freezing point of water in Celsius?"],
+     "Water freezes at 0 degrees Celsius.", "0 degrees Celsius.", "Pure water freezes at 0 degrees Celsius, "
+     "which is 32 degrees Fahrenheit."),
+    (["At what temperature does water boil in Celsius?", "What is the boiling point of water in Celsius?"],
+     "Water boils at 100 degrees Celsius at sea level.", "100 degrees Celsius.", "At sea level water boils at "
+     "100 degrees Celsius, which is 212 degrees Fahrenheit."),
+    (["Who wrote Romeo and Juliet?", "Who is the author of Romeo and Juliet?"],
+     "Romeo and Juliet was written by William Shakespeare.", "William Shakespeare.",
+     "Romeo and Juliet is a play from the 1590s by the English writer William Shakespeare."),
+    (["What is the largest ocean?", "Which ocean is the biggest?"], "The Pacific Ocean is the largest ocean.",
+     "The Pacific Ocean.", "The oceans are the Pacific, Atlantic, Indian, Southern and Arctic. The Pacific is the "
+     "largest."),
+    (["What is the tallest mountain in the world?", "Which mountain is the highest?"],
+     "Mount Everest is the tallest mountain in the world.", "Mount Everest.",
+     "The highest mountain above sea level is Mount Everest in the Himalayas."),
+    (["What gas do plants breathe in?", "Which gas do plants take from the air?"],
+     "Plants take in carbon dioxide from the air.", "Carbon dioxide.",
+     "Plants use carbon dioxide and sunlight to make food, and they give out oxygen."),
+    (["What gas do we need to breathe?", "Which gas do people breathe in?"], "We need oxygen to breathe.",
+     "Oxygen.", "Our lungs take oxygen from the air."),
+    (["How many hours are in a day?"], "There are 24 hours in a day.", "24.", "One day has 24 hours."),
+    (["How many continents are there?"], "There are 7 continents.", "7.", "Africa, Antarctica, Asia, Australia, "
+     "Europe, North America and South America: 7 continents."),
+    (["What is the fastest land animal?"], "The cheetah is the fastest land animal.", "The cheetah.",
+     "The cheetah can run faster than any other animal on land."),
+    (["What is the largest animal?", "What is the biggest animal in the world?"],
+     "The blue whale is the largest animal.", "The blue whale.", "The blue whale is bigger than any other animal, "
+     "even the dinosaurs."),
+    (["How many sides does a dice have?", "How many faces does a dice have?"], "A dice has 6 faces.", "6.",
+     "A normal dice is a cube, and a cube has 6 faces."),
+]
+
+EXPLANATIONS = [  # (question variants, answer) — short explanations written for this project
+    (["Why is the sky blue?", "Why does the sky look blue?"],
+     "Sunlight is made of all colours. When it passes through the air, the small gas molecules scatter blue light "
+     "much more than red light, so blue light comes to our eyes from every part of the sky."),
+    (["Why are leaves green?", "Why are plants green?"],
+     "Leaves contain chlorophyll, which plants use to make food from sunlight. Chlorophyll absorbs red and blue "
+     "light and reflects green light, so leaves look green."),
+    (["Why do we have seasons?", "What causes the seasons?"],
+     "The Earth is tilted. As it goes around the sun, one half leans towards the sun and gets more direct light "
+     "and longer days, which is summer, while the other half has winter."),
+    (["Why does ice float?", "Why does ice float on water?"],
+     "Water expands when it freezes, so ice is less dense than liquid water. Anything less dense than water "
+     "floats, so ice stays on top."),
+    (["What makes a rainbow?", "How does a rainbow form?"],
+     "A rainbow forms when sunlight shines through raindrops. Each drop bends the light and splits it into its "
+     "colours: red, orange, yellow, green, blue, indigo and violet."),
+    (["Why is the sea salty?", "Why is sea water salty?"],
+     "Rivers carry tiny amounts of salt from rocks into the sea. When sea water evaporates the salt stays "
+     "behind, so over millions of years the sea became salty."),
+    (["What is gravity?", "Can you explain gravity?"],
+     "Gravity is the force that pulls things towards each other. The Earth's gravity pulls objects down to the "
+     "ground and keeps the Moon moving around the Earth."),
+    (["How do plants make food?", "What is photosynthesis?"],
+     "Plants make food by photosynthesis. They use sunlight to turn water and carbon dioxide into sugar, and they "
+     "give out oxygen."),
+    (["What is the water cycle?", "Can you explain the water cycle?"],
+     "The sun warms water in seas and lakes and it evaporates. The vapour rises, cools and forms clouds. The "
+     "water falls back as rain or snow and flows back to the sea."),
+    (["Why do we need sleep?", "Why do people sleep?"],
+     "Sleep lets the body and brain rest and repair. While we sleep the brain sorts our memories, and without "
+     "enough sleep it is hard to think clearly."),
+    (["Why does the moon change shape?", "Why does the moon have phases?"],
+     "The moon does not really change shape. As it goes around the Earth, we see different amounts of its sunlit "
+     "half, from a thin crescent to a full moon."),
+    (["What is a computer?", "Can you explain what a computer is?"],
+     "A computer is a machine that follows instructions called programs. It stores numbers, does arithmetic on "
+     "them very quickly, and shows the results on a screen."),
+    (["What are the primary colours?", "Which colours are primary colours?"],
+     "The primary colours of paint are red, yellow and blue. You can mix them to make the other colours, for "
+     "example blue and yellow make green."),
+    (["Why do birds fly south in winter?", "Why do birds migrate?"],
+     "Many birds fly to warmer places in winter because food becomes hard to find when it is cold. In spring "
+     "they fly back to build nests and raise their young."),
+    (["What is a diffusion language model?", "How do you write your answers?"],
+     "A diffusion language model writes a whole block of text at once. It starts from random tokens and "
+     "improves them over several steps until the block makes sense, then it moves on to the next block."),
+]
+
+GREETINGS = [
+    (["Hello!", "Hello", "Hi!", "Hi there!", "Good morning!", "Hey!"], "Hello! How can I help you today?"),
+    (["Who are you?", "What are you?", "What is your name?"],
+     "I am DG Tiny, a very small diffusion language model made to test the diffgemma engine. I know simple facts "
+     "about numbers, words, colours, days, months and capital cities."),
+    (["What can you do?", "How can you help me?"],
+     "I can answer simple questions about arithmetic, days and months, opposites, colours, units and capital "
+     "cities, and I can use a calculator when one is available."),
+    (["Thank you!", "Thanks!", "Thank you very much."], "You're welcome!"),
+    (["Goodbye!", "Bye!", "See you later!"], "Goodbye! Have a nice day."),
+    (["How are you?", "How are you today?"], "I am fine, thank you. How can I help you?"),
+]
+
+PREAMBLES = [
+    "I am writing a quiz for my class and I want to check one of the answers.",
+    "My friend and I were arguing about this yesterday and we could not agree.",
+    "I am helping my younger brother with his homework tonight.",
+    "Please answer briefly and clearly.",
+    "This is for a school project about the world.",
+    "I have been reading a lot of books lately and I got curious.",
+    "We are playing a trivia game with the whole family this evening.",
+    "I think I knew this once but I have forgotten it.",
+    "Here is a simple question for you, and there is no trick in it.",
+    "I am preparing for a test next week and I want to be sure.",
+    "My teacher asked us this today and I want to double check.",
+    "I am planning a long trip and I am learning a few facts before I go.",
+]
+
+# ---------------------------------------------------------------------------------------------------- generators
+# Each returns (question, answer, reasoning). Answers never include the stop token.
+
+
+def pick(rng, xs):
+    return xs[rng.randrange(len(xs))]
+
+
+def gen_capital(rng):
+    country, city, continent = pick(rng, CAPITALS)
+    name = country[0].upper() + country[1:]
+    if rng.random() < 0.8:
+        q = pick(rng, ["What is the capital of {c}?", "What is the capital city of {c}?",
+                       "Which city is the capital of {c}?", "Name the capital of {c}.", "Capital of {c}?"])
+        q = q.format(c=country)
+        a = pick(rng, [f"The capital of {country} is {city}.", f"{city} is the capital of {country}.",
+                       f"{city}."])
+    else:
+        q = pick(rng, [f"{city} is the capital of which country?", f"Which country has {city} as its capital?"])
+        a = pick(rng, [f"{city} is the capital of {country}.", f"{name}."])
+    r = f"The question is about {country}, a country in {continent}. Its capital city is {city}."
+    return q, a, r
+
+
+def gen_arith(rng):
+    op = pick(rng, ["+", "+", "-", "*", "*", "/"])
+    if op == "+":
+        x, y = rng.randint(0, 99), rng.randint(0, 99)
+        z = x + y
+        q = pick(rng, [f"What is {x} plus {y}?", f"What is {x} + {y}?", f"Add {x} and {y}.",
+                       f"How much is {x} plus {y}?"])
+        tens, ones = (x // 10 + y // 10) * 10, x % 10 + y % 10
+        r = (f"Add the tens: {x // 10 * 10} + {y // 10 * 10} = {tens}. Add the ones: {x % 10} + {y % 10} = {ones}. "
+             f"Then {tens} + {ones} = {z}.")
+        a = pick(rng, [f"{x} plus {y} is {z}.", f"{x} + {y} = {z}.", f"{z}."])
+    elif op == "-":
+        x = rng.randint(0, 99)
+        y = rng.randint(0, x)
+        z = x - y
+        q = pick(rng, [f"What is {x} minus {y}?", f"What is {x} - {y}?", f"Subtract {y} from {x}.",
+                       f"How much is {x} take away {y}?"])
+        r = f"Start at {x} and take away {y}. Check: {z} + {y} = {x}. So the answer is {z}."
+        a = pick(rng, [f"{x} minus {y} is {z}.", f"{x} - {y} = {z}.", f"{z}."])
+    elif op == "*":
+        x, y = rng.randint(0, 12), rng.randint(0, 12)
+        z = x * y
+        q = pick(rng, [f"What is {x} times {y}?", f"What is {x} * {y}?", f"What is {x} x {y}?",
+                       f"Multiply {x} by {y}.", f"How much is {x} multiplied by {y}?"])
+        steps = ", ".join(str(y * k) for k in range(1, x + 1)) if 1 < x <= 12 else str(z)
+        r = f"{x} times {y} means {x} groups of {y}: {steps}. So {x} times {y} is {z}."
+        a = pick(rng, [f"{x} times {y} is {z}.", f"{x} x {y} = {z}.", f"{z}."])
+    else:
+        y, z = rng.randint(1, 12), rng.randint(0, 12)
+        x = y * z
+        q = pick(rng, [f"What is {x} divided by {y}?", f"What is {x} / {y}?", f"Divide {x} by {y}."])
+        r = f"I need a number that gives {x} when multiplied by {y}. {z} times {y} is {x}, so it is {z}."
+        a = pick(rng, [f"{x} divided by {y} is {z}.", f"{x} / {y} = {z}.", f"{z}."])
+    return q, a, r
+
+
+def gen_calendar(rng):
+    k = rng.randrange(8)
+    if k == 0:
+        i = rng.randrange(7)
+        d, n = DAYS[i], DAYS[(i + 1) % 7]
+        return (pick(rng, [f"What day comes after {d}?", f"Which day is after {d}?"]),
+                pick(rng, [f"The day after {d} is {n}.", f"{n}."]), f"The week goes {', '.join(DAYS)}. After {d} "
+                f"comes {n}.")
+    if k == 1:
+        i = rng.randrange(7)
+        d, p = DAYS[i], DAYS[(i - 1) % 7]
+        return (pick(rng, [f"What day comes before {d}?", f"Which day is before {d}?"]),
+                pick(rng, [f"The day before {d} is {p}.", f"{p}."]), f"The week goes {', '.join(DAYS)}. Before {d} "
+                f"comes {p}.")
+    if k == 2:
+        i = rng.randrange(12)
+        m = MONTHS[i][0]
+        return (pick(rng, [f"What is the {ORDINALS[i]} month of the year?", f"Which month is month number {i + 1}?"]),
+                pick(rng, [f"The {ORDINALS[i]} month of the year is {m}.", f"{m}."]),
+                f"Counting from January, month number {i + 1} is {m}.")
+    if k == 3:
+        i = rng.randrange(12)
+        m, n = MONTHS[i][0], MONTHS[(i + 1) % 12][0]
+        return (pick(rng, [f"What month comes after {m}?", f"Which month follows {m}?"]),
+                pick(rng, [f"{n} comes after {m}.", f"{n}."]), f"After {m} comes {n}.")
+    if k == 4:
+        m, d = pick(rng, MONTHS)
+        q = pick(rng, [f"How many days are in {m}?", f"How many days does {m} have?"])
+        if m == "February":
+            return q, "February has 28 days, or 29 in a leap year.", "February is short: 28 days, 29 in a leap year."
+        return q, pick(rng, [f"{m} has {d} days.", f"{d}."]), f"{m} is a month with {d} days."
+    if k == 5:
+        return (pick(rng, ["How many days are in a week?", "How many days does a week have?"]),
+                pick(rng, ["There are 7 days in a week.", "A week has 7 days.", "7."]),
+                f"The days are {', '.join(DAYS)}. That is 7 days.")
+    if k == 6:
+        return (pick(rng, ["How many months are in a year?", "How many months does a year have?"]),
+                pick(rng, ["There are 12 months in a year.", "A year has 12 months.", "12."]),
+                "From January to December there are 12 months.")
+    if rng.random() < 0.5:
+        qs = ["List the days of the week.", "What are the days of the week?", "Name the days of the week."]
+        return (pick(rng, qs),
+                ", ".join(DAYS[:-1]) + " and Sunday.", "A week starts on Monday and ends on Sunday.")
+    names = [m for m, _ in MONTHS]
+    return (pick(rng, ["List the months of the year.", "What are the months of the year?", "Name all the months."]),
+            ", ".join(names[:-1]) + " and December.", "There are 12 months, from January to December.")
+
+
+def gen_opposite(rng):
+    x, y = pick(rng, OPPOSITES)
+    if rng.random() < 0.5 and WORD_USES[x] == 1 and WORD_USES[y] == 1:  # reverse only unambiguous pairs
+        x, y = y, x
+    q = pick(rng, [f"What is the opposite of {x}?", f"What is the opposite of the word {x}?",
+                   f"Tell me the opposite of {x}.", f"What word means the opposite of {x}?"])
+    a = pick(rng, [f"The opposite of {x} is {y}.", f"{y[0].upper() + y[1:]}."])
+    return q, a, f"I need a word that means the reverse of {x}. That word is {y}."
+
+
+def gen_colour(rng):
+    c = pick(rng, ["colour", "color"])
+    k = rng.randrange(4)
+    if k == 0:
+        x, y, z = pick(rng, COLOUR_MIX)
+        if rng.random() < 0.5:
+            x, y = y, x
+        q = pick(rng, [f"What {c} do you get when you mix {x} and {y}?", f"What do {x} and {y} make?",
+                       f"If I mix {x} and {y} paint, what {c} do I get?"])
+        return q, pick(rng, [f"Mixing {x} and {y} gives {z}.", f"{x[0].upper() + x[1:]} and {y} make {z}.",
+                             f"{z[0].upper() + z[1:]}."]), f"Mixing {x} paint with {y} paint gives {z}."
+    if k == 1 or k == 2:
+        t, z = pick(rng, THING_COLOURS)
+        T = t[0].upper() + t[1:]
+        return (pick(rng, [f"What {c} is {t}?", f"What is the {c} of {t}?"]),
+                pick(rng, [f"{T} is {z}.", f"{z[0].upper() + z[1:]}."]), f"Usually {t} is {z}.")
+    return (pick(rng, [f"What {c}s are in a rainbow?", f"Name the {c}s of the rainbow."]),
+            "The colours of the rainbow are " + ", ".join(RAINBOW[:-1]) + " and violet.",
+            "From the outside of the bow to the inside: " + ", ".join(RAINBOW) + ".")
+
+
+def gen_units(rng):
+    big, small, f = pick(rng, UNITS)
+    n = pick(rng, [1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20])
+    bn = SINGULAR[big] if n == 1 else big
+    if rng.random() < 0.6:
+        art = "an" if bn[0] in "aeiou" or bn.startswith("hour") else "a"
+        q = pick(rng, [f"How many {small} are in {art if n == 1 else n} {bn}?", f"Convert {n} {bn} to {small}."])
+        a = pick(rng, [f"{n} {bn} is {n * f} {small}.", f"There are {n * f} {small} in {n} {bn}.", f"{n * f}."])
+        r = f"One {SINGULAR[big]} is {f} {small}, so {n} {bn} is {n} x {f} = {n * f} {small}."
+    else:
+        sn = n * f
+        q = pick(rng, [f"Convert {sn} {small} to {big}.", f"How many {big} is {sn} {small}?"])
+        a = pick(rng, [f"{sn} {small} is {n} {bn}.", f"{n}."])
+        r = f"One {SINGULAR[big]} is {f} {small}, so {sn} {small} is {sn} / {f} = {n} {bn}."
+    return q, a, r
+
+
+def gen_words(rng):
+    k = rng.randrange(7)
+    w = pick(rng, WORDS)
+    if k == 0:
+        return (pick(rng, [f"How many letters are in the word {w}?", f"How many letters does {w} have?"]),
+                pick(rng, [f"The word {w} has {len(w)} letters.", f"{len(w)}."]),
+                f"Spell it out: {'-'.join(w)}. That is {len(w)} letters.")
+    if k == 1:
+        return (pick(rng, [f"Spell the word {w}.", f"How do you spell {w}?"]), "-".join(w) + ".",
+                f"The word {w} is written with the letters {', '.join(w)}.")
+    if k == 2:
+        return (f"What is the first letter of the word {w}?", pick(rng, [f"The first letter of {w} is {w[0]}.",
+                                                                          f"{w[0]}."]),
+                f"{w} starts with {w[0]}.")
+    if k == 3:
+        return (f"What is the last letter of the word {w}?", pick(rng, [f"The last letter of {w} is {w[-1]}.",
+                                                                         f"{w[-1]}."]),
+                f"{w} ends with {w[-1]}.")
+    if k == 4:
+        n = rng.randint(0, 998)
+        return (pick(rng, [f"What number comes after {n}?", f"What comes after {n}?"]),
+                pick(rng, [f"{n + 1} comes after {n}.", f"{n + 1}."]), f"{n} + 1 = {n + 1}.")
+    if k == 5:
+        x, y = rng.sample(range(0, 200), 2)
+        b = max(x, y)
+        return (pick(rng, [f"Which is bigger, {x} or {y}?", f"Which number is larger, {x} or {y}?"]),
+                pick(rng, [f"{b} is bigger than {min(x, y)}.", f"{b}."]), f"Compare {x} and {y}: {b} is larger.")
+    n = rng.randint(0, 100)
+    p = "even" if n % 2 == 0 else "odd"
+    return (f"Is {n} an even or an odd number?", pick(rng, [f"{n} is an {p} number.", f"{p[0].upper()}{p[1:]}."]),
+            f"{n} divided by 2 leaves {n % 2}, so {n} is {p}.")
+
+
+def gen_lists(rng):
+    """Longer answers: most take two to four canvases."""
+    k = rng.randrange(7)
+    if k == 0:
+        lo = pick(rng, [0, 1, 1, 1, rng.randint(2, 30)])
+        hi = lo + rng.randint(5, 60)
+        if rng.random() < 0.3:
+            return (f"Count down from {hi} to {lo}.", ", ".join(str(i) for i in range(hi, lo - 1, -1)) + ".",
+                    f"Start at {hi} and go down by one until {lo}.")
+        return (pick(rng, [f"Count from {lo} to {hi}.", f"Count from {lo} up to {hi}."]),
+                ", ".join(str(i) for i in range(lo, hi + 1)) + ".", f"Start at {lo} and go up by one until {hi}.")
+    if k == 1:
+        n = rng.randint(2, 12)
+        return (pick(rng, [f"Write the multiplication table of {n}.", f"Show me the {n} times table."]),
+                "\n".join(f"{n} x {i} = {n * i}" for i in range(1, 11)), f"Multiply {n} by 1 to 10.")
+    if k == 2:
+        step = pick(rng, [2, 5, 10, 3])
+        hi = step * rng.randint(8, 20)
+        return (pick(rng, [f"Count by {step}s up to {hi}.", f"Count in steps of {step} up to {hi}."]),
+                ", ".join(str(i) for i in range(step, hi + 1, step)) + ".", f"Start at {step} and add {step} "
+                f"each time until {hi}.")
+    if k == 3:
+        cont = pick(rng, ["Europe", "Asia", "Africa", "South America"])
+        rows = [r for r in CAPITALS if r[2] == cont]
+        n = rng.randint(3, min(8, len(rows)))
+        pickd = rng.sample(rows, n)
+        return (pick(rng, [f"Name {n} countries in {cont} and their capitals.",
+                           f"List {n} capital cities in {cont}."]),
+                "\n".join(f"{c[0].upper() + c[1:]}: {city}" for c, city, _ in pickd),
+                f"I choose {n} countries from {cont} and give each capital.")
+    if k == 4:
+        return (pick(rng, ["Name the planets in order from the sun.", "List the planets of the solar system."]),
+                "The planets in order from the sun are " + ", ".join(PLANETS[:-1]) + " and Neptune.",
+                "Mercury is closest to the sun and Neptune is farthest away.")
+    if k == 5:
+        ws = rng.sample(WORDS, rng.randint(3, 6))
+        return (pick(rng, ["Spell these words: " + ", ".join(ws) + ".", "How do you spell " + ", ".join(ws) + "?"]),
+                "\n".join(w + ": " + "-".join(w) for w in ws), "I spell each word letter by letter.")
+    x, y = pick(rng, OPPOSITES), pick(rng, OPPOSITES)
+    z = pick(rng, OPPOSITES)
+    return ("Give me the opposites of " + f"{x[0]}, {y[0]} and {z[0]}.",
+            "\n".join(f"{a}: {b}" for a, b in (x, y, z)), "I find the opposite of each word.")
+
+
+def gen_nature(rng):
+    k = rng.randrange(6)
+    if k == 0:
+        a, n = pick(rng, ANIMAL_LEGS)
+        A = a[0].upper() + a[1:]
+        ans = f"{A} has no legs." if n == 0 else pick(rng, [f"{A} has {n} legs.", f"{n}."])
+        return f"How many legs does {a} have?", ans, f"Think about how {a} moves. {A} has {n} legs."
+    if k == 1:
+        a, s = pick(rng, ANIMAL_SOUNDS)
+        return (pick(rng, [f"What sound does {a} make?", f"What does {a} say?"]),
+                pick(rng, [f"{a[0].upper() + a[1:]} says {s}.", f"{s[0].upper() + s[1:]}!"]),
+                f"The sound of {a} is {s}.")
+    if k == 2:
+        a, b = pick(rng, ANIMAL_BABIES)
+        return (f"What is a baby {a.split()[-1]} called?", pick(rng, [f"A baby {a.split()[-1]} is called a {b}.",
+                                                                        f"A {b}."]),
+                f"The young of {a} is a {b}.")
+    if k == 3:
+        s, n = pick(rng, SHAPES)
+        S = s[0].upper() + s[1:]
+        ans = f"{S} has no straight sides." if n == 0 else pick(rng, [f"{S} has {n} sides.", f"{n}."])
+        return f"How many sides does {s} have?", ans, f"Count the straight edges of {s}: {n}."
+    if k == 4:
+        i = rng.randrange(8)
+        return (f"Which planet is number {i + 1} from the sun?", f"{PLANETS[i]} is planet number {i + 1} from the sun.",
+                "In order from the sun: " + ", ".join(PLANETS) + ".")
+    qs, a, short, r = pick(rng, FACTS)
+    return pick(rng, qs), (a if rng.random() < 0.75 else short), r
+
+
+def gen_explain(rng):
+    qs, a = pick(rng, EXPLANATIONS)
+    return pick(rng, qs), a, "Let me explain it simply in two or three sentences."
+
+
+def gen_greeting(rng):
+    qs, a = pick(rng, GREETINGS)
+    return pick(rng, qs), a, "The user is talking to me, so I answer politely."
+
+
+def load_fortunes():
+    """Short fortune entries: whitespace collapsed, an attribution ("-- Name") kept on its own line."""
+    out = []
+    for name in FORTUNE_FILES:
+        path = os.path.join(FORTUNE_DIR, name)
+        if not os.path.isfile(path):
+            print(f"make_train_data: {path} missing (apt-get install fortunes fortunes-min); skipping it",
+                  file=sys.stderr)
+            continue
+        with open(path, encoding="utf-8", errors="strict") as f:
+            entries = f.read().split("\n%\n")
+        for e in entries:
+            lines = [ln.strip() for ln in e.strip("%\n").split("\n") if ln.strip()]
+            body, attrib = [], None
+            for ln in lines:
+                if ln.startswith("-- ") and attrib is None:
+                    attrib = ln
+                elif attrib is None:
+                    body.append(ln)
+                else:
+                    body = None
+                    break
+            if not body:
+                continue
+            text = re.sub(r"\s+", " ", " ".join(body))
+            if attrib:
+                text += "\n" + re.sub(r"\s+", " ", attrib)
+            if 20 <= len(text) <= 240 and text.isascii() and not re.search(r"[<>|\\]", text):
+                out.append((name, text))
+    return out
+
+
+def gen_fortune(rng, fortunes):
+    name, text = pick(rng, fortunes)
+    if name == "fortunes":
+        q = pick(rng, ["Tell me my fortune.", "What does my fortune cookie say?", "Give me a fortune.",
+                       "Read my fortune."])
+    else:
+        q = pick(rng, ["Say something wise.", "Give me a saying.", "Tell me a proverb.", "Share some wisdom.",
+                       "Give me a quote."])
+    return q, text, "This is an open request, so I pick a short saying."
+
+
+GENERATORS = [  # (name, weight, function)
+    ("capital", 14, gen_capital), ("arithmetic", 16, gen_arith), ("calendar", 8, gen_calendar),
+    ("opposite", 7, gen_opposite), ("colour", 6, gen_colour), ("units", 7, gen_units), ("words", 9, gen_words),
+    ("nature", 9, gen_nature), ("lists", 7, gen_lists), ("explain", 5, gen_explain), ("greeting", 3, gen_greeting),
+]
+
+
+def big_arith(rng):
+    """An arithmetic question for the calculator: (question, expression, value, reasoning)."""
+    op = pick(rng, ["*", "*", "+", "-", "/"])
+    if op == "*":
+        x, y = rng.randint(11, 999), rng.randint(11, 99)
+        q = pick(rng, [f"What is {x} times {y}?", f"What is {x} * {y}?", f"Multiply {x} by {y}.",
+                       f"Calculate {x} x {y}."])
+        return q, f"{x}*{y}", x * y, f"{x} times {y}"
+    if op == "+":
+        x, y = rng.randint(100, 99999), rng.randint(100, 99999)
+        q = pick(rng, [f"What is {x} plus {y}?", f"What is {x} + {y}?", f"Add {x} and {y}."])
+        return q, f"{x}+{y}", x + y, f"{x} plus {y}"
+    if op == "-":
+        x = rng.randint(1000, 99999)
+        y = rng.randint(100, x)
+        q = pick(rng, [f"What is {x} minus {y}?", f"What is {x} - {y}?", f"Subtract {y} from {x}."])
+        return q, f"{x}-{y}", x - y, f"{x} minus {y}"
+    y, z = rng.randint(3, 99), rng.randint(13, 999)
+    q = pick(rng, [f"What is {y * z} divided by {y}?", f"What is {y * z} / {y}?", f"Divide {y * z} by {y}."])
+    return q, f"{y * z}/{y}", z, f"{y * z} divided by {y}"
+
+
+def make_tool_conversation(rng, think):
+    if rng.random() < 0.25:  # tool declared, question needs no tool
+        name, _, fn = pick(rng, [g for g in GENERATORS if g[0] not in ("arithmetic", "explain", "greeting")])
+        q, a, r = fn(rng)
+        return dict(kind="tool_direct", think=think, tools=True,
+                    segments=[["p", render_prompt(q, think, True)], ["a", render_answer(a, think, r)]])
+    q, expr, value, phrase = big_arith(rng)
+    r = f"The user wants {phrase}. That is a big calculation, so I will use the calculator."
+    final = pick(rng, [f"{phrase[0].upper() + phrase[1:]} is {value}.", f"The answer is {value}.", f"{value}."])
+    return dict(kind="tool", think=think, tools=True,
+                segments=[["p", render_prompt(q, think, True)], ["a", render_call(expr, think, r)],
+                          ["p", render_response(str(value))], ["a", final + "<turn|>"]])
+
+
+def make_conversation(rng, fortunes):
+    think = rng.random() < 0.3
+    u = rng.random()
+    if u < 0.08:
+        return make_tool_conversation(rng, think)
+    if u < 0.14 and fortunes:
+        q, a, r = gen_fortune(rng, fortunes)
+        kind = "fortune"
+    else:
+        total = sum(w for _, w, _ in GENERATORS)
+        x, kind = rng.random() * total, None
+        for name, w, fn in GENERATORS:
+            x -= w
+            if x < 0:
+                kind, (q, a, r) = name, fn(rng)
+                break
+        if kind is None:
+            kind, (q, a, r) = GENERATORS[-1][0], GENERATORS[-1][2](rng)
+        if kind not in ("greeting", "explain") and rng.random() < 0.12:
+            q = " ".join(rng.sample(PREAMBLES, rng.randint(2, 3))) + " " + q
+    return dict(kind=kind, think=think, tools=False,
+                segments=[["p", render_prompt(q, think, False)], ["a", render_answer(a, think, r)]])
+
+
+# ---------------------------------------------------------------------------------------------------- battery
+
+
+def battery():
+    """tests/fixtures/smoketest/battery.json (schema: docs/TRAINING.md)."""
+    P = []
+
+    def add(name, kind, prompt, accept, max_steps, think=False, tools=None, **extra):
+        e = dict(name=name, kind=kind, prompt=prompt, think=think)
+        if tools:
+            e["tools"] = tools
+        e["accept"] = list(accept)
+        e.update(extra)
+        e["max_steps"] = max_steps
+        e["raw"] = render_prompt(prompt, think, bool(tools))
+        P.append(e)
+
+    # Budgets: steps the first trained model took with the engine's contract sampler at seed 7, plus 2.
+    add("capital_france", "adherence", "What is the capital of France?", ["Paris"], 13)
+    add("seven_times_eight", "adherence", "What is 7 times 8?", ["56"], 9)
+    add("one_plus_one", "adherence", "What is 1 plus 1?", ["2"], 10)
+    add("opposite_of_hot", "adherence", "What is the opposite of hot?", ["cold"], 13)
+    add("blue_plus_yellow", "adherence", "What colour do you get when you mix blue and yellow?", ["green"], 22)
+    add("days_in_week", "adherence", "How many days are in a week?", ["7", "seven"], 9)
+    add("day_after_monday", "adherence", "What day comes after Monday?", ["Tuesday"], 9)
+    add("cm_in_metre", "adherence", "How many centimetres are in a metre?", ["100"], 12)
+    add("spider_legs", "adherence", "How many legs does a spider have?", ["8", "eight"], 7)
+    add("largest_planet", "adherence", "Which planet is the largest?", ["Jupiter"], 11)
+    add("water_freeze_c", "adherence", "At what temperature does water freeze in Celsius?", ["0", "zero"], 11)
+    add("months_list", "adherence", "List the months of the year.", [], 5, require=["January", "June", "December"])
+    add("long_ctx_capital", "adherence", PREAMBLES[0] + " " + PREAMBLES[6] + " " + PREAMBLES[11] +
+        " What is the capital of Japan?", ["Tokyo"], 13)
+    add("think_capital", "thinking", "What is the capital of Germany?", ["Berlin"], 18, think=True)
+    add("think_add", "thinking", "What is 45 plus 38?", ["83"], 26, think=True)
+    add("tool_multiply", "tool", "What is 347 times 29?", ["10063"], 12, tools=[CALC_TOOL],
+        call={"name": "calculator", "arguments": {"expression": "347*29"}}, tool_response="10063",
+        response_raw=render_response("10063"))
+    add("count_to_40", "multiblock", "Count from 1 to 40.", [], 23, require=["1", "20", "39", "40"], min_tokens=33)
+    add("table_of_7", "multiblock", "Write the multiplication table of 7.", [], 12,
+        require=["7 x 1 = 7", "7 x 10 = 70"], min_tokens=33)
+    add("sky_blue", "convergence", "Why is the sky blue?", [], 7, min_tokens=33)
+    add("fortune", "convergence", "Tell me my fortune.", [], 36)
+    add("hello", "convergence", "Hello!", ["hello"], 7)
+    return P
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="directory for chat.jsonl and chat.txt")
+    ap.add_argument("--count", type=int, default=16000, help="number of conversations")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--battery", help="also write the smoketest battery (JSON) here")
+    args = ap.parse_args()
+    if not args.out and not args.battery:
+        ap.error("nothing to do: give --out and/or --battery")
+    if args.battery:
+        doc = dict(version=1, seed=7, sampler="contract", canvas_length=32, max_new_tokens=160,
+                   note="schema and calibration: docs/TRAINING.md", prompts=battery())
+        os.makedirs(os.path.dirname(os.path.abspath(args.battery)), exist_ok=True)
+        with open(args.battery, "w", encoding="utf-8", newline="\n") as f:
+            json.dump(doc, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        print(f"make_train_data: wrote {args.battery}: {len(doc['prompts'])} prompts", file=sys.stderr)
+    if not args.out:
+        return
+    rng = random.Random(args.seed)
+    fortunes = load_fortunes()
+    convs = [make_conversation(rng, fortunes) for _ in range(args.count)]
+    os.makedirs(args.out, exist_ok=True)
+    counts = {}
+    with open(os.path.join(args.out, "chat.jsonl"), "w", encoding="utf-8", newline="\n") as fj, \
+            open(os.path.join(args.out, "chat.txt"), "w", encoding="utf-8", newline="\n") as ft:
+        for c in convs:
+            fj.write(json.dumps(c, ensure_ascii=False) + "\n")
+            ft.write("".join(t for _, t in c["segments"]) + "\n")
+            counts[c["kind"]] = counts.get(c["kind"], 0) + 1
+    print(f"make_train_data: wrote {len(convs)} conversations to {args.out} ({len(fortunes)} fortune entries "
+          f"from {', '.join(FORTUNE_FILES)}); kinds: {json.dumps(counts, sort_keys=True)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
