@@ -35,6 +35,7 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "diffgemma 0.1.0");
   app.require_subcommand(1);
   register_ask(app);
+  register_chat(app);
   register_info(app);
   register_tokenize(app);
   try {

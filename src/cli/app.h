@@ -23,6 +23,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);
 
 void register_ask(CLI::App& app);
+void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 

@@ -13,7 +13,8 @@
 #include "cli/progress.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
-#include "engine/prompt.h"
+#include "chat/stream.h"
+#include "chat/template.h"
 
 namespace dg::cli {
 namespace {
@@ -22,7 +23,7 @@ struct AskOptions {
   ModelOptions model;
   SamplerFlags sampler;
   std::string prompt, prompt_file, prompt_ids;
-  bool raw = false, show_ids = false, json = false, quiet = false;
+  bool raw = false, show_ids = false, json = false, quiet = false, think = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -60,6 +61,8 @@ void run_ask(const AskOptions& o) {
   DG_CHECK(sources == 1, "give exactly one of --prompt, --prompt-file or --prompt-ids");
   auto engine = Engine::open(engine_options(o.model));
   std::vector<int32_t> prompt;
+  std::optional<ChatTokens> chat;  // set when the prompt is a chat turn: the answer is parsed as a reply
+  bool in_thought = false;
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids);
   } else {
@@ -68,19 +71,47 @@ void run_ask(const AskOptions& o) {
     if (o.raw) {
       prompt = tok.encode(text, SpecialTokens::kMatch);
     } else {
-      prompt = render_user_prompt(tok, text, engine->config().bos_id);
+      chat = ChatTokens::from(tok);
+      Conversation conv;
+      conv.messages.push_back(Message{Role::kUser, text});
+      RenderOptions ro;
+      ro.thinking = o.think;
+      const RenderedPrompt r = render_chat(conv, ro, tok, *chat);
+      prompt = r.ids;
+      in_thought = r.end == PromptEnd::kThought;
     }
   }
   const SamplerOptions opt = o.sampler.resolve(*engine);
   GenerationProgress progress(o.quiet || o.json, opt.steps);
-  std::optional<StreamDecoder> stream;
-  if (engine->has_tokenizer() && !o.json && !o.show_ids) stream.emplace(engine->tokenizer(), true);
+  const bool streaming = engine->has_tokenizer() && !o.json && !o.show_ids;
+  std::optional<StreamDecoder> stream;  // --raw: the text as it comes
+  std::optional<ReplyStream> reply;     // a chat turn: the answer on stdout, the reasoning on stderr
+  if (streaming && chat) {
+    reply.emplace(engine->tokenizer(), *chat, opt.stop_ids, in_thought);
+  } else if (streaming) {
+    stream.emplace(engine->tokenizer(), true);
+  }
+  auto show = [&](const std::vector<ReplyEvent>& events) {
+    for (const ReplyEvent& e : events) {
+      if (e.kind == ReplyEvent::Kind::kContent) std::cout << e.text;
+      if (e.kind == ReplyEvent::Kind::kReasoning && !o.quiet) fmt::print(stderr, "{}", e.text);
+      if (e.kind == ReplyEvent::Kind::kToolCall) std::cout << "\n[tool call] " << e.call.name << " " << e.call.arguments.dump();
+    }
+  };
   size_t emitted = 0;
   bool stopped = false;
   GenerateEvents ev;
   ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     progress.block(b);
+    if (reply) {
+      const size_t room = static_cast<size_t>(opt.max_new_tokens) - std::min(emitted, static_cast<size_t>(opt.max_new_tokens));
+      const size_t n = std::min(block.size(), room);
+      emitted += n;
+      show(reply->push(block.first(n)));
+      std::cout.flush();
+      return;
+    }
     if (!stream || stopped) return;
     for (int32_t t : block) {
       if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), t) != opt.stop_ids.end() ||
@@ -95,6 +126,10 @@ void run_ask(const AskOptions& o) {
   };
   const GenerateResult res = engine->generate(prompt, opt, &ev);
   if (stream) std::cout << stream->flush() << "\n";
+  if (reply) {
+    show(reply->finish());
+    std::cout << "\n";
+  }
   progress.done(res);
   if (o.show_ids) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));
   if (o.json) {
@@ -102,6 +137,14 @@ void run_ask(const AskOptions& o) {
     j["prompt_tokens"] = prompt.size();
     j["tokens"] = res.tokens;
     if (engine->has_tokenizer()) j["text"] = engine->tokenizer().decode(res.tokens, true);
+    if (chat) {
+      const Reply r = parse_reply(res.tokens, engine->tokenizer(), *chat, opt.stop_ids, in_thought);
+      j["content"] = r.content;
+      j["reasoning"] = r.reasoning;
+      j["tool_calls"] = nlohmann::json::array();
+      for (const ToolCall& c : r.tool_calls)
+        j["tool_calls"].push_back({{"name", c.name}, {"arguments", nlohmann::json::parse(c.arguments.dump())}});
+    }
     j["finish_reason"] = res.finish == FinishReason::kStop ? "stop" : "length";
     j["stop_token"] = res.stop_token;
     j["forwards"] = res.forwards;
@@ -110,7 +153,7 @@ void run_ask(const AskOptions& o) {
     for (const BlockInfo& b : res.blocks)
       j["blocks"].push_back({{"steps", b.steps}, {"stop", stop_rule_name(b.stop)}, {"kept", b.kept},
                              {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed}});
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
 }
 
@@ -124,6 +167,7 @@ void register_ask(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file");
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), no tokenizer needed");
   cmd->add_flag("--raw", o->raw, "encode the prompt as is: no chat turn, special-token literals are recognised");
+  cmd->add_flag("--think,!--no-think", o->think, "thinking mode: the reasoning streams to stderr, the answer to stdout");
   cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text");
   cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");

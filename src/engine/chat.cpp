@@ -1,5 +1,6 @@
 #include "engine/chat.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -57,9 +58,13 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   ge.on_step = [&](const StepInfo& s, const StepView&) {
     if (ev != nullptr && ev->on_step) ev->on_step(s);
   };
+  size_t fed = 0;  // answer tokens streamed: the answer ends at max_new_tokens even inside a block
+  const auto budget = static_cast<size_t>(std::max(0, opt_.sampler.max_new_tokens));
   ge.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     if (ev != nullptr && ev->on_block) ev->on_block(b);
-    deliver(stream.push(block));
+    const size_t n = std::min(block.size(), budget - std::min(budget, fed));
+    fed += n;
+    deliver(stream.push(block.first(n)));
   };
   const GenerateResult res = session_.generate(opt_.sampler, &ge);
   deliver(stream.finish());

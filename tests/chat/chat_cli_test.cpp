@@ -1,0 +1,189 @@
+// `diffgemma chat` end to end on the embedded model, without a terminal: the JSONL mode (events, KV fingerprints
+// across rewind, tool rounds with a declared shell tool, save/load, bad lines answered with errors, determinism),
+// and the line REPL reading plain stdin.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "support/paths.h"
+
+namespace dg::test {
+namespace {
+
+using nlohmann::json;
+
+struct ChatRun {
+  int code = -1;
+  std::string out;
+  std::vector<json> events;
+};
+
+ChatRun chat(const std::string& args, const std::vector<std::string>& lines) {
+  const std::string dir = scratch_dir("chat_cli");
+  {
+    std::ofstream in(dir + "/in.jsonl");
+    for (const std::string& l : lines) in << l << "\n";
+  }
+  const std::string cmd = cli_path() + " chat -m " + source_path("models/dg-tiny") +
+                          " --steps 4 --max-new-tokens 32 -q --history '' " + args + " < " + dir + "/in.jsonl 2>&1";
+  ChatRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  size_t at = 0;
+  while (at < r.out.size()) {
+    const size_t nl = r.out.find('\n', at);
+    const std::string line = r.out.substr(at, nl - at);
+    at = nl == std::string::npos ? r.out.size() : nl + 1;
+    if (!line.empty() && line[0] == '{') r.events.push_back(json::parse(line));
+  }
+  return r;
+}
+
+std::vector<json> of(const ChatRun& r, const std::string& kind) {
+  std::vector<json> v;
+  for (const json& e : r.events)
+    if (e["event"] == kind) v.push_back(e);
+  return v;
+}
+
+TEST(ChatCli, JsonlTurnsStreamDeltasAndRewindRestoresTheFingerprint) {
+  const ChatRun r = chat("--jsonl", {R"({"op":"user","text":"Hello there"})", R"({"op":"user","text":"Tell me more"})",
+                                 R"({"op":"rewind"})", R"({"op":"state"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.events.front()["event"], "ready");
+  const auto ends = of(r, "turn_end");
+  ASSERT_EQ(ends.size(), 2u) << r.out;
+  // The deltas of a turn add up to its content.
+  std::string streamed;
+  for (const json& e : r.events) {
+    if (e["event"] == "delta") streamed += e["content"].get<std::string>();
+    if (e["event"] == "turn_end") break;
+  }
+  EXPECT_EQ(streamed, ends[0]["content"]);
+  for (const json& e : ends) {
+    EXPECT_LE(e["tokens"].get<int>(), 32);
+    EXPECT_TRUE(e["finish"] == "stop" || e["finish"] == "length");
+    EXPECT_EQ(e["kv_fingerprint"].get<std::string>().size(), 16u);
+  }
+  EXPECT_EQ(ends[1]["prompt"]["reused"], ends[0]["kv_tokens"]) << "turn 2 extends the cache";
+  const auto oks = of(r, "ok");
+  ASSERT_EQ(oks.size(), 1u);
+  EXPECT_EQ(oks[0]["op"], "rewind");
+  EXPECT_EQ(oks[0]["kv_fingerprint"], ends[0]["kv_fingerprint"]) << "rewind restores the KV byte for byte";
+  EXPECT_EQ(oks[0]["kv_tokens"], ends[0]["kv_tokens"]);
+  const auto state = of(r, "state");
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(state[0]["messages"].size(), 2u);
+}
+
+TEST(ChatCli, JsonlIsDeterministicPerSeed) {
+  const std::vector<std::string> lines = {R"({"op":"user","text":"Same question"})"};
+  const ChatRun a = chat("--jsonl --seed 5", lines), b = chat("--jsonl --seed 5", lines), c = chat("--jsonl --seed 6", lines);
+  ASSERT_EQ(a.code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(ChatCli, JsonlToolRoundRunsTheDeclaredCommandAndContinues) {
+  const std::string call =
+      R"({"op":"message","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function",)"
+      R"("function":{"name":"shout","arguments":"{\"input\":\"quiet words\"}"}}]}})";
+  const ChatRun r = chat("--jsonl --tool 'shout=tr a-z A-Z'",
+                     {R"({"op":"message","message":{"role":"user","content":"Shout this"}})", call,
+                      R"({"op":"state"})", R"({"op":"approve","id":"call_0"})", R"({"op":"state"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.events.front()["tools"], json::array({"shout"}));
+  const auto states = of(r, "state");
+  ASSERT_EQ(states.size(), 2u) << r.out;
+  EXPECT_EQ(states[0]["pending"], json::parse(R"([{"id":"call_0","name":"shout"}])"));
+  const auto results = of(r, "tool_result");
+  ASSERT_EQ(results.size(), 1u) << r.out;
+  EXPECT_EQ(results[0]["content"], "QUIET WORDS");
+  ASSERT_EQ(of(r, "turn_end").size(), 1u) << "the model goes on once the call has its result";
+  const json& msgs = states[1]["messages"];
+  ASSERT_EQ(msgs.size(), 4u);
+  EXPECT_EQ(msgs[2]["role"], "tool");
+  EXPECT_EQ(msgs[2]["content"], "QUIET WORDS");
+  EXPECT_EQ(msgs[3]["role"], "assistant");
+  EXPECT_TRUE(states[1]["pending"].empty());
+}
+
+TEST(ChatCli, JsonlClientAnswersCallsAndSavesAndLoads) {
+  const std::string file = scratch_dir("chat_cli_save") + "/conv.json";
+  const ChatRun r = chat("--jsonl --think --system 'Be brief.'",
+                     {R"({"op":"tools","tools":[{"type":"function","function":{"name":"lookup","parameters":)"
+                      R"({"type":"object","properties":{"q":{"type":"string"}}}}}]})",
+                      R"({"op":"message","message":{"role":"user","content":"Look it up"}})",
+                      R"({"op":"message","message":{"role":"assistant","tool_calls":[{"id":"call_0","function":)"
+                      R"({"name":"lookup","arguments":{"q":"x"}}}]}})",
+                      R"({"op":"tool_result","id":"call_0","content":{"hits":3}})", R"({"op":"save","path":")" + file +
+                          R"("})",
+                      R"({"op":"clear"})", R"({"op":"load","path":")" + file + R"("})", R"({"op":"state"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto ends = of(r, "turn_end");
+  ASSERT_EQ(ends.size(), 1u) << r.out;
+  const auto oks = of(r, "ok");
+  ASSERT_GE(oks.size(), 6u);
+  const json& saved = oks[oks.size() - 3];
+  const json& loaded = oks.back();
+  EXPECT_EQ(saved["op"], "save");
+  EXPECT_EQ(loaded["op"], "load");
+  EXPECT_EQ(loaded["kv_fingerprint"], saved["kv_fingerprint"]);
+  EXPECT_EQ(oks[oks.size() - 2]["messages"], 1) << "clear keeps the system prompt";
+  const json st = of(r, "state").back();
+  EXPECT_EQ(st["thinking"], true);
+  EXPECT_EQ(st["messages"][3]["content"], json::parse(R"({"hits":3})"));
+}
+
+TEST(ChatCli, JsonlBadLinesAnswerWithErrorsAndTheSessionGoesOn) {
+  const ChatRun r = chat("--jsonl", {"not json", R"({"no":"op"})", R"({"op":"fly"})", R"({"op":"user"})",
+                                 R"({"op":"rewind"})", R"({"op":"tool_result","id":"call_7","content":"x"})",
+                                 R"({"op":"load","path":"/nonexistent/x.json"})",
+                                 R"({"op":"message","message":{"role":"wizard"}})", R"({"op":"user","text":"ok"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto errors = of(r, "error");
+  ASSERT_EQ(errors.size(), 8u) << r.out;
+  for (const char* needle : {"not a JSON line", "\"op\"", "unknown op 'fly'", "\"text\" must be a string",
+                             "nothing to rewind", "call_7", "/nonexistent/x.json", "unknown role 'wizard'"}) {
+    bool found = false;
+    for (const json& e : errors) found = found || e["message"].get<std::string>().find(needle) != std::string::npos;
+    EXPECT_TRUE(found) << needle;
+  }
+  EXPECT_EQ(of(r, "turn_end").size(), 1u);
+}
+
+TEST(ChatCli, ReplReadsPlainLinesWithoutATerminal) {
+  const std::string file = scratch_dir("chat_cli_repl") + "/conv.json";
+  const ChatRun r = chat("", {"Hello", "/rewind", "/rewind", "/think on", "Again", "/save " + file, "/bogus", "/exit",
+                          "never read"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(last exchange undone; kv 1 tokens)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(nothing to rewind)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(thinking on)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown command '/bogus'"), std::string::npos) << r.out;
+  std::ifstream saved(file);
+  ASSERT_TRUE(saved.good());
+  const json j = json::parse(saved);
+  EXPECT_EQ(j["thinking"], true);
+  ASSERT_EQ(j["messages"].size(), 2u);
+  EXPECT_EQ(j["messages"][0]["content"], "Again");
+}
+
+TEST(ChatCli, BadToolSpecIsAUsageError) {
+  const ChatRun r = chat("--tool 'no equals sign'", {});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("expected NAME=COMMAND"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace dg::test
