@@ -17,7 +17,7 @@ for arg in "$@"; do
 done
 
 packages=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev)
+          libgtest-dev libgmock-dev libedit-dev)
 # npm is only needed for --test-data; a machine that already has node and npm (e.g. from NodeSource, whose nodejs
 # package conflicts with Debian's npm) keeps them.
 if [ "$want_test_data" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
