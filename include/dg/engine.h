@@ -20,9 +20,11 @@ namespace dg {
 
 struct EngineOptions {
   std::string model_dir;
-  std::string backend = "cpu";
-  Precision precision;  // the CPU reference's storage roundings
-  int threads = 0;      // 0: all hardware threads
+  std::string backend = "cpu";  // "cpu" | "cuda"
+  int device = 0;               // CUDA device index
+  Precision precision;          // the CPU reference's storage roundings (the CUDA backend is bf16 / f16 KV)
+  int threads = 0;              // 0: all hardware threads
+  int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
 };
 
@@ -55,6 +57,7 @@ class Engine {
   EngineOptions opt_;
   std::optional<Tokenizer> tok_;
   std::unique_ptr<Backend> be_;
+  ModelWeights weights_;  // as the backend reads them (destroyed before the backend)
   std::unique_ptr<Model> model_;
 };
 

@@ -63,8 +63,18 @@ class Backend {
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
+
+  // Sets where and how a KV cache for `context` tokens is stored on this backend.
+  virtual void configure_kv(KvOptions& o, int64_t context) = 0;
+  // Waits for all queued work (timing, before reading results outside the backend).
+  virtual void synchronize() = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
+// "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.
+std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device = 0);
+#if defined(DG_WITH_CUDA)
+std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device);
+#endif
 
 }  // namespace dg

@@ -10,17 +10,17 @@ namespace dg {
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
-  DG_CHECK(opt.backend == "cpu",
-           "backend '{}' is not available in this build: only 'cpu' is (the CUDA backend is not implemented yet)",
-           opt.backend);
+  DG_CHECK(opt.backend == "cpu" || opt.backend == "cuda", "unknown backend '{}': expected cpu or cuda", opt.backend);
+  DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
   return std::unique_ptr<Engine>(new Engine(Checkpoint::open(opt.model_dir), opt));
 }
 
 Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
   const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
   if (std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
-  be_ = make_cpu_backend(opt.precision, static_cast<float>(ck_.config.rms_eps));
-  model_ = std::make_unique<Model>(ck_.config, ck_.weights, *be_);
+  be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
+  weights_ = be_->upload(ck_.weights);
+  model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
 }
 
 const Tokenizer& Engine::tokenizer() const {
@@ -34,15 +34,15 @@ SamplerOptions Engine::default_sampler(SamplerProfile profile) const {
 
 KvCache Engine::new_cache() const {
   KvOptions o;
-  o.storage = opt_.precision.kv;
   o.ring_slack = opt_.kv_ring_slack;
+  be_->configure_kv(o, opt_.context);
   return KvCache(ck_.config, o);
 }
 
 Session Engine::open_session(const SessionOptions& opt) const {
   KvOptions o;
-  o.storage = opt_.precision.kv;
   o.ring_slack = std::max(opt.ring_slack, opt_.kv_ring_slack);
+  be_->configure_kv(o, opt_.context);  // as new_cache(): the backend picks storage and device allocation
   return Session(*model_, o);
 }
 

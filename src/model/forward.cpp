@@ -15,6 +15,16 @@ void emit(const ForwardTrace* trace, const std::string& name, const Tensor& t) {
 
 }  // namespace
 
+Model::Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be) : cfg_(cfg), w_(w), be_(be) {
+  for (int l = 0; l < cfg.n_layers; ++l) inv_freq_.push_back(cfg.rope_inv_freq(l));
+}
+
+void Model::check_ids(std::span<const int32_t> ids, const char* what) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    DG_CHECK(ids[i] >= 0 && ids[i] < cfg_.vocab, "{} token {} at position {} is outside the vocabulary [0, {})", what,
+             ids[i], i, cfg_.vocab);
+}
+
 Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
                     bool kv_only, const ForwardTrace* trace) const {
   const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
@@ -22,7 +32,7 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   const int64_t rows = h.shape[0], hidden = cfg_.hidden, D = spec.head_dim;
   const int64_t n_heads = cfg_.n_heads, n_kv = spec.n_kv_heads;
   const std::string p = layer_prefix(phase == Phase::kEncode, l);
-  const std::vector<float> inv_freq = cfg_.rope_inv_freq(l);
+  const std::vector<float>& inv_freq = inv_freq_[static_cast<size_t>(l)];
 
   // Attention block: q/k/v projections, per-head norms, RoPE; full layers take V from the raw K projection.
   Tensor a = be_.alloc(Shape{rows, hidden});
@@ -109,6 +119,7 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
 
 void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   if (ids.empty()) return;
+  check_ids(ids, "prompt");
   const int64_t rows = static_cast<int64_t>(ids.size());
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
   std::vector<int32_t> text(ids.begin(), ids.end());
@@ -130,6 +141,7 @@ void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const Sc
                     const ForwardTrace* trace) const {
   const int64_t rows = static_cast<int64_t>(canvas.size());
   DG_CHECK(rows > 0, "denoise: empty canvas");
+  check_ids(canvas, "canvas");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
   be_.embed(be_.ids(canvas), w_.embed, e);
   emit(trace, "dec.embed", e);

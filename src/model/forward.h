@@ -34,7 +34,8 @@ struct ScInput {
 
 class Model {
  public:
-  Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be) : cfg_(cfg), w_(w), be_(be) {}
+  // `w` must be the weights as `be` reads them (Backend::upload).
+  Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be);
 
   // Encodes ids at positions kv.len()... (causal; sliding layers see the last window tokens), appending their
   // K/V to the cache. The last layer computes only what the cache needs unless a trace is attached.
@@ -58,9 +59,12 @@ class Model {
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
 
+  void check_ids(std::span<const int32_t> ids, const char* what) const;
+
   const ModelConfig& cfg_;
   const ModelWeights& w_;
   Backend& be_;
+  std::vector<std::vector<float>> inv_freq_;  // per layer, [head_dim / 2]
 };
 
 }  // namespace dg

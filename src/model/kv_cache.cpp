@@ -15,7 +15,12 @@ KvCache::KvCache(const ModelConfig& cfg, const KvOptions& opt) : opt_(opt), wind
     L.n_kv = s.n_kv_heads;
     L.head_dim = s.head_dim;
     L.cap = 0;
-    if (L.sliding) {
+    if (opt.device_alloc) {
+      DG_CHECK(L.sliding || opt.initial_capacity > 0, "a device KV cache needs its context size up front");
+      L.cap = L.sliding ? std::max<int64_t>(1, cfg.window - 1 + opt.ring_slack) : opt.initial_capacity;
+      L.k = opt.device_alloc(Shape{L.cap, L.n_kv, L.head_dim});
+      L.v = opt.device_alloc(Shape{L.cap, L.n_kv, L.head_dim});
+    } else if (L.sliding) {
       const int64_t cap = std::max<int64_t>(1, cfg.window - 1 + opt.ring_slack);
       L.cap = cap;
       L.k = host_tensor(DType::kF32, Shape{cap, L.n_kv, L.head_dim});
@@ -46,7 +51,16 @@ int64_t KvCache::oldest(int l) const {
   return L.sliding ? std::max<int64_t>(0, len_ - L.cap) : 0;
 }
 
+void KvCache::reserve_device(int l, int64_t pos0, int64_t n) const {
+  const Layer& L = layers_[static_cast<size_t>(l)];
+  DG_CHECK(pos0 == len_, "kv write at position {} but the cache holds {} tokens", pos0, len_);
+  DG_CHECK(L.sliding || pos0 + n <= L.cap,
+           "the context ({} tokens) exceeds the KV cache capacity of {} tokens: start with a larger --ctx", pos0 + n,
+           L.cap);
+}
+
 void KvCache::write(int l, int64_t pos0, int64_t n, const float* k, const float* v) {
+  DG_CHECK(on_host(), "KvCache::write is the host path; a device backend writes through Backend::kv_write");
   Layer& L = layers_[static_cast<size_t>(l)];
   DG_CHECK(pos0 == len_, "kv write at position {} but the cache holds {} tokens", pos0, len_);
   if (!L.sliding) ensure_capacity(L, pos0 + n);
@@ -64,6 +78,7 @@ void KvCache::write(int l, int64_t pos0, int64_t n, const float* k, const float*
 }
 
 void KvCache::read(int l, int64_t pos0, int64_t n, float* k, float* v) const {
+  DG_CHECK(on_host(), "KvCache::read is the host path");
   const Layer& L = layers_[static_cast<size_t>(l)];
   DG_CHECK(pos0 >= oldest(l) && pos0 + n <= len_, "kv read of positions [{}, {}) outside the live range [{}, {}) of layer {}",
            pos0, pos0 + n, oldest(l), len_, l);
@@ -93,6 +108,7 @@ void KvCache::rewind(int64_t new_len) {
 }
 
 uint64_t KvCache::fingerprint() const {
+  DG_CHECK(on_host(), "KvCache::fingerprint reads host storage");
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -15,7 +16,10 @@ namespace dg {
 struct KvOptions {
   Storage storage = Storage::kF32;
   int64_t ring_slack = 512;     // extra sliding-ring slots beyond window-1 (cheap rewinds)
-  int64_t initial_capacity = 0;  // full-layer slots to reserve up front (grows on demand)
+  int64_t initial_capacity = 0;  // full-layer slots to reserve up front (host storage grows on demand)
+  // Device storage: allocates a [slots, n_kv, head_dim] tensor. Unset: host f32 tensors (the CPU backend), which
+  // the host read/write/fingerprint methods below use. Device caches never grow: initial_capacity is the context.
+  std::function<Tensor(Shape)> device_alloc;
 };
 
 class KvCache {
@@ -41,8 +45,19 @@ class KvCache {
   void rewind(int64_t new_len);  // throws dg::Error when !can_rewind
   void clear() { len_ = 0; }
 
-  // 64-bit FNV-1a hash of every live K/V value in position order (equal caches hash equal).
+  // 64-bit FNV-1a hash of every live K/V value in position order (equal caches hash equal). Host storage only.
   uint64_t fingerprint() const;
+
+  // Storage access for backends: layer l's K and V tensors ([cap, n_kv, head_dim]) and the slot of a position.
+  bool on_host() const { return !opt_.device_alloc; }
+  const Tensor& k(int l) const { return layers_[static_cast<size_t>(l)].k; }
+  const Tensor& v(int l) const { return layers_[static_cast<size_t>(l)].v; }
+  Tensor& k(int l) { return layers_[static_cast<size_t>(l)].k; }
+  Tensor& v(int l) { return layers_[static_cast<size_t>(l)].v; }
+  bool sliding(int l) const { return layers_[static_cast<size_t>(l)].sliding; }
+  int64_t capacity(int l) const { return layers_[static_cast<size_t>(l)].cap; }
+  // Device caches: checks that positions [pos0, pos0+n) fit (full layers do not grow on a device).
+  void reserve_device(int l, int64_t pos0, int64_t n) const;
   size_t bytes_per_token() const;  // at the storage precision, full layers plus the sliding rings amortised
 
  private:

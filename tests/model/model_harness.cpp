@@ -2,21 +2,27 @@
 
 namespace dg::test {
 
-Engine::Engine(const std::string& dir, Precision p) : ck(Checkpoint::open(dir)) {
-  be = make_cpu_backend(p, static_cast<float>(ck.config.rms_eps));
-  model = std::make_unique<Model>(ck.config, ck.weights, *be);
+Engine::Engine(const std::string& dir, Precision p, const std::string& backend) : ck(Checkpoint::open(dir)) {
+  be = make_backend(backend, p, static_cast<float>(ck.config.rms_eps));
+  weights = be->upload(ck.weights);
+  model = std::make_unique<Model>(ck.config, weights, *be);
 }
 
-KvCache Engine::new_cache() const {
+KvCache Engine::new_cache(int64_t context) const {
   KvOptions o;
-  o.storage = be->precision().kv;
+  be->configure_kv(o, context);
   return KvCache(ck.config, o);
 }
 
 ForwardTrace Capture::fn() {
   return [this](const std::string& name, const Tensor& x) {
-    const float* p = x.f32();
-    t[name] = std::vector<float>(p, p + x.numel());
+    std::vector<float> v(static_cast<size_t>(x.numel()));
+    if (be != nullptr) {
+      be->copy_to_host(x, v.data());
+    } else {
+      std::copy(x.f32(), x.f32() + x.numel(), v.begin());
+    }
+    t[name] = std::move(v);
   };
 }
 

@@ -16,14 +16,16 @@ namespace dg::test {
 struct Engine {
   Checkpoint ck;
   std::unique_ptr<Backend> be;
+  ModelWeights weights;  // as the backend reads them
   std::unique_ptr<Model> model;
 
-  explicit Engine(const std::string& dir, Precision p = {});
-  KvCache new_cache() const;
+  explicit Engine(const std::string& dir, Precision p = {}, const std::string& backend = "cpu");
+  KvCache new_cache(int64_t context = 4096) const;
 };
 
 struct Capture {
   std::map<std::string, std::vector<float>> t;
+  Backend* be = nullptr;  // set for device tensors (copied to the host through the backend)
   ForwardTrace fn();
 };
 

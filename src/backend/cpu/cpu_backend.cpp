@@ -1,5 +1,6 @@
 // The CPU reference backend: every op is the CPU reference implementation from src/ops/, with outputs rounded
 // through the configured activation storage.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -104,6 +105,11 @@ class CpuBackend final : public Backend {
     row_stats_cpu(logits.f32(), rows_of(logits), cols_of(logits), temperature, tempered.f32(), host_stats);
     round_all(tempered);  // the reference stores the tempered logits in the model dtype for self-conditioning
   }
+  void configure_kv(KvOptions& o, int64_t context) override {
+    o.storage = p_.kv;
+    o.initial_capacity = std::min<int64_t>(context, 4096);  // host caches grow on demand
+  }
+  void synchronize() override {}
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
     const int64_t V = cols_of(logits);
     std::vector<float> x(static_cast<size_t>(V));
@@ -126,5 +132,18 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
+
+std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device) {
+  if (name == "cpu") return make_cpu_backend(cpu_precision, rms_eps);
+  if (name == "cuda") {
+#if defined(DG_WITH_CUDA)
+    return make_cuda_backend(rms_eps, device);
+#else
+    (void)device;
+    fail("this diffgemma was built without CUDA: build the 'cuda' preset (cmake --preset cuda) for --backend cuda");
+#endif
+  }
+  fail("unknown backend '{}': expected cpu or cuda", name);
+}
 
 }  // namespace dg

@@ -28,3 +28,33 @@ void attention_cpu(const float* q, int64_t rows, int64_t q_pos0, const AttnKeys&
                    const AttnShape& shape, bool causal, int64_t window, Storage act, float* out);
 
 }  // namespace dg
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// Keys/values held in a KV cache layer: f16 [cap, n_kv, head_dim]; position p lives in slot p % cap (ring) or p.
+struct CachedKv {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t cap = 0;
+  bool ring = false;
+  int64_t from = 0, to = 0;  // positions [from, to)
+};
+
+// q: bf16 [rows, n_heads, D]; fresh k/v: bf16 [n_fresh, n_kv, D] at positions fresh_pos0...; out: bf16
+// [rows, n_heads * D]. Scores and probabilities stay f32 (flash-style online softmax, no [rows, keys] matrix).
+Status attention_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
+                      const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape, bool causal,
+                      int64_t window, void* out, cudaStream_t s);
+
+// Writes bf16 K/V rows [n, n_kv, D] for positions pos0... into an f16 cache layer (ring: slot = pos % cap; a chunk
+// longer than the ring keeps its last cap rows).
+Status kv_write_cuda(const void* k, const void* v, int64_t n, int64_t row_elems, int64_t pos0, void* cache_k,
+                     void* cache_v, int64_t cap, bool ring, cudaStream_t s);
+
+}  // namespace dg
+#endif

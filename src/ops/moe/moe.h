@@ -23,3 +23,38 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
                      const Tensor& gate_up, const Tensor& down, Storage act, float* out);
 
 }  // namespace dg
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
+// top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
+// rows with the gated GELU between them, and a fixed-order f32 combine.
+
+// normed (bf16 [rows, hidden], rmsnorm without weight) becomes bf16(bf16(normed * scale) * root) in place.
+Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s);
+// scores bf16 [rows, n_exp] -> idx [rows, top_k], weight f32 [rows, top_k] (softmax f32, top-k with ties to the lower
+// index, renormalised, times per_expert_scale).
+Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                      int32_t* idx, float* weight, cudaStream_t s);
+// Groups pair ids p = row * top_k + rank by expert, stably: perm[offsets[e] ..] lists expert e's pairs in p order,
+// inv[p] is p's position. counts: scratch [n_exp]; offsets: [n_exp + 1].
+Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
+                      int32_t* perm, int32_t* inv, cudaStream_t s);
+// xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
+Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
+                       cudaStream_t s);
+// y[i, n] = sum_k x[i, k] W[e, n, k] for each expert's rows i in [offsets[e], offsets[e+1]); W: bf16 [n_exp, N, K].
+// x must have 16 spare rows after `pairs` (tile reads past the end are discarded).
+Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N, int64_t n_exp, const int32_t* offsets,
+                             void* y, cudaStream_t s);
+// out[r, c] = bf16(sum_k weight[r, k] * y[inv[r * top_k + k], c]), summed in rank order.
+Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
+                        void* out, cudaStream_t s);
+
+}  // namespace dg
+#endif

@@ -1,21 +1,12 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
 #include "ops/rmsnorm/rmsnorm.h"
 
 namespace dg {
 namespace {
 
-template <typename T> __device__ float to_f32(T v);
-template <> __device__ float to_f32<float>(float v) { return v; }
-template <> __device__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ float to_f32<__half>(__half v) { return __half2float(v); }
-
-template <typename T> __device__ T from_f32(float v);
-template <> __device__ float from_f32<float>(float v) { return v; }
-template <> __device__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+using cuda::from_f32;
+using cuda::to_f32;
 
 constexpr int kThreads = 256;
 

@@ -18,3 +18,19 @@ void soft_embed_cpu(const float* sc_logits, int64_t rows, const Tensor& embed, f
                     float sparse_cutoff, float* out);
 
 }  // namespace dg
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// Row softmax of bf16 tempered logits [rows, vocab] to bf16 probabilities (f32 inside); with sparse_cutoff > 0 the
+// tokens below cutoff * p_max are zeroed (the survivor path's result, computed densely). The soft embedding is then
+// a GEMM probs x embed, scaled.
+Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
+                       cudaStream_t s);
+
+}  // namespace dg
+#endif

@@ -1,0 +1,289 @@
+// The CUDA backend: bf16 activations and weights, an f16 KV cache, f32 logits. Dense products go through cuBLAS
+// (bf16 in, f32 accumulate); everything else is our kernels in src/ops/*/*.cu. Buffers come from the
+// stream-ordered allocator, so per-op allocations reuse memory without synchronising.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+#include "ops/attention/attention.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
+#include "ops/glu/glu.h"
+#include "ops/logits/logits.h"
+#include "ops/moe/moe.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+#include "ops/row_stats/row_stats.h"
+#include "ops/self_cond/self_cond.h"
+
+namespace dg {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA error in {}: {}", what, cudaGetErrorString(e));
+}
+void check(const Status& s) {
+  if (!s.is_ok()) fail("{}", s.message());
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error {} in {}", static_cast<int>(s), what);
+}
+
+int64_t rows_of(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
+int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
+
+// The stream outlives every buffer allocated on it: each buffer's deleter holds a reference.
+struct StreamCtx {
+  cudaStream_t stream = nullptr;
+  ~StreamCtx() {
+    if (stream != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(float eps, int device) : eps_(eps), ctx_(std::make_shared<StreamCtx>()) {
+    const int n = cuda_device_count();
+    DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
+    DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
+    check(cudaSetDevice(device), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    stream_ = ctx_->stream;
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = UINT64_MAX;  // freed blocks stay cached for reuse
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    inv_freq_.clear();
+    cublasDestroy(blas_);
+  }
+  std::string name() const override { return "cuda"; }
+  Precision precision() const override { return Precision{Storage::kBF16, Storage::kF16}; }
+
+  Tensor device(DType t, Shape s) {
+    Tensor out;
+    out.dtype = t;
+    out.shape = s;
+    out.device = Device::kCuda;
+    const size_t bytes = std::max<size_t>(out.nbytes(), 16);
+    void* p = nullptr;
+    check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync");
+    out.data = p;
+    out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) { cudaFreeAsync(q, ctx->stream); });
+    return out;
+  }
+  Tensor alloc(Shape s) override { return device(DType::kBF16, s); }
+  Tensor alloc_f32(Shape s) override { return device(DType::kF32, s); }
+  Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
+
+  ModelWeights upload(const ModelWeights& h) override {
+    ModelWeights d = h;
+    auto up = [&](Tensor& t) {
+      if (t.empty()) return;
+      Tensor dst = device(DType::kBF16, t.shape);
+      if (t.dtype == DType::kBF16) {
+        check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+      } else {
+        Tensor raw = device(t.dtype, t.shape);
+        check(cudaMemcpyAsync(raw.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+        check(convert_cuda(raw.data, t.dtype, dst.data, DType::kBF16, t.numel(), stream_));
+      }
+      t = dst;
+    };
+    for (Tensor* t : {&d.embed, &d.final_norm, &d.sc_pre_norm, &d.sc_gate, &d.sc_up, &d.sc_down}) up(*t);
+    for (LayerWeights& L : d.layers)
+      for (Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.gate, &L.up, &L.down, &L.router_proj,
+                        &L.router_scale, &L.per_expert_scale, &L.experts_gate_up, &L.experts_down, &L.input_norm,
+                        &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1, &L.post_ff_norm_2,
+                        &L.pre_ff_norm_2})
+        up(*t);
+    check(cudaStreamSynchronize(stream_), "upload sync");
+    d.dtype = DType::kBF16;
+    return d;
+  }
+
+  Tensor ids(std::span<const int32_t> ids) override {
+    Tensor t = device(DType::kI32, Shape{static_cast<int64_t>(ids.size())});
+    if (!ids.empty())
+      check(cudaMemcpyAsync(t.data, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice, stream_), "ids upload");
+    return t;
+  }
+  void copy_to_host(const Tensor& t, float* dst) override {
+    const size_t n = static_cast<size_t>(t.numel());
+    if (t.dtype == DType::kF32) {
+      check(cudaMemcpyAsync(dst, t.data, n * 4, cudaMemcpyDeviceToHost, stream_), "copy_to_host");
+      check(cudaStreamSynchronize(stream_), "copy_to_host sync");
+      return;
+    }
+    std::vector<uint16_t> h(n);
+    check(cudaMemcpyAsync(h.data(), t.data, n * 2, cudaMemcpyDeviceToHost, stream_), "copy_to_host");
+    check(cudaStreamSynchronize(stream_), "copy_to_host sync");
+    convert_to_f32(h.data(), t.dtype, n, dst);
+  }
+  void copy_from_host(const float* src, Tensor& t) override {
+    const size_t n = static_cast<size_t>(t.numel());
+    if (t.dtype == DType::kF32) {
+      check(cudaMemcpyAsync(t.data, src, n * 4, cudaMemcpyHostToDevice, stream_), "copy_from_host");
+    } else {
+      std::vector<uint16_t> h(n);
+      for (size_t i = 0; i < n; ++i) h[i] = t.dtype == DType::kBF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+      check(cudaMemcpyAsync(t.data, h.data(), n * 2, cudaMemcpyHostToDevice, stream_), "copy_from_host");
+    }
+    check(cudaStreamSynchronize(stream_), "copy_from_host sync");
+  }
+
+  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    check(embed_cuda(ids.as<int32_t>(), ids.numel(), table.data, table.shape[1],
+                     embed_scale(table.shape[1], Storage::kBF16), out.data, stream_));
+  }
+  void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) override {
+    check(rmsnorm_cuda(x.data, DType::kBF16, w ? w->data : nullptr, DType::kBF16, out.data, DType::kBF16, rows_of(x),
+                       cols_of(x), eps_, stream_));
+  }
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    gemm_xwt(x.data, rows_of(x), cols_of(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
+  }
+  void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
+    check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
+  }
+  void scale(Tensor& x, float s) override { check(scale_cuda(x.data, s, x.numel(), stream_)); }
+  void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
+  }
+
+  void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from, int64_t cache_to,
+                 const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
+                 Tensor& out) override {
+    DG_CHECK(!kv.on_host(), "the CUDA backend needs a device KV cache (Engine::new_cache)");
+    const CachedKv cached{kv.k(l).data, kv.v(l).data, kv.capacity(l), kv.sliding(l), cache_from, cache_to};
+    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+    check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
+                         sh, causal, window, out.data, stream_));
+  }
+  void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) override {
+    const int64_t n = k.shape[0];
+    kv.reserve_device(l, pos0, n);
+    check(kv_write_cuda(k.data, v.data, n, k.numel() / n, pos0, kv.k(l).data, kv.v(l).data, kv.capacity(l),
+                        kv.sliding(l), stream_));
+  }
+
+  void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) override {
+    const int64_t T = rows_of(h), H = cols_of(h), E = w.router_proj.shape[0];
+    const int64_t two_ff = w.experts_gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
+    Tensor r = alloc(Shape{T, H});
+    check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, eps_, stream_));
+    check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
+                               static_cast<float>(std::pow(static_cast<double>(H), -0.5)), stream_));
+    Tensor scores = alloc(Shape{T, E});
+    gemm_xwt(r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
+    Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
+    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), stream_));
+    Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
+    Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
+    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
+                         inv.as<int32_t>(), stream_));
+    Tensor xg = alloc(Shape{P + 16, H});
+    check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
+    Tensor gu = alloc(Shape{P + 16, two_ff});
+    check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data, stream_));
+    Tensor act = alloc(Shape{P + 16, ff});
+    check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
+    Tensor y = alloc(Shape{P + 16, H});
+    check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data, stream_));
+    check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, stream_));
+  }
+
+  void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
+    gemm_xwt(y.data, rows_of(y), cols_of(y), embed.data, embed.shape[0], logits.data, CUDA_R_32F);
+    check(softcap_cuda(logits.f32(), logits.numel(), softcap, stream_));
+  }
+  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
+    const int64_t T = rows_of(sc_logits), V = cols_of(sc_logits), H = embed.shape[1];
+    Tensor probs = alloc(Shape{T, V});
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, stream_));
+    const float one = 1.0f, zero = 0.0f;
+    check(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T), static_cast<int>(V),
+                       &one, embed.data, CUDA_R_16BF, static_cast<int>(H), probs.data, CUDA_R_16BF,
+                       static_cast<int>(V), &zero, out.data, CUDA_R_16BF, static_cast<int>(H), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
+          "soft_embed gemm");
+    check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), stream_));
+  }
+
+  void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {
+    const int64_t T = rows_of(logits);
+    Tensor st = device(DType::kU8, Shape{T * static_cast<int64_t>(sizeof(RowStats))});
+    check(row_stats_cuda(logits.f32(), T, cols_of(logits), temperature, tempered.data,
+                         static_cast<RowStats*>(st.data), stream_));
+    check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(T) * sizeof(RowStats), cudaMemcpyDeviceToHost,
+                          stream_),
+          "row_stats copy");
+    check(cudaStreamSynchronize(stream_), "row_stats sync");
+  }
+  void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
+    const int64_t T = rows_of(logits);
+    Tensor ud = device(DType::kU8, Shape{T * 8}), ids = device(DType::kI32, Shape{T});
+    check(cudaMemcpyAsync(ud.data, u.data(), u.size() * 8, cudaMemcpyHostToDevice, stream_), "u upload");
+    check(categorical_cuda(logits.f32(), T, cols_of(logits), temperature, static_cast<const double*>(ud.data),
+                           ids.as<int32_t>(), stream_));
+    check(cudaMemcpyAsync(host_ids, ids.data, static_cast<size_t>(T) * 4, cudaMemcpyDeviceToHost, stream_),
+          "ids copy");
+    check(cudaStreamSynchronize(stream_), "categorical sync");
+  }
+
+  void configure_kv(KvOptions& o, int64_t context) override {
+    o.storage = Storage::kF16;
+    o.initial_capacity = context;
+    o.device_alloc = [this](Shape s) { return alloc_kv(s); };
+  }
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+ private:
+  // y[M, N] = x[M, K] W[N, K]^T, bf16 inputs, f32 accumulation, y in `ytype`.
+  void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
+    const float one = 1.0f, zero = 0.0f;
+    check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                       &one, W, CUDA_R_16BF, static_cast<int>(K), x, CUDA_R_16BF, static_cast<int>(K), &zero, y, ytype,
+                       static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "gemm");
+  }
+  const float* device_inv_freq(const std::vector<float>& f) {
+    auto it = inv_freq_.find(f.data());
+    if (it == inv_freq_.end()) {
+      Tensor t = device(DType::kF32, Shape{static_cast<int64_t>(f.size())});
+      check(cudaMemcpyAsync(t.data, f.data(), f.size() * 4, cudaMemcpyHostToDevice, stream_), "inv_freq upload");
+      it = inv_freq_.emplace(f.data(), std::move(t)).first;
+    }
+    return it->second.f32();
+  }
+
+  float eps_;
+  std::shared_ptr<StreamCtx> ctx_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device) {
+  return std::make_unique<CudaBackend>(rms_eps, device);
+}
+
+}  // namespace dg

@@ -1,0 +1,64 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "ops/elementwise/elementwise.h"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+using cuda::f16;
+
+__global__ void add_kernel(const bf16* a, const bf16* b, bf16* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+}
+
+__global__ void scale_kernel(bf16* x, float s, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
+}
+
+template <typename S, typename D>
+__global__ void convert_kernel(const S* src, D* dst, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) dst[i] = cuda::from_f32<D>(cuda::to_f32(src[i]));
+}
+
+template <typename S>
+Status convert_to(const void* src, void* dst, DType dt, int64_t n, cudaStream_t s) {
+  const unsigned g = cuda::blocks_for(n, 256);
+  switch (dt) {
+    case DType::kBF16: convert_kernel<S, bf16><<<g, 256, 0, s>>>(static_cast<const S*>(src), static_cast<bf16*>(dst), n); break;
+    case DType::kF16: convert_kernel<S, f16><<<g, 256, 0, s>>>(static_cast<const S*>(src), static_cast<f16*>(dst), n); break;
+    case DType::kF32: convert_kernel<S, float><<<g, 256, 0, s>>>(static_cast<const S*>(src), static_cast<float*>(dst), n); break;
+    default: return Status::error("convert_cuda: unsupported destination dtype");
+  }
+  return cuda_status(cudaGetLastError(), "convert_cuda");
+}
+
+}  // namespace
+
+Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return Status::ok();
+  add_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(a), static_cast<const bf16*>(b),
+                                                       static_cast<bf16*>(out), n);
+  return cuda_status(cudaGetLastError(), "add_cuda");
+}
+
+Status scale_cuda(void* x, float scale, int64_t n, cudaStream_t s) {
+  if (n == 0) return Status::ok();
+  scale_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(x), scale, n);
+  return cuda_status(cudaGetLastError(), "scale_cuda");
+}
+
+Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s) {
+  if (n == 0) return Status::ok();
+  switch (st) {
+    case DType::kBF16: return convert_to<bf16>(src, dst, dt, n, s);
+    case DType::kF16: return convert_to<f16>(src, dst, dt, n, s);
+    case DType::kF32: return convert_to<float>(src, dst, dt, n, s);
+    default: return Status::error("convert_cuda: unsupported source dtype");
+  }
+}
+
+}  // namespace dg

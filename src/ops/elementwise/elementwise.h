@@ -1,0 +1,22 @@
+// Elementwise ops on activations: residual add, scalar scale, and the dtype conversions of uploads.
+// CPU twins are the loops in the CPU backend (src/backend/cpu/cpu_backend.cpp): out = round(a + b), round(x * s).
+#pragma once
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace dg {
+
+// bf16 activations: out = bf16(a + b); x = bf16(x * s).
+Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t s);
+Status scale_cuda(void* x, float scale, int64_t n, cudaStream_t s);
+// Converts n elements of `src` (f32/f16/bf16) to bf16, or f32 to f32/f16/bf16 (dst dtype).
+Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s);
+
+}  // namespace dg
+#endif

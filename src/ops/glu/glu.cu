@@ -1,0 +1,47 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "ops/glu/glu.h"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+
+__device__ __forceinline__ float gelu_tanh_dev(float x) {
+  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+__global__ void gelu_mul_kernel(const bf16* gate, const bf16* up, bf16* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float g = cuda::rbf(gelu_tanh_dev(__bfloat162float(gate[i])));
+  out[i] = __float2bfloat16_rn(g * __bfloat162float(up[i]));
+}
+
+__global__ void gelu_mul_split_kernel(const bf16* gu, int64_t ff, bf16* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / ff, f = i % ff;
+  const float g = cuda::rbf(gelu_tanh_dev(__bfloat162float(gu[r * 2 * ff + f])));
+  out[i] = __float2bfloat16_rn(g * __bfloat162float(gu[r * 2 * ff + ff + f]));
+}
+
+}  // namespace
+
+Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return Status::ok();
+  gelu_mul_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(gate),
+                                                           static_cast<const bf16*>(up), static_cast<bf16*>(out), n);
+  return cuda_status(cudaGetLastError(), "gelu_mul_cuda");
+}
+
+Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* out, cudaStream_t s) {
+  const int64_t n = rows * ff;
+  if (n == 0) return Status::ok();
+  gelu_mul_split_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(gate_up), ff,
+                                                                 static_cast<bf16*>(out), n);
+  return cuda_status(cudaGetLastError(), "gelu_mul_split_cuda");
+}
+
+}  // namespace dg

@@ -1,0 +1,236 @@
+#include <mma.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "ops/moe/moe.h"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+
+__global__ void router_prep_kernel(bf16* x, const bf16* scale, int64_t hidden, float root, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = cuda::rbf(__bfloat162float(x[i]) * __bfloat162float(scale[i % hidden]));
+  x[i] = __float2bfloat16_rn(v * root);
+}
+
+// One warp per row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index).
+__global__ void route_kernel(const bf16* scores, int64_t rows, int64_t n_exp, int top_k, const bf16* pes, int32_t* idx,
+                             float* weight) {
+  extern __shared__ float smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + warp;
+  if (r >= rows) return;
+  float* p = smem + warp * n_exp;
+  float mx = -INFINITY;
+  for (int64_t e = lane; e < n_exp; e += 32) mx = fmaxf(mx, __bfloat162float(scores[r * n_exp + e]));
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.0f;
+  for (int64_t e = lane; e < n_exp; e += 32) {
+    const float v = expf(__bfloat162float(scores[r * n_exp + e]) - mx);
+    p[e] = v;
+    sum += v;
+  }
+  sum = cuda::warp_sum(sum);
+  for (int64_t e = lane; e < n_exp; e += 32) p[e] /= sum;
+  __syncwarp();
+  float wsum = 0.0f;
+  for (int k = 0; k < top_k; ++k) {
+    float best = -1.0f;
+    int best_e = 0x7fffffff;
+    for (int64_t e = lane; e < n_exp; e += 32)
+      if (p[e] > best) {  // strict: within a lane the lower index wins ties
+        best = p[e];
+        best_e = static_cast<int>(e);
+      }
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, off);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    if (lane == 0) {
+      idx[r * top_k + k] = best_e;
+      weight[r * top_k + k] = best;
+      p[best_e] = -2.0f;  // taken
+    }
+    wsum += best;
+    __syncwarp();
+  }
+  if (lane == 0)
+    for (int k = 0; k < top_k; ++k) {
+      const int e = idx[r * top_k + k];
+      weight[r * top_k + k] = (weight[r * top_k + k] / wsum) * __bfloat162float(pes[e]);
+    }
+}
+
+__global__ void group_count_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts) {
+  const int lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (e >= n_exp) return;
+  int c = 0;
+  for (int64_t base = 0; base < pairs; base += 32) {
+    const int64_t p = base + lane;
+    c += __popc(__ballot_sync(0xffffffffu, p < pairs && idx[p] == e));
+  }
+  if (lane == 0) counts[e] = c;
+}
+
+__global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, const int32_t* counts,
+                                   int32_t* offsets, int32_t* perm, int32_t* inv) {
+  const int lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (e >= n_exp) return;
+  int before = 0;
+  for (int64_t j = lane; j < e; j += 32) before += counts[j];
+  for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+  int running = 0;
+  for (int64_t base = 0; base < pairs; base += 32) {
+    const int64_t p = base + lane;
+    const bool hit = p < pairs && idx[p] == e;
+    const unsigned mask = __ballot_sync(0xffffffffu, hit);
+    if (hit) {
+      const int pos = before + running + __popc(mask & ((1u << lane) - 1u));
+      perm[pos] = static_cast<int32_t>(p);
+      inv[p] = pos;
+    }
+    running += __popc(mask);
+  }
+  if (lane == 0) {
+    offsets[e] = before;
+    if (e == n_exp - 1) offsets[n_exp] = before + running;
+  }
+}
+
+__global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int64_t hidden, bf16* xg, int64_t n) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n) return;
+  const int64_t i = t / hidden, c = t % hidden;
+  xg[t] = x[static_cast<int64_t>(perm[i] / top_k) * hidden + c];
+}
+
+// Tensor-core path: a block owns (expert, 64 output columns); each of its 4 warps a 16-column slice; m-tiles of
+// 16 rows walk the expert's rows. Requires K % 16 == 0 and N % 16 == 0.
+__global__ void grouped_gemm_wmma_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
+                                         bf16* y) {
+  using namespace nvcuda;
+  __shared__ float tile[4][16 * 16];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.y;
+  const int64_t n0 = blockIdx.x * 64 + warp * 16;
+  if (n0 >= N) return;
+  const int64_t r0 = offsets[e], r1 = offsets[e + 1];
+  const bf16* We = W + e * N * K + n0 * K;
+  for (int64_t m0 = r0; m0 < r1; m0 += 16) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int64_t k = 0; k < K; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+      wmma::load_matrix_sync(a, x + m0 * K + k, static_cast<unsigned>(K));
+      wmma::load_matrix_sync(b, We + k, static_cast<unsigned>(K));
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(tile[warp], acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int t = lane; t < 256; t += 32) {
+      const int64_t row = m0 + t / 16;
+      if (row < r1) y[row * N + n0 + t % 16] = __float2bfloat16_rn(tile[warp][t]);
+    }
+    __syncwarp();
+  }
+}
+
+// SIMT fallback for shapes that are not multiples of 16: one thread per output column, rows of the expert in turn.
+__global__ void grouped_gemm_simt_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
+                                         bf16* y) {
+  const int64_t e = blockIdx.y;
+  const int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (n >= N) return;
+  const bf16* w = W + (e * N + n) * K;
+  for (int64_t i = offsets[e]; i < offsets[e + 1]; ++i) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; ++k) acc += __bfloat162float(x[i * K + k]) * __bfloat162float(w[k]);
+    y[i * N + n] = __float2bfloat16_rn(acc);
+  }
+}
+
+__global__ void combine_kernel(const bf16* y, const int32_t* inv, const float* weight, int top_k, int64_t hidden,
+                               bf16* out, int64_t n) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n) return;
+  const int64_t r = t / hidden, c = t % hidden;
+  float acc = 0.0f;
+  for (int k = 0; k < top_k; ++k)
+    acc += weight[r * top_k + k] * __bfloat162float(y[static_cast<int64_t>(inv[r * top_k + k]) * hidden + c]);
+  out[t] = __float2bfloat16_rn(acc);
+}
+
+}  // namespace
+
+Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s) {
+  const int64_t n = rows * hidden;
+  if (n == 0) return Status::ok();
+  router_prep_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(normed),
+                                                              static_cast<const bf16*>(scale), hidden, root, n);
+  return cuda_status(cudaGetLastError(), "moe_router_prep_cuda");
+}
+
+Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                      int32_t* idx, float* weight, cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  if (top_k < 1 || top_k > n_exp || n_exp > 1024) return Status::error("moe_route_cuda: bad expert counts");
+  constexpr int kWarpsPerBlock = 4;
+  const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_exp) * sizeof(float);
+  route_kernel<<<cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, smem, s>>>(
+      static_cast<const bf16*>(scores), rows, n_exp, top_k, static_cast<const bf16*>(per_expert_scale), idx, weight);
+  return cuda_status(cudaGetLastError(), "moe_route_cuda");
+}
+
+Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
+                      int32_t* perm, int32_t* inv, cudaStream_t s) {
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned grid = cuda::blocks_for(n_exp, kWarpsPerBlock);
+  group_count_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(idx, pairs, n_exp, counts);
+  group_place_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(idx, pairs, n_exp, counts, offsets, perm, inv);
+  return cuda_status(cudaGetLastError(), "moe_group_cuda");
+}
+
+Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
+                       cudaStream_t s) {
+  const int64_t n = pairs * hidden;
+  if (n == 0) return Status::ok();
+  gather_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(x), perm, top_k, hidden,
+                                                         static_cast<bf16*>(xg), n);
+  return cuda_status(cudaGetLastError(), "moe_gather_cuda");
+}
+
+Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N, int64_t n_exp, const int32_t* offsets,
+                             void* y, cudaStream_t s) {
+  const auto* xx = static_cast<const bf16*>(x);
+  const auto* ww = static_cast<const bf16*>(W);
+  auto* yy = static_cast<bf16*>(y);
+  if (K % 16 == 0 && N % 16 == 0) {
+    const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>(n_exp));
+    grouped_gemm_wmma_kernel<<<grid, 128, 0, s>>>(xx, K, ww, N, offsets, yy);
+  } else {
+    const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>(n_exp));
+    grouped_gemm_simt_kernel<<<grid, 64, 0, s>>>(xx, K, ww, N, offsets, yy);
+  }
+  return cuda_status(cudaGetLastError(), "moe_grouped_gemm_cuda");
+}
+
+Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
+                        void* out, cudaStream_t s) {
+  const int64_t n = rows * hidden;
+  if (n == 0) return Status::ok();
+  combine_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(y), inv, weight, top_k, hidden,
+                                                          static_cast<bf16*>(out), n);
+  return cuda_status(cudaGetLastError(), "moe_combine_cuda");
+}
+
+}  // namespace dg
