@@ -91,10 +91,21 @@ void run_ask(const AskOptions& o) {
   } else if (streaming) {
     stream.emplace(engine->tokenizer(), true);
   }
+  bool reasoning_shown = false;  // the reasoning line on stderr still needs its newline
+  auto end_reasoning = [&] {
+    if (reasoning_shown) fmt::print(stderr, "\n");
+    reasoning_shown = false;
+  };
   auto show = [&](const std::vector<ReplyEvent>& events) {
     for (const ReplyEvent& e : events) {
-      if (e.kind == ReplyEvent::Kind::kContent) std::cout << e.text;
-      if (e.kind == ReplyEvent::Kind::kReasoning && !o.quiet) fmt::print(stderr, "{}", e.text);
+      if (e.kind == ReplyEvent::Kind::kContent) {
+        end_reasoning();
+        std::cout << e.text;
+      }
+      if (e.kind == ReplyEvent::Kind::kReasoning && !o.quiet) {
+        fmt::print(stderr, "{}", e.text);
+        reasoning_shown = true;
+      }
       if (e.kind == ReplyEvent::Kind::kToolCall) std::cout << "\n[tool call] " << e.call.name << " " << e.call.arguments.dump();
     }
   };
@@ -128,6 +139,7 @@ void run_ask(const AskOptions& o) {
   if (stream) std::cout << stream->flush() << "\n";
   if (reply) {
     show(reply->finish());
+    end_reasoning();
     std::cout << "\n";
   }
   progress.done(res);
