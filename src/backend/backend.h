@@ -8,6 +8,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/kv_cache.h"
@@ -63,6 +65,19 @@ class Backend {
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
+
+  // Fills a weight-shaped buffer with uniform values in [offset - scale, offset + scale] from `seed` (synthetic
+  // full-shape models for benchmarks; deterministic per seed).
+  virtual void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) = 0;
+
+  // Stage marks for the per-stage time breakdown: time from one mark to the next is charged to the first mark's
+  // stage. No-ops unless profiling is on.
+  virtual void set_profiling(bool on) { (void)on; }
+  virtual void stage(const char* name) { (void)name; }
+  // Accumulated milliseconds per stage since the last call (synchronises).
+  virtual std::vector<std::pair<std::string, double>> take_stage_times() { return {}; }
+  virtual std::string device_name() const { return "cpu"; }
+  virtual size_t peak_memory() const { return 0; }  // bytes of device memory held at the high-water mark
 
   // Sets where and how a KV cache for `context` tokens is stored on this backend.
   virtual void configure_kv(KvOptions& o, int64_t context) = 0;

@@ -38,6 +38,15 @@ int run(int argc, char** argv) {
   register_chat(app);
   register_info(app);
   register_tokenize(app);
+  register_bench(app);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench; see --help)\n", argv[1]);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -26,5 +26,6 @@ void register_ask(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace dg::cli

@@ -82,7 +82,9 @@ void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, 
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
   m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff}, logits_);
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
+  be.stage("sampler");
   be.row_stats(logits_, temperature, tempered_, stats);
+  be.stage("host");
   temperature_ = temperature;
 }
 

@@ -35,6 +35,7 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   const std::vector<float>& inv_freq = inv_freq_[static_cast<size_t>(l)];
 
   // Attention block: q/k/v projections, per-head norms, RoPE; full layers take V from the raw K projection.
+  be_.stage("attention");
   Tensor a = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h, &w.input_norm, a);
   emit(trace, p + "input_layernorm", a);
@@ -85,6 +86,7 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   be_.add(h, attn, h1);
 
   // Feed-forward: the dense MLP and the MoE both read the post-attention residual h1.
+  be_.stage("dense_mlp");
   Tensor u = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h1, &w.pre_ff_norm, u);
   emit(trace, p + "pre_feedforward_layernorm", u);
@@ -97,6 +99,7 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   emit(trace, p + "mlp", m1);
   be_.rmsnorm(m1, &w.post_ff_norm_1, m1);
   emit(trace, p + "post_feedforward_layernorm_1", m1);
+  be_.stage("moe");
   Tensor z = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h1, &w.pre_ff_norm_2, z);
   emit(trace, p + "pre_feedforward_layernorm_2", z);
@@ -125,6 +128,7 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
   std::vector<int32_t> text(ids.begin(), ids.end());
   for (int32_t& id : text)
     if (id == cfg_.image_token_id) id = cfg_.pad_id;
+  be_.stage("embed");
   Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
   be_.embed(be_.ids(text), w_.embed, h);
   emit(trace, "enc.embed", h);
@@ -142,6 +146,7 @@ void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const Sc
   const int64_t rows = static_cast<int64_t>(canvas.size());
   DG_CHECK(rows > 0, "denoise: empty canvas");
   check_ids(canvas, "canvas");
+  be_.stage("embed");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
   be_.embed(be_.ids(canvas), w_.embed, e);
   emit(trace, "dec.embed", e);
@@ -152,6 +157,7 @@ void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const Sc
   if (sc.kind == ScKind::kZero) {
     be_.rmsnorm(e, nullptr, x);
   } else {
+    be_.stage("self_conditioning");
     Tensor soft = e;
     if (sc.kind == ScKind::kLogits) {
       DG_CHECK(sc.logits != nullptr && sc.logits->shape[0] == rows, "denoise: self-conditioning logits missing");
@@ -173,6 +179,7 @@ void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const Sc
   }
   emit(trace, "dec.x0", x);
   for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+  be_.stage("lm_head");
   Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
   be_.rmsnorm(x, &w_.final_norm, y);
   emit(trace, "dec.final_norm", y);

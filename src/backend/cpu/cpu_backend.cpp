@@ -110,6 +110,14 @@ class CpuBackend final : public Backend {
     o.initial_capacity = std::min<int64_t>(context, 4096);  // host caches grow on demand
   }
   void synchronize() override {}
+  void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      st = st * 6364136223846793005ull + 1442695040888963407ull;
+      const float u = static_cast<float>(st >> 40) / 16777216.0f;  // [0, 1)
+      t.f32()[i] = round_to(p_.act, offset + scale * (2.0f * u - 1.0f));
+    }
+  }
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
     const int64_t V = cols_of(logits);
     std::vector<float> x(static_cast<size_t>(V));

@@ -253,6 +253,50 @@ class CudaBackend final : public Backend {
     o.device_alloc = [this](Shape s) { return alloc_kv(s); };
   }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
+  void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
+    DG_CHECK(t.dtype == DType::kBF16, "fill_uniform: bf16 tensors only");
+    check(fill_uniform_cuda(t.data, t.numel(), seed, scale, offset, stream_));
+  }
+
+  void set_profiling(bool on) override {
+    profiling_ = on;
+    marks_.clear();
+  }
+  void stage(const char* name) override {
+    if (!profiling_) return;
+    cudaEvent_t e;
+    check(cudaEventCreate(&e), "cudaEventCreate");
+    check(cudaEventRecord(e, stream_), "cudaEventRecord");
+    marks_.emplace_back(name, e);
+  }
+  std::vector<std::pair<std::string, double>> take_stage_times() override {
+    synchronize();
+    std::map<std::string, double> acc;
+    for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, marks_[i].second, marks_[i + 1].second), "cudaEventElapsedTime");
+      acc[marks_[i].first] += ms;
+    }
+    for (auto& m : marks_) cudaEventDestroy(m.second);
+    marks_.clear();
+    return {acc.begin(), acc.end()};
+  }
+  std::string device_name() const override {
+    cudaDeviceProp p{};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&p, dev);
+    return p.name;
+  }
+  size_t peak_memory() const override {
+    cudaMemPool_t pool;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetDefaultMemPool(&pool, dev);
+    uint64_t high = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
+    return static_cast<size_t>(high);
+  }
 
  private:
   // y[M, N] = x[M, K] W[N, K]^T, bf16 inputs, f32 accumulation, y in `ytype`.
@@ -278,6 +322,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
+  bool profiling_ = false;
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
 };
 
 }  // namespace

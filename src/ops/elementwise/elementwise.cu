@@ -18,6 +18,17 @@ __global__ void scale_kernel(bf16* x, float s, int64_t n) {
   if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
 }
 
+__global__ void fill_uniform_kernel(bf16* x, int64_t n, uint64_t seed, float scale, float offset) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const float u = static_cast<float>(z >> 40) / 16777216.0f;
+  x[i] = __float2bfloat16_rn(offset + scale * (2.0f * u - 1.0f));
+}
+
 template <typename S, typename D>
 __global__ void convert_kernel(const S* src, D* dst, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -49,6 +60,12 @@ Status scale_cuda(void* x, float scale, int64_t n, cudaStream_t s) {
   if (n == 0) return Status::ok();
   scale_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(x), scale, n);
   return cuda_status(cudaGetLastError(), "scale_cuda");
+}
+
+Status fill_uniform_cuda(void* x, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t s) {
+  if (n == 0) return Status::ok();
+  fill_uniform_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(x), n, seed, scale, offset);
+  return cuda_status(cudaGetLastError(), "fill_uniform_cuda");
 }
 
 Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s) {

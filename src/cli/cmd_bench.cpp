@@ -1,0 +1,230 @@
+// `diffgemma bench`: prefill throughput, denoise step latency with a per-stage breakdown, and end-to-end committed
+// tokens per second at a fixed step count, on a checkpoint or on the full DiffusionGemma 26B-A4B shape with
+// weights generated on the device. One JSON object per line to stdout (and appended to --out).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/app.h"
+#include "core/error.h"
+#include "diffusion/generate.h"
+#include "model/synthetic.h"
+#include "diffusion/rng.h"
+#include "model/checkpoint.h"
+
+namespace dg::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;       // empty: synthetic
+  std::string backend = "cuda";
+  int layers = 0;          // synthetic: keep the first N layers (0: all 30)
+  std::vector<int> prefill{512, 4096};
+  std::vector<int> context{1024};
+  int denoise_steps = 8;   // timed denoise forwards per context
+  int steps = 16;          // denoise steps per block in the generation run
+  int prompt_tokens = 1024, gen_tokens = 1024;
+  bool skip_generate = false;
+  uint64_t seed = 1;
+  std::string out;
+  std::string label;
+};
+
+std::string git_sha() {
+  std::string cmd = std::string("git -C '") + DG_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return "unknown";
+  char buf[64] = {0};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  ::pclose(p);
+  std::string s(buf, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s.empty() ? "unknown" : s;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Lcg rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
+  return ids;
+}
+
+class Reporter {
+ public:
+  Reporter(const BenchOptions& o, nlohmann::json base) : base_(std::move(base)) {
+    if (!o.out.empty()) out_.open(o.out, std::ios::app);
+    DG_CHECK(o.out.empty() || out_.good(), "cannot append to '{}'", o.out);
+  }
+  void emit(nlohmann::json j) {
+    for (auto& [k, v] : base_.items()) j[k] = v;
+    const std::string line = j.dump();
+    std::cout << line << "\n" << std::flush;
+    if (out_.is_open()) out_ << line << "\n" << std::flush;
+  }
+
+ private:
+  nlohmann::json base_;
+  std::ofstream out_;
+};
+
+nlohmann::json stage_json(Backend& be, double scale) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, ms] : be.take_stage_times()) j[name] = ms * scale;
+  return j;
+}
+
+void run_bench(const BenchOptions& o) {
+  std::unique_ptr<Backend> be;
+  ModelConfig cfg;
+  ModelWeights w;
+  std::optional<Checkpoint> ck;
+  const double t_load = now_s();
+  if (o.model.empty()) {
+    cfg = diffusiongemma_26b_config(o.layers);
+    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps));
+    w = synthetic_weights(cfg, *be, o.seed);
+  } else {
+    ck.emplace(Checkpoint::open(o.model));
+    cfg = ck->config;
+    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps));
+    w = be->upload(ck->weights);
+  }
+  const Model model(cfg, w, *be);
+  int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
+  for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
+  for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
+  auto new_cache = [&] {
+    KvOptions ko;
+    be->configure_kv(ko, max_ctx);
+    return KvCache(cfg, ko);
+  };
+  Reporter rep(o, {{"git_sha", git_sha()}, {"device", be->device_name()}, {"backend", be->name()},
+                   {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
+                   {"label", o.label}});
+  rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
+
+  for (int P : o.prefill) {
+    const auto ids = random_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
+    for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
+      KvCache kv = new_cache();
+      be->synchronize();
+      const double t0 = now_s();
+      model.encode(kv, ids);
+      be->synchronize();
+      const double dt = now_s() - t0;
+      if (rep_i == 1) rep.emit({{"event", "prefill"}, {"tokens", P}, {"seconds", dt}, {"tok_per_s", P / dt}});
+    }
+  }
+
+  for (int L : o.context) {
+    KvCache kv = new_cache();
+    model.encode(kv, random_ids(L, cfg.vocab, o.seed + 7));
+    ModelDenoiser d(model);
+    const auto canvas = random_ids(cfg.canvas, cfg.vocab, o.seed + 9);
+    std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
+    d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up
+    be->synchronize();
+    const double t0 = now_s();
+    for (int i = 0; i < o.denoise_steps; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    be->synchronize();
+    const double ms = (now_s() - t0) * 1000.0 / o.denoise_steps;
+    be->set_profiling(true);
+    for (int i = 0; i < 2; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    be->stage("end");
+    nlohmann::json stages = stage_json(*be, 0.5);
+    be->set_profiling(false);
+    rep.emit({{"event", "denoise"}, {"context", L}, {"canvas", cfg.canvas}, {"ms_per_step", ms},
+              {"stages_ms", stages}});
+  }
+
+  if (!o.skip_generate) {
+    SamplerOptions so;  // a fixed number of steps per block: every early stop off
+    so.profile = SamplerProfile::kContract;
+    so.seed = o.seed;
+    so.max_new_tokens = o.gen_tokens;
+    so.steps = o.steps;
+    so.confidence_threshold = 1e-30;
+    so.plateau_steps = 0;
+    so.entropy_stop = 0;
+    so.empty_reply_retries = 0;
+    so.commit_trim_tau = 0;
+    so.sc_sparse_cutoff = 0;
+    so.stop_ids = {};
+    KvCache kv = new_cache();
+    const auto prompt = random_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
+    double first_block = -1;
+    be->synchronize();
+    const double t0 = now_s();
+    GenerateEvents ev;
+    ev.on_block = [&](const BlockInfo&, std::span<const int32_t>) {
+      if (first_block < 0) first_block = now_s() - t0;
+    };
+    ModelDenoiser d(model);
+    const GenerateResult r = generate(d, kv, prompt, so, &ev);
+    be->synchronize();
+    const double total = now_s() - t0;
+    rep.emit({{"event", "generate"}, {"prompt_tokens", o.prompt_tokens}, {"new_tokens", r.tokens.size()},
+              {"steps_per_block", o.steps}, {"forwards", r.forwards}, {"seconds", total},
+              {"committed_tok_per_s", static_cast<double>(r.tokens.size()) / total},
+              {"time_to_first_block_s", first_block}});
+  }
+  rep.emit({{"event", "memory"}, {"peak_gib", be->peak_memory() / 1073741824.0}});
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t comma = s.find(',', pos);
+    const std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!part.empty()) {
+      try {
+        v.push_back(std::stoi(part));
+      } catch (const std::logic_error&) {
+        fail("'{}' is not a number in the list '{}'", part, s);
+      }
+      DG_CHECK(v.back() > 0, "list values must be positive ('{}')", s);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto prefill = std::make_shared<std::string>("512,4096");
+  auto context = std::make_shared<std::string>("1024");
+  CLI::App* cmd = app.add_subcommand("bench", "measure prefill, denoise steps and generation throughput");
+  cmd->add_option("-m,--model", o->model, "checkpoint directory (default: the 26B-A4B shape with random weights)");
+  cmd->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
+  cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")->capture_default_str();
+  cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")->capture_default_str();
+  cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "denoising steps per block in the generation run")->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "generation run: prompt length")->capture_default_str();
+  cmd->add_option("--gen-tokens", o->gen_tokens, "generation run: tokens to generate")->capture_default_str();
+  cmd->add_flag("--skip-generate", o->skip_generate, "skip the end-to-end generation run");
+  cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
+  cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
+  cmd->add_option("--label", o->label, "free text recorded with every line");
+  cmd->callback([o, prefill, context] {
+    o->prefill = parse_list(*prefill);
+    o->context = parse_list(*context);
+    run_bench(*o);
+  });
+}
+
+}  // namespace dg::cli

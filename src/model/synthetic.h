@@ -1,0 +1,21 @@
+// Synthetic models for benchmarks: the published DiffusionGemma 26B-A4B structure (or a slice of its layers)
+// with weights generated on the backend from a seed, so a full-shape run needs no checkpoint files.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "model/weights.h"
+
+namespace dg {
+
+// google/diffusiongemma-26B-A4B-it's structure (SPEC.md §1): 30 layers, hidden 2816, 128 experts top-8, ...
+// `layers` > 0 keeps the first that many layers (the last kept layer is made full, as the reference requires).
+ModelConfig diffusiongemma_26b_config(int layers = 0);
+
+// Weights of `cfg`'s shapes in the backend's activation dtype, uniform with scales like the fixtures' recipe
+// (norms near 1, linears ~ 1/sqrt(fan_in), experts 0.15, embedding 0.8, a wide router).
+ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed);
+
+}  // namespace dg
