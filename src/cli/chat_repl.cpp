@@ -3,9 +3,27 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <iostream>
 
+#if !defined(DG_NO_LINE_EDITING)
 #include <editline/readline.h>
+#else
+// Builds without libedit (the GPU machine's image): plain line reading, no history.
+namespace {
+inline int read_history(const char*) { return 0; }
+inline int write_history(const char*) { return 0; }
+inline void add_history(const char*) {}
+inline char* readline(const char* prompt) {
+  std::fputs(prompt, stdout);
+  std::fflush(stdout);
+  std::string line;
+  if (!std::getline(std::cin, line)) return nullptr;
+  return strdup(line.c_str());
+}
+}  // namespace
+#endif
 #include <fmt/format.h>
 
 #include "cli/chat_cli.h"
@@ -30,13 +48,13 @@ class Repl {
       : chat_(chat), o_(o), tty_in_(::isatty(STDIN_FILENO) != 0), tty_out_(::isatty(STDOUT_FILENO) != 0) {}
 
   int run() {
-    if (tty_in_ && !o_.history.empty()) ::read_history(o_.history.c_str());
+    if (tty_in_ && !o_.history.empty()) read_history(o_.history.c_str());
     if (tty_in_)
       fmt::print(stderr, "diffgemma chat · thinking {} · /help for commands\n", chat_.options().thinking ? "on" : "off");
     std::string line;
     while (read_line(tty_in_ ? "> " : "", line)) {
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      if (tty_in_) ::add_history(line.c_str());
+      if (tty_in_) add_history(line.c_str());
       try {
         if (line[0] == '/') {
           if (!slash(line)) break;
@@ -47,14 +65,14 @@ class Repl {
         fmt::print(stderr, "error: {}\n", e.what());
       }
     }
-    if (tty_in_ && !o_.history.empty()) ::write_history(o_.history.c_str());
+    if (tty_in_ && !o_.history.empty()) write_history(o_.history.c_str());
     return 0;
   }
 
  private:
   bool read_line(const char* prompt, std::string& line) {
     if (!tty_in_) return static_cast<bool>(std::getline(std::cin, line));
-    char* s = ::readline(prompt);
+    char* s = readline(prompt);
     if (s == nullptr) return false;
     line = s;
     std::free(s);

@@ -118,7 +118,7 @@ __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int
 __global__ void grouped_gemm_wmma_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
                                          bf16* y) {
   using namespace nvcuda;
-  __shared__ float tile[4][16 * 16];
+  __shared__ __align__(32) float tile[4][16 * 16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t e = blockIdx.y;
   const int64_t n0 = blockIdx.x * 64 + warp * 16;

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool; carry .carry/deps made by scripts/device_deps.sh): builds with CUDA for
+# sm_90a, runs the CUDA tests, then benchmarks the full 26B-A4B shape with random weights. Results: $OUT.
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT" bench/results
+{
+  nvidia-smi -L
+  g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF > /dev/null \
+    || { echo "configure failed"; exit 1; }
+  cmake --build build/gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|FAILED" ; test -x build/gpu/diffgemma || exit 1
+  timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
+  timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
+    --out "$OUT/bench.jsonl"
+  timeout 300 build/gpu/diffgemma bench --prefill 512,4096 --context 1024,8192 --label full30 --out "$OUT/bench.jsonl"
+} 2>&1 | tee "$OUT/log.txt"
