@@ -8,7 +8,7 @@ mkdir -p "$OUT" bench/results
   nvidia-smi -L
   g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF > /dev/null \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF -DDG_WERROR=OFF > /dev/null \
     || { echo "configure failed"; exit 1; }
   cmake --build build/gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|FAILED" ; test -x build/gpu/diffgemma || exit 1
   timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
