@@ -1,0 +1,138 @@
+// The diffgemma binary end to end on the embedded default model: ask (text and JSON), determinism per seed,
+// info, tokenize round trips, --help, and clear non-zero exits on bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "support/paths.h"
+
+namespace dg::test {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = cli_path() + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Result r;
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Result run_stdout(const std::string& args) {
+  const std::string cmd = cli_path() + " " + args + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Result r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string model() { return "-m " + source_path("models/dg-tiny"); }
+
+TEST(Cli, AskAnswersAndReportsJson) {
+  const Result r = run_stdout("ask " + model() + " -p 'What is two plus two?' --max-new-tokens 40 --steps 6 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["tokens"].size(), 40u);
+  EXPECT_TRUE(j.contains("text"));
+  EXPECT_GT(j["prompt_tokens"].get<int>(), 5);
+  EXPECT_GE(j["blocks"].size(), 1u);
+  EXPECT_EQ(j["sampler"], "contract");
+}
+
+TEST(Cli, SameSeedSameAnswer) {
+  const std::string args = "ask " + model() + " -p hello --max-new-tokens 64 --steps 5 --show-ids -q --seed ";
+  const Result a = run_stdout(args + "3"), b = run_stdout(args + "3"), c = run_stdout(args + "4");
+  ASSERT_EQ(a.code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(Cli, PromptIdsNeedNoTokenizerAndBothProfilesRun) {
+  for (const char* s : {"contract", "reference"}) {
+    const Result r = run_stdout("ask " + model() + " --prompt-ids 2,105,30,40 --max-new-tokens 16 --steps 4 "
+                                "--show-ids -q --sampler " + std::string(s));
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_FALSE(r.out.empty());
+  }
+}
+
+TEST(Cli, InfoDescribesTheModel) {
+  const Result r = run_stdout("info " + model() + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layers"], 4);
+  EXPECT_EQ(j["full_layers"], nlohmann::json::array({3}));
+  EXPECT_GT(j["params"]["total"].get<int64_t>(), 1000000);
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(),
+            j["params"]["embed"].get<int64_t>() + j["params"]["attention"].get<int64_t>() +
+                j["params"]["dense_mlp"].get<int64_t>() + j["params"]["router"].get<int64_t>() +
+                j["params"]["experts"].get<int64_t>() + j["params"]["norms"].get<int64_t>() +
+                j["params"]["self_conditioning"].get<int64_t>());
+  EXPECT_GT(j["kv_bytes_per_token_f16"].get<int64_t>(), 0);
+  const Result text = run_stdout("info " + model());
+  EXPECT_NE(text.out.find("parameters"), std::string::npos);
+}
+
+TEST(Cli, TokenizeRoundTrips) {
+  const Result ids = run_stdout("tokenize " + model() + " --ids 'Hello world, héllo 🚀'");
+  ASSERT_EQ(ids.code, 0) << ids.out;
+  std::string list = ids.out;
+  list.erase(list.find_last_not_of('\n') + 1);
+  const Result back = run_stdout("tokenize " + model() + " --decode '" + list + "'");
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_EQ(back.out, "Hello world, héllo 🚀\n");
+}
+
+TEST(Cli, HelpEverywhere) {
+  for (const char* cmd : {"--help", "ask --help", "info --help", "tokenize --help"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 0) << cmd;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
+  const std::string scratch = scratch_dir("cli");
+  struct Case {
+    std::string args, needle;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {"ask -m " + scratch + "/nope -p hi", "nope", 1},
+      {"ask " + model() + " -p hi --prompt-ids 1,2", "exactly one", 1},
+      {"ask " + model() + " --prompt-ids 1,x", "bad token id", 1},
+      {"ask " + model() + " --prompt-ids 999999", "outside", 1},
+      {"ask " + model() + " -p hi --t-min 0.9 --t-max 0.5", "t_max", 1},
+      {"ask " + model() + " -p hi --sampler fancy", "fancy", 2},
+      {"frobnicate", "frobnicate", 2},
+      {"info -m " + scratch, "config.json", 1},
+      {"tokenize " + model() + " --decode 'abc'", "abc", 1},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace dg::test
