@@ -69,7 +69,7 @@ TEST(ChatCli, JsonlTurnsStreamDeltasAndRewindRestoresTheFingerprint) {
     if (e["event"] == "delta") streamed += e["content"].get<std::string>();
     if (e["event"] == "turn_end") break;
   }
-  EXPECT_EQ(streamed, ends[0]["content"]);
+  EXPECT_EQ(streamed, ends[0]["content"].get<std::string>());
   for (const json& e : ends) {
     EXPECT_LE(e["tokens"].get<int>(), 32);
     EXPECT_TRUE(e["finish"] == "stop" || e["finish"] == "length");
