@@ -4,6 +4,9 @@
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT" bench/results
+# The tree arrives without .git: the commit comes from .carry/git_sha (git rev-parse --short HEAD > .carry/git_sha).
+DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
+export DG_GIT_SHA
 {
   nvidia-smi -L
   g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1

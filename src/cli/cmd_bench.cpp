@@ -33,6 +33,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   std::string out;
   std::string label;
+  std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
 };
 
 std::string git_sha() {
@@ -107,7 +108,7 @@ void run_bench(const BenchOptions& o) {
     be->configure_kv(ko, max_ctx);
     return KvCache(cfg, ko);
   };
-  Reporter rep(o, {{"git_sha", git_sha()}, {"device", be->device_name()}, {"backend", be->name()},
+  Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
@@ -220,6 +221,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
+  cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
+      ->envname("DG_GIT_SHA");
   cmd->callback([o, prefill, context] {
     o->prefill = parse_list(*prefill);
     o->context = parse_list(*context);
