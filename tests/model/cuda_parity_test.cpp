@@ -70,6 +70,10 @@ void parity(const std::string& dir, const std::vector<int32_t>& prompt, const st
   }
   // Measured on the H200: step-1 logit cosine 0.99962 (tiny_a) and 0.99888 (dg-tiny); per-row entropies differ by
   // up to 0.46 nats where a bf16 routing near-tie sends a row to another expert.
+  for (const char* n : {"dec.x0", "dec.sc_soft", "dec.sc_mlp", "dec.l0.out", "dec.l1.out", "dec.final_norm"}) {
+    if (a.dec2.t.count(n) != 0 && b.dec2.t.count(n) != 0)
+      std::cout << "  step 2 " << n << ": " << compare(b.dec2.t.at(n), a.dec2.t.at(n)).str() << "\n";
+  }
   expect_cos("logits step 1", b.logits1, a.logits1, 0.998);
   expect_cos("logits step 2 (same self-conditioning input)", b.logits2, a.logits2, 0.998);
   int same = 0;
