@@ -12,6 +12,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-m,--model", o.model, "model directory (config.json, safetensors, tokenizer.json)")
       ->envname("DG_MODEL")
       ->capture_default_str();
+  cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->envname("DG_BACKEND")
+      ->capture_default_str();
+  cmd->add_option("--device", o.device, "CUDA device index")->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all hardware threads)")->envname("DG_THREADS");
   cmd->add_option("--precision", o.precision, "activation storage of the CPU reference: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
@@ -24,6 +29,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
 EngineOptions engine_options(const ModelOptions& o) {
   EngineOptions e;
   e.model_dir = o.model;
+  e.backend = o.backend;
+  e.device = o.device;
   e.threads = o.threads;
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);

@@ -15,6 +15,8 @@ int run(int argc, char** argv);
 // Options every model-loading subcommand takes.
 struct ModelOptions {
   std::string model = "models/dg-tiny";
+  std::string backend = "cpu";
+  int device = 0;
   int threads = 0;
   std::string precision = "f32";
   std::string kv_precision = "f32";

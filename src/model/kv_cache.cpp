@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -108,21 +109,31 @@ void KvCache::rewind(int64_t new_len) {
 }
 
 uint64_t KvCache::fingerprint() const {
-  DG_CHECK(on_host(), "KvCache::fingerprint reads host storage");
+  DG_CHECK(on_host() || opt_.device_read, "this device KV cache cannot be read back for a fingerprint");
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   };
   mix(&len_, sizeof len_);
+  std::vector<uint8_t> hk, hv;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    const int64_t row = L.n_kv * L.head_dim;
-    const int64_t from = std::max<int64_t>(oldest(static_cast<int>(l)),
-                                           L.sliding ? len_ - (window_ - 1) : 0);
+    const size_t row_bytes = static_cast<size_t>(L.n_kv * L.head_dim) * dtype_size(L.k.dtype);
+    const uint8_t* kb = static_cast<const uint8_t*>(L.k.data);
+    const uint8_t* vb = static_cast<const uint8_t*>(L.v.data);
+    if (!on_host()) {
+      hk.resize(L.k.nbytes());
+      hv.resize(L.v.nbytes());
+      opt_.device_read(L.k, hk.data());
+      opt_.device_read(L.v, hv.data());
+      kb = hk.data();
+      vb = hv.data();
+    }
+    const int64_t from = std::max<int64_t>(oldest(static_cast<int>(l)), L.sliding ? len_ - (window_ - 1) : 0);
     for (int64_t p = std::max<int64_t>(0, from); p < len_; ++p) {
-      mix(L.k.f32() + slot(L, p) * row, static_cast<size_t>(row) * 4);
-      mix(L.v.f32() + slot(L, p) * row, static_cast<size_t>(row) * 4);
+      mix(kb + static_cast<size_t>(slot(L, p)) * row_bytes, row_bytes);
+      mix(vb + static_cast<size_t>(slot(L, p)) * row_bytes, row_bytes);
     }
   }
   return h;

@@ -20,6 +20,8 @@ struct KvOptions {
   // Device storage: allocates a [slots, n_kv, head_dim] tensor. Unset: host f32 tensors (the CPU backend), which
   // the host read/write/fingerprint methods below use. Device caches never grow: initial_capacity is the context.
   std::function<Tensor(Shape)> device_alloc;
+  // Device storage: copies a tensor's bytes to host memory (for the fingerprint).
+  std::function<void(const Tensor&, void*)> device_read;
 };
 
 class KvCache {
@@ -45,7 +47,8 @@ class KvCache {
   void rewind(int64_t new_len);  // throws dg::Error when !can_rewind
   void clear() { len_ = 0; }
 
-  // 64-bit FNV-1a hash of every live K/V value in position order (equal caches hash equal). Host storage only.
+  // 64-bit FNV-1a hash of every live K/V value in position order (equal caches hash equal; device caches hash
+  // their stored f16 bytes, so a fingerprint compares caches of one backend).
   uint64_t fingerprint() const;
 
   // Storage access for backends: layer l's K and V tensors ([cap, n_kv, head_dim]) and the slot of a position.

@@ -251,6 +251,10 @@ class CudaBackend final : public Backend {
     o.storage = Storage::kF16;
     o.initial_capacity = context;
     o.device_alloc = [this](Shape s) { return alloc_kv(s); };
+    o.device_read = [this](const Tensor& t, void* host) {
+      check(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_), "kv read");
+      check(cudaStreamSynchronize(stream_), "kv read sync");
+    };
   }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
   void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
