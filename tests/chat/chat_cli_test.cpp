@@ -3,14 +3,12 @@
 // and the line REPL reading plain stdin.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "support/paths.h"
+#include "support/process.h"
 
 namespace dg::test {
 namespace {
@@ -30,15 +28,11 @@ ChatRun chat(const std::string& args, const std::vector<std::string>& lines) {
     for (const std::string& l : lines) in << l << "\n";
   }
   const std::string cmd = cli_path() + " chat -m " + source_path("models/dg-tiny") +
-                          " --steps 4 --max-new-tokens 32 -q --history '' " + args + " < " + dir + "/in.jsonl 2>&1";
+                          " --steps 4 --max-new-tokens 32 -q --history '' " + args + " < " + dir + "/in.jsonl";
   ChatRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const ProcessResult pr = run_command(cmd, true);
+  r.code = pr.code;
+  r.out = pr.out;
   size_t at = 0;
   while (at < r.out.size()) {
     const size_t nl = r.out.find('\n', at);

@@ -2,48 +2,21 @@
 // info, tokenize round trips, --help, and clear non-zero exits on bad input.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "support/paths.h"
+#include "support/process.h"
 
 namespace dg::test {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = ProcessResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = cli_path() + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  Result r;
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-Result run_stdout(const std::string& args) {
-  const std::string cmd = cli_path() + " " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  Result r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run(const std::string& args) { return run_command(cli_path() + " " + args, true); }
+Result run_stdout(const std::string& args) { return run_command(cli_path() + " " + args, false); }
 
 std::string model() { return "-m " + source_path("models/dg-tiny"); }
 
