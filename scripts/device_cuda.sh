@@ -19,4 +19,9 @@ export DG_GIT_SHA
   timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
     --out "$OUT/bench.jsonl"
   timeout 300 build/gpu/diffgemma bench --prefill 512,4096 --context 1024,8192 --label full30 --out "$OUT/bench.jsonl"
+  # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled).
+  if [ -n "${DG_REFERENCE:-}" ]; then
+    PYTHONUNBUFFERED=1 timeout 420 python3 scripts/bench_reference.py --mode "$DG_REFERENCE" --prefill 512,4096 \
+      --context 1024,8192 --label "reference-$DG_REFERENCE" --out "$OUT/bench.jsonl"
+  fi
 } 2>&1 | tee "$OUT/log.txt"

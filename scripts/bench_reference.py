@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The transformers reference on the shapes `diffgemma bench` measures, for side-by-side reports on the GPU machine.
+
+Builds DiffusionGemmaForBlockDiffusion at the full 26B-A4B shape with random bf16 weights on the GPU (as
+../shared/anchors/hf_bench.py does), then measures, in the same JSON-lines form as `diffgemma bench`:
+  prefill     encoder forward over P random tokens (tokens/s)
+  denoise     one decoder forward + the sampler's statistics at canvas 256 over a cached context of L tokens (ms)
+  generate    generate() with a fixed number of steps per block, P in / N out (committed tokens/s)
+Modes: --mode eager (sdpa, dynamic cache) or --mode compiled (static cache + torch.compile; slow to warm up).
+
+Usage: python3 scripts/bench_reference.py --mode eager --prefill 512,4096 --context 1024 --out $OUT/reference.jsonl
+"""
+import argparse
+import json
+import time
+
+import torch
+from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+from transformers.cache_utils import DynamicCache
+
+TEXT = dict(vocab_size=262144, hidden_size=2816, intermediate_size=2112, num_hidden_layers=30,
+            num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
+            num_global_key_value_heads=2, sliding_window=1024, num_experts=128, top_k_experts=8,
+            moe_intermediate_size=704, max_position_embeddings=262144, final_logit_softcapping=30.0)
+VISION = dict(model_type="gemma4_vision", hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+              num_attention_heads=2, num_key_value_heads=2, head_dim=32)
+
+
+def emit(out, **row):
+    row.update(reference="transformers")
+    line = json.dumps(row, sort_keys=True)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
+
+
+def sync():
+    torch.cuda.synchronize()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=["eager", "compiled"], default="eager")
+    ap.add_argument("--layers", type=int, default=30)
+    ap.add_argument("--prefill", default="512,4096")
+    ap.add_argument("--context", default="1024")
+    ap.add_argument("--denoise-steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--gen-tokens", type=int, default=1024)
+    ap.add_argument("--skip-generate", action="store_true")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    text = dict(TEXT, num_hidden_layers=args.layers)
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=dict(VISION), canvas_length=256)
+    cfg._attn_implementation = "sdpa"
+    t0 = time.time()
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = DiffusionGemmaForBlockDiffusion(cfg)
+    model.tie_weights()
+    model.eval()
+    V = text["vocab_size"]
+    base = dict(mode=args.mode, layers=args.layers, device=torch.cuda.get_device_name(0), label=args.label,
+                torch=torch.__version__)
+    emit(args.out, event="loaded", seconds=time.time() - t0, **base)
+
+    with torch.no_grad():
+        for P in [int(x) for x in args.prefill.split(",") if x]:
+            ids = torch.randint(3, V, (1, P), device="cuda")
+            for rep in range(2):
+                cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+                sync()
+                t = time.time()
+                model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
+                sync()
+                dt = time.time() - t
+            emit(args.out, event="prefill", tokens=P, seconds=dt, tok_per_s=P / dt, **base)
+
+        for L in [int(x) for x in args.context.split(",") if x]:
+            ids = torch.randint(3, V, (1, L), device="cuda")
+            cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+            model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(L, device="cuda")[None])
+            canvas = torch.randint(0, V, (1, 256), device="cuda")
+            pos = torch.arange(L, L + 256, device="cuda")[None]
+            sc = None
+
+            def step(sc):
+                logits = model(decoder_input_ids=canvas, past_key_values=cache, decoder_position_ids=pos,
+                               self_conditioning_logits=sc).logits
+                proc = logits / 0.8
+                probs = torch.softmax(proc, dim=-1, dtype=torch.float32)
+                torch.distributions.Categorical(logits=proc).entropy()
+                torch.argmax(proc, dim=-1)
+                del probs
+                return proc.to(torch.bfloat16)
+
+            sc = step(sc)
+            sync()
+            t = time.time()
+            for _ in range(args.denoise_steps):
+                sc = step(sc)
+            sync()
+            ms = (time.time() - t) * 1000 / args.denoise_steps
+            emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, **base)
+
+        if not args.skip_generate:
+            ids = torch.randint(3, V, (1, args.prompt_tokens), device="cuda")
+            kw = dict(max_new_tokens=args.gen_tokens, max_denoising_steps=args.steps, confidence_threshold=1e-30,
+                      stability_threshold=1, eos_token_id=[V + 1])
+            if args.mode == "compiled":
+                kw["cache_implementation"] = "static"
+            tw = time.time()
+            model.generate(ids, **kw)  # warm-up (compiles in compiled mode)
+            emit(args.out, event="warmup", seconds=time.time() - tw, **base)
+            sync()
+            t = time.time()
+            out = model.generate(ids, **kw)
+            sync()
+            total = time.time() - t
+            new = int(out.shape[1] - args.prompt_tokens)
+            emit(args.out, event="generate", prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps,
+                 seconds=total, committed_tok_per_s=new / total, **base)
+    emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, **base)
+
+
+if __name__ == "__main__":
+    main()
