@@ -122,7 +122,8 @@ def main():
             out = model.generate(ids, **kw)
             sync()
             total = time.time() - t
-            new = int(out.shape[1] - args.prompt_tokens)
+            seq = out.sequences if hasattr(out, "sequences") else out
+            new = int(seq.shape[1] - args.prompt_tokens)
             emit(args.out, event="generate", prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps,
                  seconds=total, committed_tok_per_s=new / total, **base)
     emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, **base)
