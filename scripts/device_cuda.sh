@@ -14,7 +14,7 @@ export DG_GIT_SHA
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF -DDG_WERROR=OFF > /dev/null \
     || { echo "configure failed"; exit 1; }
   cmake --build build/gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|FAILED" ; test -x build/gpu/diffgemma || exit 1
-  timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
+  timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
   [ "${DG_SKIP_BENCH:-0}" = 1 ] && exit 0
   timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
     --out "$OUT/bench.jsonl"

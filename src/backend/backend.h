@@ -85,11 +85,17 @@ class Backend {
   virtual void synchronize() = 0;
 };
 
+// Kernel choices of the CUDA backend (benchmarks compare them; the defaults are the measured winners).
+struct CudaKernels {
+  std::string attention = "gemm";  // gemm: gathered keys + cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
+  std::string moe = "wmma";        // wmma: our grouped tensor-core kernel | cublas: cublasGemmGroupedBatchedEx
+};
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.
-std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device = 0);
+std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device = 0,
+                                      const CudaKernels& kernels = {});
 #if defined(DG_WITH_CUDA)
-std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device);
+std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels = {});
 #endif
 
 }  // namespace dg

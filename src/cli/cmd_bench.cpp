@@ -34,6 +34,7 @@ struct BenchOptions {
   std::string out;
   std::string label;
   std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
+  CudaKernels kernels;
 };
 
 std::string git_sha() {
@@ -91,12 +92,12 @@ void run_bench(const BenchOptions& o) {
   const double t_load = now_s();
   if (o.model.empty()) {
     cfg = diffusiongemma_26b_config(o.layers);
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps));
+    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
     w = synthetic_weights(cfg, *be, o.seed);
   } else {
     ck.emplace(Checkpoint::open(o.model));
     cfg = ck->config;
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps));
+    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
     w = be->upload(ck->weights);
   }
   const Model model(cfg, w, *be);
@@ -110,7 +111,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}});
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
 
   for (int P : o.prefill) {
@@ -221,6 +222,12 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
+  cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: gemm | warp")
+      ->check(CLI::IsMember({"gemm", "warp"}))
+      ->capture_default_str();
+  cmd->add_option("--moe", o->kernels.moe, "CUDA MoE expert GEMMs: wmma (ours) | cublas (grouped GEMM)")
+      ->check(CLI::IsMember({"wmma", "cublas"}))
+      ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
   cmd->callback([o, prefill, context] {

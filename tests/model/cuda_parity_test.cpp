@@ -57,9 +57,11 @@ void expect_cos(const std::string& what, const std::vector<float>& got, const st
   EXPECT_GE(d.cosine, min) << what << " " << d.str();
 }
 
-void parity(const std::string& dir, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas) {
+void parity(const std::string& dir, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas,
+            const CudaKernels& kernels) {
+  std::cout << "  kernels: attention " << kernels.attention << ", moe " << kernels.moe << "\n";
   Engine cpu(dir, Precision{Storage::kBF16, Storage::kF16}, "cpu");
-  Engine gpu(dir, {}, "cuda");
+  Engine gpu(dir, {}, "cuda", kernels);
   std::vector<float> sc;
   const Side a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const int L = cpu.ck.config.n_layers;
@@ -109,20 +111,27 @@ void parity(const std::string& dir, const std::vector<int32_t>& prompt, const st
   EXPECT_LE(dh, 0.1);
 }
 
-TEST(CudaParity, TinyFixtureMatchesTheCpuReference) {
+// Every kernel choice of the CUDA backend is held to the same bounds.
+class CudaParityKernels : public ::testing::TestWithParam<CudaKernels> {};
+
+TEST_P(CudaParityKernels, TinyFixtureMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  parity(fx.ckpt_dir, read_i32(fx.dumps_f32, "prompt"), read_i32(fx.dumps_f32, "canvas"));
+  parity(fx.ckpt_dir, read_i32(fx.dumps_f32, "prompt"), read_i32(fx.dumps_f32, "canvas"), GetParam());
 }
 
-TEST(CudaParity, EmbeddedModelMatchesTheCpuReference) {
+TEST_P(CudaParityKernels, EmbeddedModelMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::vector<int32_t> prompt, canvas;
   for (int i = 0; i < 150; ++i) prompt.push_back(10 + (i * 37) % 4000);  // longer than the 128-token window
   for (int i = 0; i < 64; ++i) canvas.push_back(5 + (i * 101) % 4000);
-  parity(source_path("models/dg-tiny"), prompt, canvas);
+  parity(source_path("models/dg-tiny"), prompt, canvas, GetParam());
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
+                         ::testing::Values(CudaKernels{"gemm", "wmma"}, CudaKernels{"warp", "wmma"},
+                                           CudaKernels{"gemm", "cublas"}));
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

@@ -2,8 +2,9 @@
 
 namespace dg::test {
 
-Engine::Engine(const std::string& dir, Precision p, const std::string& backend) : ck(Checkpoint::open(dir)) {
-  be = make_backend(backend, p, static_cast<float>(ck.config.rms_eps));
+Engine::Engine(const std::string& dir, Precision p, const std::string& backend, const CudaKernels& kernels)
+    : ck(Checkpoint::open(dir)) {
+  be = make_backend(backend, p, static_cast<float>(ck.config.rms_eps), 0, kernels);
   weights = be->upload(ck.weights);
   model = std::make_unique<Model>(ck.config, weights, *be);
 }

@@ -19,7 +19,8 @@ struct Engine {
   ModelWeights weights;  // as the backend reads them
   std::unique_ptr<Model> model;
 
-  explicit Engine(const std::string& dir, Precision p = {}, const std::string& backend = "cpu");
+  explicit Engine(const std::string& dir, Precision p = {}, const std::string& backend = "cpu",
+                  const CudaKernels& kernels = {});
   KvCache new_cache(int64_t context = 4096) const;
 };
 

@@ -141,13 +141,15 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device) {
+std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device,
+                                      const CudaKernels& kernels) {
   if (name == "cpu") return make_cpu_backend(cpu_precision, rms_eps);
   if (name == "cuda") {
 #if defined(DG_WITH_CUDA)
-    return make_cuda_backend(rms_eps, device);
+    return make_cuda_backend(rms_eps, device, kernels);
 #else
     (void)device;
+    (void)kernels;
     fail("this diffgemma was built without CUDA: build the 'cuda' preset (cmake --preset cuda) for --backend cuda");
 #endif
   }

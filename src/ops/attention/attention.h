@@ -58,3 +58,20 @@ Status kv_write_cuda(const void* k, const void* v, int64_t n, int64_t row_elems,
 
 }  // namespace dg
 #endif
+
+#if defined(DG_WITH_CUDA)
+namespace dg {
+
+// The tensor-core attention path (the GEMMs run in cuBLAS, driven by the CUDA backend):
+// 1. gather the visible keys/values into contiguous bf16 [S, n_kv, D] (cache positions [from, to) from the f16 ring,
+//    then the fresh rows), so key j sits at position key_pos0 + j;
+Status attention_gather_cuda(const CachedKv& cached, const void* k_fresh, const void* v_fresh, int64_t n_fresh,
+                             int64_t row_elems, void* k_out, void* v_out, cudaStream_t s);
+// 2. after scores = Q K^T (f32 [heads, rows, S]), a masked row softmax to bf16 probabilities (f32 inside); query r
+//    is at position q_pos0 + r; fully masked positions get probability 0;
+Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, int64_t S, int64_t q_pos0,
+                              int64_t key_pos0, bool causal, int64_t window, void* probs, cudaStream_t s);
+// 3. then out = P V per head.
+
+}  // namespace dg
+#endif
