@@ -88,7 +88,7 @@ class Backend {
 // Kernel choices of the CUDA backend (benchmarks compare them; the defaults are the measured winners).
 struct CudaKernels {
   std::string attention = "gemm";  // gemm: gathered keys + cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
-  std::string moe = "wmma";        // wmma: our grouped tensor-core kernel | cublas: cublasGemmGroupedBatchedEx
+  std::string moe = "cublas";      // cublas: cublasGemmGroupedBatchedEx | wmma: our grouped kernel (slower, NEGATIVE.md)
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

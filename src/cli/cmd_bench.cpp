@@ -225,7 +225,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: gemm | warp")
       ->check(CLI::IsMember({"gemm", "warp"}))
       ->capture_default_str();
-  cmd->add_option("--moe", o->kernels.moe, "CUDA MoE expert GEMMs: wmma (ours) | cublas (grouped GEMM)")
+  cmd->add_option("--moe", o->kernels.moe, "CUDA MoE expert GEMMs: cublas (grouped GEMM) | wmma (ours)")
       ->check(CLI::IsMember({"wmma", "cublas"}))
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
