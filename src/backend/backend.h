@@ -87,7 +87,9 @@ class Backend {
 
 // Kernel choices of the CUDA backend (benchmarks compare them; the defaults are the measured winners).
 struct CudaKernels {
-  std::string attention = "gemm";  // gemm: gathered keys + cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
+  // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
+  // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
+  std::string attention = "flash";
   std::string moe = "cublas";      // cublas: cublasGemmGroupedBatchedEx | wmma: our grouped kernel (slower, NEGATIVE.md)
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);

@@ -24,6 +24,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--kv-precision", o.kv_precision, "KV cache storage: f32 | f16 | bf16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -34,6 +37,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.threads = o.threads;
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
+  e.prefill_chunk = o.prefill_chunk;
   return e;
 }
 

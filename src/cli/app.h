@@ -20,6 +20,7 @@ struct ModelOptions {
   int threads = 0;
   std::string precision = "f32";
   std::string kv_precision = "f32";
+  int64_t prefill_chunk = 4096;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);

@@ -120,9 +120,25 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   return out;
 }
 
+void Model::set_prefill_chunk(int64_t tokens) {
+  DG_CHECK(tokens > 0, "the prefill chunk must be at least 1 token (got {})", tokens);
+  prefill_chunk_ = tokens;
+}
+
 void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   if (ids.empty()) return;
   check_ids(ids, "prompt");
+  const auto n = static_cast<int64_t>(ids.size());
+  if (trace != nullptr || n <= prefill_chunk_) {
+    encode_chunk(kv, ids, trace);
+    return;
+  }
+  for (int64_t at = 0; at < n; at += prefill_chunk_)
+    encode_chunk(kv, ids.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(prefill_chunk_, n - at))),
+                 nullptr);
+}
+
+void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   const int64_t rows = static_cast<int64_t>(ids.size());
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
   std::vector<int32_t> text(ids.begin(), ids.end());

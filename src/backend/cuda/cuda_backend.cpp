@@ -54,8 +54,8 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(float eps, int device, const CudaKernels& kernels)
       : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
-    DG_CHECK(kernels.attention == "gemm" || kernels.attention == "warp",
-             "unknown attention kernel '{}': expected gemm or warp", kernels.attention);
+    DG_CHECK(kernels.attention == "flash" || kernels.attention == "gemm" || kernels.attention == "warp",
+             "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
     DG_CHECK(kernels.moe == "wmma" || kernels.moe == "cublas", "unknown MoE kernel '{}': expected wmma or cublas",
              kernels.moe);
     const int n = cuda_device_count();
@@ -178,11 +178,22 @@ class CudaBackend final : public Backend {
                  Tensor& out) override {
     DG_CHECK(!kv.on_host(), "the CUDA backend needs a device KV cache (Engine::new_cache)");
     const CachedKv cached{kv.k(l).data, kv.v(l).data, kv.capacity(l), kv.sliding(l), cache_from, cache_to};
-    if (kernels_.attention == "gemm") {
+    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+    if (kernels_.attention == "flash" && attention_flash_supports(sh.head_dim)) {
+      const int64_t n_fresh = k_fresh.shape[0], fresh_elems = k_fresh.numel();
+      Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
+      if (fresh_elems > 0) {
+        check(convert_cuda(k_fresh.data, DType::kBF16, kf.data, DType::kF16, fresh_elems, stream_));
+        check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, fresh_elems, stream_));
+      }
+      check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, n_fresh, fresh_pos0, sh, causal,
+                                 window, out.data, stream_));
+      return;
+    }
+    if (kernels_.attention != "warp") {  // gemm, and flash for head dims it does not cover
       attention_gemm(q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
     }
-    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
                          sh, causal, window, out.data, stream_));
   }
