@@ -314,8 +314,9 @@ def gen_capital(rng):
 
 def gen_arith(rng):
     op = pick(rng, ["+", "+", "-", "*", "*", "/"])
+    hi = pick(rng, [9, 20, 99, 99])  # small operands often: the basic facts must be seen many times each
     if op == "+":
-        x, y = rng.randint(0, 99), rng.randint(0, 99)
+        x, y = rng.randint(0, hi), rng.randint(0, hi)
         z = x + y
         q = pick(rng, [f"What is {x} plus {y}?", f"What is {x} + {y}?", f"Add {x} and {y}.",
                        f"How much is {x} plus {y}?"])
@@ -324,7 +325,7 @@ def gen_arith(rng):
              f"Then {tens} + {ones} = {z}.")
         a = pick(rng, [f"{x} plus {y} is {z}.", f"{x} + {y} = {z}.", f"{z}."])
     elif op == "-":
-        x = rng.randint(0, 99)
+        x = rng.randint(0, hi)
         y = rng.randint(0, x)
         z = x - y
         q = pick(rng, [f"What is {x} minus {y}?", f"What is {x} - {y}?", f"Subtract {y} from {x}.",
@@ -723,7 +724,7 @@ def battery():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="directory for chat.jsonl and chat.txt")
-    ap.add_argument("--count", type=int, default=16000, help="number of conversations")
+    ap.add_argument("--count", type=int, default=32000, help="number of conversations")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--battery", help="also write the smoketest battery (JSON) here")
     args = ap.parse_args()
