@@ -18,7 +18,13 @@ export DG_GIT_SHA
   [ "${DG_SKIP_BENCH:-0}" = 1 ] && exit 0
   timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
     --out "$OUT/bench.jsonl"
-  timeout 300 build/gpu/diffgemma bench --prefill 512,4096 --context 1024,8192 --label full30 --out "$OUT/bench.jsonl"
+  timeout 300 build/gpu/diffgemma bench --prefill "${DG_PREFILL:-512,4096,32768}" --context "${DG_CONTEXT:-1024,8192,32768}" \
+    --label full30 --out "$OUT/bench.jsonl"
+  # Kernel variants on the denoise step and the 4k prefill: DG_VARIANTS="attention=gemm moe=stream ..."
+  for v in ${DG_VARIANTS:-}; do
+    timeout 200 build/gpu/diffgemma bench --"${v%%=*}" "${v#*=}" --prefill 4096 --context 1024 --skip-generate \
+      --label "variant-${v%%=*}-${v#*=}" --out "$OUT/bench.jsonl"
+  done
   # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled).
   if [ -n "${DG_REFERENCE:-}" ]; then
     PYTHONUNBUFFERED=1 timeout 420 python3 scripts/bench_reference.py --mode "$DG_REFERENCE" --prefill 512,4096 \
