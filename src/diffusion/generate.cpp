@@ -80,8 +80,27 @@ void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, 
   if (kind == ScKind::kLogits)
     DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
-  m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff}, logits_);
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
+  const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
+  if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
+    m_.check_ids(canvas, "canvas");
+    if (ids_.empty() || ids_.numel() != rows) {
+      ids_ = be.ids(canvas);
+      captured_ = GraphKey{};
+    } else {
+      be.ids_into(canvas, ids_);
+    }
+    const GraphKey key{&kv, kv.len(), rows, sparse_cutoff};
+    if (!(key == captured_)) {
+      be.capture_begin();
+      m_.denoise_ids(kv, ids_, sc, logits_);
+      be.capture_end();
+      captured_ = key;
+    }
+    be.launch_captured();
+  } else {
+    m_.denoise(kv, canvas, sc, logits_);
+  }
   be.stage("sampler");
   be.row_stats(logits_, temperature, tempered_, stats);
   be.stage("host");

@@ -159,12 +159,18 @@ void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const Forwar
 
 void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
                     const ForwardTrace* trace) const {
-  const int64_t rows = static_cast<int64_t>(canvas.size());
-  DG_CHECK(rows > 0, "denoise: empty canvas");
+  DG_CHECK(!canvas.empty(), "denoise: empty canvas");
   check_ids(canvas, "canvas");
+  denoise_ids(kv, be_.ids(canvas), sc, logits, trace);
+}
+
+void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                        const ForwardTrace* trace) const {
+  const int64_t rows = ids.numel();
+  DG_CHECK(rows > 0, "denoise: empty canvas");
   be_.stage("embed");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
-  be_.embed(be_.ids(canvas), w_.embed, e);
+  be_.embed(ids, w_.embed, e);
   emit(trace, "dec.embed", e);
 
   // Self-conditioning before layer 0: x0 = rmsnorm_noscale(e + mlp(pre_norm(soft))). A zero soft signal makes

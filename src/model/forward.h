@@ -49,6 +49,12 @@ class Model {
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
                const ForwardTrace* trace = nullptr) const;
 
+  // The same with the canvas ids already in a backend tensor (graph replays refill it between steps).
+  void denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                   const ForwardTrace* trace = nullptr) const;
+  // Throws dg::Error naming the first id outside the vocabulary.
+  void check_ids(std::span<const int32_t> ids, const char* what) const;
+
   // One decoder layer on h [canvas, hidden] at positions kv.len()... (for per-layer parity tests and tools).
   Tensor decoder_layer(int l, const Tensor& h, const KvCache& kv, const ForwardTrace* trace = nullptr) const {
     return layer(l, h, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
@@ -63,7 +69,6 @@ class Model {
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
 
-  void check_ids(std::span<const int32_t> ids, const char* what) const;
   void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
 
   const ModelConfig& cfg_;

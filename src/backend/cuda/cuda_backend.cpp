@@ -70,11 +70,19 @@ class CudaBackend final : public Backend {
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
     check(cublasCreate(&blas_), "cublasCreate");
     check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    // A fixed cuBLAS workspace: no allocation inside a graph capture.
+    check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
+    check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
+    check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     inv_freq_.clear();
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    if (ids_staging_ != nullptr) cudaFreeHost(ids_staging_);
+    cudaEventDestroy(ids_done_);
     cublasDestroy(blas_);
+    cudaFree(blas_ws_);
   }
   std::string name() const override { return "cuda"; }
   Precision precision() const override { return Precision{Storage::kBF16, Storage::kF16}; }
@@ -127,6 +135,52 @@ class CudaBackend final : public Backend {
       check(cudaMemcpyAsync(t.data, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice, stream_), "ids upload");
     return t;
   }
+  void ids_into(std::span<const int32_t> ids, Tensor& dst) override {
+    DG_CHECK(dst.dtype == DType::kI32 && dst.numel() == static_cast<int64_t>(ids.size()),
+             "ids_into: {} ids for a tensor of {}", ids.size(), dst.numel());
+    if (ids.empty()) return;
+    check(cudaEventSynchronize(ids_done_), "ids staging");  // the previous upload has left the staging buffer
+    if (ids_capacity_ < ids.size()) {
+      if (ids_staging_ != nullptr) check(cudaFreeHost(ids_staging_), "cudaFreeHost");
+      check(cudaMallocHost(&ids_staging_, ids.size() * 4), "cudaMallocHost");
+      ids_capacity_ = ids.size();
+    }
+    std::memcpy(ids_staging_, ids.data(), ids.size() * 4);
+    check(cudaMemcpyAsync(dst.data, ids_staging_, ids.size() * 4, cudaMemcpyHostToDevice, stream_), "ids upload");
+    check(cudaEventRecord(ids_done_, stream_), "cudaEventRecord");
+  }
+
+  // Graphs need every op of the step to be stream-ordered without host round trips: the cuBLAS grouped MoE
+  // reads its group sizes on the host, so it cannot be captured.
+  bool can_capture() const override { return kernels_.moe != "cublas"; }
+  void capture_begin() override {
+    DG_CHECK(can_capture(), "graph capture needs a MoE kernel without host synchronisation (not --moe {})",
+             kernels_.moe);
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    capturing_ = true;
+  }
+  void capture_end() override {
+    capturing_ = false;
+    cudaGraph_t g = nullptr;
+    check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
+    bool updated = false;
+    if (graph_exec_ != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      updated = cudaGraphExecUpdate(graph_exec_, g, &info) == cudaSuccess;
+      if (!updated) {
+        (void)cudaGetLastError();
+        check(cudaGraphExecDestroy(graph_exec_), "cudaGraphExecDestroy");
+        graph_exec_ = nullptr;
+      }
+    }
+    if (!updated) check(cudaGraphInstantiate(&graph_exec_, g, 0), "cudaGraphInstantiate");
+    check(cudaGraphDestroy(g), "cudaGraphDestroy");
+  }
+  void launch_captured() override {
+    DG_CHECK(graph_exec_ != nullptr, "launch_captured: nothing was captured");
+    check(cudaGraphLaunch(graph_exec_, stream_), "cudaGraphLaunch");
+  }
+
   void copy_to_host(const Tensor& t, float* dst) override {
     const size_t n = static_cast<size_t>(t.numel());
     if (t.dtype == DType::kF32) {
@@ -298,7 +352,7 @@ class CudaBackend final : public Backend {
     marks_.clear();
   }
   void stage(const char* name) override {
-    if (!profiling_) return;
+    if (!profiling_ || capturing_) return;
     cudaEvent_t e;
     check(cudaEventCreate(&e), "cudaEventCreate");
     check(cudaEventRecord(e, stream_), "cudaEventRecord");
@@ -434,6 +488,7 @@ class CudaBackend final : public Backend {
   const float* device_inv_freq(const std::vector<float>& f) {
     auto it = inv_freq_.find(f.data());
     if (it == inv_freq_.end()) {
+      DG_CHECK(!capturing_, "rotary frequencies must be on the device before a graph capture (run one step first)");
       Tensor t = device(DType::kF32, Shape{static_cast<int64_t>(f.size())});
       check(cudaMemcpyAsync(t.data, f.data(), f.size() * 4, cudaMemcpyHostToDevice, stream_), "inv_freq upload");
       it = inv_freq_.emplace(f.data(), std::move(t)).first;
@@ -449,6 +504,13 @@ class CudaBackend final : public Backend {
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
   bool profiling_ = false;
   std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  static constexpr size_t kBlasWorkspace = size_t{32} << 20;
+  void* blas_ws_ = nullptr;
+  bool capturing_ = false;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
+  size_t ids_capacity_ = 0;
+  cudaEvent_t ids_done_ = nullptr;
 };
 
 }  // namespace
