@@ -103,7 +103,9 @@ struct CudaKernels {
   // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
   // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
   std::string attention = "flash";
-  std::string moe = "cublas";      // cublas: cublasGemmGroupedBatchedEx | wmma: our grouped kernel (slower, NEGATIVE.md)
+  // stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync
+  // per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
+  std::string moe = "stream";
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

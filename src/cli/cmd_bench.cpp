@@ -237,8 +237,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
       ->check(CLI::IsMember({"flash", "gemm", "warp"}))
       ->capture_default_str();
-  cmd->add_option("--moe", o->kernels.moe, "CUDA MoE expert GEMMs: cublas (grouped GEMM) | wmma (ours)")
-      ->check(CLI::IsMember({"wmma", "cublas"}))
+  cmd->add_option("--moe", o->kernels.moe,
+                  "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
+                  "wmma (ours, fragments from global memory)")
+      ->check(CLI::IsMember({"cublas", "stream", "wmma"}))
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");

@@ -130,7 +130,8 @@ TEST_P(CudaParityKernels, EmbeddedModelMatchesTheCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
-                         ::testing::Values(CudaKernels{"flash", "cublas"}, CudaKernels{"gemm", "wmma"}, CudaKernels{"warp", "wmma"},
+                         ::testing::Values(CudaKernels{"flash", "cublas"}, CudaKernels{"flash", "stream"},
+                                           CudaKernels{"gemm", "wmma"}, CudaKernels{"warp", "wmma"},
                                            CudaKernels{"gemm", "cublas"}));
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {

@@ -56,8 +56,8 @@ class CudaBackend final : public Backend {
       : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
     DG_CHECK(kernels.attention == "flash" || kernels.attention == "gemm" || kernels.attention == "warp",
              "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
-    DG_CHECK(kernels.moe == "wmma" || kernels.moe == "cublas", "unknown MoE kernel '{}': expected wmma or cublas",
-             kernels.moe);
+    DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma",
+             "unknown MoE kernel '{}': expected stream, cublas or wmma", kernels.moe);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
@@ -273,24 +273,35 @@ class CudaBackend final : public Backend {
     Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
     check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
                          inv.as<int32_t>(), stream_));
-    Tensor xg = alloc(Shape{P + 16, H});
-    check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
-    Tensor gu = alloc(Shape{P + 16, two_ff});
-    Tensor act = alloc(Shape{P + 16, ff});
     Tensor y = alloc(Shape{P + 16, H});
-    if (kernels_.moe == "cublas") {
-      std::vector<int32_t> off(static_cast<size_t>(E + 1));
-      check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
-      check(cudaStreamSynchronize(stream_), "offsets sync");
-      grouped_gemm_cublas(xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
-      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-      grouped_gemm_cublas(act.data, ff, w.experts_down.data, H, off, y.data);
+    stage("moe_experts");
+    if (kernels_.moe == "stream") {  // gathers z's rows itself; no host synchronisation
+      Tensor act = alloc(Shape{P, ff});
+      check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
+                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
+      check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+                                 offsets.as<int32_t>(), y.data, stream_));
     } else {
-      check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
-                                  stream_));
-      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-      check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data, stream_));
+      Tensor xg = alloc(Shape{P + 16, H});
+      check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
+      Tensor gu = alloc(Shape{P + 16, two_ff});
+      Tensor act = alloc(Shape{P + 16, ff});
+      if (kernels_.moe == "cublas") {
+        std::vector<int32_t> off(static_cast<size_t>(E + 1));
+        check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
+        check(cudaStreamSynchronize(stream_), "offsets sync");
+        grouped_gemm_cublas(xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
+        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
+        grouped_gemm_cublas(act.data, ff, w.experts_down.data, H, off, y.data);
+      } else {
+        check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
+                                    stream_));
+        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
+        check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data,
+                                    stream_));
+      }
     }
+    stage("moe");
     check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, stream_));
   }
 
