@@ -20,10 +20,12 @@ export DG_GIT_SHA
     --out "$OUT/bench.jsonl"
   timeout 300 build/gpu/diffgemma bench --prefill "${DG_PREFILL:-512,4096,32768}" --context "${DG_CONTEXT:-1024,8192,32768}" \
     --label full30 --out "$OUT/bench.jsonl"
-  # Kernel variants on the denoise step and the 4k prefill: DG_VARIANTS="attention=gemm moe=stream ..."
+  # Variants on the 4k prefill, the 1k-context denoise step and the 1k/1k generation: DG_VARIANTS="moe=cublas
+  # attention=gemm graphs ..." (name=value is --name value; a bare name is a flag).
   for v in ${DG_VARIANTS:-}; do
-    timeout 200 build/gpu/diffgemma bench --"${v%%=*}" "${v#*=}" --prefill 4096 --context 1024 --skip-generate \
-      --label "variant-${v%%=*}-${v#*=}" --out "$OUT/bench.jsonl"
+    if [ "${v#*=}" = "$v" ]; then opt=(--"$v"); else opt=(--"${v%%=*}" "${v#*=}"); fi
+    timeout 200 build/gpu/diffgemma bench "${opt[@]}" --prefill 4096 --context 1024 --label "variant-$v" \
+      --out "$OUT/bench.jsonl"
   done
   # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled).
   if [ -n "${DG_REFERENCE:-}" ]; then
