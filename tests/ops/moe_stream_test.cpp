@@ -295,7 +295,7 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
 TEST(MoeStreamCuda, PipelineMatchesMoeExpertsCpu) {
   DG_NEED_GPU();
   run_pipeline(64, 128, 64, 8, 2);       // dg-tiny
-  run_pipeline(37, 72, 20, 5, 3);        // odd
+  run_pipeline(37, 72, 24, 5, 3);        // odd row and expert counts, K multiples of 8
   run_pipeline(256, 2816, 704, 128, 8);  // 26B-A4B, one canvas
 }
 

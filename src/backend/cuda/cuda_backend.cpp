@@ -275,7 +275,9 @@ class CudaBackend final : public Backend {
                          inv.as<int32_t>(), stream_));
     Tensor y = alloc(Shape{P + 16, H});
     stage("moe_experts");
-    if (kernels_.moe == "stream") {  // gathers z's rows itself; no host synchronisation
+    // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
+    // is); other shapes take the wmma kernel, also free of host synchronisation.
+    if (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
