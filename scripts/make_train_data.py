@@ -10,8 +10,9 @@ fortunes, /usr/share/games/fortunes; see data/README.md). Without those files th
 which changes the output, so the committed data names the files it used.
 
 chat.jsonl: one conversation per line, {"kind", "think", "tools", "segments": [["p"|"a", text], ...]}.
-"p" segments are context the model reads (prompt, tool response); "a" segments are what the model writes
-(the diffusion targets), each ending in a stop token: <turn|> (106) or <|tool_response> (50).
+"p" segments are context the model reads (the prompt); "a" segments are what the model writes (the diffusion
+targets), each ending in a stop token: <turn|> (106) or <|tool_response> (50); a "c" segment replaces the whole
+context (after a tool response: the conversation as the engine re-renders it before the model goes on).
 chat.txt: every conversation's text (segments joined), one after another, for tokenizer training.
 """
 import argparse
@@ -37,21 +38,39 @@ CALC_TOOL = {"name": "calculator", "description": "Evaluates an arithmetic expre
 
 
 def render_prompt(question, think, tools):
-    """<bos>, the system turn when thinking or tools are on, the user turn, and the model turn's opening."""
+    """<bos>, the system turn when thinking or tools are on, the user turn, and the generation prompt as the
+    engine renders it (docs/CHAT.md): the thought channel closed when thinking is off, left open when it is on."""
+    return render_head(question, think, tools) + ("<|channel>thought\n" if think else "<|channel>thought\n<channel|>")
+
+
+def render_head(question, think, tools):
     system = ""
     if think or tools:
         system = "<|turn>system\n" + ("<|think|>\n" if think else "") + (CALC_DECL if tools else "") + "<turn|>\n"
-    tail = "" if think else "<|channel>thought\n<channel|>"
-    return "<bos>" + system + "<|turn>user\n" + question.strip() + "<turn|>\n<|turn>model\n" + tail
+    return "<bos>" + system + "<|turn>user\n" + question.strip() + "<turn|>\n<|turn>model\n"
 
 
 def render_answer(answer, think, reasoning):
-    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + answer + "<turn|>"
+    """What the model writes after render_prompt: with thinking on it is inside the open thought channel."""
+    return (f"{reasoning}<channel|>" if think else "") + answer + "<turn|>"
+
+
+def call_text(expression):
+    return "<|tool_call>call:calculator{expression:" + Q + expression + Q + "}<tool_call|>"
 
 
 def render_call(expression, think, reasoning):
-    call = "<|tool_call>call:calculator{expression:" + Q + expression + Q + "}<tool_call|><|tool_response>"
-    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + call
+    return (f"{reasoning}<channel|>" if think else "") + call_text(expression) + "<|tool_response>"
+
+
+def render_continuation(question, think, expression, reasoning, value):
+    """The whole context after a tool response, as the engine re-renders the conversation before the model goes
+    on: the call turn in the template's canonical form (no empty thought channel; with thinking the reasoning is
+    kept inside the tool cycle, followed by a newline), the response, and the thought channel opened again when
+    thinking is on."""
+    thought = f"<|channel>thought\n{reasoning}\n<channel|>" if think else ""
+    return (render_head(question, think, True) + thought + call_text(expression) + "<|tool_response>" +
+            render_response(value) + ("<|channel>thought\n" if think else ""))
 
 
 def render_response(value):
@@ -643,9 +662,11 @@ def make_tool_conversation(rng, think):
     q, expr, value, phrase = big_arith(rng)
     r = f"The user wants {phrase}. That is a big calculation, so I will use the calculator."
     final = pick(rng, [f"{phrase[0].upper() + phrase[1:]} is {value}.", f"The answer is {value}.", f"{value}."])
+    after = f"The calculator says {phrase} is {value}."
     return dict(kind="tool", think=think, tools=True,
                 segments=[["p", render_prompt(q, think, True)], ["a", render_call(expr, think, r)],
-                          ["p", render_response(str(value))], ["a", final + "<turn|>"]])
+                          ["c", render_continuation(q, think, expr, r, str(value))],
+                          ["a", render_answer(final, think, after)]])
 
 
 def make_conversation(rng, fortunes):
@@ -708,7 +729,8 @@ def battery():
     add("think_add", "thinking", "What is 45 plus 38?", ["83"], 26, think=True)
     add("tool_multiply", "tool", "What is 347 times 29?", ["10063"], 12, tools=[CALC_TOOL],
         call={"name": "calculator", "arguments": {"expression": "347*29"}}, tool_response="10063",
-        response_raw=render_response("10063"))
+        continuation_raw=render_continuation("What is 347 times 29?", False, "347*29",
+                                             "", "10063"))
     add("count_to_40", "multiblock", "Count from 1 to 40.", [], 23, require=["1", "20", "39", "40"], min_tokens=33)
     add("table_of_7", "multiblock", "Write the multiplication table of 7.", [], 12,
         require=["7 x 1 = 7", "7 x 10 = 70"], min_tokens=33)
