@@ -14,9 +14,10 @@ namespace dg::smoke {
 namespace {
 
 const std::set<std::string> kKinds = {"adherence", "thinking", "tool", "multiblock", "convergence"};
-const std::set<std::string> kPromptKeys = {"name",    "kind",        "prompt",     "think",        "tools",
-                                           "raw",     "accept",      "accept_regex", "require",    "reject",
-                                           "min_tokens", "max_steps", "call",      "tool_response", "continuation_raw"};
+const std::set<std::string> kPromptKeys = {
+    "name",      "kind",      "prompt", "think",         "tools",         "raw",              "accept",    "accept_regex",
+    "require",   "reject",    "min_tokens", "max_steps", "call",          "tool_response", "continuation_raw",
+    "known_fail"};
 
 std::string get_string(const Json& j, const char* key, const std::string& where, bool required) {
   if (!j.contains(key)) {
@@ -79,6 +80,10 @@ BatteryPrompt parse_prompt(const Json& j, const std::string& where) {
   for (const std::string& r : p.accept_regex) make_regex(r, at);
   p.require = get_strings(j, "require", at);
   p.reject = get_strings(j, "reject", at);
+  p.known_fail = get_strings(j, "known_fail", at);
+  for (const std::string& k : p.known_fail)
+    DG_CHECK(k == "contract" || k == "reference", "{}: \"known_fail\" holds sampler profiles (contract, reference), "
+             "not '{}'", at, k);
   p.min_tokens = get_int(j, "min_tokens", at, 0, 0);
   DG_CHECK(j.contains("max_steps"), "{}: missing \"max_steps\" (the step budget per block)", at);
   p.max_steps = get_int(j, "max_steps", at, 0, 1);

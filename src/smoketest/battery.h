@@ -23,6 +23,7 @@ struct BatteryPrompt {
   std::vector<std::string> accept_regex;  // ... or any of these ECMAScript regexes (case-insensitive) must match
   std::vector<std::string> require;       // every phrase must appear
   std::vector<std::string> reject;        // no phrase may appear
+  std::vector<std::string> known_fail;  // sampler profiles in which the model is known to fail this prompt
   int min_tokens = 0;  // answer tokens (the final round's, reasoning included)
   int max_steps = 0;   // no block may take more denoising steps
   // kind "tool": the first reply must be exactly this call, ended by <|tool_response>; then `tool_response` is
