@@ -110,7 +110,8 @@ Battery parse_battery(const Json& j, const std::string& where) {
   b.version = get_int(j, "version", where, 1, 1);
   DG_CHECK(b.version == 1, "{}: battery version {} is not supported (1)", where, b.version);
   if (j.contains("seed")) {
-    DG_CHECK(j["seed"].is_number_unsigned(), "{}: \"seed\" must be a non-negative integer", where);
+    DG_CHECK(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0,
+             "{}: \"seed\" must be a non-negative integer", where);
     b.seed = j["seed"].get<uint64_t>();
   }
   if (j.contains("sampler")) b.sampler = get_string(j, "sampler", where, true);
