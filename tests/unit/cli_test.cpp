@@ -32,7 +32,10 @@ TEST(Cli, AskAnswersAndReportsJson) {
 }
 
 TEST(Cli, SameSeedSameAnswer) {
-  const std::string args = "ask " + model() + " -p hello --max-new-tokens 64 --steps 5 --show-ids -q --seed ";
+  // One step of categorical draws from the seeded canvas: the seed shows in the tokens even when a trained model
+  // would converge to the same answer from any canvas.
+  const std::string args = "ask " + model() + " -p hello --max-new-tokens 64 --steps 1 --sampler reference "
+                           "--show-ids -q --seed ";
   const Result a = run_stdout(args + "3"), b = run_stdout(args + "3"), c = run_stdout(args + "4");
   ASSERT_EQ(a.code, 0);
   EXPECT_EQ(a.out, b.out);
