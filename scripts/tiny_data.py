@@ -37,8 +37,13 @@ def load_examples(path, encode, C, vocab, rng, limit=0, extra=0.3):
                 if role == "p":
                     ctx += ids
                     continue
+                if role == "c":  # the context as the engine re-renders it (after a tool response)
+                    if not ids or ids[0] != BOS:
+                        raise ValueError(f"{path}:{lineno}: a 'c' segment must start with <bos>")
+                    ctx = list(ids)
+                    continue
                 if role != "a":
-                    raise ValueError(f"{path}:{lineno}: segment role {role!r} is neither 'p' nor 'a'")
+                    raise ValueError(f"{path}:{lineno}: segment role {role!r} is not 'p', 'c' or 'a'")
                 if not ctx or ctx[0] != BOS:
                     raise ValueError(f"{path}:{lineno}: the conversation does not start with <bos>")
                 if not ids or ids[-1] not in STOPS or any(i in STOPS for i in ids[:-1]):

@@ -69,7 +69,7 @@ def run_battery(model, tok, battery_path, deadline):
             want = "call:calculator{expression:<|\"|>" + p["call"]["arguments"]["expression"] + "<|\"|>}"
             call_ok = want in call_text and stop == TOOL_RESPONSE
             note = f"call {'ok' if call_ok else 'WRONG'}: {call_text!r}; "
-            ids2 = ids + new + [TOOL_RESPONSE] + tok.encode(p["response_raw"], add_special_tokens=False).ids
+            ids2 = tok.encode(p["continuation_raw"], add_special_tokens=False).ids  # as the engine re-renders it
             new, stop, steps2 = generate_once(model, ids2, seed, 160)
             steps += steps2
         else:
@@ -100,7 +100,7 @@ def evaluate(args, tok, load):
     prompts = ["<bos><|turn>user\nWhat is the capital of France?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
                "<bos><|turn>user\nWhat is 7 times 8?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
                "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nWhat is the opposite of hot?<turn|>\n"
-               "<|turn>model\n"]
+               "<|turn>model\n<|channel>thought\n"]
     for p in prompts:
         new, stop, steps = generate_once(m, tok.encode(p, add_special_tokens=False).ids, 0, 96)
         log(f"sample: {p.rsplit('user', 1)[1].split('<turn|>')[0].strip()!r} -> "

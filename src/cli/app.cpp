@@ -50,11 +50,12 @@ int run(int argc, char** argv) {
   register_info(app);
   register_tokenize(app);
   register_bench(app);
+  register_smoketest(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench; see --help)\n", argv[1]);
+      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest; see --help)\n", argv[1]);
       return 2;
     }
   }
@@ -69,6 +70,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const CommandExit& e) {
+    std::fflush(stdout);
+    return e.code;
   } catch (const Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "diffgemma: error: {}\n", e.what());

@@ -25,10 +25,16 @@ struct ModelOptions {
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);
 
+// Thrown by a subcommand that ran to the end but must exit non-zero (smoketest: a prompt failed).
+struct CommandExit {
+  int code = 0;
+};
+
 void register_ask(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_smoketest(CLI::App& app);
 
 }  // namespace dg::cli

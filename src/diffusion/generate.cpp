@@ -14,6 +14,7 @@ struct BlockRun {
   std::vector<float> p_max;
   int steps = 0;
   StopRule stop = StopRule::kNone;
+  int pad_gated = 0;
 };
 
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
@@ -66,6 +67,7 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
     if (rule != StopRule::kNone) break;
   }
   run.argmax = argmax;
+  run.pad_gated = stopper.pad_gated();
   run.p_max.resize(static_cast<size_t>(len));
   for (int r = 0; r < len; ++r) run.p_max[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].p_max;
   return run;
@@ -166,6 +168,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     info.canvas = len;
     info.steps = run.steps;
     info.stop = run.stop;
+    info.pad_gated = run.pad_gated;
     info.kept = confidence_trim(run.argmax, run.p_max, opt);
     info.trimmed = info.kept < len;
     res.forwards += info.forwards;

@@ -33,6 +33,7 @@ struct BlockInfo {
   int rerolls = 0;
   int kept = 0;         // tokens committed (canvas minus a confidence trim)
   bool trimmed = false;
+  int pad_gated = 0;    // steps of the committed attempt at which the pad gate held an all-pad canvas
 };
 
 // What one denoise step saw and decided (valid during the callback).
