@@ -162,10 +162,14 @@ void run_smoketest(const SmokeOptions& o) {
         nlohmann::json calls = nlohmann::json::array();
         for (const ToolCall& c : rd.tool_calls)
           calls.push_back({{"name", c.name}, {"arguments", nlohmann::json::parse(c.arguments.dump())}});
-        nlohmann::json steps = nlohmann::json::array();
-        for (const BlockInfo& b : rd.blocks) steps.push_back(b.steps);
+        nlohmann::json steps = nlohmann::json::array(), ends = nlohmann::json::array();
+        for (const BlockInfo& b : rd.blocks) {
+          steps.push_back(b.steps);
+          ends.push_back(stop_rule_name(b.stop));
+        }
         p["rounds"].push_back({{"content", rd.content}, {"reasoning", rd.reasoning}, {"tool_calls", calls},
-                               {"stop_token", rd.stop_token}, {"tokens", rd.tokens}, {"steps", steps}});
+                               {"stop_token", rd.stop_token}, {"tokens", rd.tokens}, {"steps", steps},
+                               {"block_ends", ends}});
       }
       j["prompts"].push_back(p);
     }
