@@ -8,11 +8,12 @@
 # DIR: the checkpoint train_tiny.py wrote (config.json, generation_config.json, safetensors shards + index;
 # tokenizer.json, or data/tokenizer.json is used). --cases: the Hugging Face tokenizer cases for its tokenizer
 # (scripts/make_tokenizer_cases.py, on a machine with `tokenizers`); without it the stale file is removed and
-# TokenizerDefault.MatchesHuggingFaceCases skips. --log: the training log, for the model card. --recipe: for the card,
-# the data and scripts it was trained with when they are not the tree's own ("the data/ and scripts/ of commit X").
-# What it regenerates (TRAIN_READY.md explains each): models/dg-tiny/*, models/dg-tiny/README.md (the model card,
-# with the `trained: true` marker that turns on CI's smoketest step), tests/fixtures/tokenizer/dg_tiny_cases.jsonl,
-# tests/fixtures/chat/golden.jsonl (ids re-tokenized), tests/fixtures/smoketest/{calibration,battery}.json.
+# TokenizerDefault.MatchesHuggingFaceCases skips. --log: the training log, for the model card. --recipe: for the
+# card, the data and scripts it was trained with when they are not the tree's own ("the data/ and scripts/ of
+# commit X"). What it regenerates (docs/TRAINING.md, "Switching the embedded model", explains each):
+# models/dg-tiny/*, models/dg-tiny/README.md (the model card, with the `trained: true` marker that turns on CI's
+# smoketest step), tests/fixtures/tokenizer/dg_tiny_cases.jsonl, tests/fixtures/chat/golden.jsonl (ids
+# re-tokenized), tests/fixtures/smoketest/{calibration,battery}.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cli=build/cpu/diffgemma
