@@ -49,19 +49,19 @@ std::vector<int32_t> ids(int64_t n, int64_t vocab, uint64_t seed) {
   return v;
 }
 
-struct Run {
+struct SliceRun {
   Capture cap;
   std::vector<float> logits;
 };
 
-Run forward(const ModelConfig& cfg, const ModelWeights& w, Backend& be, const std::vector<int32_t>& prompt,
+SliceRun forward(const ModelConfig& cfg, const ModelWeights& w, Backend& be, const std::vector<int32_t>& prompt,
             const std::vector<int32_t>& canvas, bool device) {
   Model m(cfg, w, be);
   KvOptions ko;
   be.configure_kv(ko, 1024);
   KvCache kv(cfg, ko);
   m.encode(kv, prompt);
-  Run r;
+  SliceRun r;
   if (device) r.cap.be = &be;
   const ForwardTrace f = r.cap.fn();
   Tensor logits = be.alloc_f32(Shape{static_cast<int64_t>(canvas.size()), cfg.vocab});
@@ -79,8 +79,8 @@ TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   const HostWeights wh(wd, *gpu);
   auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, static_cast<float>(cfg.rms_eps));
   const auto prompt = ids(300, cfg.vocab, 11), canvas = ids(cfg.canvas, cfg.vocab, 12);
-  const Run a = forward(cfg, wh.w, *cpu, prompt, canvas, false);
-  const Run b = forward(cfg, wd, *gpu, prompt, canvas, true);
+  const SliceRun a = forward(cfg, wh.w, *cpu, prompt, canvas, false);
+  const SliceRun b = forward(cfg, wd, *gpu, prompt, canvas, true);
   for (const std::string n : {"dec.x0", "dec.l0.out", "dec.l1.out"}) {
     const Diff d = compare(b.cap.t.at(n), a.cap.t.at(n));
     std::cout << "  " << n << ": " << d.str() << "\n";
