@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
 #include "ops/attention/attention.h"
 
 namespace dg {
@@ -16,6 +17,8 @@ namespace {
 
 using cuda::bf16;
 using cuda::f16;
+using cuda::cp_async_commit;
+using cuda::cp_async_wait;
 
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 64;  // keys per tile
@@ -38,34 +41,6 @@ struct FlashArgs {
   float* part_ml = nullptr;  // [splits, rows, heads, 2]
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; bytes = 0 writes zeros (rows past the last key).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -84,17 +59,17 @@ __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, co
     const int row = i / kChunks, ch = i % kChunks;
     const int64_t j = j0 + row;
     const void* src = a.q;  // any valid address when zero-filling
-    int bytes = 0;
+    bool valid = false;
     if (j < a.n_cached) {
       const int64_t p = a.from + j;
       const int64_t slot = a.ring ? p % a.cap : p;
       src = cache + (slot * a.n_kv + kvh) * D + col0 + ch * 8;
-      bytes = 16;
+      valid = true;
     } else if (j < S) {
       src = fresh + ((j - a.n_cached) * a.n_kv + kvh) * D + col0 + ch * 8;
-      bytes = 16;
+      valid = true;
     }
-    cp_async16(dst + row * ld + ch * 8, src, bytes);
+    cuda::cp_async16(cuda::smem_u32(dst + row * ld + ch * 8), src, valid);
   }
 }
 
@@ -174,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
         const f16* kr = ks + (n * 8 + g) * kLdQ + k0 + 2 * t;
-        mma_f16(s[n], af, lds32(kr), lds32(kr + 8));
+        cuda::mma_f16_16816(s[n], af, lds32(kr), lds32(kr + 8));
       }
     }
 
@@ -241,9 +216,9 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
 #pragma unroll
       for (int n = 0; n < kDv / 16; ++n) {
         uint32_t bf[4];
-        ldmatrix_x4_trans(bf, vrow + n * 16);
-        mma_f16(o[2 * n], pf, bf[0], bf[1]);
-        mma_f16(o[2 * n + 1], pf, bf[2], bf[3]);
+        cuda::ldmatrix_x4_trans(bf, cuda::smem_u32(vrow + n * 16));
+        cuda::mma_f16_16816(o[2 * n], pf, bf[0], bf[1]);
+        cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
       }
     }
   }
