@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) with torch + transformers 5.17 + tokenizers: builds the
 # transformers reference fixtures, the tokenizer exactness cases and, when its tokenizer exists, the embedded
-# default model (random weights, until models/dg-tiny is trained); copies the reference's modeling sources for reading; packs everything into $OUT/result.tgz.
+# random-weight default model (only while models/dg-tiny is not a trained model); copies the reference's modeling sources for reading; packs everything into $OUT/result.tgz.
 # Needs the Gemma tokenizer carried at .cache/test-data/gemma3/tokenizer.json (scripts/fetch_test_tokenizer.sh).
 set -u
 export PYTHONUNBUFFERED=1

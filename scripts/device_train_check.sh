@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (carry .carry/deps and .carry/git_sha): trains the embedded model (TRAIN_READY.md's
+# Runs on the GPU machine (carry .carry/deps and .carry/git_sha): trains the embedded model (docs/TRAINING.md's
 # recipe, DG_TRAIN_MINUTES of training) while the CUDA build runs on the CPU, then runs the CUDA tests and the
 # smoketest battery on the GPU with the new model in both sampler profiles. Brings back 8 files: train.log, the
 # tokenizer cases, and the checkpoint without tokenizer.json (a copy of data/tokenizer.json).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The embedded default model: a small DiffusionGemma with RANDOM weights, saved by transformers' save_pretrained
-so the layout is exactly the real checkpoint's. It exists so `diffgemma ask` runs out of the box on a CPU; its
-output is noise until a trained model replaces it.
+"""A small DiffusionGemma with RANDOM weights, saved by transformers' save_pretrained so the layout is exactly the
+real checkpoint's. It was the embedded default model until a trained one replaced it (docs/TRAINING.md);
+scripts/device_fixtures.sh still makes it when models/dg-tiny is not a trained model. Its output is noise.
 
 Usage (GPU machine or any machine with torch + transformers 5.17):
   python3 scripts/make_default_model.py --tokenizer models/dg-tiny/tokenizer.json --out models/dg-tiny

@@ -3,28 +3,31 @@
 # depends on that model, then tells what to run. Needs build/cpu/diffgemma (cmake --build --preset cpu --target
 # diffgemma) and python3; no torch.
 #
-#   scripts/switch_default_model.sh DIR [--cases dg_tiny_cases.jsonl] [--log train.log]
+#   scripts/switch_default_model.sh DIR [--cases dg_tiny_cases.jsonl] [--log train.log] [--recipe TEXT]
 #
 # DIR: the checkpoint train_tiny.py wrote (config.json, generation_config.json, safetensors shards + index;
 # tokenizer.json, or data/tokenizer.json is used). --cases: the Hugging Face tokenizer cases for its tokenizer
 # (scripts/make_tokenizer_cases.py, on a machine with `tokenizers`); without it the stale file is removed and
-# TokenizerDefault.MatchesHuggingFaceCases skips. --log: the training log, for the model card.
-# What it regenerates (TRAIN_READY.md explains each): models/dg-tiny/*, models/dg-tiny/README.md (the model card,
-# with the `trained: true` marker that turns on CI's smoketest step), tests/fixtures/tokenizer/dg_tiny_cases.jsonl,
-# tests/fixtures/chat/golden.jsonl (ids re-tokenized), tests/fixtures/smoketest/{calibration,battery}.json.
+# TokenizerDefault.MatchesHuggingFaceCases skips. --log: the training log, for the model card. --recipe: for the
+# card, the data and scripts it was trained with when they are not the tree's own ("the data/ and scripts/ of
+# commit X"). What it regenerates (docs/TRAINING.md, "Switching the embedded model", explains each):
+# models/dg-tiny/*, models/dg-tiny/README.md (the model card, with the `trained: true` marker that turns on CI's
+# smoketest step), tests/fixtures/tokenizer/dg_tiny_cases.jsonl, tests/fixtures/chat/golden.jsonl (ids
+# re-tokenized), tests/fixtures/smoketest/{calibration,battery}.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cli=build/cpu/diffgemma
 die() { echo "switch_default_model: $*" >&2; exit 1; }
 
-[ $# -ge 1 ] || die "usage: scripts/switch_default_model.sh DIR [--cases FILE] [--log FILE]"
+[ $# -ge 1 ] || die "usage: scripts/switch_default_model.sh DIR [--cases FILE] [--log FILE] [--recipe TEXT]"
 src=$1
 shift
-cases="" log=""
+cases="" log="" recipe=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cases) cases=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
+    --recipe) recipe=$2; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -49,10 +52,12 @@ bytes=$(cat "$tmp"/*.safetensors | wc -c)
 rm -rf models/dg-tiny
 mkdir -p models/dg-tiny
 cp "$tmp"/* models/dg-tiny/
+chmod 644 models/dg-tiny/*   # a read-only source (the device tool's files) would leave read-only files behind
 
 echo "== tokenizer cases"
 if [ -n "$cases" ]; then
   cp "$cases" tests/fixtures/tokenizer/dg_tiny_cases.jsonl
+  chmod 644 tests/fixtures/tokenizer/dg_tiny_cases.jsonl
 else
   rm -f tests/fixtures/tokenizer/dg_tiny_cases.jsonl
   echo "no --cases: removed tests/fixtures/tokenizer/dg_tiny_cases.jsonl (regenerate it with" \
@@ -68,7 +73,7 @@ python3 scripts/calibrate_battery.py --model models/dg-tiny --cli "$cli" --summa
 
 echo "== model card"
 python3 scripts/model_card.py --model models/dg-tiny --info "$tmp.info.json" --battery "$tmp.battery.json" \
-  ${log:+--log "$log"}
+  ${log:+--log "$log"} ${recipe:+--recipe "$recipe"}
 rm -f "$tmp.info.json" "$tmp.battery.json"
 
 cat <<'EOF'

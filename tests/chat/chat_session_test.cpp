@@ -1,4 +1,4 @@
-// ChatSession and Session on the embedded model (random weights: mechanics, not content): each turn extends the
+// ChatSession and Session on the embedded model (mechanics, not content; any weights): each turn extends the
 // cache (prefix reuse), the cache always holds the canonical render, /rewind restores the KV byte for byte, a
 // divergence past the sliding rings re-prefills, tool rounds continue in the model's turn, save/load round trips.
 #include <gtest/gtest.h>

@@ -128,7 +128,7 @@ TEST_P(CudaParityKernels, TinyFixtureMatchesTheCpuReference) {
 TEST_P(CudaParityKernels, EmbeddedModelMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::vector<int32_t> prompt, canvas;
-  for (int i = 0; i < 150; ++i) prompt.push_back(10 + (i * 37) % 4000);  // longer than the 128-token window
+  for (int i = 0; i < 150; ++i) prompt.push_back(10 + (i * 37) % 4000);  // longer than the sliding window
   for (int i = 0; i < 64; ++i) canvas.push_back(5 + (i * 101) % 4000);
   parity(source_path("models/dg-tiny"), prompt, canvas, GetParam());
 }
