@@ -63,7 +63,7 @@ WeightClass weight_class(const std::string& n) {
     if (ends_with(n, s)) return WeightClass::kAttn;
   for (const char* s : {"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
     if (ends_with(n, s)) return WeightClass::kDense;
-  if (ends_with(n, "norm.weight") || ends_with(n, "layer_scalar")) return WeightClass::kNorms;
+  if (n.find("norm") != std::string::npos || ends_with(n, "layer_scalar")) return WeightClass::kNorms;
   fail("tensor '{}' belongs to no weight class", n);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/error.h"
 #include "io/json_fields.h"
 #include "model/checkpoint.h"
 #include "quant/pack_reader.h"
@@ -96,7 +97,7 @@ TEST(Pack, ForceReplacesAPack) {
   o.model_dir = tiny_a();
   o.out_dir = pack;
   o.profile = "fp8";
-  EXPECT_THROW(quantize_model(o), Error);
+  EXPECT_THROW(quantize_model(o), dg::Error);
   EXPECT_EQ(open_pack(pack).manifest.profile, "q4") << "a refused run leaves the pack alone";
   o.force = true;
   quantize_model(o);

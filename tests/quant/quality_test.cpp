@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "model/model_harness.h"
 #include "quant/quant_test_util.h"
 #include "support/compare.h"
