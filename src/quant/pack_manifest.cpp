@@ -8,14 +8,13 @@
 
 namespace dg {
 
-using nlohmann::json;
 using nlohmann::ordered_json;
 
 namespace {
 
 constexpr const char* kRecreate = "re-create it with `diffgemma quantize`";
 
-DType dtype_from_manifest(const std::string& format, const json& e, const std::string& path, const std::string& name) {
+DType dtype_from_manifest(const std::string& format, const ordered_json& e, const std::string& path, const std::string& name) {
   if (format == "q4") return DType::kQ4;
   if (format == "q6") return DType::kQ6;
   if (format == "q8") return DType::kQ8;
@@ -30,12 +29,12 @@ DType dtype_from_manifest(const std::string& format, const json& e, const std::s
 }
 
 template <typename T>
-T field(const json& j, const char* key, const std::string& path, const std::string& where) {
+T field(const ordered_json& j, const char* key, const std::string& path, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end()) fail("{}: {} has no '{}'", path, where, key);
   try {
     return it->get<T>();
-  } catch (const json::exception&) {
+  } catch (const nlohmann::json::exception&) {
     fail("{}: {} has a malformed '{}'", path, where, key);
   }
 }
@@ -75,10 +74,10 @@ std::string manifest_to_json(const PackManifest& m) {
 }
 
 PackManifest manifest_from_json(const std::string& text, const std::string& path) {
-  json j;
+  ordered_json j;  // keeps the classes in the order they were written
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
+    j = ordered_json::parse(text);
+  } catch (const ordered_json::exception& e) {
     fail("{}: malformed JSON: {}", path, e.what());
   }
   if (!j.is_object() || j.value("format", "") != kPackFormatTag)
@@ -90,19 +89,23 @@ PackManifest manifest_from_json(const std::string& text, const std::string& path
          m.version, kPackVersion, kRecreate);
   if (m.version < 1) fail("{}: invalid pack format version {}", path, m.version);
   m.profile = field<std::string>(j, "profile", path, "the manifest");
-  for (const auto& [k, v] : field<std::map<std::string, std::string>>(j, "sets", path, "the manifest"))
-    m.sets.emplace_back(k, v);
-  for (const auto& [k, v] : field<std::map<std::string, std::string>>(j, "classes", path, "the manifest"))
-    m.classes.emplace_back(k, v);
+  for (const char* key : {"sets", "classes"}) {
+    const ordered_json obj = field<ordered_json>(j, key, path, "the manifest");
+    if (!obj.is_object()) fail("{}: '{}' is not an object", path, key);
+    for (const auto& [k, v] : obj.items()) {
+      if (!v.is_string()) fail("{}: '{}.{}' is not a string", path, key, k);
+      (std::string(key) == "sets" ? m.sets : m.classes).emplace_back(k, v.get<std::string>());
+    }
+  }
   m.source = j.value("source", "");
   m.sidecars = j.value("sidecars", std::vector<std::string>{});
-  const json blob = field<json>(j, "blob", path, "the manifest");
+  const ordered_json blob = field<ordered_json>(j, "blob", path, "the manifest");
   if (field<std::string>(blob, "file", path, "'blob'") != kPackBlobFile)
     fail("{}: the blob must be '{}'", path, kPackBlobFile);
   m.blob_bytes = field<uint64_t>(blob, "bytes", path, "'blob'");
-  const json tensors = field<json>(j, "tensors", path, "the manifest");
+  const ordered_json tensors = field<ordered_json>(j, "tensors", path, "the manifest");
   if (!tensors.is_array()) fail("{}: 'tensors' is not a list", path);
-  for (const json& t : tensors) {
+  for (const ordered_json& t : tensors) {
     if (!t.is_object()) fail("{}: a 'tensors' entry is not an object", path);
     PackEntry e;
     e.name = field<std::string>(t, "name", path, "a tensor entry");

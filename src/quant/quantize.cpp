@@ -53,8 +53,9 @@ void check_output(const fs::path& out, const fs::path& model, bool force) {
     fail("the output '{}' is the source checkpoint; choose another -o", out.string());
   if (!fs::exists(out, ec)) {
     const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-    if (!fs::is_directory(parent, ec)) fail("cannot create '{}': '{}' is not a directory", out.string(), parent.string());
-    return;
+    if (fs::exists(parent, ec) && !fs::is_directory(parent, ec))
+      fail("cannot create '{}': '{}' is not a directory", out.string(), parent.string());
+    return;  // missing parents are created with the pack
   }
   if (!force) fail("'{}' already exists; choose another -o, or pass --force to replace the pack there", out.string());
   const bool empty_dir = fs::is_directory(out, ec) && fs::is_empty(out, ec);

@@ -71,7 +71,8 @@ std::pair<double, double> kl_and_top1(const std::vector<float>& p, const std::ve
 struct QualityCase {
   std::string name, dir, profile;
   std::vector<std::string> sets;
-  double min_cos;  // the smallest per-layer cosine the case must keep (see docs/NUMERICS.md)
+  double min_cos;  // the smallest per-layer cosine the case must keep
+  double max_kl;   // the largest step-1 logit KL (trained model only; random models: reported)
 };
 
 class Quality : public ::testing::TestWithParam<QualityCase> {};
@@ -112,19 +113,34 @@ TEST_P(Quality, FormatErrorOnlyAndPerLayerCosine) {
               q.name.c_str(), q.profile.c_str(), min_cos, worst.c_str(), kl1, kl2, top1, top2, per_layer.c_str());
   EXPECT_GE(min_cos, q.min_cos) << worst;
   EXPECT_TRUE(std::isfinite(kl1) && std::isfinite(kl2));
+  if (q.max_kl > 0) {
+    EXPECT_LE(kl1, q.max_kl);
+  }
 }
 
+// Bounds: the measured values of docs/NUMERICS.md ("Quantized packs") with the error allowed to about double
+// (1 - cosine) and triple (KL). Random-weight models amplify every weight error (their hidden states are chaotic),
+// so their bounds are looser than the trained model's.
 std::vector<QualityCase> cases() {
+  struct Bounds {
+    const char* profile;
+    double random_cos, trained_cos, trained_kl;
+  };
+  // measured (min over the three random models; the trained model): q4 0.97701, 0.99642, KL 9.2e-3;
+  // q6 0.99767, 0.99926, 1.7e-3; nvfp4 0.96593, 0.99346, 3.2e-2; fp8 0.99753, 0.99874, 6.6e-3.
+  const Bounds bounds[] = {{"q4", 0.95, 0.992, 0.03}, {"q6", 0.995, 0.998, 0.005},
+                           {"nvfp4", 0.93, 0.987, 0.1}, {"fp8", 0.995, 0.997, 0.02}};
   std::vector<QualityCase> out;
   const std::string a = source_path("tests/fixtures/tiny_a"), b = source_path("tests/fixtures/tiny_b");
   const std::string tiny = source_path("models/dg-tiny"), trained = source_path(".cache/dg-tiny-trained");
-  for (const char* p : {"q4", "q6", "nvfp4", "fp8"}) {
-    const std::string pr = p;
-    out.push_back({"tiny_a_" + pr, a, pr, {}, 0.0});
-    // tiny_b's expert_ff of 24 fits no group format: its experts.down stays q8 in every group profile.
-    out.push_back({"tiny_b_" + pr, b, pr, pr == "fp8" ? std::vector<std::string>{} : std::vector<std::string>{"experts.down=q8"}, 0.0});
-    out.push_back({"dg_tiny_" + pr, tiny, pr, {}, 0.0});
-    out.push_back({"dg_tiny_trained_" + pr, trained, pr, {}, 0.0});
+  for (const Bounds& bd : bounds) {
+    const std::string p = bd.profile;
+    // tiny_b's expert_ff of 24 fits no group format: its experts.down stays q8 in the group profiles.
+    const std::vector<std::string> b_sets = p == "fp8" ? std::vector<std::string>{} : std::vector<std::string>{"experts.down=q8"};
+    out.push_back({"tiny_a_" + p, a, p, {}, bd.random_cos, -1});
+    out.push_back({"tiny_b_" + p, b, p, b_sets, bd.random_cos, -1});
+    out.push_back({"dg_tiny_" + p, tiny, p, {}, bd.random_cos, -1});
+    out.push_back({"dg_tiny_trained_" + p, trained, p, {}, bd.trained_cos, bd.trained_kl});
   }
   return out;
 }
