@@ -13,11 +13,11 @@ uint8_t f32_to_e4m3(float x) {
   if (a < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9; 8 steps carries into the smallest normal (0x08)
     return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  int ex = 0;
-  std::frexp(a, &ex);                                              // a = f * 2^ex, f in [0.5, 1)
-  const int E = ex - 1;                                            // a in [2^E, 2^(E+1)), E in [-6, 8]
-  const int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - E)));  // in [8, 16]; 16 carries into E + 1
-  return sign | static_cast<uint8_t>(((E + 7) << 3) + (q - 8));
+  // Normal: round the f32 mantissa to 3 bits, nearest even, on the bit pattern (a carry steps the exponent), then
+  // rebias the exponent from 127 to 7.
+  const uint32_t u = std::bit_cast<uint32_t>(a);
+  const uint32_t r = (u + 0x7FFFFu + ((u >> 20) & 1u)) >> 20;
+  return sign | static_cast<uint8_t>(r - ((127u - 7u) << 3));
 }
 
 uint8_t f32_to_e2m1(float x) {

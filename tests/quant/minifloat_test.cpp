@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <random>
 
 #include "core/dtype.h"
 #include "quant/minifloat.h"
@@ -48,6 +49,30 @@ TEST(Minifloat, E4m3EveryCodeRoundTrips) {
   for (int b = 0; b < 256; ++b) {
     if ((b & 0x7F) == 0x7F) continue;
     EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(static_cast<uint8_t>(b))), b) << "code " << b;
+  }
+}
+
+// Nearest E4M3 magnitude code by exhaustive search, ties to the even code, saturating at 448.
+uint8_t e4m3_brute(float a) {
+  int best = 0;
+  for (int c = 1; c <= 0x7E; ++c) {
+    const float d = std::fabs(e4m3_to_f32(static_cast<uint8_t>(c)) - a), db = std::fabs(e4m3_to_f32(static_cast<uint8_t>(best)) - a);
+    if (d < db || (d == db && (c & 1) == 0)) best = c;
+  }
+  return static_cast<uint8_t>(best);
+}
+
+TEST(Minifloat, E4m3MatchesExhaustiveNearestEven) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> log2_mag(-12.0f, 9.5f);
+  for (int i = 0; i < 20000; ++i) {
+    const float a = std::exp2(log2_mag(rng));
+    ASSERT_EQ(f32_to_e4m3(a), e4m3_brute(a)) << a;
+    ASSERT_EQ(f32_to_e4m3(-a), e4m3_brute(a) | 0x80) << -a;
+  }
+  for (int c = 0; c < 0x7E; ++c) {  // every midpoint between neighbours is a tie
+    const float mid = 0.5f * (e4m3_to_f32(static_cast<uint8_t>(c)) + e4m3_to_f32(static_cast<uint8_t>(c + 1)));
+    ASSERT_EQ(f32_to_e4m3(mid), (c & 1) == 0 ? c : c + 1) << mid;
   }
 }
 
