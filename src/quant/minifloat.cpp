@@ -23,17 +23,9 @@ uint8_t f32_to_e4m3(float x) {
 uint8_t f32_to_e2m1(float x) {
   const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
   const float a = std::fabs(x);
-  // Midpoints between neighbours; a tie goes to the even code (0, 1.0, 2.0, 4.0).
-  uint8_t m;
-  if (a <= 0.25f) m = 0;
-  else if (a < 0.75f) m = 1;
-  else if (a <= 1.25f) m = 2;
-  else if (a < 1.75f) m = 3;
-  else if (a <= 2.5f) m = 4;
-  else if (a < 3.5f) m = 5;
-  else if (a <= 5.0f) m = 6;
-  else m = 7;
-  return sign | m;
+  // The number of midpoints below a: ties (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) go to the even code.
+  const int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>(sign | m);
 }
 
 uint16_t bf16_round_down(float x) {
