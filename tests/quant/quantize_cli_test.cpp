@@ -1,5 +1,5 @@
-// `diffgemma quantize` end to end through the binary: quantize the embedded model, describe the pack with `info`,
-// and `ask` it — the answer must equal, token for token, the answer of the pack's dequantised twin; bad options
+// `diffgemma quantize` end to end through the binary: quantize the embedded model (the same bytes with one thread),
+// describe the pack with `info`, and `ask` it — the answer must equal, token for token, the answer of the pack's dequantised twin; bad options
 // fail with the message and exit code of a usage error.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include "quant/quant_test_util.h"
 #include "support/paths.h"
 #include "support/process.h"
+#include "support/tiny_checkpoint.h"
 
 namespace dg::test {
 namespace {
@@ -24,6 +25,11 @@ TEST(QuantizeCli, QuantizeInfoAsk) {
   EXPECT_NE(q.out.find("quantize 100%"), std::string::npos) << q.out;  // the log-mode progress lines
   EXPECT_NE(q.out.find("wrote " + pack + ": profile q4"), std::string::npos) << q.out;
   EXPECT_NE(q.out.find("peak RSS"), std::string::npos) << q.out;
+  // The bytes do not depend on the thread count.
+  const std::string serial = scratch_dir("cli-quantize-1t") + "/pack";
+  ASSERT_EQ(run("quantize -q --threads 1 -m " + source_path("models/dg-tiny") + " -o " + serial).code, 0);
+  for (const char* f : {"/model.dgq.bin", "/model.dgq.json", "/tokenizer.json"})
+    EXPECT_TRUE(read_bytes(pack + f) == read_bytes(serial + f)) << f;
 
   const ProcessResult info = run_stdout("info -m " + pack + " --json");
   ASSERT_EQ(info.code, 0) << info.out;
