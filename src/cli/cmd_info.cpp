@@ -134,7 +134,8 @@ void run_info(const InfoOptions& o) {
     fmt::print("pack         .dgq version {}, profile {}{}, from '{}', blob {}\n", ck.pack->version, ck.pack->profile,
                sets, ck.pack->source, human_bytes(static_cast<double>(ck.pack->blob_bytes)));
     for (const auto& [cls, c] : pack_classes(*ck.pack))
-      fmt::print("  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, c.format, c.tensors, human_bytes(static_cast<double>(c.bytes)));
+      fmt::print("  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, c.format, c.tensors,
+                 human_bytes(static_cast<double>(c.bytes)));
   }
   fmt::print("KV cache     {} per token on full layers (f16) + sliding rings {} in total\n",
              human_bytes(static_cast<double>(kv_full)), human_bytes(static_cast<double>(kv_ring)));
@@ -148,7 +149,9 @@ void run_info(const InfoOptions& o) {
 void register_info(CLI::App& app) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model directory or .dgq pack");
-  cmd->add_option("-m,--model", o->model, "model directory: a Hugging Face checkpoint or a .dgq pack")->envname("DG_MODEL")->capture_default_str();
+  cmd->add_option("-m,--model", o->model, "model directory: a Hugging Face checkpoint or a .dgq pack")
+      ->envname("DG_MODEL")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_info(*o); });
 }

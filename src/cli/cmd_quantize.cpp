@@ -42,11 +42,13 @@ void run_quantize(const QuantizeCliOptions& o) {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   fmt::print(stderr, "wrote {}: profile {}, {} tensors, {} from {} in {:.1f} s, peak RSS {}\n", o.q.out_dir, m.profile,
-             m.tensors.size(), mib(m.blob_bytes), mib(source_bytes), s, mib(static_cast<uint64_t>(ru.ru_maxrss) * 1024));
+             m.tensors.size(), mib(m.blob_bytes), mib(source_bytes), s,
+             mib(static_cast<uint64_t>(ru.ru_maxrss) * 1024));
   for (const auto& [cls, fmt_name] : m.classes) {
     auto it = by_class.find(cls);
     if (it == by_class.end()) continue;
-    fmt::print(stderr, "  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, fmt_name, it->second.first, mib(it->second.second));
+    fmt::print(stderr, "  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, fmt_name, it->second.first,
+               mib(it->second.second));
   }
 }
 
@@ -57,7 +59,8 @@ void register_quantize(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("quantize", "write a quantized .dgq pack from a Hugging Face checkpoint");
   cmd->add_option("-m,--model", o->q.model_dir, "Hugging Face checkpoint directory")->required();
   cmd->add_option("-o,--out", o->q.out_dir, "pack directory to create")->required();
-  cmd->add_option("--profile", o->q.profile, "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw)")
+  cmd->add_option("--profile", o->q.profile,
+                  "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw)")
       ->check(CLI::IsMember({"q4", "q6", "nvfp4", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--set", o->q.sets,

@@ -51,7 +51,8 @@ std::string bytes_str(double b) {
 
 std::string clock_str(double s) {
   const auto t = static_cast<long>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
 }
 
 }  // namespace
@@ -81,8 +82,8 @@ void ByteProgress::update(uint64_t done, uint64_t total) {
   const int decile = static_cast<int>(frac * 10);
   if (decile == last_decile_) return;
   last_decile_ = decile;
-  fmt::print(stderr, "  {} {:3.0f}% {} / {} · {}/s · ETA {}\n", label_, 100 * frac, bytes_str(static_cast<double>(done)),
-             bytes_str(static_cast<double>(total)), bytes_str(rate), eta);
+  fmt::print(stderr, "  {} {:3.0f}% {} / {} · {}/s · ETA {}\n", label_, 100 * frac,
+             bytes_str(static_cast<double>(done)), bytes_str(static_cast<double>(total)), bytes_str(rate), eta);
 }
 
 void ByteProgress::finish() {

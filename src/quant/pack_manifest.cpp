@@ -14,7 +14,8 @@ namespace {
 
 constexpr const char* kRecreate = "re-create it with `diffgemma quantize`";
 
-DType dtype_from_manifest(const std::string& format, const ordered_json& e, const std::string& path, const std::string& name) {
+DType dtype_from_manifest(const std::string& format, const ordered_json& e, const std::string& path,
+                          const std::string& name) {
   if (format == "q4") return DType::kQ4;
   if (format == "q6") return DType::kQ6;
   if (format == "q8") return DType::kQ8;

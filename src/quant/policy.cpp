@@ -31,7 +31,8 @@ const char* locked_reason(const std::string& cls) {
   if (cls == "embed" || cls == "embed_tokens")
     return "the embedding is also the tied lm_head and the self-conditioning soft-embedding table";
   if (cls == "router") return "routing decisions are precision-sensitive, and the router tensors are small";
-  if (cls == "norms" || cls == "layer_scalar") return "norm weights and layer scalars are tiny and scale whole activations";
+  if (cls == "norms" || cls == "layer_scalar")
+    return "norm weights and layer scalars are tiny and scale whole activations";
   return nullptr;
 }
 
@@ -101,7 +102,8 @@ QuantPolicy make_quant_policy(const std::string& profile, const std::vector<std:
       fail("--set '{}': class '{}' is locked to the source dtype: {}", s, cls, why);
     bool known = cls == "experts";
     for (WeightClass c : kUnlocked) known = known || cls == weight_class_name(c);
-    if (!known) fail("--set '{}': unknown class '{}' (classes: {}; embed, router and norms are locked)", s, cls, kClassList);
+    if (!known)
+      fail("--set '{}': unknown class '{}' (classes: {}; embed, router and norms are locked)", s, cls, kClassList);
     PackFormat f;
     if (!parse_format(fmt_name, &f)) fail("--set '{}': unknown format '{}' (formats: {})", s, fmt_name, kFormatList);
     if (!given.emplace(cls, f).second) fail("--set: class '{}' is set twice", cls);

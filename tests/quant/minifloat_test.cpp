@@ -56,7 +56,8 @@ TEST(Minifloat, E4m3EveryCodeRoundTrips) {
 uint8_t e4m3_brute(float a) {
   int best = 0;
   for (int c = 1; c <= 0x7E; ++c) {
-    const float d = std::fabs(e4m3_to_f32(static_cast<uint8_t>(c)) - a), db = std::fabs(e4m3_to_f32(static_cast<uint8_t>(best)) - a);
+    const float d = std::fabs(e4m3_to_f32(static_cast<uint8_t>(c)) - a);
+    const float db = std::fabs(e4m3_to_f32(static_cast<uint8_t>(best)) - a);
     if (d < db || (d == db && (c & 1) == 0)) best = c;
   }
   return static_cast<uint8_t>(best);

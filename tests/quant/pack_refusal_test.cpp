@@ -1,6 +1,7 @@
 // Every refusal of the pack reader and of quantize, with its message: a newer manifest version, a misaligned
 // offset, a size mismatch, a truncated or missing blob, bad profiles and --set classes or formats, a shape that
-// cannot hold its format, an existing output, a source with a non-finite weight (and no pack left behind).
+// cannot hold its format, an existing output, an interrupted run's leftovers, a source with a non-finite weight (and
+// no pack left behind).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -122,6 +123,22 @@ TEST(PackRefusal, ExistingOutputsAndPacksAsSources) {
   o.model_dir = base_pack();
   o.out_dir = scratch_dir("repack") + "/pack";
   DG_EXPECT_ERROR(quantize_model(o), "is already a .dgq pack");
+}
+
+TEST(PackRefusal, InterruptedRunLeavesNothingLoadable) {
+  // What an interrupted run leaves: the partial directory with the blob and sidecars, but no manifest (written last).
+  const std::string out = scratch_dir("interrupted") + "/pack";
+  fs::create_directories(out + ".dgq-partial");
+  fs::copy_file(base_pack() + "/model.dgq.bin", out + ".dgq-partial/model.dgq.bin");
+  fs::copy_file(base_pack() + "/config.json", out + ".dgq-partial/config.json");
+  DG_EXPECT_ERROR(Checkpoint::open(out), "does not exist");
+  DG_EXPECT_ERROR(Checkpoint::open(out + ".dgq-partial"), "no model.safetensors");
+  QuantizeOptions o;
+  o.model_dir = source_path("tests/fixtures/tiny_a");
+  o.out_dir = out;
+  quantize_model(o);  // the next run replaces the leftover
+  EXPECT_TRUE(is_pack_dir(out));
+  EXPECT_FALSE(fs::exists(out + ".dgq-partial"));
 }
 
 TEST(PackRefusal, NonFiniteWeightLeavesNoPack) {

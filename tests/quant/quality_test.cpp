@@ -136,7 +136,8 @@ std::vector<QualityCase> cases() {
   for (const Bounds& bd : bounds) {
     const std::string p = bd.profile;
     // tiny_b's expert_ff of 24 fits no group format: its experts.down stays q8 in the group profiles.
-    const std::vector<std::string> b_sets = p == "fp8" ? std::vector<std::string>{} : std::vector<std::string>{"experts.down=q8"};
+    std::vector<std::string> b_sets;
+    if (p != "fp8") b_sets = {"experts.down=q8"};
     out.push_back({"tiny_a_" + p, a, p, {}, bd.random_cos, -1});
     out.push_back({"tiny_b_" + p, b, p, b_sets, bd.random_cos, -1});
     out.push_back({"dg_tiny_" + p, tiny, p, {}, bd.random_cos, -1});

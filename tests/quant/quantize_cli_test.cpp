@@ -1,6 +1,6 @@
-// `diffgemma quantize` end to end through the binary: quantize the embedded model (the same bytes with one thread),
-// describe the pack with `info`, and `ask` it — the answer must equal, token for token, the answer of the pack's dequantised twin; bad options
-// fail with the message and exit code of a usage error.
+// `diffgemma quantize` end to end through the binary: quantize the embedded model (the same bytes with one
+// thread), describe the pack with `info`, and `ask` it — the answer must equal, token for token, the answer of the
+// pack's dequantised twin; bad options fail with the message and exit code of a usage error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
