@@ -18,7 +18,15 @@ export DG_GIT_SHA
   [ "${DG_SKIP_BENCH:-0}" = 1 ] && exit 0
   timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
     --out "$OUT/bench.jsonl"
-  timeout 300 build/gpu/diffgemma bench --prefill 512,4096 --context 1024,8192 --label full30 --out "$OUT/bench.jsonl"
+  timeout 300 build/gpu/diffgemma bench --prefill "${DG_PREFILL:-512,4096,32768}" --context "${DG_CONTEXT:-1024,8192,32768}" \
+    --label full30 --out "$OUT/bench.jsonl"
+  # Variants on the 4k prefill, the 1k-context denoise step and the 1k/1k generation: DG_VARIANTS="moe=cublas
+  # attention=gemm graphs ..." (name=value is --name value; a bare name is a flag).
+  for v in ${DG_VARIANTS:-}; do
+    if [ "${v#*=}" = "$v" ]; then opt=(--"$v"); else opt=(--"${v%%=*}" "${v#*=}"); fi
+    timeout 200 build/gpu/diffgemma bench "${opt[@]}" --prefill 4096 --context 1024 --label "variant-$v" \
+      --out "$OUT/bench.jsonl"
+  done
   # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled).
   if [ -n "${DG_REFERENCE:-}" ]; then
     PYTHONUNBUFFERED=1 timeout 420 python3 scripts/bench_reference.py --mode "$DG_REFERENCE" --prefill 512,4096 \

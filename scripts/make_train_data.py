@@ -2,7 +2,8 @@
 """Training conversations for the small trained DiffusionGemma (docs/TRAINING.md), in the Gemma 4 chat format.
 
     python3 scripts/make_train_data.py --out data                 # data/chat.jsonl + data/chat.txt
-    python3 scripts/make_train_data.py --battery tests/fixtures/smoketest/battery.json
+
+The smoketest battery, rendered by the same functions, is scripts/make_battery.py.
 
 Standard library only (Python 3.11+), deterministic from --seed. Sources: the fact tables below (written for
 this project) and, for open-ended answers, short entries of Debian's fortune files (packages fortunes-min and
@@ -10,8 +11,9 @@ fortunes, /usr/share/games/fortunes; see data/README.md). Without those files th
 which changes the output, so the committed data names the files it used.
 
 chat.jsonl: one conversation per line, {"kind", "think", "tools", "segments": [["p"|"a", text], ...]}.
-"p" segments are context the model reads (prompt, tool response); "a" segments are what the model writes
-(the diffusion targets), each ending in a stop token: <turn|> (106) or <|tool_response> (50).
+"p" segments are context the model reads (the prompt); "a" segments are what the model writes (the diffusion
+targets), each ending in a stop token: <turn|> (106) or <|tool_response> (50); a "c" segment replaces the whole
+context (after a tool response: the conversation as the engine re-renders it before the model goes on).
 chat.txt: every conversation's text (segments joined), one after another, for tokenizer training.
 """
 import argparse
@@ -37,21 +39,39 @@ CALC_TOOL = {"name": "calculator", "description": "Evaluates an arithmetic expre
 
 
 def render_prompt(question, think, tools):
-    """<bos>, the system turn when thinking or tools are on, the user turn, and the model turn's opening."""
+    """<bos>, the system turn when thinking or tools are on, the user turn, and the generation prompt as the
+    engine renders it (docs/CHAT.md): the thought channel closed when thinking is off, left open when it is on."""
+    return render_head(question, think, tools) + ("<|channel>thought\n" if think else "<|channel>thought\n<channel|>")
+
+
+def render_head(question, think, tools):
     system = ""
     if think or tools:
         system = "<|turn>system\n" + ("<|think|>\n" if think else "") + (CALC_DECL if tools else "") + "<turn|>\n"
-    tail = "" if think else "<|channel>thought\n<channel|>"
-    return "<bos>" + system + "<|turn>user\n" + question.strip() + "<turn|>\n<|turn>model\n" + tail
+    return "<bos>" + system + "<|turn>user\n" + question.strip() + "<turn|>\n<|turn>model\n"
 
 
 def render_answer(answer, think, reasoning):
-    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + answer + "<turn|>"
+    """What the model writes after render_prompt: with thinking on it is inside the open thought channel."""
+    return (f"{reasoning}<channel|>" if think else "") + answer + "<turn|>"
+
+
+def call_text(expression):
+    return "<|tool_call>call:calculator{expression:" + Q + expression + Q + "}<tool_call|>"
 
 
 def render_call(expression, think, reasoning):
-    call = "<|tool_call>call:calculator{expression:" + Q + expression + Q + "}<tool_call|><|tool_response>"
-    return (f"<|channel>thought\n{reasoning}<channel|>" if think else "") + call
+    return (f"{reasoning}<channel|>" if think else "") + call_text(expression) + "<|tool_response>"
+
+
+def render_continuation(question, think, expression, reasoning, value):
+    """The whole context after a tool response, as the engine re-renders the conversation before the model goes
+    on: the call turn in the template's canonical form (no empty thought channel; with thinking the reasoning is
+    kept inside the tool cycle, followed by a newline), the response, and the thought channel opened again when
+    thinking is on."""
+    thought = f"<|channel>thought\n{reasoning}\n<channel|>" if think else ""
+    return (render_head(question, think, True) + thought + call_text(expression) + "<|tool_response>" +
+            render_response(value) + ("<|channel>thought\n" if think else ""))
 
 
 def render_response(value):
@@ -314,8 +334,9 @@ def gen_capital(rng):
 
 def gen_arith(rng):
     op = pick(rng, ["+", "+", "-", "*", "*", "/"])
+    hi = pick(rng, [9, 20, 99, 99])  # small operands often: the basic facts must be seen many times each
     if op == "+":
-        x, y = rng.randint(0, 99), rng.randint(0, 99)
+        x, y = rng.randint(0, hi), rng.randint(0, hi)
         z = x + y
         q = pick(rng, [f"What is {x} plus {y}?", f"What is {x} + {y}?", f"Add {x} and {y}.",
                        f"How much is {x} plus {y}?"])
@@ -324,7 +345,7 @@ def gen_arith(rng):
              f"Then {tens} + {ones} = {z}.")
         a = pick(rng, [f"{x} plus {y} is {z}.", f"{x} + {y} = {z}.", f"{z}."])
     elif op == "-":
-        x = rng.randint(0, 99)
+        x = rng.randint(0, hi)
         y = rng.randint(0, x)
         z = x - y
         q = pick(rng, [f"What is {x} minus {y}?", f"What is {x} - {y}?", f"Subtract {y} from {x}.",
@@ -642,9 +663,11 @@ def make_tool_conversation(rng, think):
     q, expr, value, phrase = big_arith(rng)
     r = f"The user wants {phrase}. That is a big calculation, so I will use the calculator."
     final = pick(rng, [f"{phrase[0].upper() + phrase[1:]} is {value}.", f"The answer is {value}.", f"{value}."])
+    after = f"The calculator says {phrase} is {value}."
     return dict(kind="tool", think=think, tools=True,
                 segments=[["p", render_prompt(q, think, True)], ["a", render_call(expr, think, r)],
-                          ["p", render_response(str(value))], ["a", final + "<turn|>"]])
+                          ["c", render_continuation(q, think, expr, r, str(value))],
+                          ["a", render_answer(final, think, after)]])
 
 
 def make_conversation(rng, fortunes):
@@ -671,74 +694,15 @@ def make_conversation(rng, fortunes):
                 segments=[["p", render_prompt(q, think, False)], ["a", render_answer(a, think, r)]])
 
 
-# ---------------------------------------------------------------------------------------------------- battery
-
-
-def battery():
-    """tests/fixtures/smoketest/battery.json (schema: docs/TRAINING.md)."""
-    P = []
-
-    def add(name, kind, prompt, accept, max_steps, think=False, tools=None, **extra):
-        e = dict(name=name, kind=kind, prompt=prompt, think=think)
-        if tools:
-            e["tools"] = tools
-        e["accept"] = list(accept)
-        e.update(extra)
-        e["max_steps"] = max_steps
-        e["raw"] = render_prompt(prompt, think, bool(tools))
-        P.append(e)
-
-    # Budgets: steps the first trained model took with the engine's contract sampler at seed 7, plus 2.
-    add("capital_france", "adherence", "What is the capital of France?", ["Paris"], 13)
-    add("seven_times_eight", "adherence", "What is 7 times 8?", ["56"], 9)
-    add("one_plus_one", "adherence", "What is 1 plus 1?", ["2"], 10)
-    add("opposite_of_hot", "adherence", "What is the opposite of hot?", ["cold"], 13)
-    add("blue_plus_yellow", "adherence", "What colour do you get when you mix blue and yellow?", ["green"], 22)
-    add("days_in_week", "adherence", "How many days are in a week?", ["7", "seven"], 9)
-    add("day_after_monday", "adherence", "What day comes after Monday?", ["Tuesday"], 9)
-    add("cm_in_metre", "adherence", "How many centimetres are in a metre?", ["100"], 12)
-    add("spider_legs", "adherence", "How many legs does a spider have?", ["8", "eight"], 7)
-    add("largest_planet", "adherence", "Which planet is the largest?", ["Jupiter"], 11)
-    add("water_freeze_c", "adherence", "At what temperature does water freeze in Celsius?", ["0", "zero"], 11)
-    add("months_list", "adherence", "List the months of the year.", [], 5, require=["January", "June", "December"])
-    add("long_ctx_capital", "adherence", PREAMBLES[0] + " " + PREAMBLES[6] + " " + PREAMBLES[11] +
-        " What is the capital of Japan?", ["Tokyo"], 13)
-    add("think_capital", "thinking", "What is the capital of Germany?", ["Berlin"], 18, think=True)
-    add("think_add", "thinking", "What is 45 plus 38?", ["83"], 26, think=True)
-    add("tool_multiply", "tool", "What is 347 times 29?", ["10063"], 12, tools=[CALC_TOOL],
-        call={"name": "calculator", "arguments": {"expression": "347*29"}}, tool_response="10063",
-        response_raw=render_response("10063"))
-    add("count_to_40", "multiblock", "Count from 1 to 40.", [], 23, require=["1", "20", "39", "40"], min_tokens=33)
-    add("table_of_7", "multiblock", "Write the multiplication table of 7.", [], 12,
-        require=["7 x 1 = 7", "7 x 10 = 70"], min_tokens=33)
-    add("sky_blue", "convergence", "Why is the sky blue?", [], 7, min_tokens=33)
-    add("fortune", "convergence", "Tell me my fortune.", [], 36)
-    add("hello", "convergence", "Hello!", ["hello"], 7)
-    return P
-
-
 # ---------------------------------------------------------------------------------------------------- main
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", help="directory for chat.jsonl and chat.txt")
-    ap.add_argument("--count", type=int, default=16000, help="number of conversations")
+    ap.add_argument("--out", required=True, help="directory for chat.jsonl and chat.txt")
+    ap.add_argument("--count", type=int, default=32000, help="number of conversations")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--battery", help="also write the smoketest battery (JSON) here")
     args = ap.parse_args()
-    if not args.out and not args.battery:
-        ap.error("nothing to do: give --out and/or --battery")
-    if args.battery:
-        doc = dict(version=1, seed=7, sampler="contract", canvas_length=32, max_new_tokens=160,
-                   note="schema and calibration: docs/TRAINING.md", prompts=battery())
-        os.makedirs(os.path.dirname(os.path.abspath(args.battery)), exist_ok=True)
-        with open(args.battery, "w", encoding="utf-8", newline="\n") as f:
-            json.dump(doc, f, ensure_ascii=False, indent=1)
-            f.write("\n")
-        print(f"make_train_data: wrote {args.battery}: {len(doc['prompts'])} prompts", file=sys.stderr)
-    if not args.out:
-        return
     rng = random.Random(args.seed)
     fortunes = load_fortunes()
     convs = [make_conversation(rng, fortunes) for _ in range(args.count)]

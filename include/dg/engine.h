@@ -26,6 +26,7 @@ struct EngineOptions {
   int threads = 0;              // 0: all hardware threads
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
+  int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
 };
 
 class Engine {

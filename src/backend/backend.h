@@ -79,16 +79,33 @@ class Backend {
   virtual std::string device_name() const { return "cpu"; }
   virtual size_t peak_memory() const { return 0; }  // bytes of device memory held at the high-water mark
 
+  // Graphs: the ops issued between capture_begin() and capture_end() are recorded, not run; launch_captured()
+  // replays the last capture (CUDA graphs). Inputs that change between replays must live in buffers filled
+  // outside the capture (ids_into). Backends without graphs answer can_capture() false.
+  virtual bool can_capture() const { return false; }
+  virtual void capture_begin() { fail_no_graphs(); }
+  virtual void capture_end() { fail_no_graphs(); }
+  virtual void launch_captured() { fail_no_graphs(); }
+  // Copies host ids into an existing ids tensor (same length) of this backend.
+  virtual void ids_into(std::span<const int32_t> ids, Tensor& dst) { dst = this->ids(ids); }
+
   // Sets where and how a KV cache for `context` tokens is stored on this backend.
   virtual void configure_kv(KvOptions& o, int64_t context) = 0;
   // Waits for all queued work (timing, before reading results outside the backend).
   virtual void synchronize() = 0;
+
+ private:
+  [[noreturn]] void fail_no_graphs() const;
 };
 
 // Kernel choices of the CUDA backend (benchmarks compare them; the defaults are the measured winners).
 struct CudaKernels {
-  std::string attention = "gemm";  // gemm: gathered keys + cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
-  std::string moe = "cublas";      // cublas: cublasGemmGroupedBatchedEx | wmma: our grouped kernel (slower, NEGATIVE.md)
+  // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
+  // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
+  std::string attention = "flash";
+  // stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync
+  // per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
+  std::string moe = "stream";
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

@@ -24,6 +24,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--kv-precision", o.kv_precision, "KV cache storage: f32 | f16 | bf16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -34,6 +37,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.threads = o.threads;
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
+  e.prefill_chunk = o.prefill_chunk;
   return e;
 }
 
@@ -46,12 +50,13 @@ int run(int argc, char** argv) {
   register_info(app);
   register_tokenize(app);
   register_bench(app);
+  register_smoketest(app);
   register_quantize(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, quantize; see --help)\n", argv[1]);
+      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize; see --help)\n", argv[1]);
       return 2;
     }
   }
@@ -66,6 +71,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const CommandExit& e) {
+    std::fflush(stdout);
+    return e.code;
   } catch (const Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "diffgemma: error: {}\n", e.what());

@@ -20,15 +20,22 @@ struct ModelOptions {
   int threads = 0;
   std::string precision = "f32";
   std::string kv_precision = "f32";
+  int64_t prefill_chunk = 4096;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);
+
+// Thrown by a subcommand that ran to the end but must exit non-zero (smoketest: a prompt failed).
+struct CommandExit {
+  int code = 0;
+};
 
 void register_ask(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_smoketest(CLI::App& app);
 void register_quantize(CLI::App& app);
 
 }  // namespace dg::cli

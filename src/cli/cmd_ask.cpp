@@ -164,7 +164,8 @@ void run_ask(const AskOptions& o) {
     j["seed"] = opt.seed;
     for (const BlockInfo& b : res.blocks)
       j["blocks"].push_back({{"steps", b.steps}, {"stop", stop_rule_name(b.stop)}, {"kept", b.kept},
-                             {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed}});
+                             {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed},
+                             {"pad_gated", b.pad_gated}});
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
 }

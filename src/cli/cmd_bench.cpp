@@ -27,6 +27,8 @@ struct BenchOptions {
   std::vector<int> prefill{512, 4096};
   std::vector<int> context{1024};
   int denoise_steps = 8;   // timed denoise forwards per context
+  int64_t prefill_chunk = 4096;
+  bool graphs = false;     // replay denoise steps through CUDA graphs
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
   bool skip_generate = false;
@@ -100,7 +102,8 @@ void run_bench(const BenchOptions& o) {
     be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
     w = be->upload(ck->weights);
   }
-  const Model model(cfg, w, *be);
+  Model model(cfg, w, *be);
+  model.set_prefill_chunk(o.prefill_chunk);
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
   for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
@@ -111,7 +114,8 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe}});
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
 
   for (int P : o.prefill) {
@@ -131,15 +135,18 @@ void run_bench(const BenchOptions& o) {
     KvCache kv = new_cache();
     model.encode(kv, random_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
+    d.set_graphs(o.graphs);
     const auto canvas = random_ids(cfg.canvas, cfg.vocab, o.seed + 9);
     std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
-    d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up
+    d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up (and the graph capture)
+    d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
     be->synchronize();
     const double t0 = now_s();
     for (int i = 0; i < o.denoise_steps; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
     be->synchronize();
     const double ms = (now_s() - t0) * 1000.0 / o.denoise_steps;
-    be->set_profiling(true);
+    be->set_profiling(true);  // stage times need the ops issued one by one
+    d.set_graphs(false);
     for (int i = 0; i < 2; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
     be->stage("end");
     nlohmann::json stages = stage_json(*be, 0.5);
@@ -171,6 +178,7 @@ void run_bench(const BenchOptions& o) {
       if (first_block < 0) first_block = now_s() - t0;
     };
     ModelDenoiser d(model);
+    d.set_graphs(o.graphs);
     const GenerateResult r = generate(d, kv, prompt, so, &ev);
     be->synchronize();
     const double total = now_s() - t0;
@@ -211,6 +219,10 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill, denoise steps and generation throughput");
   cmd->add_option("-m,--model", o->model, "checkpoint directory (default: the 26B-A4B shape with random weights)");
   cmd->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--graphs", o->graphs, "replay denoise steps through CUDA graphs (needs a MoE kernel other than cublas)");
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
   cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")->capture_default_str();
   cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")->capture_default_str();
@@ -222,11 +234,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
-  cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: gemm | warp")
-      ->check(CLI::IsMember({"gemm", "warp"}))
+  cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
+      ->check(CLI::IsMember({"flash", "gemm", "warp"}))
       ->capture_default_str();
-  cmd->add_option("--moe", o->kernels.moe, "CUDA MoE expert GEMMs: cublas (grouped GEMM) | wmma (ours)")
-      ->check(CLI::IsMember({"wmma", "cublas"}))
+  cmd->add_option("--moe", o->kernels.moe,
+                  "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
+                  "wmma (ours, fragments from global memory)")
+      ->check(CLI::IsMember({"cublas", "stream", "wmma"}))
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");

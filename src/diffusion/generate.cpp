@@ -14,6 +14,7 @@ struct BlockRun {
   std::vector<float> p_max;
   int steps = 0;
   StopRule stop = StopRule::kNone;
+  int pad_gated = 0;
 };
 
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
@@ -66,6 +67,7 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
     if (rule != StopRule::kNone) break;
   }
   run.argmax = argmax;
+  run.pad_gated = stopper.pad_gated();
   run.p_max.resize(static_cast<size_t>(len));
   for (int r = 0; r < len; ++r) run.p_max[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].p_max;
   return run;
@@ -80,8 +82,27 @@ void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, 
   if (kind == ScKind::kLogits)
     DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
-  m_.denoise(kv, canvas, ScInput{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff}, logits_);
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
+  const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
+  if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
+    m_.check_ids(canvas, "canvas");
+    if (ids_.empty() || ids_.numel() != rows) {
+      ids_ = be.ids(canvas);
+      captured_ = GraphKey{};
+    } else {
+      be.ids_into(canvas, ids_);
+    }
+    const GraphKey key{&kv, kv.len(), rows, sparse_cutoff};
+    if (!(key == captured_)) {
+      be.capture_begin();
+      m_.denoise_ids(kv, ids_, sc, logits_);
+      be.capture_end();
+      captured_ = key;
+    }
+    be.launch_captured();
+  } else {
+    m_.denoise(kv, canvas, sc, logits_);
+  }
   be.stage("sampler");
   be.row_stats(logits_, temperature, tempered_, stats);
   be.stage("host");
@@ -147,6 +168,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     info.canvas = len;
     info.steps = run.steps;
     info.stop = run.stop;
+    info.pad_gated = run.pad_gated;
     info.kept = confidence_trim(run.argmax, run.p_max, opt);
     info.trimmed = info.kept < len;
     res.forwards += info.forwards;

@@ -33,6 +33,7 @@ struct BlockInfo {
   int rerolls = 0;
   int kept = 0;         // tokens committed (canvas minus a confidence trim)
   bool trimmed = false;
+  int pad_gated = 0;    // steps of the committed attempt at which the pad gate held an all-pad canvas
 };
 
 // What one denoise step saw and decided (valid during the callback).
@@ -85,9 +86,21 @@ class ModelDenoiser final : public Denoiser {
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;
+  // Replays steps after a block's first through a captured graph where the backend can (CUDA): one capture per
+  // block (the cache length is baked in), the ids refreshed outside it; the sampler statistics run after it.
+  void set_graphs(bool on) { graphs_ = on; }
 
  private:
+  struct GraphKey {
+    const KvCache* kv = nullptr;
+    int64_t len = -1, rows = 0;
+    float cutoff = 0;
+    bool operator==(const GraphKey&) const = default;
+  };
   const Model& m_;
+  bool graphs_ = false;
+  GraphKey captured_;
+  Tensor ids_;       // [rows] canvas ids for graph replays
   Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits
   Tensor tempered_;  // [rows, vocab]: logits / T in the activation storage, self-conditioning the next step
   float temperature_ = 1.0f;

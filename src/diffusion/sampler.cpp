@@ -60,8 +60,10 @@ StopRule StopState::update(std::span<const int32_t> argmax, std::span<const uint
   prev_accept_.assign(accept.begin(), accept.end());
 
   if (opt_.profile == SamplerProfile::kContract && opt_.pad_gate && opt_.pad_id >= 0 &&
-      std::all_of(argmax.begin(), argmax.end(), [&](int32_t t) { return t == opt_.pad_id; }))
+      std::all_of(argmax.begin(), argmax.end(), [&](int32_t t) { return t == opt_.pad_id; })) {
+    ++pad_gated_;
     return StopRule::kNone;  // an all-pad canvas is a degenerate forward, never a converged answer
+  }
   if (stable && mean_entropy < opt_.confidence_threshold) return StopRule::kConfident;
   if (opt_.profile != SamplerProfile::kContract) return StopRule::kNone;
   if (opt_.plateau_steps > 0 && plateau_run_ >= opt_.plateau_steps && mean_entropy < opt_.plateau_mean_entropy)

@@ -31,6 +31,7 @@ class StopState {
   // Decides after a step; step_index counts executed steps of this block from 1.
   StopRule update(std::span<const int32_t> argmax, std::span<const uint8_t> accept, double mean_entropy,
                   int step_index);
+  int pad_gated() const { return pad_gated_; }  // steps at which the pad gate held an all-pad canvas
 
  private:
   const SamplerOptions& opt_;
@@ -38,6 +39,7 @@ class StopState {
   size_t next_ = 0;
   std::vector<uint8_t> prev_accept_;
   int plateau_run_ = 0;
+  int pad_gated_ = 0;
 };
 
 }  // namespace dg

@@ -21,6 +21,7 @@ Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), op
   be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
   weights_ = be_->upload(ck_.weights);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
+  model_->set_prefill_chunk(opt.prefill_chunk);
 }
 
 const Tokenizer& Engine::tokenizer() const {

@@ -75,7 +75,9 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   be_.rope(qn, pos0, inv_freq);
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
+  be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
   be_.attention(qn, pos0, kv, l, cache_from, len, kn, vn, pos0, causal, spec.sliding && causal ? cfg_.window : 0, o);
+  be_.stage("attention");
   if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
   Tensor attn = be_.alloc(Shape{rows, hidden});
   be_.linear(o, w.o, attn);
@@ -120,9 +122,25 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   return out;
 }
 
+void Model::set_prefill_chunk(int64_t tokens) {
+  DG_CHECK(tokens > 0, "the prefill chunk must be at least 1 token (got {})", tokens);
+  prefill_chunk_ = tokens;
+}
+
 void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   if (ids.empty()) return;
   check_ids(ids, "prompt");
+  const auto n = static_cast<int64_t>(ids.size());
+  if (trace != nullptr || n <= prefill_chunk_) {
+    encode_chunk(kv, ids, trace);
+    return;
+  }
+  for (int64_t at = 0; at < n; at += prefill_chunk_)
+    encode_chunk(kv, ids.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(prefill_chunk_, n - at))),
+                 nullptr);
+}
+
+void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   const int64_t rows = static_cast<int64_t>(ids.size());
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
   std::vector<int32_t> text(ids.begin(), ids.end());
@@ -143,12 +161,18 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
 
 void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
                     const ForwardTrace* trace) const {
-  const int64_t rows = static_cast<int64_t>(canvas.size());
-  DG_CHECK(rows > 0, "denoise: empty canvas");
+  DG_CHECK(!canvas.empty(), "denoise: empty canvas");
   check_ids(canvas, "canvas");
+  denoise_ids(kv, be_.ids(canvas), sc, logits, trace);
+}
+
+void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                        const ForwardTrace* trace) const {
+  const int64_t rows = ids.numel();
+  DG_CHECK(rows > 0, "denoise: empty canvas");
   be_.stage("embed");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
-  be_.embed(be_.ids(canvas), w_.embed, e);
+  be_.embed(ids, w_.embed, e);
   emit(trace, "dec.embed", e);
 
   // Self-conditioning before layer 0: x0 = rmsnorm_noscale(e + mlp(pre_norm(soft))). A zero soft signal makes

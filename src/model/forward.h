@@ -38,12 +38,22 @@ class Model {
   Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be);
 
   // Encodes ids at positions kv.len()... (causal; sliding layers see the last window tokens), appending their
-  // K/V to the cache. The last layer computes only what the cache needs unless a trace is attached.
+  // K/V to the cache. The last layer computes only what the cache needs unless a trace is attached. Prompts
+  // longer than the prefill chunk run as consecutive chunks (same result: each chunk attends to the cached ones),
+  // which bounds activation memory for long prompts; a traced encode runs in one piece.
   void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr) const;
+  void set_prefill_chunk(int64_t tokens);  // > 0
+  int64_t prefill_chunk() const { return prefill_chunk_; }
 
   // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
                const ForwardTrace* trace = nullptr) const;
+
+  // The same with the canvas ids already in a backend tensor (graph replays refill it between steps).
+  void denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                   const ForwardTrace* trace = nullptr) const;
+  // Throws dg::Error naming the first id outside the vocabulary.
+  void check_ids(std::span<const int32_t> ids, const char* what) const;
 
   // One decoder layer on h [canvas, hidden] at positions kv.len()... (for per-layer parity tests and tools).
   Tensor decoder_layer(int l, const Tensor& h, const KvCache& kv, const ForwardTrace* trace = nullptr) const {
@@ -59,12 +69,13 @@ class Model {
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
 
-  void check_ids(std::span<const int32_t> ids, const char* what) const;
+  void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
 
   const ModelConfig& cfg_;
   const ModelWeights& w_;
   Backend& be_;
   std::vector<std::vector<float>> inv_freq_;  // per layer, [head_dim / 2]
+  int64_t prefill_chunk_ = 4096;
 };
 
 }  // namespace dg

@@ -2,6 +2,7 @@
 // restores the KV cache byte for byte and regenerates the same tokens.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "diffusion/generate.h"
 #include "model/model_harness.h"
 #include "support/compare.h"
@@ -21,6 +22,26 @@ TEST(ChunkedPrefill, ChunksGiveTheSameCacheAndLogitsAsOnePass) {
   e.model->encode(parts, p.subspan(0, 3));
   e.model->encode(parts, p.subspan(3, 9));
   e.model->encode(parts, p.subspan(12));
+  ASSERT_EQ(one.len(), parts.len());
+  const int64_t C = static_cast<int64_t>(canvas.size());
+  Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});
+  e.model->denoise(one, canvas, ScInput{ScKind::kZero}, a);
+  e.model->denoise(parts, canvas, ScInput{ScKind::kZero}, b);
+  const Diff d = compare({a.f32(), static_cast<size_t>(a.numel())}, {b.f32(), static_cast<size_t>(b.numel())});
+  EXPECT_LE(d.max_abs, 1e-4) << d.str();
+}
+
+TEST(ChunkedPrefill, TheModelsPrefillChunkSplitsLongPromptsWithTheSameResult) {
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  Engine e(fx.ckpt_dir);
+  const auto prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  KvCache one = e.new_cache(), parts = e.new_cache();
+  e.model->encode(one, prompt);
+  EXPECT_THROW(e.model->set_prefill_chunk(0), Error);
+  e.model->set_prefill_chunk(5);  // crosses the 8-token window and leaves a short last chunk
+  e.model->encode(parts, prompt);
+  e.model->set_prefill_chunk(4096);
   ASSERT_EQ(one.len(), parts.len());
   const int64_t C = static_cast<int64_t>(canvas.size());
   Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});

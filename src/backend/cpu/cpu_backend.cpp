@@ -139,6 +139,10 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+void Backend::fail_no_graphs() const {
+  fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
+}
+
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device,

@@ -54,10 +54,10 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(float eps, int device, const CudaKernels& kernels)
       : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
-    DG_CHECK(kernels.attention == "gemm" || kernels.attention == "warp",
-             "unknown attention kernel '{}': expected gemm or warp", kernels.attention);
-    DG_CHECK(kernels.moe == "wmma" || kernels.moe == "cublas", "unknown MoE kernel '{}': expected wmma or cublas",
-             kernels.moe);
+    DG_CHECK(kernels.attention == "flash" || kernels.attention == "gemm" || kernels.attention == "warp",
+             "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
+    DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma",
+             "unknown MoE kernel '{}': expected stream, cublas or wmma", kernels.moe);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
@@ -70,11 +70,19 @@ class CudaBackend final : public Backend {
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
     check(cublasCreate(&blas_), "cublasCreate");
     check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    // A fixed cuBLAS workspace: no allocation inside a graph capture.
+    check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
+    check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
+    check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     inv_freq_.clear();
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    if (ids_staging_ != nullptr) cudaFreeHost(ids_staging_);
+    cudaEventDestroy(ids_done_);
     cublasDestroy(blas_);
+    cudaFree(blas_ws_);
   }
   std::string name() const override { return "cuda"; }
   Precision precision() const override { return Precision{Storage::kBF16, Storage::kF16}; }
@@ -144,6 +152,52 @@ class CudaBackend final : public Backend {
       check(cudaMemcpyAsync(t.data, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice, stream_), "ids upload");
     return t;
   }
+  void ids_into(std::span<const int32_t> ids, Tensor& dst) override {
+    DG_CHECK(dst.dtype == DType::kI32 && dst.numel() == static_cast<int64_t>(ids.size()),
+             "ids_into: {} ids for a tensor of {}", ids.size(), dst.numel());
+    if (ids.empty()) return;
+    check(cudaEventSynchronize(ids_done_), "ids staging");  // the previous upload has left the staging buffer
+    if (ids_capacity_ < ids.size()) {
+      if (ids_staging_ != nullptr) check(cudaFreeHost(ids_staging_), "cudaFreeHost");
+      check(cudaMallocHost(&ids_staging_, ids.size() * 4), "cudaMallocHost");
+      ids_capacity_ = ids.size();
+    }
+    std::memcpy(ids_staging_, ids.data(), ids.size() * 4);
+    check(cudaMemcpyAsync(dst.data, ids_staging_, ids.size() * 4, cudaMemcpyHostToDevice, stream_), "ids upload");
+    check(cudaEventRecord(ids_done_, stream_), "cudaEventRecord");
+  }
+
+  // Graphs need every op of the step to be stream-ordered without host round trips: the cuBLAS grouped MoE
+  // reads its group sizes on the host, so it cannot be captured.
+  bool can_capture() const override { return kernels_.moe != "cublas"; }
+  void capture_begin() override {
+    DG_CHECK(can_capture(), "graph capture needs a MoE kernel without host synchronisation (not --moe {})",
+             kernels_.moe);
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    capturing_ = true;
+  }
+  void capture_end() override {
+    capturing_ = false;
+    cudaGraph_t g = nullptr;
+    check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
+    bool updated = false;
+    if (graph_exec_ != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      updated = cudaGraphExecUpdate(graph_exec_, g, &info) == cudaSuccess;
+      if (!updated) {
+        (void)cudaGetLastError();
+        check(cudaGraphExecDestroy(graph_exec_), "cudaGraphExecDestroy");
+        graph_exec_ = nullptr;
+      }
+    }
+    if (!updated) check(cudaGraphInstantiate(&graph_exec_, g, 0), "cudaGraphInstantiate");
+    check(cudaGraphDestroy(g), "cudaGraphDestroy");
+  }
+  void launch_captured() override {
+    DG_CHECK(graph_exec_ != nullptr, "launch_captured: nothing was captured");
+    check(cudaGraphLaunch(graph_exec_, stream_), "cudaGraphLaunch");
+  }
+
   void copy_to_host(const Tensor& t, float* dst) override {
     const size_t n = static_cast<size_t>(t.numel());
     if (t.dtype == DType::kF32) {
@@ -195,11 +249,22 @@ class CudaBackend final : public Backend {
                  Tensor& out) override {
     DG_CHECK(!kv.on_host(), "the CUDA backend needs a device KV cache (Engine::new_cache)");
     const CachedKv cached{kv.k(l).data, kv.v(l).data, kv.capacity(l), kv.sliding(l), cache_from, cache_to};
-    if (kernels_.attention == "gemm") {
+    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+    if (kernels_.attention == "flash" && attention_flash_supports(sh.head_dim)) {
+      const int64_t n_fresh = k_fresh.shape[0], fresh_elems = k_fresh.numel();
+      Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
+      if (fresh_elems > 0) {
+        check(convert_cuda(k_fresh.data, DType::kBF16, kf.data, DType::kF16, fresh_elems, stream_));
+        check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, fresh_elems, stream_));
+      }
+      check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, n_fresh, fresh_pos0, sh, causal,
+                                 window, out.data, stream_));
+      return;
+    }
+    if (kernels_.attention != "warp") {  // gemm, and flash for head dims it does not cover
       attention_gemm(q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
     }
-    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
                          sh, causal, window, out.data, stream_));
   }
@@ -225,24 +290,37 @@ class CudaBackend final : public Backend {
     Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
     check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
                          inv.as<int32_t>(), stream_));
-    Tensor xg = alloc(Shape{P + 16, H});
-    check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
-    Tensor gu = alloc(Shape{P + 16, two_ff});
-    Tensor act = alloc(Shape{P + 16, ff});
     Tensor y = alloc(Shape{P + 16, H});
-    if (kernels_.moe == "cublas") {
-      std::vector<int32_t> off(static_cast<size_t>(E + 1));
-      check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
-      check(cudaStreamSynchronize(stream_), "offsets sync");
-      grouped_gemm_cublas(xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
-      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-      grouped_gemm_cublas(act.data, ff, w.experts_down.data, H, off, y.data);
+    stage("moe_experts");
+    // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
+    // is); other shapes take the wmma kernel, also free of host synchronisation.
+    if (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0) {  // gathers z's rows itself
+      Tensor act = alloc(Shape{P, ff});
+      check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
+                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
+      check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+                                 offsets.as<int32_t>(), y.data, stream_));
     } else {
-      check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
-                                  stream_));
-      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-      check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data, stream_));
+      Tensor xg = alloc(Shape{P + 16, H});
+      check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
+      Tensor gu = alloc(Shape{P + 16, two_ff});
+      Tensor act = alloc(Shape{P + 16, ff});
+      if (kernels_.moe == "cublas") {
+        std::vector<int32_t> off(static_cast<size_t>(E + 1));
+        check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
+        check(cudaStreamSynchronize(stream_), "offsets sync");
+        grouped_gemm_cublas(xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
+        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
+        grouped_gemm_cublas(act.data, ff, w.experts_down.data, H, off, y.data);
+      } else {
+        check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
+                                    stream_));
+        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
+        check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data,
+                                    stream_));
+      }
     }
+    stage("moe");
     check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, stream_));
   }
 
@@ -304,7 +382,7 @@ class CudaBackend final : public Backend {
     marks_.clear();
   }
   void stage(const char* name) override {
-    if (!profiling_) return;
+    if (!profiling_ || capturing_) return;
     cudaEvent_t e;
     check(cudaEventCreate(&e), "cudaEventCreate");
     check(cudaEventRecord(e, stream_), "cudaEventRecord");
@@ -440,6 +518,7 @@ class CudaBackend final : public Backend {
   const float* device_inv_freq(const std::vector<float>& f) {
     auto it = inv_freq_.find(f.data());
     if (it == inv_freq_.end()) {
+      DG_CHECK(!capturing_, "rotary frequencies must be on the device before a graph capture (run one step first)");
       Tensor t = device(DType::kF32, Shape{static_cast<int64_t>(f.size())});
       check(cudaMemcpyAsync(t.data, f.data(), f.size() * 4, cudaMemcpyHostToDevice, stream_), "inv_freq upload");
       it = inv_freq_.emplace(f.data(), std::move(t)).first;
@@ -455,6 +534,13 @@ class CudaBackend final : public Backend {
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
   bool profiling_ = false;
   std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  static constexpr size_t kBlasWorkspace = size_t{32} << 20;
+  void* blas_ws_ = nullptr;
+  bool capturing_ = false;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
+  size_t ids_capacity_ = 0;
+  cudaEvent_t ids_done_ = nullptr;
 };
 
 }  // namespace

@@ -7,15 +7,10 @@ namespace {
 
 using cuda::bf16;
 
-__device__ __forceinline__ float gelu_tanh_dev(float x) {
-  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
-}
-
 __global__ void gelu_mul_kernel(const bf16* gate, const bf16* up, bf16* out, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float g = cuda::rbf(gelu_tanh_dev(__bfloat162float(gate[i])));
+  const float g = cuda::rbf(cuda::gelu_tanh(__bfloat162float(gate[i])));
   out[i] = __float2bfloat16_rn(g * __bfloat162float(up[i]));
 }
 
@@ -23,7 +18,7 @@ __global__ void gelu_mul_split_kernel(const bf16* gu, int64_t ff, bf16* out, int
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int64_t r = i / ff, f = i % ff;
-  const float g = cuda::rbf(gelu_tanh_dev(__bfloat162float(gu[r * 2 * ff + f])));
+  const float g = cuda::rbf(cuda::gelu_tanh(__bfloat162float(gu[r * 2 * ff + f])));
   out[i] = __float2bfloat16_rn(g * __bfloat162float(gu[r * 2 * ff + ff + f]));
 }
 

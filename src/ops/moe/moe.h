@@ -52,6 +52,19 @@ Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int to
 // x must have 16 spare rows after `pairs` (tile reads past the end are discarded).
 Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N, int64_t n_exp, const int32_t* offsets,
                              void* y, cudaStream_t s);
+// The streaming grouped GEMM (moe_stream.cu, design in docs/CUDA.md): y[i, n] = bf16(sum_k x[src(i), k] W[e, n, k])
+// for each expert's sorted rows i in [offsets[e], offsets[e+1]), src(i) = x_rows ? x_rows[i] / x_rows_div : i (so
+// x_rows = perm, x_rows_div = top_k gathers the routed rows on the fly). W: [n_exp, N, K] in `w_dtype` (bf16 for
+// now). Reads the offsets on the device only (no host synchronisation); each expert's weights are read once per
+// 64 of its rows. Needs K % 8 == 0 and 16-byte aligned x and W; y: [pairs, N], no spare rows.
+Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
+                            DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s);
+// The same product with gate_up [n_exp, 2*ff, K] (gate rows first) and the gated GELU in the epilogue:
+// out[i, j] = bf16(bf16(gelu_tanh(g)) * u) with g, u the bf16-rounded products with rows j and ff + j, i.e.
+// gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].
+Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
+                               DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
+                               cudaStream_t s);
 // out[r, c] = bf16(sum_k weight[r, k] * y[inv[r * top_k + k], c]), summed in rank order.
 Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
                         void* out, cudaStream_t s);

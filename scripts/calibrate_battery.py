@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Measures the smoketest battery's model-dependent values on a model and rewrites the battery.
+
+    python3 scripts/calibrate_battery.py --model models/dg-tiny [--cli build/cpu/diffgemma]
+
+Runs `diffgemma smoketest --json` once per sampler profile (contract, reference) on the CPU at the battery's
+seed, then writes tests/fixtures/smoketest/calibration.json: for each prompt `max_steps` = the most denoising
+steps any of its blocks took in either profile, plus 2 (the original engine's rule: budgets are the actuals of
+the gate run plus 2), and `known_fail` = the profiles whose answer was wrong (a step budget is never a reason,
+it is being set). Then scripts/make_battery.py rewrites battery.json and both profiles are run once more: they
+must pass (known failures excepted). A prompt whose rendered text differs from the engine's is a bug, never a
+known failure: calibration stops. Standard library only.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "smoketest")
+PROFILES = ("contract", "reference")
+
+
+def smoketest(cli, model, battery, profile, extra=()):
+    cmd = [cli, "smoketest", "-m", model, "--battery", battery, "--sampler", profile, "--json", "-q", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode not in (0, 4):
+        sys.exit(f"calibrate_battery: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
+    return json.loads(r.stdout), r.returncode
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="model directory (the embedded model)")
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "cpu", "diffgemma"))
+    ap.add_argument("--describe", default="", help="what the model is, for calibration.json's `model` field")
+    ap.add_argument("--summary", help="also write the final runs' results and sampler statistics (JSON) here")
+    args = ap.parse_args()
+    battery = os.path.join(FIXTURES, "battery.json")
+    cal_path = os.path.join(FIXTURES, "calibration.json")
+    with open(cal_path, encoding="utf-8") as f:
+        cal = json.load(f)
+    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+        canvas = json.load(f)["canvas_length"]
+
+    steps, known = {}, {}
+    for profile in PROFILES:
+        res, _ = smoketest(args.cli, args.model, battery, profile)
+        for p in res["prompts"]:
+            bad = [w for w in p["failures"] if not w.startswith("steps:")]
+            if any(w.startswith("render:") for w in bad):
+                sys.exit(f"calibrate_battery: {p['name']}: {bad} — the battery's text is not what the engine "
+                         "renders; fix that first")
+            most = max((s for r in p["rounds"] for s in r["steps"]), default=0)
+            steps[p["name"]] = max(steps.get(p["name"], 0), most)
+            if bad:
+                known.setdefault(p["name"], []).append(profile)
+            print(f"  {profile:<9} {p['name']:<18} steps {most:>2} {'FAIL ' + '; '.join(bad) if bad else 'ok'}")
+
+    cal.update(model=args.describe or os.path.abspath(args.model), seed=res["seed"], canvas_length=canvas,
+               max_steps={k: v + 2 for k, v in steps.items()}, known_fail={k: sorted(v) for k, v in known.items()})
+    cal["note"] = ("Written by scripts/calibrate_battery.py: max_steps = the most denoising steps any block of the "
+                   "prompt took with the model below at the seed, over both sampler profiles, plus 2; known_fail = "
+                   "the profiles in which that model gets the prompt wrong.")
+    with open(cal_path, "w", encoding="utf-8", newline="\n") as f:
+        json.dump(cal, f, indent=1)
+        f.write("\n")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_battery.py")], check=True)
+
+    ok, summary = True, {}
+    for profile in PROFILES:
+        res, code = smoketest(args.cli, args.model, battery, profile)
+        print(f"calibrate_battery: {profile}: passed {res['passed']}/{res['total']}, known failures "
+              f"{res['known_failures']}, unexpected {res['unexpected_failures']}")
+        ok = ok and code == 0
+        summary[profile] = {k: res[k] for k in ("seed", "passed", "total", "known_failures", "stats")}
+    if args.summary:
+        with open(args.summary, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+    if not ok:
+        sys.exit("calibrate_battery: the recalibrated battery does not pass: the runs are not deterministic?")
+
+
+if __name__ == "__main__":
+    main()

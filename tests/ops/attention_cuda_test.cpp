@@ -1,0 +1,134 @@
+// The CUDA attention kernels (flash, and the gemm/warp paths through the backend-level launchers) against the CPU
+// reference on the same rounded inputs: canvas attention over a ring cache plus bidirectional fresh rows, causal
+// prefill with a sliding window over a cache and fresh rows, and the real head shapes (256 x 8 KV heads, 512 x 2).
+// Skipped with a message when no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/dtype.h"
+#include "diffusion/rng.h"
+#include "ops/attention/attention.h"
+#include "support/compare.h"
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dg {
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t heads, kv_heads, dim;
+  int64_t rows, n_fresh;  // query rows are the fresh rows' positions when causal
+  int64_t cap, from, to;  // cached positions [from, to) in a cache of `cap` slots
+  bool ring, causal;
+  int64_t window;
+};
+
+const Case kCases[] = {
+    {"canvas tiny", 4, 2, 16, 20, 20, 64, 0, 37, false, false, 0},
+    {"canvas ring d64", 4, 2, 64, 70, 70, 32, 90, 121, true, false, 0},
+    {"prefill window d32", 4, 2, 32, 150, 150, 0, 0, 0, false, true, 40},
+    {"chunked prefill ring d128", 8, 2, 128, 100, 100, 48, 53, 100, true, true, 48},
+    {"canvas real sliding", 16, 8, 256, 256, 256, 1023, 1000, 2023, true, false, 0},
+    {"canvas real full", 16, 2, 512, 256, 256, 1400, 0, 1100, false, false, 0},
+    {"prefill real full", 16, 2, 512, 300, 300, 0, 0, 0, false, true, 0},
+};
+
+std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
+  Lcg rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * static_cast<float>(rng.uniform() * 2 - 1);
+  return v;
+}
+
+template <typename F>
+std::vector<uint16_t> encode(const std::vector<float>& v, F f) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f(v[i]);
+  return out;
+}
+
+void* upload(const std::vector<uint16_t>& v) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(v.size(), 8) * 2), cudaSuccess);
+  cudaMemcpy(p, v.data(), v.size() * 2, cudaMemcpyHostToDevice);
+  return p;
+}
+
+TEST(AttentionFlashCuda, MatchesTheCpuReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
+  for (const Case& c : kCases) {
+    const int64_t row = c.kv_heads * c.dim, n_cached = c.to - c.from;
+    // Q, fresh K/V bf16-representable; the cache f16-representable; the CPU sees exactly the GPU's inputs.
+    auto q = uniform(static_cast<size_t>(c.rows * c.heads * c.dim), 11, 2.0f);
+    auto kf = uniform(static_cast<size_t>(c.n_fresh * row), 12, 1.5f);
+    auto vf = uniform(static_cast<size_t>(c.n_fresh * row), 13, 1.0f);
+    auto cache_k = uniform(static_cast<size_t>(std::max<int64_t>(c.cap, 1) * row), 14, 1.5f);
+    auto cache_v = uniform(static_cast<size_t>(std::max<int64_t>(c.cap, 1) * row), 15, 1.0f);
+    for (float& x : q) x = round_bf16(x);
+    for (float& x : kf) x = round_f16(round_bf16(x));
+    for (float& x : vf) x = round_f16(round_bf16(x));
+    for (float& x : cache_k) x = round_f16(x);
+    for (float& x : cache_v) x = round_f16(x);
+
+    std::vector<float> ck(static_cast<size_t>(n_cached * row)), cv(ck.size());
+    for (int64_t p = c.from; p < c.to; ++p) {
+      const int64_t slot = c.ring ? p % c.cap : p;
+      for (int64_t e = 0; e < row; ++e) {
+        ck[static_cast<size_t>((p - c.from) * row + e)] = cache_k[static_cast<size_t>(slot * row + e)];
+        cv[static_cast<size_t>((p - c.from) * row + e)] = cache_v[static_cast<size_t>(slot * row + e)];
+      }
+    }
+    const int64_t pos0 = c.to;  // fresh rows (and the queries) follow the cache
+    std::vector<float> want(static_cast<size_t>(c.rows * c.heads * c.dim));
+    const AttnShape shape{c.heads, c.kv_heads, c.dim};
+    attention_cpu(q.data(), c.rows, pos0, AttnKeys{ck.data(), cv.data(), c.from, n_cached},
+                  AttnKeys{kf.data(), vf.data(), pos0, c.n_fresh}, shape, c.causal, c.window, Storage::kF32,
+                  want.data());
+
+    void* dq = upload(encode(q, f32_to_bf16));
+    void* dkf = upload(encode(kf, f32_to_f16));
+    void* dvf = upload(encode(vf, f32_to_f16));
+    void* dck = upload(encode(cache_k, f32_to_f16));
+    void* dcv = upload(encode(cache_v, f32_to_f16));
+    void* dout = nullptr;
+    ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
+    const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
+    for (const int max_splits : {1, 16}) {  // one block per row tile, and keys split over blocks (canvas only)
+      const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
+                                            c.window, dout, nullptr, max_splits);
+      ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+      std::vector<uint16_t> raw(want.size());
+      cudaMemcpy(raw.data(), dout, raw.size() * 2, cudaMemcpyDeviceToHost);
+      std::vector<float> got(raw.size());
+      for (size_t i = 0; i < raw.size(); ++i) got[i] = bf16_to_f32(raw[i]);
+      // Output rounded to bf16 (2^-9 relative) and probabilities to f16 inside P V: a few bf16 ulps of |out| <= 1.
+      const test::Diff d = test::compare(got, want, 2e-2);
+      EXPECT_TRUE(d.finite) << c.name;
+      EXPECT_LE(d.max_abs, 2e-2) << c.name << " splits " << max_splits << " " << d.str();
+      EXPECT_GE(d.cosine, 0.99995) << c.name << " splits " << max_splits << " " << d.str();
+      std::printf("  %-28s splits<=%-2d max|d| %.2e cos %.7f\n", c.name, max_splits, d.max_abs, d.cosine);
+    }
+    for (void* p : {dq, dkf, dvf, dck, dcv, dout}) cudaFree(p);
+  }
+}
+
+TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
+  EXPECT_FALSE(attention_flash_supports(8));
+  EXPECT_FALSE(attention_flash_supports(96));
+  EXPECT_TRUE(attention_flash_supports(256));
+  const Status s = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{1, 1, 96}, true,
+                                        0, nullptr, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("gemm"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace dg
+#endif

@@ -1,0 +1,304 @@
+// The streaming MoE grouped GEMMs (src/ops/moe/moe_stream.cu) against f64 loops over the same bf16 inputs, and the
+// stream pipeline (group, gate_up + gated GELU, down, combine) against moe_experts_cpu. Skipped with a message when
+// no GPU is present. Shapes: odd (K 72, N 40, 5 experts; counts 0, 1, 64, 65, 150 around the 64-row pass), the
+// tiny models', all 2048 rows on one expert, and the full 26B-A4B expert shapes with 2048 randomly routed rows.
+#include <gtest/gtest.h>
+
+#if defined(DG_WITH_CUDA)
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <numeric>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/parallel.h"
+#include "diffusion/rng.h"
+#include "ops/glu/glu.h"
+#include "ops/moe/moe.h"
+#include "support/compare.h"
+
+namespace dg {
+namespace {
+
+std::vector<uint16_t> rand_bf16(size_t n, uint64_t seed, float scale) {
+  Lcg rng(seed);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = f32_to_bf16(scale * static_cast<float>(rng.uniform() * 2 - 1));
+  return v;
+}
+
+std::vector<float> to_f32(const std::vector<uint16_t>& v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_f32(v[i]);
+  return f;
+}
+
+// Device memory for one test; freed at scope exit.
+struct DeviceBuf {
+  void* p = nullptr;
+  explicit DeviceBuf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 16 : bytes), cudaSuccess); }
+  template <class T>
+  explicit DeviceBuf(const std::vector<T>& h) : DeviceBuf(h.size() * sizeof(T)) {
+    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+  template <class T> T* as() const { return static_cast<T*>(p); }
+  template <class T> std::vector<T> get(size_t n) const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// Pair ids p = row * top_k + rank grouped stably by expert, as moe_group_cuda lays them out.
+struct Routing {
+  std::vector<int32_t> idx;      // [rows * top_k] expert of each pair
+  std::vector<int32_t> offsets;  // [n_exp + 1]
+  std::vector<int32_t> perm;     // sorted position -> pair id
+  std::vector<int32_t> expert;   // sorted position -> expert
+};
+
+Routing group(std::vector<int32_t> idx, int64_t n_exp) {
+  Routing r;
+  r.idx = std::move(idx);
+  r.offsets.assign(static_cast<size_t>(n_exp + 1), 0);
+  for (int32_t e : r.idx) ++r.offsets[static_cast<size_t>(e + 1)];
+  std::partial_sum(r.offsets.begin(), r.offsets.end(), r.offsets.begin());
+  std::vector<int32_t> fill(r.offsets.begin(), r.offsets.end() - 1);
+  r.perm.resize(r.idx.size());
+  r.expert.resize(r.idx.size());
+  for (size_t p = 0; p < r.idx.size(); ++p) {
+    const int32_t pos = fill[static_cast<size_t>(r.idx[p])]++;
+    r.perm[static_cast<size_t>(pos)] = static_cast<int32_t>(p);
+    r.expert[static_cast<size_t>(pos)] = r.idx[p];
+  }
+  return r;
+}
+
+// Each of `rows` rows picks top_k distinct experts uniformly at random.
+Routing route_random(int64_t rows, int top_k, int64_t n_exp, uint64_t seed) {
+  Lcg rng(seed);
+  std::vector<int32_t> idx;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int32_t> picked;
+    while (static_cast<int>(picked.size()) < top_k) {
+      const int32_t e = rng.randint(n_exp);
+      if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
+    }
+    idx.insert(idx.end(), picked.begin(), picked.end());
+  }
+  return group(std::move(idx), n_exp);
+}
+
+// counts[e] pairs on expert e, pair ids shuffled over rows * top_k = sum(counts).
+Routing route_counts(const std::vector<int>& counts, uint64_t seed) {
+  std::vector<int32_t> idx;
+  for (size_t e = 0; e < counts.size(); ++e)
+    idx.insert(idx.end(), static_cast<size_t>(counts[e]), static_cast<int32_t>(e));
+  Lcg rng(seed);
+  for (size_t i = idx.size(); i > 1; --i)
+    std::swap(idx[i - 1], idx[static_cast<size_t>(rng.randint(static_cast<int64_t>(i)))]);
+  return group(std::move(idx), static_cast<int64_t>(counts.size()));
+}
+
+struct GemmCase {
+  const char* name;
+  int64_t K, N, n_exp;
+  std::vector<int> counts;  // pairs per expert (rows * top_k in total); empty: random routing of `rows` rows
+  int64_t rows;
+  int top_k;
+  bool gather;  // x has `rows` rows, read through perm / top_k; else x has one row per sorted position
+};
+
+// Per-element bounds, with S = sum_k |x_k w_k| (f64) of the output:
+// - plain: |got - want| <= 2^-8 |want| + 2^-14 S. bf16 rounding of the f32 result is <= 2^-9 relative; the f32
+//   (tensor-core) accumulation of up to 2816 products stays within 2^-14 S (a third of the K 2^-24 S worst case,
+//   ~20x the random-walk estimate).
+// - gated: g, u move by dg = 2^-14 S_g + 2^-7 |g| (accumulation, then at most one bf16 ulp where the rounding
+//   flips), the same for u; |gelu'| <= 1.13; each of gelu(g) and the product adds one bf16 ulp (2^-7 relative).
+double gated_bound(double g, double sg, double u, double su) {
+  const double dg = std::ldexp(sg, -14) + std::ldexp(std::fabs(g), -7);
+  const double du = std::ldexp(su, -14) + std::ldexp(std::fabs(u), -7);
+  const double ge = std::fabs(static_cast<double>(gelu_tanh(round_bf16(static_cast<float>(g)))));
+  return (1.13 * dg + std::ldexp(ge, -7)) * (std::fabs(u) + du) + (ge + 1.13 * dg) * du +
+         std::ldexp(ge * std::fabs(u), -6) + 1e-30;
+}
+
+struct Bounded {
+  int64_t bad = 0, first = -1;
+  double got = 0, want = 0, bound = 0;
+  void add(int64_t i, double g, double w, double b) {
+    if (std::fabs(g - w) <= b) return;  // NaN fails here too
+    if (bad++ > 0) return;
+    first = i;
+    got = g;
+    want = w;
+    bound = b;
+  }
+  std::string str() const {
+    return bad == 0 ? "all within bounds"
+                    : std::to_string(bad) + " outside bounds, first at " + std::to_string(first) + ": got " +
+                          std::to_string(got) + " want " + std::to_string(want) + " bound " + std::to_string(bound);
+  }
+};
+
+void run_gemm_case(const GemmCase& c) {
+  const Routing rt = c.counts.empty() ? route_random(c.rows, c.top_k, c.n_exp, 11) : route_counts(c.counts, 12);
+  const int64_t pairs = static_cast<int64_t>(rt.perm.size()), K = c.K, N = c.N, ff = N / 2;
+  const int64_t x_rows = c.gather ? (pairs + c.top_k - 1) / c.top_k : pairs;
+  const auto x = rand_bf16(static_cast<size_t>(x_rows * K), 21, 2.0f);
+  const auto W = rand_bf16(static_cast<size_t>(c.n_exp * N * K), 22, 0.1f);
+
+  // f64 reference over the same bf16 values: want[i, n] and S[i, n] for sorted position i.
+  std::vector<double> want(static_cast<size_t>(pairs * N)), asum(want.size());
+  parallel_for(pairs, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> xr(static_cast<size_t>(K));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t src = c.gather ? rt.perm[static_cast<size_t>(i)] / c.top_k : i;
+      for (int64_t k = 0; k < K; ++k) xr[static_cast<size_t>(k)] = bf16_to_f32(x[static_cast<size_t>(src * K + k)]);
+      const uint16_t* we = W.data() + rt.expert[static_cast<size_t>(i)] * N * K;
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = static_cast<double>(xr[static_cast<size_t>(k)]) * bf16_to_f32(we[n * K + k]);
+          s += t;
+          a += std::fabs(t);
+        }
+        want[static_cast<size_t>(i * N + n)] = s;
+        asum[static_cast<size_t>(i * N + n)] = a;
+      }
+    }
+  });
+
+  const DeviceBuf dx(x), dw(W), doff(rt.offsets), dperm(rt.perm);
+  const DeviceBuf dy(static_cast<size_t>(pairs * N) * 2), da(static_cast<size_t>(pairs * ff) * 2);
+  ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);  // NaN where never written
+  ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
+  const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
+  Status s = moe_stream_gemm_cuda(dx.p, map, c.top_k, K, dw.p, DType::kBF16, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                                  nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = moe_stream_gate_up_cuda(dx.p, map, c.top_k, K, dw.p, DType::kBF16, ff, c.n_exp, doff.as<int32_t>(), da.p,
+                              nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(pairs * N)));
+  Bounded plain;
+  for (size_t i = 0; i < y.size(); ++i)
+    plain.add(static_cast<int64_t>(i), y[i], want[i], std::ldexp(std::fabs(want[i]), -8) + std::ldexp(asum[i], -14));
+  const std::vector<float> act = to_f32(da.get<uint16_t>(static_cast<size_t>(pairs * ff)));
+  std::vector<float> act_want(act.size());
+  Bounded gated;
+  for (int64_t i = 0; i < pairs; ++i)
+    for (int64_t j = 0; j < ff; ++j) {
+      const size_t gi = static_cast<size_t>(i * N + j), ui = static_cast<size_t>(i * N + ff + j);
+      const float gv = round_bf16(static_cast<float>(want[gi])), uv = round_bf16(static_cast<float>(want[ui]));
+      const size_t o = static_cast<size_t>(i * ff + j);
+      act_want[o] = round_bf16(round_bf16(gelu_tanh(gv)) * uv);
+      gated.add(static_cast<int64_t>(o), act[o], act_want[o], gated_bound(want[gi], asum[gi], want[ui], asum[ui]));
+    }
+
+  const test::Diff dp = test::compare(y, std::vector<float>(want.begin(), want.end()));
+  const test::Diff dg = test::compare(act, act_want);
+  std::cout << "  " << c.name << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+            << "    gated " << dg.str() << "; " << gated.str() << "\n";
+  EXPECT_TRUE(dp.finite && dg.finite) << c.name;
+  EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();
+  EXPECT_EQ(gated.bad, 0) << c.name << " gated: " << gated.str();
+  EXPECT_GE(dp.cosine, 0.99999) << c.name;
+  EXPECT_GE(dg.cosine, 0.9999) << c.name;
+}
+
+bool have_gpu() { return cuda_device_count() > 0; }
+#define DG_NEED_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine"
+
+TEST(MoeStreamCuda, OddShapesAndPassBoundaries) {
+  DG_NEED_GPU();
+  // 150 rows take three passes (64, 64, 22); 64 and 65 sit on the pass boundary; K 72 ends mid-stage; N 40 and
+  // ff 20 are partial tiles with unaligned (scalar) stores.
+  run_gemm_case({"K72 N40 gather", 72, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true});
+  run_gemm_case({"K72 N40", 72, 40, 5, {64, 65, 0, 0, 16}, 0, 1, false});
+  run_gemm_case({"K8 N2 one row", 8, 2, 3, {0, 1, 0}, 0, 1, false});
+}
+
+TEST(MoeStreamCuda, TinyModelShapes) {
+  DG_NEED_GPU();
+  run_gemm_case({"tiny_a gate_up", 64, 64, 8, {}, 64, 2, true});
+  run_gemm_case({"tiny_a down", 32, 64, 8, {}, 64, 2, false});
+  run_gemm_case({"dg-tiny gate_up", 128, 128, 8, {}, 64, 2, true});
+  run_gemm_case({"dg-tiny down", 64, 128, 8, {}, 64, 2, false});
+}
+
+TEST(MoeStreamCuda, AllRowsOnOneExpert) {
+  DG_NEED_GPU();
+  run_gemm_case({"2048 rows on expert 2", 256, 192, 4, {0, 0, 2048, 0}, 0, 8, true});
+}
+
+TEST(MoeStreamCuda, FullShapeRandomRouting) {
+  DG_NEED_GPU();
+  run_gemm_case({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true});
+  run_gemm_case({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false});
+}
+
+// The pipeline as CudaBackend::moe runs it with --moe stream, against the composed CPU reference with bf16
+// storage. Bound (a priori): an f32 summation-order difference can flip a bf16 rounding of g, u, the activation or
+// an expert output by one ulp, which moves an output by a few bf16 ulps of its size: max_abs <= 2^-6 max|want|.
+void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k) {
+  const int64_t pairs = rows * top_k;
+  const Routing rt = route_random(rows, top_k, n_exp, 31);
+  const auto z = rand_bf16(static_cast<size_t>(rows * hidden), 32, 2.0f);
+  const auto gu = rand_bf16(static_cast<size_t>(n_exp * 2 * ff * hidden), 33, 0.1f);
+  const auto dn = rand_bf16(static_cast<size_t>(n_exp * hidden * ff), 34, 0.1f);
+  Lcg rng(35);
+  std::vector<float> wts(static_cast<size_t>(pairs));
+  for (float& w : wts) w = static_cast<float>(0.1 + rng.uniform());
+
+  std::vector<float> want(static_cast<size_t>(rows * hidden));
+  const std::vector<float> zf = to_f32(z);
+  moe_experts_cpu(zf.data(), rows, rt.idx.data(), wts.data(), top_k,
+                  host_view(gu.data(), DType::kBF16, Shape{n_exp, 2 * ff, hidden}),
+                  host_view(dn.data(), DType::kBF16, Shape{n_exp, hidden, ff}), Storage::kBF16, want.data());
+
+  const DeviceBuf dz(z), dgu(gu), ddn(dn), didx(rt.idx), dwts(wts);
+  const DeviceBuf counts(static_cast<size_t>(n_exp) * 4), offsets(static_cast<size_t>(n_exp + 1) * 4);
+  const DeviceBuf perm(static_cast<size_t>(pairs) * 4), inv(static_cast<size_t>(pairs) * 4);
+  const DeviceBuf act(static_cast<size_t>(pairs * ff) * 2), y(static_cast<size_t>(pairs * hidden) * 2);
+  const DeviceBuf out(static_cast<size_t>(rows * hidden) * 2);
+  Status s = moe_group_cuda(didx.as<int32_t>(), pairs, n_exp, counts.as<int32_t>(), offsets.as<int32_t>(),
+                            perm.as<int32_t>(), inv.as<int32_t>(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = moe_stream_gate_up_cuda(dz.p, perm.as<int32_t>(), top_k, hidden, dgu.p, DType::kBF16, ff, n_exp,
+                              offsets.as<int32_t>(), act.p, nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = moe_stream_gemm_cuda(act.p, nullptr, 1, ff, ddn.p, DType::kBF16, hidden, n_exp, offsets.as<int32_t>(), y.p,
+                           nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = moe_combine_cuda(y.p, inv.as<int32_t>(), dwts.as<float>(), rows, top_k, hidden, out.p, nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> got = to_f32(out.get<uint16_t>(static_cast<size_t>(rows * hidden)));
+  double peak = 0;
+  for (float v : want) peak = std::max(peak, static_cast<double>(std::fabs(v)));
+  const test::Diff d = test::compare(got, want, std::ldexp(peak, -6));
+  std::cout << "  pipeline " << rows << "x" << hidden << " ff " << ff << " experts " << n_exp << " top " << top_k
+            << ": " << d.str() << "\n";
+  EXPECT_TRUE(d.finite);
+  EXPECT_EQ(d.first_bad, -1) << d.str();
+  EXPECT_GE(d.cosine, 0.9999) << d.str();
+}
+
+TEST(MoeStreamCuda, PipelineMatchesMoeExpertsCpu) {
+  DG_NEED_GPU();
+  run_pipeline(64, 128, 64, 8, 2);       // dg-tiny
+  run_pipeline(37, 72, 24, 5, 3);        // odd row and expert counts, K multiples of 8
+  run_pipeline(256, 2816, 704, 128, 8);  // 26B-A4B, one canvas
+}
+
+}  // namespace
+}  // namespace dg
+#endif
