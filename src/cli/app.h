@@ -36,5 +36,6 @@ void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_smoketest(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace dg::cli
