@@ -46,11 +46,16 @@ int run(int argc, char** argv) {
   register_info(app);
   register_tokenize(app);
   register_bench(app);
+  register_serve(app);
+  register_replay(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench; see --help)\n", argv[1]);
+      fmt::print(stderr,
+                 "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, serve, replay; see "
+                 "--help)\n",
+                 argv[1]);
       return 2;
     }
   }
@@ -62,6 +67,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

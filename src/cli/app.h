@@ -29,5 +29,7 @@ void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_replay(CLI::App& app);
 
 }  // namespace dg::cli
