@@ -26,24 +26,26 @@ Route SessionPool::route(std::span<const int32_t> prompt, int64_t min_common) co
     if (held == 0 && empty < 0) empty = i;
     if (lru < 0 || s.last_used < slots_[static_cast<size_t>(lru)].last_used) lru = i;
     const int64_t c = common_prefix(s.session->tokens(), prompt);
-    // Ties go to the most recently used slot: it is the conversation most likely to come back next.
+    // Worth reusing: more than a shared <bos>, and at least as much kept as cut (a regenerated last turn, not a
+    // different conversation under the same system prompt). Ties go to the most recently used slot.
+    if (c <= min_common || c < held - c) continue;
     if (best.slot < 0 || c > best.common ||
         (c == best.common && s.last_used > slots_[static_cast<size_t>(best.slot)].last_used)) {
       best.slot = i;
       best.common = c;
     }
   }
-  if (best.slot < 0) return best;
-  if (best.common > min_common) {
+  if (best.slot >= 0) {
     best.why = "prefix";
   } else if (empty >= 0) {
     best.slot = empty;
-    best.common = 0;
     best.why = "empty";
-  } else {
+  } else if (lru >= 0) {
     best.slot = lru;
     best.common = common_prefix(slots_[static_cast<size_t>(lru)].session->tokens(), prompt);
     best.why = "evict";
+  } else {
+    return best;  // every slot is busy
   }
   best.held = slots_[static_cast<size_t>(best.slot)].session->size();
   return best;

@@ -1,8 +1,9 @@
 // SessionPool: the server's KV caches. Each slot is a Session (a cache and the token log it holds); a request
 // goes to the slot whose log shares the longest prefix with its prompt, so a conversation that comes back finds
 // its history already encoded and only the new turn is prefilled (a divergence is cut by Session::sync's rewind).
-// A prompt that shares nothing with any cache takes an empty slot first, then the least recently used one.
-// Routing is pure; the worker holds the slots (a batched worker marks the ones in flight busy).
+// A slot is reused only when it keeps at least as many tokens as it cuts; otherwise the prompt takes an empty
+// slot, then the least recently used one. Routing is pure; the worker holds the slots (a batched worker marks
+// the ones in flight busy).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@ class SessionPool {
   SessionPool(const Engine& engine, int slots, const SessionOptions& opt);
 
   // The slot for `prompt` among those not busy; slot -1 when every slot is busy. A prefix counts when it is more
-  // than `min_common` tokens (the <bos> every chat shares is not worth evicting an empty slot for).
+  // than `min_common` tokens (the <bos> every chat shares is not worth keeping a slot for).
   Route route(std::span<const int32_t> prompt, int64_t min_common = 1) const;
   Session& session(int slot) { return *slots_.at(static_cast<size_t>(slot)).session; }
   const Session& session(int slot) const { return *slots_.at(static_cast<size_t>(slot)).session; }

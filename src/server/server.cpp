@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,14 @@
 
 namespace dg::server {
 namespace {
+
+// httplib's listen backlog is compiled into the Debian library (5): a burst of clients past it gets connections
+// reset after the SYN-ACK retries. Linux lets listen() raise the backlog of a socket that already listens.
+class HttpServer final : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
+constexpr int kListenBacklog = 1024;
 
 std::string default_model_id(const Engine& engine) {
   const std::string name = std::filesystem::path(engine.checkpoint().dir).lexically_normal().filename().string();
@@ -62,7 +71,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   }
   worker_ = std::make_unique<Worker>(engine_, queue_, worker_stats_, wo);
 
-  http_ = std::make_unique<httplib::Server>();
+  http_ = std::make_unique<HttpServer>();
   const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads) : opt_.max_queue + 16;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(opt_.max_body_bytes);
@@ -84,6 +93,7 @@ int Server::bind() {
   }
   DG_CHECK(port > 0, "cannot listen on {}:{} (the port is in use, or the host is not an address of this machine)",
            opt_.host, opt_.port);
+  static_cast<HttpServer&>(*http_).raise_backlog(kListenBacklog);
   return port;
 }
 

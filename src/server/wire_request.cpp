@@ -175,9 +175,9 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
     } catch (const Error& e) {
       bad("messages", e.what());
     }
+    // The model's own earlier answers may hold such text (it can spell a literal in plain tokens); the rest may not.
     const Message& m = conv.messages.back();
-    check_literals(m.content, where + ".content", ctx);
-    check_literals(m.reasoning, where + ".reasoning_content", ctx);
+    if (m.role != Role::kAssistant) check_literals(m.content, where + ".content", ctx);
   }
   std::string choice = "auto";
   if (const Json* tc = field(b, "tool_choice")) {
