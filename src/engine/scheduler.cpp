@@ -45,6 +45,11 @@ void JobQueue::close() {
   cv_.notify_all();
 }
 
+bool JobQueue::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
 size_t JobQueue::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return q_.size();

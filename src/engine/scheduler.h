@@ -85,6 +85,7 @@ class JobQueue {
   void close();                         // later pushes fail; pop drains what is left, then returns nullptr
   size_t size() const;
   size_t capacity() const { return capacity_; }
+  bool closed() const;
 
  private:
   const size_t capacity_;

@@ -114,6 +114,10 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   const ResponseMeta meta{fmt::format("{}-{}{}", chat ? "chatcmpl" : "cmpl", id_prefix_, job->id),
                           static_cast<int64_t>(std::time(nullptr)), opt_.model_id};
   if (!queue_.push(job)) {
+    if (queue_.closed()) {
+      reply_error(res, 503, "the server is shutting down");
+      return;
+    }
     reply_error(res, 429, fmt::format("the server is busy ({} requests are waiting); retry later", queue_.capacity()),
                 "queue_full");
     return;

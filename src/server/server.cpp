@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include <httplib.h>
 
@@ -99,12 +100,17 @@ int Server::bind() {
 
 void Server::run() {
   worker_->start();
-  http_->listen_after_bind();
+  running_ = true;
+  if (!stopping_) http_->listen_after_bind();
+  returned_ = true;
 }
 
 void Server::stop() {
-  if (worker_) worker_->stop();
-  if (http_) http_->stop();
+  stopping_ = true;
+  worker_->stop();
+  // A stop that comes while run() is starting must not be lost: wait until httplib listens (or run() gave up).
+  while (running_ && !returned_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  http_->stop();
 }
 
 }  // namespace dg::server

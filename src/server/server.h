@@ -62,6 +62,7 @@ class Server {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<uint64_t> next_job_{1};
+  std::atomic<bool> stopping_{false}, running_{false}, returned_{false};
   std::string id_prefix_;  // random per process: response and call ids do not repeat across restarts
   int64_t started_ = 0;
 };

@@ -128,7 +128,7 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
 // Text that would encode a special token if it were matched: refused unless the server allows it (it is then
 // encoded as plain text, as every chat text is).
 void check_literals(const std::string& text, const std::string& where, const WireContext& ctx) {
-  if (ctx.allow_special_literals || text.find('<') == std::string::npos) return;
+  if (ctx.allow_special_literals) return;
   for (const int32_t id : ctx.tok.encode(text, SpecialTokens::kMatch))
     if (ctx.tok.is_special(id))
       bad(where, fmt::format("{} contains the special-token literal '{}'; control tokens cannot be sent as text "
