@@ -52,11 +52,16 @@ int run(int argc, char** argv) {
   register_bench(app);
   register_smoketest(app);
   register_quantize(app);
+  register_serve(app);
+  register_replay(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize; see --help)\n", argv[1]);
+      fmt::print(stderr,
+                 "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize, "
+                 "serve, replay; see --help)\n",
+                 argv[1]);
       return 2;
     }
   }
@@ -68,6 +73,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

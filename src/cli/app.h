@@ -37,5 +37,7 @@ void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_smoketest(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_replay(CLI::App& app);
 
 }  // namespace dg::cli
