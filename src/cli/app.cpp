@@ -9,7 +9,7 @@
 namespace dg::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "model directory (config.json, safetensors, tokenizer.json)")
+  cmd->add_option("-m,--model", o.model, "model directory: a Hugging Face checkpoint or a .dgq pack")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")
@@ -51,11 +51,17 @@ int run(int argc, char** argv) {
   register_tokenize(app);
   register_bench(app);
   register_smoketest(app);
+  register_quantize(app);
+  register_serve(app);
+  register_replay(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest; see --help)\n", argv[1]);
+      fmt::print(stderr,
+                 "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize, "
+                 "serve, replay; see --help)\n",
+                 argv[1]);
       return 2;
     }
   }
@@ -67,6 +73,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

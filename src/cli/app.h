@@ -36,5 +36,8 @@ void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_smoketest(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_replay(CLI::App& app);
 
 }  // namespace dg::cli

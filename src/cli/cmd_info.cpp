@@ -1,4 +1,5 @@
-// `diffgemma info`: what a model directory holds — structure, parameter counts by class, bytes, KV cost.
+// `diffgemma info`: what a model directory holds — structure, parameter counts by class, bytes, KV cost, and for a
+// .dgq pack its profile and the format and bytes of every weight class.
 #include <filesystem>
 #include <iostream>
 
@@ -25,6 +26,27 @@ std::string human_bytes(double b) {
     ++u;
   }
   return fmt::format("{:.2f} {}", b, units[u]);
+}
+
+// Per weight class of a pack: format, tensor count, bytes (classes in manifest order).
+struct ClassBytes {
+  std::string format;
+  int tensors = 0;
+  uint64_t bytes = 0;
+};
+std::vector<std::pair<std::string, ClassBytes>> pack_classes(const PackManifest& m) {
+  std::vector<std::pair<std::string, ClassBytes>> out;
+  for (const auto& [cls, format] : m.classes) {
+    ClassBytes c;
+    c.format = format;
+    for (const PackEntry& e : m.tensors) {
+      if (e.cls != cls) continue;
+      ++c.tensors;
+      c.bytes += e.bytes;
+    }
+    if (c.tensors > 0) out.emplace_back(cls, c);
+  }
+  return out;
 }
 
 void run_info(const InfoOptions& o) {
@@ -71,6 +93,18 @@ void run_info(const InfoOptions& o) {
     j["kv_bytes_per_token_f16"] = kv_full;
     j["kv_sliding_ring_bytes_f16"] = kv_ring;
     j["tokenizer_vocab"] = tok_vocab;
+    if (ck.pack) {
+      nlohmann::json p;
+      p["version"] = ck.pack->version;
+      p["profile"] = ck.pack->profile;
+      p["sets"] = nlohmann::json::object();
+      for (const auto& [k, v] : ck.pack->sets) p["sets"][k] = v;
+      p["blob_bytes"] = ck.pack->blob_bytes;
+      p["source"] = ck.pack->source;
+      for (const auto& [cls, c] : pack_classes(*ck.pack))
+        p["classes"][cls] = {{"format", c.format}, {"tensors", c.tensors}, {"bytes", c.bytes}};
+      j["pack"] = p;
+    }
     j["generation"] = {{"max_new_tokens", g.max_new_tokens}, {"steps", g.max_denoising_steps},
                        {"entropy_bound", g.entropy_bound}, {"t_min", g.t_min}, {"t_max", g.t_max},
                        {"stability_threshold", g.stability_threshold},
@@ -94,6 +128,15 @@ void run_info(const InfoOptions& o) {
              pc.norms / 1e6, pc.self_cond / 1e6);
   fmt::print("weights      {} in {} file(s), {}\n", human_bytes(static_cast<double>(ck.store.total_bytes())),
              ck.store.files().size(), dtype_name(ck.weights.dtype));
+  if (ck.pack) {
+    std::string sets;
+    for (const auto& [k, v] : ck.pack->sets) sets += fmt::format(" --set {}={}", k, v);
+    fmt::print("pack         .dgq version {}, profile {}{}, from '{}', blob {}\n", ck.pack->version, ck.pack->profile,
+               sets, ck.pack->source, human_bytes(static_cast<double>(ck.pack->blob_bytes)));
+    for (const auto& [cls, c] : pack_classes(*ck.pack))
+      fmt::print("  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, c.format, c.tensors,
+                 human_bytes(static_cast<double>(c.bytes)));
+  }
   fmt::print("KV cache     {} per token on full layers (f16) + sliding rings {} in total\n",
              human_bytes(static_cast<double>(kv_full)), human_bytes(static_cast<double>(kv_ring)));
   fmt::print("generation   max_new_tokens {}, steps {}, entropy bound {:g}, T {:g}..{:g}, stop ids [{}]\n",
@@ -105,8 +148,10 @@ void run_info(const InfoOptions& o) {
 
 void register_info(CLI::App& app) {
   auto o = std::make_shared<InfoOptions>();
-  CLI::App* cmd = app.add_subcommand("info", "describe a model directory");
-  cmd->add_option("-m,--model", o->model, "model directory")->envname("DG_MODEL")->capture_default_str();
+  CLI::App* cmd = app.add_subcommand("info", "describe a model directory or .dgq pack");
+  cmd->add_option("-m,--model", o->model, "model directory: a Hugging Face checkpoint or a .dgq pack")
+      ->envname("DG_MODEL")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_info(*o); });
 }

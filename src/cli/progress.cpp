@@ -37,3 +37,57 @@ void GenerationProgress::done(const GenerateResult& r) {
 }
 
 }  // namespace dg::cli
+
+namespace dg::cli {
+
+namespace {
+
+std::string bytes_str(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  for (; b >= 1024 && u < 4; ++u) b /= 1024;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+std::string clock_str(double s) {
+  const auto t = static_cast<long>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+}  // namespace
+
+ByteProgress::ByteProgress(bool quiet, std::string label)
+    : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), label_(std::move(label)),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+void ByteProgress::update(uint64_t done, uint64_t total) {
+  if (quiet_ || total == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - start_).count();
+  const double frac = static_cast<double>(done) / static_cast<double>(total);
+  const double rate = s > 0 ? static_cast<double>(done) / s : 0.0;
+  const std::string eta = rate > 0 ? clock_str(static_cast<double>(total - done) / rate) : "?";
+  if (tty_) {
+    if (done < total && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    constexpr int kWidth = 30;
+    const int fill = static_cast<int>(frac * kWidth);
+    fmt::print(stderr, "\r\033[K  {} [{}{}] {:3.0f}% {} / {} · {}/s · ETA {}", label_, std::string(fill, '#'),
+               std::string(kWidth - fill, '.'), 100 * frac, bytes_str(static_cast<double>(done)),
+               bytes_str(static_cast<double>(total)), bytes_str(rate), eta);
+    std::fflush(stderr);
+    return;
+  }
+  const int decile = static_cast<int>(frac * 10);
+  if (decile == last_decile_) return;
+  last_decile_ = decile;
+  fmt::print(stderr, "  {} {:3.0f}% {} / {} · {}/s · ETA {}\n", label_, 100 * frac,
+             bytes_str(static_cast<double>(done)), bytes_str(static_cast<double>(total)), bytes_str(rate), eta);
+}
+
+void ByteProgress::finish() {
+  if (!quiet_ && tty_) fmt::print(stderr, "\r\033[K");
+}
+
+}  // namespace dg::cli

@@ -12,8 +12,9 @@ size_t dtype_size(DType t) {
     case DType::kF16: case DType::kBF16: return 2;
     case DType::kI64: return 8;
     case DType::kU8: case DType::kBool: return 1;
+    case DType::kQ4: case DType::kQ6: case DType::kQ8: case DType::kNvFp4: case DType::kFp8: break;
   }
-  return 0;
+  fail("{} is a packed weight format with no per-element size", dtype_name(t));
 }
 
 std::string_view dtype_name(DType t) {
@@ -25,6 +26,11 @@ std::string_view dtype_name(DType t) {
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
     case DType::kBool: return "BOOL";
+    case DType::kQ4: return "q4";
+    case DType::kQ6: return "q6";
+    case DType::kQ8: return "q8";
+    case DType::kNvFp4: return "nvfp4";
+    case DType::kFp8: return "fp8";
   }
   return "?";
 }

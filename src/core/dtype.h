@@ -1,5 +1,7 @@
 // Element types of stored tensors and the scalar codecs between them and f32.
 // bf16 and f16 conversions round to nearest even, as torch's .to(dtype) does.
+// The packed types are quantized weight formats: a tensor of one is a set of byte planes (codes, scales) whose
+// layout is src/quant/layout.h; they have no per-element size. Byte layouts: docs/FORMATS.md.
 #pragma once
 
 #include <bit>
@@ -10,9 +12,18 @@
 
 namespace dg {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kBool };
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kI32, kI64, kU8, kBool,
+  kQ4,     // group-32 affine, 4-bit codes, bf16 scale + min per group
+  kQ6,     // group-32 affine, 6-bit codes, bf16 scale + min per group
+  kQ8,     // per-row symmetric int8, f32 scale per row
+  kNvFp4,  // E2M1 codes, FP8-E4M3 scale per 16, f32 global scale per matrix
+  kFp8,    // FP8-E4M3 codes, f32 scale per row (output channel)
+};
 
-size_t dtype_size(DType t);
+inline bool dtype_is_packed(DType t) { return t >= DType::kQ4; }
+
+size_t dtype_size(DType t);  // bytes per element; throws dg::Error for a packed type
 std::string_view dtype_name(DType t);
 
 inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }

@@ -17,6 +17,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's resident pages of [p, p + n) (the pages around it included); they are read from the file
+  // again if touched. Bounds the memory of a pass that streams once through a mapping larger than RAM.
+  void release(const void* p, size_t n) const;
 
  private:
   std::string path_;

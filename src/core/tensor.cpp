@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "quant/layout.h"
 
 namespace dg {
 
@@ -33,24 +34,34 @@ std::string Shape::str() const {
   return s + "]";
 }
 
+size_t Tensor::nbytes() const {
+  if (dtype_is_packed(dtype)) {
+    const char* why = packed_shape_error(dtype, shape);
+    DG_CHECK(why == nullptr, "a {} tensor cannot have shape {}: {}", dtype_name(dtype), shape.str(), why);
+    return static_cast<size_t>(packed_layout(dtype, shape).total);
+  }
+  return static_cast<size_t>(numel()) * dtype_size(dtype);
+}
+
 Tensor Tensor::reshaped(Shape s) const {
   DG_CHECK(s.numel() == numel(), "reshape {} -> {} changes the element count", shape.str(), s.str());
+  DG_CHECK(!dtype_is_packed(dtype), "a packed {} tensor {} cannot be reshaped", dtype_name(dtype), shape.str());
   Tensor t = *this;
   t.shape = s;
   return t;
 }
 
 Tensor host_tensor(DType t, Shape s) {
-  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(t);
+  Tensor out;
+  out.dtype = t;
+  out.shape = s;
+  const size_t bytes = out.nbytes();
   // 64-byte alignment keeps vector loads aligned; zero-filled so reads of unwritten slots are deterministic.
   const size_t alloc = ((bytes + 63) / 64) * 64 + 64;
   void* p = std::aligned_alloc(64, alloc);
   DG_CHECK(p != nullptr, "out of host memory allocating {} bytes for a {} tensor", bytes, s.str());
   std::memset(p, 0, alloc);
-  Tensor out;
   out.data = p;
-  out.dtype = t;
-  out.shape = s;
   out.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return out;
 }

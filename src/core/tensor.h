@@ -34,7 +34,7 @@ struct Tensor {
   std::shared_ptr<void> owner;
 
   int64_t numel() const { return shape.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const;  // for a packed dtype: the planes of src/quant/layout.h, padding included
   bool empty() const { return data == nullptr; }
   template <typename T> T* as() { return static_cast<T*>(data); }
   template <typename T> const T* as() const { return static_cast<const T*>(data); }
@@ -43,7 +43,7 @@ struct Tensor {
   Tensor reshaped(Shape s) const;  // same storage, new shape of equal numel
 };
 
-// Host tensor with owned, zero-initialised storage.
+// Host tensor with owned, zero-initialised storage (a packed dtype gets its planes' bytes).
 Tensor host_tensor(DType t, Shape s);
 // Non-owning view of host memory.
 Tensor host_view(const void* data, DType t, Shape s);

@@ -15,6 +15,7 @@ struct BlockRun {
   int steps = 0;
   StopRule stop = StopRule::kNone;
   int pad_gated = 0;
+  bool cancelled = false;
 };
 
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
@@ -34,6 +35,10 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
   StopState stopper(opt, len);
   BlockRun run;
   for (int i = 0; i < opt.steps; ++i) {
+    if (events != nullptr && events->cancel && events->cancel()) {
+      run.cancelled = true;
+      return run;
+    }
     const int cur = opt.steps - i;
     const float T = schedule_temperature(cur, opt.steps, opt.t_min, opt.t_max);
     model.denoise(kv, canvas, sc_kind, static_cast<float>(opt.sc_sparse_cutoff), T, stats.data());
@@ -74,6 +79,15 @@ BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, L
 }
 
 }  // namespace
+
+const char* finish_name(FinishReason f) {
+  switch (f) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "length";
+}
 
 void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                             float temperature, RowStats* stats) {
@@ -156,6 +170,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     for (;;) {
       run = denoise_block(model, kv, len, b, rng, opt, events);
       info.forwards += run.steps;
+      if (run.cancelled) break;
       const int32_t first = run.argmax[0];
       const bool control = contains(opt.stop_ids, first) || first == opt.pad_id || first == opt.bos_id;
       if (b == 0 && res.committed.empty() && control && info.rerolls < opt.empty_reply_retries) {
@@ -163,6 +178,11 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
         len = std::max(C / 4, len / 2);  // the seed shrinks 256 -> 128 -> 64 on successive retries
         continue;
       }
+      break;
+    }
+    if (run.cancelled) {
+      res.forwards += info.forwards;
+      res.finish = FinishReason::kCancelled;
       break;
     }
     info.canvas = len;

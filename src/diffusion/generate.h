@@ -46,9 +46,12 @@ struct StepView {
 struct GenerateEvents {
   std::function<void(const StepInfo&, const StepView&)> on_step;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
+  // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
+  std::function<bool()> cancel;
 };
 
-enum class FinishReason : uint8_t { kStop, kLength };
+enum class FinishReason : uint8_t { kStop, kLength, kCancelled };
+const char* finish_name(FinishReason f);  // "stop" | "length" | "cancelled"
 
 struct GenerateResult {
   std::vector<int32_t> tokens;     // the answer: trimmed at the first stop token and to max_new_tokens

@@ -38,50 +38,64 @@ TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
   }
 }
 
-TurnResult ChatSession::generate(const ChatEvents* ev) {
-  const std::vector<ToolCall> pending = pending_calls();
-  DG_CHECK(pending.empty(), "tool call '{}' ({}) is waiting for its result", pending.empty() ? "" : pending[0].id,
-           pending.empty() ? "" : pending[0].name);
-  const RenderedPrompt p = render(true);
+TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
+                          const SamplerOptions& opt, const ChatEvents* ev, Denoiser* denoiser) {
   TurnResult r;
-  r.prompt = session_.sync(p.ids);
-
-  ReplyStream stream(tok_, t_, opt_.sampler.stop_ids, p.end == PromptEnd::kThought);
+  r.prompt = session.sync(p.ids);
+  const std::string prefix = ev != nullptr ? ev->call_id_prefix : std::string("call_");
+  ReplyStream stream(tok, t, opt.stop_ids, p.end == PromptEnd::kThought);
   int n_calls = 0;
   auto deliver = [&](std::vector<ReplyEvent> events) {
     for (ReplyEvent& e : events) {
-      if (e.kind == ReplyEvent::Kind::kToolCall) e.call.id = fmt::format("call_{}", n_calls++);
+      if (e.kind == ReplyEvent::Kind::kToolCall) e.call.id = fmt::format("{}{}", prefix, n_calls++);
       if (ev != nullptr && ev->on_reply) ev->on_reply(e);
     }
   };
   GenerateEvents ge;
-  ge.on_step = [&](const StepInfo& s, const StepView&) {
+  ge.on_step = [&](const StepInfo& s, const StepView& v) {
     if (ev != nullptr && ev->on_step) ev->on_step(s);
+    if (ev != nullptr && ev->on_canvas) ev->on_canvas(s, v);
   };
+  if (ev != nullptr && ev->cancel) ge.cancel = ev->cancel;
   size_t fed = 0;  // answer tokens streamed: the answer ends at max_new_tokens even inside a block
-  const auto budget = static_cast<size_t>(std::max(0, opt_.sampler.max_new_tokens));
+  const auto budget = static_cast<size_t>(std::max(0, opt.max_new_tokens));
   ge.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     if (ev != nullptr && ev->on_block) ev->on_block(b);
+    if (ev != nullptr && ev->on_commit) ev->on_commit(b, block);
     const size_t n = std::min(block.size(), budget - std::min(budget, fed));
     fed += n;
     deliver(stream.push(block.first(n)));
   };
-  const GenerateResult res = session_.generate(opt_.sampler, &ge);
+  const GenerateResult res = denoiser != nullptr ? session.generate(*denoiser, opt, &ge) : session.generate(opt, &ge);
   deliver(stream.finish());
 
   r.reply = stream.reply();
-  for (size_t i = 0; i < r.reply.tool_calls.size(); ++i) r.reply.tool_calls[i].id = fmt::format("call_{}", i);
+  for (size_t i = 0; i < r.reply.tool_calls.size(); ++i) r.reply.tool_calls[i].id = fmt::format("{}{}", prefix, i);
   r.tokens = static_cast<int>(res.tokens.size());
   r.forwards = res.forwards;
-  r.finish = !r.reply.tool_calls.empty() ? "tool_calls" : res.finish == FinishReason::kStop ? "stop" : "length";
+  r.generation = res.finish;
+  if (!r.reply.tool_calls.empty())
+    r.finish = "tool_calls";
+  else
+    r.finish = finish_name(res.finish);
+  return r;
+}
 
+Message assistant_message(const Reply& r) {
   Message a;
   a.role = Role::kAssistant;
-  a.reasoning = r.reply.reasoning;
-  a.tool_calls = r.reply.tool_calls;
-  // Text next to calls is shown but not kept: the template would place it after the responses and close the turn.
-  if (a.tool_calls.empty()) a.content = r.reply.content;
-  conv_.messages.push_back(a);
+  a.reasoning = r.reasoning;
+  a.tool_calls = r.tool_calls;
+  if (a.tool_calls.empty()) a.content = r.content;
+  return a;
+}
+
+TurnResult ChatSession::generate(const ChatEvents* ev) {
+  const std::vector<ToolCall> pending = pending_calls();
+  DG_CHECK(pending.empty(), "tool call '{}' ({}) is waiting for its result", pending.empty() ? "" : pending[0].id,
+           pending.empty() ? "" : pending[0].name);
+  TurnResult r = generate_reply(session_, tok_, t_, render(true), opt_.sampler, ev);
+  conv_.messages.push_back(assistant_message(r.reply));
   settle();
   r.kv_tokens = session_.size();
   r.kv_fingerprint = session_.fingerprint();

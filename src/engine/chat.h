@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,17 +30,33 @@ struct ChatEvents {
   std::function<void(const ReplyEvent&)> on_reply;  // text deltas, tool calls (with ids), malformed calls
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const BlockInfo&)> on_block;
+  std::function<void(const BlockInfo&, std::span<const int32_t>)> on_commit;  // each committed block's ids
+  std::function<void(const StepInfo&, const StepView&)> on_canvas;  // every step's canvas (draft previews)
+  std::function<bool()> cancel;  // asked before every denoise step (GenerateEvents::cancel)
+  std::string call_id_prefix = "call_";  // tool calls are numbered <prefix>0, <prefix>1, ... per reply
 };
 
 struct TurnResult {
   Reply reply;                // tool calls carry their ids (call_0, call_1, ... per reply)
-  std::string finish;         // "stop" | "length" | "tool_calls"
+  std::string finish;         // "stop" | "length" | "tool_calls" | "cancelled"
   int tokens = 0;             // answer tokens
   int forwards = 0;           // denoise forwards
+  FinishReason generation = FinishReason::kLength;  // how the block loop ended
   SyncStats prompt;           // how the prompt reached the cache
   int64_t kv_tokens = 0;      // cache length once settled
   uint64_t kv_fingerprint = 0;
 };
+
+// One reply to a rendered prompt, generated into `session`: sync (only what follows the common prefix is encoded),
+// generate, stream through ReplyStream. The session is left as Session::generate leaves it; kv_tokens and
+// kv_fingerprint are not filled (the caller settles the canonical render first). Shared by ChatSession and the
+// server's worker.
+// `denoiser`: nullptr for the session's model.
+TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
+                          const SamplerOptions& opt, const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr);
+// The reply as it joins the conversation: the reasoning and the calls; text next to calls is shown but not kept
+// (the template would place it after the responses and close the turn).
+Message assistant_message(const Reply& r);
 
 class ChatSession {
  public:

@@ -38,9 +38,14 @@ SyncStats Session::sync(std::span<const int32_t> log) {
 }
 
 GenerateResult Session::generate(const SamplerOptions& opt, const GenerateEvents* events) {
+  ModelDenoiser d(model_);
+  return generate(d, opt, events);
+}
+
+GenerateResult Session::generate(Denoiser& denoiser, const SamplerOptions& opt, const GenerateEvents* events) {
   DG_CHECK(kv_.len() > 0, "generate: the session is empty (sync a prompt first)");
   const int64_t before = kv_.len();
-  GenerateResult res = dg::generate(model_, kv_, {}, opt, events);
+  GenerateResult res = dg::generate(denoiser, kv_, {}, opt, events);
   const int64_t encoded = kv_.len() - before;
   DG_CHECK(encoded >= 0 && encoded <= static_cast<int64_t>(res.committed.size()),
            "generate encoded {} tokens but committed {}", encoded, res.committed.size());

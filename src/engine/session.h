@@ -32,6 +32,8 @@ class Session {
 
   SyncStats sync(std::span<const int32_t> log);  // throws dg::Error on an id outside the vocabulary
   GenerateResult generate(const SamplerOptions& opt, const GenerateEvents* events = nullptr);
+  // The same with another denoiser (one that encodes into this session's model; tests script replies with it).
+  GenerateResult generate(Denoiser& denoiser, const SamplerOptions& opt, const GenerateEvents* events = nullptr);
   SyncStats rewind(int64_t n_tokens);  // keeps the first n tokens
   void clear();
 

@@ -184,6 +184,22 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   return s;
 }
 
+TensorStore TensorStore::from_mapping(const std::string& source, std::shared_ptr<MappedFile> map,
+                                      std::vector<TensorInfo> tensors) {
+  TensorStore s;
+  s.source_ = source;
+  for (TensorInfo& t : tensors) {
+    t.mapping = map;
+    t.file = map->path();
+    if (s.tensors_.count(t.name) != 0) fail("'{}' lists tensor '{}' twice", source, t.name);
+    std::string name = t.name;
+    s.tensors_.emplace(std::move(name), std::move(t));
+  }
+  s.files_.push_back(map->path());
+  s.maps_.push_back(std::move(map));
+  return s;
+}
+
 const TensorInfo& TensorStore::info(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) fail("checkpoint '{}' has no tensor '{}'", source_, name);
@@ -192,7 +208,7 @@ const TensorInfo& TensorStore::info(const std::string& name) const {
 
 Tensor TensorStore::view(const std::string& name) const {
   const TensorInfo& t = info(name);
-  const size_t align = dtype_size(t.dtype);
+  const size_t align = dtype_is_packed(t.dtype) ? 64 : dtype_size(t.dtype);
   if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
     Tensor copy = host_tensor(t.dtype, t.shape);
     if (t.nbytes > 0) std::memcpy(copy.data, t.data, t.nbytes);

@@ -29,6 +29,9 @@ class TensorStore {
   static TensorStore open_dir(const std::string& dir);
   // Opens one safetensors file.
   static TensorStore open_file(const std::string& path);
+  // A store over tensors already validated to lie inside `map` (the .dgq pack reader builds one).
+  static TensorStore from_mapping(const std::string& source, std::shared_ptr<MappedFile> map,
+                                  std::vector<TensorInfo> tensors);
 
   // The directory or file this store was opened from (for messages).
   const std::string& source() const { return source_; }
@@ -36,7 +39,7 @@ class TensorStore {
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;  // throws dg::Error if absent
   // Read-only host view of the mapped bytes; its owner keeps the mapping alive. A tensor whose bytes are not
-  // aligned to its element size is returned as an aligned copy instead (reading it in place would be UB).
+  // aligned to its element size (64 bytes for a packed format) is returned as an aligned copy instead.
   Tensor view(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
   const std::vector<std::string>& files() const { return files_; }

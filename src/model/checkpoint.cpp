@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "quant/pack_reader.h"
 
 namespace dg {
 
@@ -33,7 +34,13 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   if (c.generation.bos_id >= c.config.vocab)
     fail("{}: bos_token_id {} is outside the vocabulary ({})", gen_path, c.generation.bos_id, c.config.vocab);
 
-  c.store = TensorStore::open_dir(dir);
+  if (is_pack_dir(dir)) {
+    Pack p = open_pack(dir);
+    c.store = std::move(p.store);
+    c.pack = std::move(p.manifest);
+  } else {
+    c.store = TensorStore::open_dir(dir);
+  }
   c.weights = bind_weights(c.config, c.store);
   return c;
 }

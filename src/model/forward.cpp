@@ -75,7 +75,9 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   be_.rope(qn, pos0, inv_freq);
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
+  be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
   be_.attention(qn, pos0, kv, l, cache_from, len, kn, vn, pos0, causal, spec.sliding && causal ? cfg_.window : 0, o);
+  be_.stage("attention");
   if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
   Tensor attn = be_.alloc(Shape{rows, hidden});
   be_.linear(o, w.o, attn);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "quant/policy.h"
 
 namespace dg {
 
@@ -78,13 +79,20 @@ Shape layer_shape(const ModelConfig& c, const LayerSpec& l, const std::string& s
   return {H};  // router.scale and the seven residual-stream norms
 }
 
-// Binds one expected tensor: present, floating dtype, exact shape.
+// Binds one expected tensor: present, floating dtype (or a packed format where the weight class allows one),
+// exact shape.
 Tensor bind_one(const TensorStore& store, const std::string& name, const Shape& shape) {
   if (!store.has(name))
     fail("checkpoint '{}' is missing tensor '{}' (expected shape {})", store.source(), name, shape.str());
   const TensorInfo& t = store.info(name);
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF16 && t.dtype != DType::kF32)
+  if (dtype_is_packed(t.dtype)) {
+    const WeightClass cls = weight_class(name);
+    if (weight_class_locked(cls))
+      fail("tensor '{}' in '{}' is packed as {}, but {} weights must stay BF16, F16 or F32", name, t.file,
+           dtype_name(t.dtype), weight_class_name(cls));
+  } else if (t.dtype != DType::kBF16 && t.dtype != DType::kF16 && t.dtype != DType::kF32) {
     fail("tensor '{}' in '{}' has dtype {}; weights must be BF16, F16 or F32", name, t.file, dtype_name(t.dtype));
+  }
   if (!(t.shape == shape))
     fail("tensor '{}' in '{}' has shape {}, but config.json implies {}", name, t.file, t.shape.str(), shape.str());
   return store.view(name);

@@ -10,6 +10,17 @@
 namespace dg::test {
 namespace {
 
+// Both caches hold the same positions and give the same canvas logits.
+void expect_same_logits(Engine& e, const KvCache& one, const KvCache& parts, const std::vector<int32_t>& canvas) {
+  ASSERT_EQ(one.len(), parts.len());
+  const int64_t C = static_cast<int64_t>(canvas.size());
+  Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});
+  e.model->denoise(one, canvas, ScInput{ScKind::kZero}, a);
+  e.model->denoise(parts, canvas, ScInput{ScKind::kZero}, b);
+  const Diff d = compare({a.f32(), static_cast<size_t>(a.numel())}, {b.f32(), static_cast<size_t>(b.numel())});
+  EXPECT_LE(d.max_abs, 1e-4) << d.str();
+}
+
 TEST(ChunkedPrefill, ChunksGiveTheSameCacheAndLogitsAsOnePass) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
@@ -22,13 +33,7 @@ TEST(ChunkedPrefill, ChunksGiveTheSameCacheAndLogitsAsOnePass) {
   e.model->encode(parts, p.subspan(0, 3));
   e.model->encode(parts, p.subspan(3, 9));
   e.model->encode(parts, p.subspan(12));
-  ASSERT_EQ(one.len(), parts.len());
-  const int64_t C = static_cast<int64_t>(canvas.size());
-  Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});
-  e.model->denoise(one, canvas, ScInput{ScKind::kZero}, a);
-  e.model->denoise(parts, canvas, ScInput{ScKind::kZero}, b);
-  const Diff d = compare({a.f32(), static_cast<size_t>(a.numel())}, {b.f32(), static_cast<size_t>(b.numel())});
-  EXPECT_LE(d.max_abs, 1e-4) << d.str();
+  expect_same_logits(e, one, parts, canvas);
 }
 
 TEST(ChunkedPrefill, TheModelsPrefillChunkSplitsLongPromptsWithTheSameResult) {
@@ -42,13 +47,7 @@ TEST(ChunkedPrefill, TheModelsPrefillChunkSplitsLongPromptsWithTheSameResult) {
   e.model->set_prefill_chunk(5);  // crosses the 8-token window and leaves a short last chunk
   e.model->encode(parts, prompt);
   e.model->set_prefill_chunk(4096);
-  ASSERT_EQ(one.len(), parts.len());
-  const int64_t C = static_cast<int64_t>(canvas.size());
-  Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});
-  e.model->denoise(one, canvas, ScInput{ScKind::kZero}, a);
-  e.model->denoise(parts, canvas, ScInput{ScKind::kZero}, b);
-  const Diff d = compare({a.f32(), static_cast<size_t>(a.numel())}, {b.f32(), static_cast<size_t>(b.numel())});
-  EXPECT_LE(d.max_abs, 1e-4) << d.str();
+  expect_same_logits(e, one, parts, canvas);
 }
 
 TEST(Rewind, GenerateRewindGenerateIsByteIdentical) {

@@ -99,20 +99,22 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
     void* dout = nullptr;
     ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
     const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
-    const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
-                                          c.window, dout, nullptr);
-    ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-    std::vector<uint16_t> raw(want.size());
-    cudaMemcpy(raw.data(), dout, raw.size() * 2, cudaMemcpyDeviceToHost);
-    std::vector<float> got(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) got[i] = bf16_to_f32(raw[i]);
-    // Output rounded to bf16 (2^-9 relative) and probabilities to f16 inside P V: a few bf16 ulps of |out| <= 1.
-    const test::Diff d = test::compare(got, want, 2e-2);
-    EXPECT_TRUE(d.finite) << c.name;
-    EXPECT_LE(d.max_abs, 2e-2) << c.name << " " << d.str();
-    EXPECT_GE(d.cosine, 0.99995) << c.name << " " << d.str();
-    std::printf("  %-28s max|d| %.2e cos %.7f\n", c.name, d.max_abs, d.cosine);
+    for (const int max_splits : {1, 16}) {  // one block per row tile, and keys split over blocks (canvas only)
+      const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
+                                            c.window, dout, nullptr, max_splits);
+      ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+      std::vector<uint16_t> raw(want.size());
+      cudaMemcpy(raw.data(), dout, raw.size() * 2, cudaMemcpyDeviceToHost);
+      std::vector<float> got(raw.size());
+      for (size_t i = 0; i < raw.size(); ++i) got[i] = bf16_to_f32(raw[i]);
+      // Output rounded to bf16 (2^-9 relative) and probabilities to f16 inside P V: a few bf16 ulps of |out| <= 1.
+      const test::Diff d = test::compare(got, want, 2e-2);
+      EXPECT_TRUE(d.finite) << c.name;
+      EXPECT_LE(d.max_abs, 2e-2) << c.name << " splits " << max_splits << " " << d.str();
+      EXPECT_GE(d.cosine, 0.99995) << c.name << " splits " << max_splits << " " << d.str();
+      std::printf("  %-28s splits<=%-2d max|d| %.2e cos %.7f\n", c.name, max_splits, d.max_abs, d.cosine);
+    }
     for (void* p : {dq, dkf, dvf, dck, dcv, dout}) cudaFree(p);
   }
 }

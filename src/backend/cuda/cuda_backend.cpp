@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
@@ -104,6 +105,7 @@ class CudaBackend final : public Backend {
   Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
 
   ModelWeights upload(const ModelWeights& h) override {
+    refuse_packed(h);  // before any weight is allocated
     ModelWeights d = h;
     auto up = [&](Tensor& t) {
       if (t.empty()) return;
@@ -127,6 +129,22 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "upload sync");
     d.dtype = DType::kBF16;
     return d;
+  }
+
+  // The seam for quantized kernels: until this backend has them, a packed weight stops the upload here.
+  static void refuse_packed(const ModelWeights& h) {
+    auto check_one = [](const Tensor& t, const char* what) {
+      if (dtype_is_packed(t.dtype))
+        fail("this .dgq pack stores {} as {}, and the CUDA backend has no kernels for packed weights yet; run the "
+             "pack with --backend cpu, or the Hugging Face checkpoint it was made from with --backend cuda",
+             what, dtype_name(t.dtype));
+    };
+    for (const Tensor* t : {&h.sc_gate, &h.sc_up, &h.sc_down}) check_one(*t, "the self-conditioning MLP");
+    for (const LayerWeights& L : h.layers) {
+      for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o}) check_one(*t, "attention");
+      for (const Tensor* t : {&L.gate, &L.up, &L.down}) check_one(*t, "the dense MLP");
+      for (const Tensor* t : {&L.experts_gate_up, &L.experts_down}) check_one(*t, "the experts");
+    }
   }
 
   Tensor ids(std::span<const int32_t> ids) override {
@@ -245,7 +263,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (kernels_.attention != "warp") {  // gemm, and flash for head dims it does not cover
-      attention_gemm(q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
+      attention_gemm_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
     }
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
@@ -292,9 +310,9 @@ class CudaBackend final : public Backend {
         std::vector<int32_t> off(static_cast<size_t>(E + 1));
         check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
         check(cudaStreamSynchronize(stream_), "offsets sync");
-        grouped_gemm_cublas(xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
+        grouped_gemm_cublas(blas_ctx(), xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
         check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-        grouped_gemm_cublas(act.data, ff, w.experts_down.data, H, off, y.data);
+        grouped_gemm_cublas(blas_ctx(), act.data, ff, w.experts_down.data, H, off, y.data);
       } else {
         check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
                                     stream_));
@@ -401,93 +419,8 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Attention as GEMMs: gather the visible keys (one contiguous bf16 block), then per KV head a strided batch over
-  // its query heads: scores = Q K^T (f32), a masked softmax to bf16 probabilities, out = P V. Query rows go in chunks
-  // so the scores stay under 256 MiB.
-  void attention_gemm(const Tensor& q, int64_t q_pos0, const CachedKv& cached, const Tensor& k_fresh,
-                      const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window, Tensor& out) {
-    const int64_t T = q.shape[0], nH = q.shape[1], D = q.shape[2], nKV = k_fresh.shape[1], g = nH / nKV;
-    const int64_t n_cached = cached.to - cached.from, n_fresh = k_fresh.shape[0], S = n_cached + n_fresh;
-    DG_CHECK(n_cached == 0 || n_fresh == 0 || cached.to == fresh_pos0, "attention: keys are not contiguous");
-    const int64_t key_pos0 = n_cached > 0 ? cached.from : fresh_pos0;
-    Tensor kb = device(DType::kBF16, Shape{S, nKV, D}), vb = device(DType::kBF16, Shape{S, nKV, D});
-    check(attention_gather_cuda(cached, k_fresh.data, v_fresh.data, n_fresh, nKV * D, kb.data, vb.data, stream_));
-    const int64_t qc = std::max<int64_t>(1, std::min<int64_t>(T, (int64_t{256} << 20) / (nH * S * 4)));
-    const float one = 1.0f, zero = 0.0f;
-    const auto* qp = static_cast<const uint16_t*>(q.data);
-    auto* op = static_cast<uint16_t*>(out.data);
-    const auto* kp = static_cast<const uint16_t*>(kb.data);
-    const auto* vp = static_cast<const uint16_t*>(vb.data);
-    for (int64_t c0 = 0; c0 < T; c0 += qc) {
-      const int64_t rows = std::min(qc, T - c0);
-      Tensor sc = device(DType::kF32, Shape{nH, rows, S}), pr = device(DType::kBF16, Shape{nH, rows, S});
-      for (int64_t h = 0; h < nKV; ++h)
-        check(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(S), static_cast<int>(rows),
-                                         static_cast<int>(D), &one, kp + h * D, CUDA_R_16BF,
-                                         static_cast<int>(nKV * D), 0, qp + (c0 * nH + h * g) * D, CUDA_R_16BF,
-                                         static_cast<int>(nH * D), D, &zero, sc.f32() + h * g * rows * S, CUDA_R_32F,
-                                         static_cast<int>(S), rows * S, static_cast<int>(g), CUBLAS_COMPUTE_32F,
-                                         CUBLAS_GEMM_DEFAULT),
-              "attention scores");
-      check(attention_softmax_cuda(sc.f32(), nH, rows, S, q_pos0 + c0, key_pos0, causal, window, pr.data, stream_));
-      const auto* pp = static_cast<const uint16_t*>(pr.data);
-      for (int64_t h = 0; h < nKV; ++h)
-        check(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(D), static_cast<int>(rows),
-                                         static_cast<int>(S), &one, vp + h * D, CUDA_R_16BF,
-                                         static_cast<int>(nKV * D), 0, pp + h * g * rows * S, CUDA_R_16BF,
-                                         static_cast<int>(S), rows * S, &zero, op + (c0 * nH + h * g) * D,
-                                         CUDA_R_16BF, static_cast<int>(nH * D), D, static_cast<int>(g),
-                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "attention output");
-    }
-  }
-
-  // The MoE expert products through cuBLAS's grouped GEMM: one problem per expert with routed rows (needs the
-  // group offsets on the host). y[i] = x[i] W_e^T for i in expert e's rows.
-  void grouped_gemm_cublas(const void* x, int64_t K, const void* W, int64_t N, const std::vector<int32_t>& off,
-                           void* y) {
-    std::vector<const void*> a, b;
-    std::vector<void*> c;
-    std::vector<int> m, n, k, lda, ldb, ldc, sizes;
-    std::vector<cublasOperation_t> ta, tb;
-    std::vector<float> alpha, beta;
-    const auto* xp = static_cast<const uint16_t*>(x);
-    const auto* wp = static_cast<const uint16_t*>(W);
-    auto* yp = static_cast<uint16_t*>(y);
-    for (size_t e = 0; e + 1 < off.size(); ++e) {
-      const int rows = off[e + 1] - off[e];
-      if (rows == 0) continue;
-      a.push_back(wp + static_cast<int64_t>(e) * N * K);
-      b.push_back(xp + static_cast<int64_t>(off[e]) * K);
-      c.push_back(yp + static_cast<int64_t>(off[e]) * N);
-      ta.push_back(CUBLAS_OP_T);
-      tb.push_back(CUBLAS_OP_N);
-      m.push_back(static_cast<int>(N));
-      n.push_back(rows);
-      k.push_back(static_cast<int>(K));
-      lda.push_back(static_cast<int>(K));
-      ldb.push_back(static_cast<int>(K));
-      ldc.push_back(static_cast<int>(N));
-      sizes.push_back(1);
-      alpha.push_back(1.0f);
-      beta.push_back(0.0f);
-    }
-    if (sizes.empty()) return;
-    const int64_t G = static_cast<int64_t>(sizes.size());
-    Tensor ptrs = device(DType::kU8, Shape{3 * G * static_cast<int64_t>(sizeof(void*))});
-    std::vector<const void*> all(a);
-    all.insert(all.end(), b.begin(), b.end());
-    all.insert(all.end(), c.begin(), c.end());
-    check(cudaMemcpyAsync(ptrs.data, all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice, stream_),
-          "grouped pointers");
-    auto** dev = static_cast<void**>(ptrs.data);
-    check(cublasGemmGroupedBatchedEx(blas_, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(),
-                                     const_cast<const void* const*>(dev), CUDA_R_16BF, lda.data(),
-                                     const_cast<const void* const*>(dev + G), CUDA_R_16BF, ldb.data(), beta.data(),
-                                     dev + 2 * G, CUDA_R_16BF, ldc.data(), static_cast<int>(G), sizes.data(),
-                                     CUBLAS_COMPUTE_32F),
-          "grouped gemm");
-    check(cudaStreamSynchronize(stream_), "grouped gemm sync");  // the host arrays must outlive the call
+  CublasCtx blas_ctx() {
+    return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }};
   }
 
   // y[M, N] = x[M, K] W[N, K]^T, bf16 inputs, f32 accumulation, y in `ytype`.

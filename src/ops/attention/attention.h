@@ -76,11 +76,13 @@ Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, 
 // The fused tensor-core path (attention_flash.cu): Q K^T, the masked online softmax and P V in one kernel, never
 // writing a [rows, keys] matrix. Fresh keys/values arrive as f16 (the cache's storage; the caller converts the bf16
 // rows, exact for the magnitudes the K/V norms produce); probabilities enter P V as f16. Head dims 16..512 in
-// powers of two (attention_flash_supports); anything else is an error naming the gemm kernel.
+// powers of two (attention_flash_supports); anything else is an error naming the gemm kernel. Bidirectional
+// (canvas) attention splits the keys over up to max_splits blocks per row tile when the grid would not fill the
+// GPU (flash-decoding), merging the partial results in f32.
 bool attention_flash_supports(int64_t head_dim);
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
-                            bool causal, int64_t window, void* out, cudaStream_t s);
+                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits = 16);
 
 }  // namespace dg
 #endif

@@ -4,10 +4,12 @@
 // registers, then O += P V with P packed to f16 straight from the score fragments. Nothing of size [rows, keys]
 // is ever written. Keys come from the f16 cache (ring slots) then the fresh rows (f16, converted by the caller),
 // loaded with cp.async; tiles that the causal/window mask hides entirely are skipped.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
 #include "ops/attention/attention.h"
 
 namespace dg {
@@ -15,6 +17,8 @@ namespace {
 
 using cuda::bf16;
 using cuda::f16;
+using cuda::cp_async_commit;
+using cuda::cp_async_wait;
 
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 64;  // keys per tile
@@ -30,35 +34,12 @@ struct FlashArgs {
   int64_t cap, from, n_cached, n_fresh, rows, q_pos0, key_pos0, window;
   int n_heads, n_kv;
   bool ring, causal;
+  // Split keys (flash-decoding): block z / dv_chunks takes key tiles [split * tiles_per_split, ...). With more than
+  // one split each block writes its normalised partial output and row (max, sum) in f32 for the combine kernel.
+  int n_splits = 1, tiles_per_split = 0;
+  float* part_o = nullptr;   // [splits, rows, heads, D]
+  float* part_ml = nullptr;  // [splits, rows, heads, 2]
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; bytes = 0 writes zeros (rows past the last key).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
 
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -78,17 +59,17 @@ __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, co
     const int row = i / kChunks, ch = i % kChunks;
     const int64_t j = j0 + row;
     const void* src = a.q;  // any valid address when zero-filling
-    int bytes = 0;
+    bool valid = false;
     if (j < a.n_cached) {
       const int64_t p = a.from + j;
       const int64_t slot = a.ring ? p % a.cap : p;
       src = cache + (slot * a.n_kv + kvh) * D + col0 + ch * 8;
-      bytes = 16;
+      valid = true;
     } else if (j < S) {
       src = fresh + ((j - a.n_cached) * a.n_kv + kvh) * D + col0 + ch * 8;
-      bytes = 16;
+      valid = true;
     }
-    cp_async16(dst + row * ld + ch * 8, src, bytes);
+    cuda::cp_async16(cuda::smem_u32(dst + row * ld + ch * 8), src, valid);
   }
 }
 
@@ -103,8 +84,12 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv);
-  const int64_t col0 = static_cast<int64_t>(blockIdx.z) * kDv;
-  const int64_t S = a.n_cached + a.n_fresh;
+  const int dv_chunks = kD / kDv, split = static_cast<int>(blockIdx.z) / dv_chunks;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.z % dv_chunks) * kDv;
+  const int64_t j_begin = static_cast<int64_t>(split) * a.tiles_per_split * kKeys;
+  const int64_t S_all = a.n_cached + a.n_fresh;
+  const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kKeys;
+  const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
 
   // Q tile: bf16 -> f16 (exact for the magnitudes QK-norm produces), zero rows past the end.
   for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
@@ -134,7 +119,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   constexpr float kLog2e = 1.4426950408889634f;
 
-  for (int64_t j0 = 0; j0 < S; j0 += kKeys) {
+  for (int64_t j0 = j_begin; j0 < S; j0 += kKeys) {
     const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kKeys - 1;
     bool need_mask = j0 + kKeys > S;
     if (a.causal) {
@@ -164,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
         const f16* kr = ks + (n * 8 + g) * kLdQ + k0 + 2 * t;
-        mma_f16(s[n], af, lds32(kr), lds32(kr + 8));
+        cuda::mma_f16_16816(s[n], af, lds32(kr), lds32(kr + 8));
       }
     }
 
@@ -231,9 +216,9 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
 #pragma unroll
       for (int n = 0; n < kDv / 16; ++n) {
         uint32_t bf[4];
-        ldmatrix_x4_trans(bf, vrow + n * 16);
-        mma_f16(o[2 * n], pf, bf[0], bf[1]);
-        mma_f16(o[2 * n + 1], pf, bf[2], bf[3]);
+        cuda::ldmatrix_x4_trans(bf, cuda::smem_u32(vrow + n * 16));
+        cuda::mma_f16_16816(o[2 * n], pf, bf[0], bf[1]);
+        cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
       }
     }
   }
@@ -245,6 +230,23 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   }
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
   const int64_t ld_out = static_cast<int64_t>(a.n_heads) * kD;
+  if (a.n_splits > 1) {
+    float* po = a.part_o + static_cast<int64_t>(split) * a.rows * ld_out;
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n) {
+      const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
+      if (qrow_lo < a.rows)
+        *reinterpret_cast<float2*>(po + qrow_lo * ld_out + c) = make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
+      if (qrow_hi < a.rows)
+        *reinterpret_cast<float2*>(po + qrow_hi * ld_out + c) = make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    }
+    if (t == 0 && col0 == 0) {
+      float* ml = a.part_ml + (static_cast<int64_t>(split) * a.rows * a.n_heads) * 2;
+      if (qrow_lo < a.rows) *reinterpret_cast<float2*>(ml + (qrow_lo * a.n_heads + h) * 2) = make_float2(m_lo, l_lo);
+      if (qrow_hi < a.rows) *reinterpret_cast<float2*>(ml + (qrow_hi * a.n_heads + h) * 2) = make_float2(m_hi, l_hi);
+    }
+    return;
+  }
 #pragma unroll
   for (int n = 0; n < kDv / 8; ++n) {
     const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
@@ -257,17 +259,75 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   }
 }
 
+// out[r, h, d] = sum_s w_s o_s[r, h, d] / sum_s w_s with w_s = l_s exp(m_s - max_s m_s) (splits without a visible
+// key have l_s = 0 and weigh nothing).
+__global__ void combine_kernel(const float* part_o, const float* part_ml, int n_splits, int64_t rows, int n_heads,
+                               int64_t D, bf16* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t total = rows * n_heads * D;
+  if (i >= total) return;
+  const int64_t rh = i / D;  // r * n_heads + h
+  float mx = -INFINITY;
+  for (int sp = 0; sp < n_splits; ++sp) {
+    const float2 ml = reinterpret_cast<const float2*>(part_ml)[sp * rows * n_heads + rh];
+    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
+  }
+  float num = 0.0f, den = 0.0f;
+  for (int sp = 0; sp < n_splits; ++sp) {
+    const float2 ml = reinterpret_cast<const float2*>(part_ml)[sp * rows * n_heads + rh];
+    if (ml.y <= 0.0f) continue;
+    const float w = ml.y * expf(ml.x - mx);
+    num += w * part_o[sp * total + i];
+    den += w;
+  }
+  out[i] = __float2bfloat16_rn(den > 0.0f ? num / den : 0.0f);
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
 template <int kD>
-Status launch(const FlashArgs& a, cudaStream_t s) {
+Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
   constexpr int kDv = kD < 128 ? kD : 128;
   constexpr size_t smem = sizeof(f16) * (static_cast<size_t>(kRows + kKeys) * (kD + 8) + kKeys * (kDv + 8));
   static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
-  const dim3 grid(static_cast<unsigned>((a.rows + kRows - 1) / kRows), static_cast<unsigned>(a.n_heads),
-                  static_cast<unsigned>(kD / kDv));
+  const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * (kD / kDv);
+  const int64_t tiles = (a.n_cached + a.n_fresh + kKeys - 1) / kKeys;
+  // Bidirectional (canvas) attention splits its keys until the grid fills about two waves of the GPU; causal
+  // prefill has query tiles enough and keeps one split.
+  int64_t splits = 1;
+  if (!a.causal && max_splits > 1 && tiles > 1) {
+    splits = std::min<int64_t>({max_splits, tiles, std::max<int64_t>(1, (2 * sm_count() + base - 1) / base)});
+  }
+  a.tiles_per_split = static_cast<int>((tiles + splits - 1) / splits);
+  a.n_splits = static_cast<int>(splits == 1 ? 1 : (tiles + a.tiles_per_split - 1) / a.tiles_per_split);
+  const int64_t ld = static_cast<int64_t>(a.n_heads) * kD, total = a.rows * ld;
+  void* scratch = nullptr;
+  if (a.n_splits > 1) {
+    const size_t bytes = sizeof(float) * static_cast<size_t>(a.n_splits) * (total + a.rows * a.n_heads * 2);
+    const cudaError_t e = cudaMallocAsync(&scratch, bytes, s);
+    if (e != cudaSuccess) return cuda_status(e, "attention_flash_cuda (split scratch)");
+    a.part_o = static_cast<float*>(scratch);
+    a.part_ml = a.part_o + a.n_splits * total;
+  }
+  const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(a.n_heads),
+                  static_cast<unsigned>((kD / kDv) * a.n_splits));
   flash_kernel<kD, kDv><<<grid, kThreads, smem, s>>>(a);
+  if (a.n_splits > 1) {
+    combine_kernel<<<cuda::blocks_for(total, 256), 256, 0, s>>>(a.part_o, a.part_ml, a.n_splits, a.rows, a.n_heads,
+                                                                 kD, a.out);
+    cudaFreeAsync(scratch, s);
+  }
   return cuda_status(cudaGetLastError(), "attention_flash_cuda");
 }
 
@@ -279,7 +339,7 @@ bool attention_flash_supports(int64_t head_dim) {
 
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
-                            bool causal, int64_t window, void* out, cudaStream_t s) {
+                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits) {
   const int64_t n_cached = cached.to - cached.from;
   if (rows == 0) return Status::ok();
   if (n_cached > 0 && n_fresh > 0 && cached.to != fresh_pos0)
@@ -307,12 +367,12 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.ring = cached.ring;
   a.causal = causal;
   switch (shape.head_dim) {
-    case 16: return launch<16>(a, s);
-    case 32: return launch<32>(a, s);
-    case 64: return launch<64>(a, s);
-    case 128: return launch<128>(a, s);
-    case 256: return launch<256>(a, s);
-    default: return launch<512>(a, s);
+    case 16: return launch<16>(a, max_splits, s);
+    case 32: return launch<32>(a, max_splits, s);
+    case 64: return launch<64>(a, max_splits, s);
+    case 128: return launch<128>(a, max_splits, s);
+    case 256: return launch<256>(a, max_splits, s);
+    default: return launch<512>(a, max_splits, s);
   }
 }
 

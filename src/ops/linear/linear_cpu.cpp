@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "quant/packed_tensor.h"
 
 namespace dg {
 
@@ -17,8 +18,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
 
-void linear_cpu_raw(const float* x, int64_t rows, int64_t in, const void* w_data, DType wt, int64_t out, float* y) {
-  const size_t esz = dtype_size(wt);
+void linear_cpu_rows(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t w_row0, int64_t out, float* y) {
+  DG_CHECK(w.shape.rank >= 2 && w.shape[w.shape.rank - 1] == in, "linear: weight {} does not take inputs of width {}",
+           w.shape.str(), in);
   // Parallel over output features: each worker converts a block of weight rows once and applies it to every row.
   constexpr int64_t kBlock = 16;
   const int64_t n_blocks = (out + kBlock - 1) / kBlock;
@@ -27,9 +29,7 @@ void linear_cpu_raw(const float* x, int64_t rows, int64_t in, const void* w_data
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t o0 = b * kBlock;
       const int64_t o1 = std::min(out, o0 + kBlock);
-      for (int64_t o = o0; o < o1; ++o)
-        convert_to_f32(static_cast<const uint8_t*>(w_data) + static_cast<size_t>(o * in) * esz, wt,
-                       static_cast<size_t>(in), wrow.data() + (o - o0) * in);
+      weight_rows_f32(w, w_row0 + o0, o1 - o0, wrow.data());
       for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * in;
         for (int64_t o = o0; o < o1; ++o) y[r * out + o] = dot_f32(xr, wrow.data() + (o - o0) * in, in);
@@ -41,7 +41,7 @@ void linear_cpu_raw(const float* x, int64_t rows, int64_t in, const void* w_data
 void linear_cpu(const float* x, int64_t rows, int64_t in, const Tensor& w, float* y) {
   DG_CHECK(w.shape.rank == 2 && w.shape[1] == in, "linear: weight {} does not take inputs of width {}",
            w.shape.str(), in);
-  linear_cpu_raw(x, rows, in, w.data, w.dtype, w.shape[0], y);
+  linear_cpu_rows(x, rows, in, w, 0, w.shape[0], y);
 }
 
 }  // namespace dg

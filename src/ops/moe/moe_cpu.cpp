@@ -67,7 +67,6 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
     routed[static_cast<size_t>(e)].push_back(i);
   }
   std::vector<float> y(static_cast<size_t>(rows * top_k * hidden));  // y[row*top_k + rank]
-  const size_t esz = dtype_size(gate_up.dtype);
   parallel_for(n_exp, 1, [&](int64_t e0, int64_t e1) {
     std::vector<float> zin, gu, a;
     for (int64_t e = e0; e < e1; ++e) {
@@ -78,8 +77,7 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
       for (int64_t j = 0; j < m; ++j)
         std::copy_n(z + (list[static_cast<size_t>(j)] / top_k) * hidden, hidden, zin.data() + j * hidden);
       gu.resize(static_cast<size_t>(m * two_ff));
-      linear_cpu_raw(zin.data(), m, hidden, static_cast<const uint8_t*>(gate_up.data) + e * two_ff * hidden * esz,
-                     gate_up.dtype, two_ff, gu.data());
+      linear_cpu_rows(zin.data(), m, hidden, gate_up, e * two_ff, two_ff, gu.data());
       a.resize(static_cast<size_t>(m * ff));
       for (int64_t j = 0; j < m; ++j) {
         const float* g = gu.data() + j * two_ff;
@@ -89,8 +87,7 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
         }
       }
       std::vector<float> ye(static_cast<size_t>(m * hidden));
-      linear_cpu_raw(a.data(), m, ff, static_cast<const uint8_t*>(down.data) + e * hidden * ff * dtype_size(down.dtype),
-                     down.dtype, hidden, ye.data());
+      linear_cpu_rows(a.data(), m, ff, down, e * hidden, hidden, ye.data());
       for (int64_t j = 0; j < m; ++j)
         for (int64_t c = 0; c < hidden; ++c)
           y[static_cast<size_t>(list[static_cast<size_t>(j)] * hidden + c)] =

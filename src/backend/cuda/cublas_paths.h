@@ -1,0 +1,31 @@
+// The cuBLAS-driven alternatives of the CUDA backend (selectable for comparison; docs/NEGATIVE.md): attention as
+// gathered-key batched GEMMs around a masked softmax, and the MoE expert products through cuBLAS's grouped GEMM.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attention/attention.h"
+
+namespace dg {
+
+struct CublasCtx {
+  cublasHandle_t blas = nullptr;
+  cudaStream_t stream = nullptr;
+  std::function<Tensor(DType, Shape)> alloc;  // stream-ordered device buffers of the backend
+};
+
+// q: bf16 [rows, n_heads, D]; keys: `cached` then the fresh bf16 rows; out: bf16 [rows, n_heads * D].
+void attention_gemm_cublas(const CublasCtx& c, const Tensor& q, int64_t q_pos0, const CachedKv& cached,
+                           const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                           int64_t window, Tensor& out);
+// y[i] = x[i] W_e^T for each expert e's rows [off[e], off[e+1]) (host offsets); synchronises the stream.
+void grouped_gemm_cublas(const CublasCtx& c, const void* x, int64_t K, const void* W, int64_t N,
+                         const std::vector<int32_t>& off, void* y);
+
+}  // namespace dg

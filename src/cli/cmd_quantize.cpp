@@ -1,0 +1,76 @@
+// `diffgemma quantize`: a Hugging Face checkpoint directory to a self-contained .dgq pack (src/quant/quantize.h).
+#include <sys/resource.h>
+
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "cli/progress.h"
+#include "core/parallel.h"
+#include "quant/quantize.h"
+
+namespace dg::cli {
+namespace {
+
+struct QuantizeCliOptions {
+  QuantizeOptions q;
+  int threads = 0;
+  bool quiet = false;
+};
+
+std::string mib(uint64_t b) { return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20)); }
+
+void run_quantize(const QuantizeCliOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  ByteProgress bar(o.quiet, "quantize");
+  uint64_t source_bytes = 0;
+  const PackManifest m = quantize_model(o.q, [&](uint64_t done, uint64_t total) {
+    source_bytes = total;
+    bar.update(done, total);
+  });
+  bar.finish();
+  if (o.quiet) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, std::pair<int, uint64_t>> by_class;  // tensors, bytes
+  for (const PackEntry& e : m.tensors) {
+    by_class[e.cls].first += 1;
+    by_class[e.cls].second += e.bytes;
+  }
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  fmt::print(stderr, "wrote {}: profile {}, {} tensors, {} from {} in {:.1f} s, peak RSS {}\n", o.q.out_dir, m.profile,
+             m.tensors.size(), mib(m.blob_bytes), mib(source_bytes), s,
+             mib(static_cast<uint64_t>(ru.ru_maxrss) * 1024));
+  for (const auto& [cls, fmt_name] : m.classes) {
+    auto it = by_class.find(cls);
+    if (it == by_class.end()) continue;
+    fmt::print(stderr, "  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, fmt_name, it->second.first,
+               mib(it->second.second));
+  }
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app) {
+  auto o = std::make_shared<QuantizeCliOptions>();
+  CLI::App* cmd = app.add_subcommand("quantize", "write a quantized .dgq pack from a Hugging Face checkpoint");
+  cmd->add_option("-m,--model", o->q.model_dir, "Hugging Face checkpoint directory")->required();
+  cmd->add_option("-o,--out", o->q.out_dir, "pack directory to create")->required();
+  cmd->add_option("--profile", o->q.profile,
+                  "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw)")
+      ->check(CLI::IsMember({"q4", "q6", "nvfp4", "fp8"}))
+      ->capture_default_str();
+  cmd->add_option("--set", o->q.sets,
+                  "CLASS=FORMAT override, repeatable; classes experts, experts.gate_up, experts.down, attn, dense, sc; "
+                  "formats raw, q8, q6, q4, nvfp4, fp8")
+      ->take_all();
+  cmd->add_flag("--force", o->q.force, "replace an existing pack at --out");
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all hardware threads)")->envname("DG_THREADS");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress or summary");
+  cmd->callback([o] { run_quantize(*o); });
+}
+
+}  // namespace dg::cli

@@ -1,0 +1,106 @@
+// `diffgemma serve`: the OpenAI-compatible HTTP server (src/server/, docs/SERVER.md). Loopback by default;
+// SIGINT / SIGTERM stop it cleanly (queued and running requests are answered 503, streams end).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "core/error.h"
+#include "io/model_config.h"
+
+#ifdef DG_WITH_SERVER
+#include <pthread.h>
+
+#include "server/server.h"
+#endif
+
+namespace dg::cli {
+namespace {
+
+#ifdef DG_WITH_SERVER
+struct ServeCliOptions {
+  ModelOptions model;
+  server::ServerOptions server;
+  bool quiet = false;
+};
+
+void run_serve(ServeCliOptions& o) {
+  // SIGINT and SIGTERM are taken by one thread (sigwait), so every other thread runs with them blocked; a write
+  // to a closed socket must fail with EPIPE, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  EngineOptions eo = engine_options(o.model);
+  const ModelConfig config = load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
+  eo.context = o.server.context + config.canvas;  // the last canvas attends past the answer budget
+  const auto engine = Engine::open(eo);
+
+  std::mutex log_mu;
+  auto log = [&log_mu, quiet = o.quiet](const std::string& line) {
+    if (quiet) return;
+    std::lock_guard<std::mutex> lock(log_mu);
+    fmt::print(stderr, "diffgemma serve: {}\n", line);
+    std::fflush(stderr);
+  };
+  server::Server srv(*engine, o.server, log);
+  const int port = srv.bind();
+  fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{})\n",
+             o.server.host, port, o.model.model, o.server.context, o.server.slots, o.server.max_queue,
+             o.server.api_key.empty() ? "" : ", API key required");
+  if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
+  std::fflush(stderr);
+
+  std::thread([&srv, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    srv.stop();
+  }).detach();
+  srv.run();
+  fmt::print(stderr, "diffgemma serve: stopped\n");
+}
+#endif
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat, completions, streaming, tools)");
+#ifdef DG_WITH_SERVER
+  auto o = std::make_shared<ServeCliOptions>();
+  server::ServerOptions& s = o->server;
+  add_model_options(cmd, o->model);
+  cmd->add_option("--host", s.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  cmd->add_option("--port", s.port, "port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on every route but /health")
+      ->envname("DG_API_KEY");
+  cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
+  cmd->add_option("--max-batch", s.max_batch, "requests denoised together (the CPU worker runs one at a time)")
+      ->capture_default_str();
+  cmd->add_option("--slots", s.slots, "resident sessions (KV caches) a returning conversation can reuse")
+      ->capture_default_str();
+  cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
+  cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
+      ->capture_default_str();
+  cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")->capture_default_str();
+  cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")->capture_default_str();
+  cmd->add_option("--log-dir", s.log_dir, "write an op-log (JSONL of engine ops with token ids) here; see replay");
+  cmd->add_option("--model-id", s.model_id, "the model id /v1/models lists (default: the directory's name)");
+  cmd->add_flag("--allow-special-literals", s.allow_special_literals,
+                "accept chat text holding special-token literals such as <|turn> (encoded as plain text) instead "
+                "of answering 400");
+  cmd->add_flag("-q,--quiet", o->quiet, "no per-request log lines on stderr");
+  cmd->callback([o] { run_serve(*o); });
+#else
+  cmd->allow_extras();
+  cmd->callback([] { fail("this diffgemma was built without the server (configure with -DDG_SERVER=ON)"); });
+#endif
+}
+
+}  // namespace dg::cli

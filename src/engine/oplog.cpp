@@ -1,0 +1,89 @@
+#include "engine/oplog.h"
+
+#include "core/error.h"
+
+namespace dg {
+
+OpLog::OpLog(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::app) {
+  DG_CHECK(out_.good(), "cannot create the op-log '{}'", path);
+}
+
+void OpLog::write(const Json& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_ << record.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  out_.flush();
+}
+
+Json sampler_to_json(const SamplerOptions& o) {
+  return Json{{"profile", sampler_profile_name(o.profile)},
+              {"seed", o.seed},
+              {"max_new_tokens", o.max_new_tokens},
+              {"steps", o.steps},
+              {"entropy_bound", o.entropy_bound},
+              {"t_min", o.t_min},
+              {"t_max", o.t_max},
+              {"stability_threshold", o.stability_threshold},
+              {"confidence_threshold", o.confidence_threshold},
+              {"stop_ids", o.stop_ids},
+              {"pad_id", o.pad_id},
+              {"bos_id", o.bos_id},
+              {"argmax_commit", o.argmax_commit},
+              {"first_step_self_embed", o.first_step_self_embed},
+              {"plateau_steps", o.plateau_steps},
+              {"plateau_mean_entropy", o.plateau_mean_entropy},
+              {"pad_gate", o.pad_gate},
+              {"entropy_stop", o.entropy_stop},
+              {"entropy_stop_min_steps", o.entropy_stop_min_steps},
+              {"empty_reply_retries", o.empty_reply_retries},
+              {"commit_trim_tau", o.commit_trim_tau},
+              {"commit_trim_floor", o.commit_trim_floor},
+              {"sc_sparse_cutoff", o.sc_sparse_cutoff}};
+}
+
+namespace {
+
+template <typename T>
+void get(const Json& j, const char* key, T& out) {
+  DG_CHECK(j.contains(key), "op-log sampler: \"{}\" is missing", key);
+  try {
+    out = j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("op-log sampler: \"{}\" has the wrong type", key);
+  }
+}
+
+}  // namespace
+
+SamplerOptions sampler_from_json(const Json& j) {
+  DG_CHECK(j.is_object(), "op-log: \"sampler\" must be an object");
+  SamplerOptions o;
+  std::string profile;
+  get(j, "profile", profile);
+  o.profile = sampler_profile_from_name(profile);
+  get(j, "seed", o.seed);
+  get(j, "max_new_tokens", o.max_new_tokens);
+  get(j, "steps", o.steps);
+  get(j, "entropy_bound", o.entropy_bound);
+  get(j, "t_min", o.t_min);
+  get(j, "t_max", o.t_max);
+  get(j, "stability_threshold", o.stability_threshold);
+  get(j, "confidence_threshold", o.confidence_threshold);
+  get(j, "stop_ids", o.stop_ids);
+  get(j, "pad_id", o.pad_id);
+  get(j, "bos_id", o.bos_id);
+  get(j, "argmax_commit", o.argmax_commit);
+  get(j, "first_step_self_embed", o.first_step_self_embed);
+  get(j, "plateau_steps", o.plateau_steps);
+  get(j, "plateau_mean_entropy", o.plateau_mean_entropy);
+  get(j, "pad_gate", o.pad_gate);
+  get(j, "entropy_stop", o.entropy_stop);
+  get(j, "entropy_stop_min_steps", o.entropy_stop_min_steps);
+  get(j, "empty_reply_retries", o.empty_reply_retries);
+  get(j, "commit_trim_tau", o.commit_trim_tau);
+  get(j, "commit_trim_floor", o.commit_trim_floor);
+  get(j, "sc_sparse_cutoff", o.sc_sparse_cutoff);
+  o.validate();
+  return o;
+}
+
+}  // namespace dg

@@ -1,0 +1,50 @@
+// The op-log: every engine operation the server's worker performs, as JSONL with token ids (no text), so a field
+// session can be re-executed exactly. Records, one per line, in the order the worker ran them:
+//   {"op":"open", "model", "backend", "precision", "kv_precision", "context", "slots", "ring_slack"}
+//   {"op":"route", "job", "slot", "why", "common", "held", "prompt"}           (the reuse decision; no effect)
+//   {"op":"sync", "job", "slot", "keep", "append":[ids], "reused", "encoded", "rewound", "reprefilled", "kv_len"}
+//   {"op":"generate", "job", "slot", "sampler":{...}}
+//   {"event":"block", "job", "slot", "block", "steps", "ids":[ids]}           (each committed block)
+//   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint"}
+//   {"op":"clear", "job", "slot"}                                             (after an engine error)
+// A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
+// with finish "cancelled" after `forwards` denoise steps; replay cancels it at the same step.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "chat/conversation.h"
+#include "diffusion/options.h"
+#include "dg/engine.h"
+
+namespace dg {
+
+class OpLog {
+ public:
+  explicit OpLog(const std::string& path);  // throws dg::Error when the file cannot be created
+  void write(const Json& record);            // one line, flushed (a crash keeps every record before it)
+  const std::string& path() const { return path_; }
+
+ private:
+  std::mutex mu_;
+  std::string path_;
+  std::ofstream out_;
+};
+
+Json sampler_to_json(const SamplerOptions& o);
+SamplerOptions sampler_from_json(const Json& j);  // throws dg::Error naming a missing or mistyped field
+
+struct ReplayReport {
+  int64_t records = 0, jobs = 0, blocks = 0;
+  bool diverged = false;
+  std::string divergence;  // the first difference: record line, job, slot, what was expected and what came
+};
+
+// Re-executes an op-log on `engine` (opened with the log's backend and precision for fingerprints to compare)
+// and stops at the first divergence. Throws dg::Error on an unreadable or malformed log.
+ReplayReport replay_oplog(const Engine& engine, const std::string& path);
+
+}  // namespace dg

@@ -1,0 +1,52 @@
+// SessionPool: the server's KV caches. Each slot is a Session (a cache and the token log it holds); a request
+// goes to the slot whose log shares the longest prefix with its prompt, so a conversation that comes back finds
+// its history already encoded and only the new turn is prefilled (a divergence is cut by Session::sync's rewind).
+// A slot is reused only when it keeps at least as many tokens as it cuts; otherwise the prompt takes an empty
+// slot, then the least recently used one. Routing is pure; the worker holds the slots (a batched worker marks
+// the ones in flight busy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dg/engine.h"
+
+namespace dg {
+
+struct Route {
+  int slot = -1;
+  int64_t common = 0;  // tokens the slot's log shares with the prompt
+  int64_t held = 0;    // tokens the slot held before
+  std::string why;     // "prefix" | "empty" | "evict": how the slot was chosen
+};
+
+// The length of the longest common prefix.
+int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
+
+class SessionPool {
+ public:
+  SessionPool(const Engine& engine, int slots, const SessionOptions& opt);
+
+  // The slot for `prompt` among those not busy; slot -1 when every slot is busy. A prefix counts when it is more
+  // than `min_common` tokens (the <bos> every chat shares is not worth keeping a slot for).
+  Route route(std::span<const int32_t> prompt, int64_t min_common = 1) const;
+  Session& session(int slot) { return *slots_.at(static_cast<size_t>(slot)).session; }
+  const Session& session(int slot) const { return *slots_.at(static_cast<size_t>(slot)).session; }
+  void acquire(int slot);  // busy until release; marks it most recently used
+  void release(int slot);
+  int size() const { return static_cast<int>(slots_.size()); }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Session> session;
+    uint64_t last_used = 0;
+    bool busy = false;
+  };
+  std::vector<Slot> slots_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace dg

@@ -1,0 +1,89 @@
+#include "engine/worker.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace dg {
+
+Worker::Worker(const Engine& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt)
+    : engine_(engine), queue_(queue), stats_(stats), opt_(std::move(opt)),
+      chat_tokens_(ChatTokens::from(engine.tokenizer())), pool_(engine, opt_.slots, opt_.session) {}
+
+Worker::~Worker() { stop(); }
+
+void Worker::start() {
+  DG_CHECK(!thread_.joinable(), "the worker is already running");
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Worker::stop() {
+  stopping_ = true;
+  queue_.close();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::say(const std::string& line) const {
+  if (opt_.log) opt_.log(line);
+}
+
+namespace {
+
+void answer_error(Job& job, int status, std::string message) {
+  JobEvent e;
+  e.kind = JobEvent::Kind::kError;
+  e.status = status;
+  e.text = std::move(message);
+  job.events.push(std::move(e));
+}
+
+}  // namespace
+
+void Worker::loop() {
+  while (std::shared_ptr<Job> job = queue_.pop()) {
+    if (stopping_) {
+      answer_error(*job, 503, "the server is shutting down");
+    } else if (job->cancelled) {
+      ++stats_.jobs_cancelled;
+      answer_error(*job, 499, "the client closed the connection while the request was queued");
+    } else if (job->expired()) {
+      ++stats_.jobs_timed_out;
+      answer_error(*job, 504, "the request timed out while queued");
+      say(fmt::format("job {}: timed out in the queue", job->id));
+    } else {
+      run(*job);
+    }
+  }
+}
+
+void Worker::run(Job& job) {
+  const Route r = pool_.route(job.spec.prompt);
+  DG_CHECK(r.slot >= 0, "no free session slot (the serial worker never holds more than one)");
+  say(fmt::format("job {}: slot {} ({}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
+                  r.common, job.spec.prompt.size(), r.held));
+  if (opt_.oplog != nullptr)
+    opt_.oplog->write({{"op", "route"}, {"job", job.id}, {"slot", r.slot}, {"why", r.why}, {"common", r.common},
+                       {"held", r.held}, {"prompt", job.spec.prompt.size()}});
+  pool_.acquire(r.slot);
+  ++stats_.running;
+  Session& session = pool_.session(r.slot);
+  const std::unique_ptr<Denoiser> denoiser = opt_.denoiser ? opt_.denoiser(engine_.model(), job) : nullptr;
+  const JobContext ctx{engine_, chat_tokens_, stats_, opt_.oplog,
+                       [&] { return stopping_.load() || job.cancelled.load() || job.expired(); }, denoiser.get()};
+  try {
+    if (job.spec.kind == JobSpec::Kind::kChat)
+      run_chat_job(job, session, r.slot, ctx);
+    else
+      run_completion_job(job, session, r.slot, ctx);
+  } catch (const std::exception& e) {
+    ++stats_.jobs_failed;
+    session.clear();  // the cache may hold half an op: start the slot over
+    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});
+    say(fmt::format("job {}: engine error: {}", job.id, e.what()));
+    answer_error(job, 500, fmt::format("engine error: {}", e.what()));
+  }
+  --stats_.running;
+  pool_.release(r.slot);
+}
+
+}  // namespace dg

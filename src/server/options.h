@@ -1,0 +1,26 @@
+// ServerOptions: every knob of `diffgemma serve` (src/cli/cmd_serve.cpp declares the flags).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dg::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless asked otherwise
+  int port = 8080;                 // 0: any free port (printed at start)
+  std::string api_key;             // "": no authentication; else every route but /health needs "Bearer KEY"
+  int64_t context = 8192;          // prompt + answer tokens one request may use
+  int max_batch = 1;               // jobs denoised together (the CPU worker runs one at a time)
+  int slots = 4;                   // resident sessions (KV caches) for prefix reuse
+  size_t max_queue = 64;           // waiting requests beyond which new ones get 429
+  double timeout_s = 600;          // per request, from arrival to the last event
+  size_t max_body_bytes = 4u << 20;  // larger request bodies get 413
+  int http_threads = 0;            // 0: max_queue + 16 (a waiting or streaming request holds one thread)
+  std::string log_dir;             // "": no op-log; else DIR/ops-<time>-<pid>.jsonl
+  std::string model_id;            // the id /v1/models lists and responses carry ("": the directory's name)
+  bool allow_special_literals = false;  // chat text holding a special-token literal: 400, or plain text
+};
+
+}  // namespace dg::server

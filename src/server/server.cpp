@@ -1,0 +1,116 @@
+#include "server/server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <httplib.h>
+
+#include "core/error.h"
+
+namespace dg::server {
+namespace {
+
+// httplib's listen backlog is compiled into the Debian library (5): a burst of clients past it gets connections
+// reset after the SYN-ACK retries. Linux lets listen() raise the backlog of a socket that already listens.
+class HttpServer final : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
+constexpr int kListenBacklog = 1024;
+
+std::string default_model_id(const Engine& engine) {
+  const std::string name = std::filesystem::path(engine.checkpoint().dir).lexically_normal().filename().string();
+  return name.empty() || name == "." ? std::string("diffgemma") : name;
+}
+
+std::string open_oplog_path(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  return (std::filesystem::path(dir) / fmt::format("ops-{}-{}.jsonl", std::time(nullptr), ::getpid())).string();
+}
+
+}  // namespace
+
+Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
+    : engine_(engine), opt_(std::move(opt)), log_(std::move(log)),
+      chat_tokens_(ChatTokens::from(engine.tokenizer())),
+      wire_{engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract),
+            engine.default_sampler(SamplerProfile::kReference), opt_.context, opt_.allow_special_literals},
+      worker_stats_(opt_.max_batch), queue_(opt_.max_queue) {
+  DG_CHECK(opt_.context > 0, "--ctx must be positive (got {})", opt_.context);
+  DG_CHECK(opt_.max_batch >= 1, "--max-batch must be at least 1 (got {})", opt_.max_batch);
+  DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
+  DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");
+  if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
+  std::random_device rd;
+  id_prefix_ = fmt::format("{:08x}", rd());
+  started_ = static_cast<int64_t>(std::time(nullptr));
+
+  WorkerOptions wo;
+  wo.slots = opt_.slots;
+  wo.max_batch = opt_.max_batch;
+  wo.log = [this](const std::string& line) { say(line); };
+  wo.denoiser = std::move(denoiser);
+  if (!opt_.log_dir.empty()) {
+    oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir));
+    wo.oplog = oplog_.get();
+    const EngineOptions& eo = engine.options();
+    oplog_->write({{"op", "open"},
+                   {"version", 1},
+                   {"model", engine.checkpoint().dir},
+                   {"backend", eo.backend},
+                   {"precision", std::string(storage_name(eo.precision.act))},
+                   {"kv_precision", std::string(storage_name(eo.precision.kv))},
+                   {"context", eo.context},
+                   {"slots", wo.slots},
+                   {"ring_slack", wo.session.ring_slack}});
+  }
+  worker_ = std::make_unique<Worker>(engine_, queue_, worker_stats_, wo);
+
+  http_ = std::make_unique<HttpServer>();
+  const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads) : opt_.max_queue + 16;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(opt_.max_body_bytes);
+  install_routes();
+}
+
+Server::~Server() { stop(); }
+
+void Server::say(const std::string& line) const {
+  if (log_) log_(line);
+}
+
+int Server::bind() {
+  int port = opt_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(opt_.host);
+  } else if (!http_->bind_to_port(opt_.host, port)) {
+    port = -1;
+  }
+  DG_CHECK(port > 0, "cannot listen on {}:{} (the port is in use, or the host is not an address of this machine)",
+           opt_.host, opt_.port);
+  static_cast<HttpServer&>(*http_).raise_backlog(kListenBacklog);
+  return port;
+}
+
+void Server::run() {
+  worker_->start();
+  running_ = true;
+  if (!stopping_) http_->listen_after_bind();
+  returned_ = true;
+}
+
+void Server::stop() {
+  stopping_ = true;
+  worker_->stop();
+  // A stop that comes while run() is starting must not be lost: wait until httplib listens (or run() gave up).
+  while (running_ && !returned_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  http_->stop();
+}
+
+}  // namespace dg::server

@@ -1,0 +1,70 @@
+// dg::server::Server: the OpenAI-compatible HTTP front of one Engine. HTTP threads (cpp-httplib's pool) parse and
+// validate requests, render prompts to token ids, push jobs to a bounded queue (429 when full) and stream the
+// job's events back; one device worker (src/engine/worker.h) owns the model and the KV caches. Routes:
+// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (docs/SERVER.md).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dg/engine.h"
+#include "engine/oplog.h"
+#include "engine/scheduler.h"
+#include "engine/stats.h"
+#include "engine/worker.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/wire_request.h"
+#include "server/wire_response.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace dg::server {
+
+class Server {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  // Opens the op-log (when opt.log_dir is set) and prepares the routes; throws dg::Error without a Gemma 4 chat
+  // tokenizer in the model directory.
+  // `denoiser`: nullptr for the model itself (tests script replies with one).
+  Server(const Engine& engine, ServerOptions opt, Log log = nullptr, DenoiserFactory denoiser = nullptr);
+  ~Server();
+
+  int bind();   // binds host:port (port 0: a free one) and returns the port; throws dg::Error when it cannot
+  void run();   // starts the worker and serves until stop()
+  void stop();  // from any thread: queued and running jobs are answered 503, streams end, run() returns
+  std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }
+
+ private:
+  void install_routes();
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void wait_for_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
+                       bool chat);
+  void stream_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
+                     bool chat, bool include_usage);
+  void say(const std::string& line) const;
+
+  const Engine& engine_;
+  ServerOptions opt_;
+  Log log_;
+  ChatTokens chat_tokens_;
+  WireContext wire_;
+  std::unique_ptr<OpLog> oplog_;
+  WorkerStats worker_stats_;
+  HttpStats http_stats_;
+  JobQueue queue_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<uint64_t> next_job_{1};
+  std::atomic<bool> stopping_{false}, running_{false}, returned_{false};
+  std::string id_prefix_;  // random per process: response and call ids do not repeat across restarts
+  int64_t started_ = 0;
+};
+
+}  // namespace dg::server

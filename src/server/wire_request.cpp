@@ -1,0 +1,252 @@
+#include "server/wire_request.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "chat/template.h"
+#include "core/error.h"
+
+namespace dg::server {
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, "invalid_request_error", "invalid_value", param);
+}
+
+// The field, or nullptr when it is absent or null (OpenAI treats null as "not given").
+const Json* field(const Json& b, const char* key) {
+  const auto it = b.find(key);
+  return it == b.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool get_bool(const Json& b, const char* key, bool dflt) {
+  const Json* f = field(b, key);
+  if (f == nullptr) return dflt;
+  if (!f->is_boolean()) bad(key, fmt::format("'{}' must be true or false", key));
+  return f->get<bool>();
+}
+
+int64_t get_int(const Json& b, const char* key, int64_t lo, int64_t hi, int64_t dflt) {
+  const Json* f = field(b, key);
+  if (f == nullptr) return dflt;
+  double v = 0;
+  if (f->is_number_integer()) {
+    if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(hi))
+      bad(key, fmt::format("'{}' must be at most {}", key, hi));
+    v = static_cast<double>(f->get<int64_t>());
+  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>()) {
+    v = f->get<double>();
+  } else {
+    bad(key, fmt::format("'{}' must be an integer", key));
+  }
+  if (v < static_cast<double>(lo) || v > static_cast<double>(hi))
+    bad(key, fmt::format("'{}' must be between {} and {} (got {})", key, lo, hi, f->dump()));
+  return f->is_number_integer() ? f->get<int64_t>() : static_cast<int64_t>(v);
+}
+
+double get_number(const Json& b, const char* key, double lo, double hi, double dflt) {
+  const Json* f = field(b, key);
+  if (f == nullptr) return dflt;
+  if (!f->is_number()) bad(key, fmt::format("'{}' must be a number", key));
+  const double v = f->get<double>();
+  if (!(v >= lo && v <= hi)) bad(key, fmt::format("'{}' must be between {} and {} (got {})", key, lo, hi, v));
+  return v;
+}
+
+// stop: a string or an array of up to 4 strings.
+std::vector<std::string> get_stop(const Json& b) {
+  const Json* f = field(b, "stop");
+  if (f == nullptr) return {};
+  if (f->is_string()) return {f->get<std::string>()};
+  if (!f->is_array() || f->size() > 4) bad("stop", "'stop' must be a string or an array of at most 4 strings");
+  std::vector<std::string> out;
+  for (const Json& s : *f) {
+    if (!s.is_string()) bad("stop", "'stop' must be a string or an array of at most 4 strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+// The sampler: the profile's defaults, then the DiffusionGemma knobs and the seed.
+SamplerOptions get_sampler(const Json& b, const WireContext& ctx) {
+  SamplerOptions o = ctx.contract;
+  if (const Json* p = field(b, "sampler")) {
+    if (!p->is_string() || (*p != "contract" && *p != "reference"))
+      bad("sampler", "'sampler' must be \"contract\" or \"reference\"");
+    if (*p == "reference") o = ctx.reference;
+  }
+  o.steps = static_cast<int>(get_int(b, "steps", 1, 4096, o.steps));
+  o.entropy_bound = get_number(b, "entropy_bound", 1e-9, 1e9, o.entropy_bound);
+  o.confidence_threshold = get_number(b, "confidence_threshold", 0.0, 1e9, o.confidence_threshold);
+  o.t_min = get_number(b, "t_min", 1e-6, 100.0, o.t_min);
+  o.t_max = get_number(b, "t_max", 1e-6, 100.0, o.t_max);
+  if (field(b, "seed") != nullptr) {
+    o.seed = static_cast<uint64_t>(
+        get_int(b, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0));
+  } else {
+    std::random_device rd;
+    o.seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    bad("", e.what());
+  }
+  return o;
+}
+
+// Options shared by both endpoints; the prompt is known, so max_tokens is checked against the context.
+void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
+  r.stream = get_bool(b, "stream", false);
+  if (const Json* so = field(b, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+    r.include_usage = get_bool(*so, "include_usage", false);
+  }
+  if (get_int(b, "n", 1, 1, 1) != 1) bad("n", "'n' must be 1");
+  if (const Json* lp = field(b, "logprobs"); lp != nullptr && *lp != false && *lp != 0)
+    throw ApiError(400, "logprobs are not supported", "invalid_request_error", "unsupported_parameter", "logprobs");
+  r.spec.sampler = get_sampler(b, ctx);
+  r.spec.stop = get_stop(b);
+  r.spec.drafts = get_bool(b, "drafts", false);
+
+  const auto prompt = static_cast<int64_t>(r.spec.prompt.size());
+  if (prompt >= ctx.context)
+    throw ApiError(400, fmt::format("the prompt is {} tokens; this server's context holds {}", prompt, ctx.context),
+                   "invalid_request_error", "context_length_exceeded", "messages");
+  const char* key = field(b, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+  const int64_t max = get_int(b, key, 1, std::numeric_limits<int32_t>::max(), ctx.context - prompt);
+  if (prompt + max > ctx.context)
+    throw ApiError(400,
+                   fmt::format("this server's context holds {} tokens, but {} were requested ({} in the prompt, {} "
+                               "for the answer); lower '{}'",
+                               ctx.context, prompt + max, prompt, max, key),
+                   "invalid_request_error", "context_length_exceeded", key);
+  r.spec.sampler.max_new_tokens = static_cast<int>(max);
+}
+
+// Text that would encode a special token if it were matched: refused unless the server allows it (it is then
+// encoded as plain text, as every chat text is).
+void check_literals(const std::string& text, const std::string& where, const WireContext& ctx) {
+  if (ctx.allow_special_literals) return;
+  for (const int32_t id : ctx.tok.encode(text, SpecialTokens::kMatch))
+    if (ctx.tok.is_special(id))
+      bad(where, fmt::format("{} contains the special-token literal '{}'; control tokens cannot be sent as text "
+                             "(start the server with --allow-special-literals to pass such text as plain characters)",
+                             where, ctx.tok.token(id)));
+}
+
+// The `thinking` extension field, else vLLM's chat_template_kwargs.enable_thinking, else off.
+bool thinking_of(const Json& b) {
+  bool on = false;
+  if (const Json* k = field(b, "chat_template_kwargs")) {
+    if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    on = get_bool(*k, "enable_thinking", on);
+  }
+  return get_bool(b, "thinking", on);
+}
+
+}  // namespace
+
+Json parse_body(const std::string& body) {
+  Json j;
+  try {
+    j = Json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error",
+                   "invalid_json");
+  }
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error",
+                                     "invalid_json");
+  return j;
+}
+
+ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
+  ParsedRequest r;
+  if (const Json* m = field(b, "model"); m != nullptr && !m->is_string()) bad("model", "'model' must be a string");
+  const Json* msgs = field(b, "messages");
+  if (msgs == nullptr || !msgs->is_array() || msgs->empty())
+    bad("messages", "'messages' must be a non-empty array of chat messages");
+  Conversation conv;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const std::string where = fmt::format("messages[{}]", i);
+    try {
+      conv.messages.push_back(message_from_json((*msgs)[i], where));
+    } catch (const Error& e) {
+      bad("messages", e.what());
+    }
+    // The model's own earlier answers may hold such text (it can spell a literal in plain tokens); the rest may not.
+    const Message& m = conv.messages.back();
+    if (m.role != Role::kAssistant) check_literals(m.content, where + ".content", ctx);
+  }
+  std::string choice = "auto";
+  if (const Json* tc = field(b, "tool_choice")) {
+    if (!tc->is_string() || (*tc != "auto" && *tc != "none"))
+      throw ApiError(400, "tool_choice must be \"auto\" or \"none\": forcing a call needs constrained decoding, "
+                          "which this server does not do", "invalid_request_error", "unsupported_value", "tool_choice");
+    choice = tc->get<std::string>();
+  }
+  if (const Json* tools = field(b, "tools"); tools != nullptr && choice != "none") {
+    try {
+      check_tools(*tools);
+    } catch (const Error& e) {
+      bad("tools", e.what());
+    }
+    conv.tools = *tools;
+  }
+  if (const Json* rf = field(b, "response_format")) {
+    const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
+                                 ? (*rf)["type"].get<std::string>() : std::string();
+    if (type != "text" && type != "json_object")
+      throw ApiError(400, "response_format must be {\"type\":\"text\"} or {\"type\":\"json_object\"} (JSON schemas "
+                          "need constrained decoding, which this server does not do)",
+                     "invalid_request_error", "unsupported_value", "response_format");
+  }
+  r.spec.kind = JobSpec::Kind::kChat;
+  r.spec.render.thinking = thinking_of(b);
+  r.spec.render.add_generation_prompt = true;
+  RenderedPrompt p;
+  try {
+    p = render_chat(conv, r.spec.render, ctx.tok, ctx.chat_tokens);
+  } catch (const Error& e) {
+    bad("messages", e.what());
+  }
+  if (p.end == PromptEnd::kToolResponse)
+    bad("messages", "the last assistant message has a tool call without a result: add a role \"tool\" message with "
+                    "its tool_call_id");
+  r.spec.prompt = std::move(p.ids);
+  r.spec.prompt_end = p.end;
+  r.spec.conversation = std::move(conv);
+  apply_common(b, ctx, r);
+  return r;
+}
+
+ParsedRequest parse_completion_request(const Json& b, const WireContext& ctx) {
+  ParsedRequest r;
+  if (const Json* m = field(b, "model"); m != nullptr && !m->is_string()) bad("model", "'model' must be a string");
+  if (get_bool(b, "echo", false)) throw ApiError(400, "echo is not supported", "invalid_request_error",
+                                                 "unsupported_parameter", "echo");
+  const Json* p = field(b, "prompt");
+  if (p != nullptr && p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+  std::vector<int32_t> ids;
+  const std::optional<int32_t> bos = ctx.tok.bos_id();
+  if (p != nullptr && p->is_string()) {
+    if (p->get_ref<const std::string&>().empty()) bad("prompt", "'prompt' is empty");
+    ids = ctx.tok.encode(p->get<std::string>(), SpecialTokens::kMatch);  // a raw prompt: markers as written
+    if (bos && (ids.empty() || ids[0] != *bos)) ids.insert(ids.begin(), *bos);
+  } else if (p != nullptr && p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    for (const Json& t : *p) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.tok.vocab_size())
+        bad("prompt", fmt::format("prompt token ids must be integers in [0, {})", ctx.tok.vocab_size()));
+      ids.push_back(t.get<int32_t>());
+    }
+  } else {
+    bad("prompt", "'prompt' must be a non-empty string, an array of one string, or an array of token ids");
+  }
+  r.spec.kind = JobSpec::Kind::kCompletion;
+  r.spec.prompt = std::move(ids);
+  apply_common(b, ctx, r);
+  return r;
+}
+
+}  // namespace dg::server

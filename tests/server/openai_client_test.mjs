@@ -1,0 +1,220 @@
+// The official `openai` npm client against the server: `diffgemma serve` on the embedded model (random weights:
+// the protocol, not the words) for models, chat and completions with and without streaming, usage, prefix reuse
+// and errors; the server with scripted replies (dg_scripted_server) for tool calls, the SDK's tool runner,
+// reasoning and stop strings. Run by openai_client.sh (ctest: server.openai_npm_client).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(import.meta.url);
+const { OpenAI } = require(path.join(process.env.DG_NODE_MODULES, 'openai'));
+
+// Starts a server command, resolves with its base URL once it prints "listening on http://...".
+function startServer(cmd, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr.on('data', (d) => {
+      log += d.toString();
+      const m = log.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) resolve({ child, url: m[1], log: () => log });
+    });
+    child.on('exit', (code) => reject(new Error(`${cmd} exited with ${code} before listening:\n${log}`)));
+    setTimeout(() => reject(new Error(`${cmd} did not start in 60 s:\n${log}`)), 60000);
+  });
+}
+
+function stopServer(s) {
+  return new Promise((resolve) => {
+    if (s.child.exitCode !== null) return resolve(s.child.exitCode);
+    s.child.on('exit', (code, signal) => resolve(code ?? signal));
+    s.child.kill('SIGTERM');
+  });
+}
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+const fast = { max_tokens: 8, steps: 2, seed: 5 };  // extra fields (steps, seed) pass through the SDK's body
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Current weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+
+// ---- diffgemma serve on the embedded model ----
+let real;
+const realClient = () => new OpenAI({ baseURL: `${real.url}/v1`, apiKey: 'sk-node-test', maxRetries: 0 });
+
+test('models.list lists the served model', async () => {
+  const page = await realClient().models.list();
+  assert.deepEqual(page.data.map((m) => m.id), ['dg-tiny']);
+});
+
+test('chat.completions.create answers with an OpenAI chat.completion', async () => {
+  const r = await realClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'Hello there' }], ...fast,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.ok(r.usage.completion_tokens <= 8);
+});
+
+test('streamed chat: role first, deltas, one finish, usage last', async () => {
+  const stream = await realClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'Stream please' }], stream: true,
+    stream_options: { include_usage: true }, ...fast,
+  });
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  const finishes = chunks.filter((c) => c.choices.length && c.choices[0].finish_reason);
+  assert.equal(finishes.length, 1);
+  const last = chunks[chunks.length - 1];
+  assert.deepEqual(last.choices, []);
+  assert.ok(last.usage.completion_tokens <= 8);
+  for (const c of chunks) assert.equal(c.id, chunks[0].id);
+});
+
+test('the SDK stream helper assembles the same kind of completion', async () => {
+  const runner = realClient().chat.completions.stream({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'Helper' }], ...fast,
+  });
+  let deltas = '';
+  runner.on('content', (d) => { deltas += d; });
+  const final = await runner.finalChatCompletion();
+  assert.equal(final.choices[0].message.content ?? '', deltas);
+});
+
+test('completions.create, plain and streamed', async () => {
+  const c = realClient();
+  const r = await c.completions.create({ model: 'dg-tiny', prompt: 'The sky is', ...fast });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(typeof r.choices[0].text, 'string');
+  const s = await c.completions.create({ model: 'dg-tiny', prompt: 'The sky is', stream: true, ...fast });
+  let finishes = 0;
+  for await (const ch of s) if (ch.choices[0]?.finish_reason) finishes += 1;
+  assert.equal(finishes, 1);
+});
+
+test('a second turn is served from the cache (prompt_tokens_details.cached_tokens)', async () => {
+  const c = realClient();
+  const messages = [{ role: 'user', content: 'First turn' }];
+  const r1 = await c.chat.completions.create({ model: 'dg-tiny', messages, ...fast });
+  messages.push(r1.choices[0].message, { role: 'user', content: 'Second turn' });
+  const r2 = await c.chat.completions.create({ model: 'dg-tiny', messages, ...fast });
+  const cached = r2.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > r1.usage.prompt_tokens, `cached ${cached} of ${r2.usage.prompt_tokens}`);
+});
+
+test('errors arrive as the SDK error classes', async () => {
+  const bad = new OpenAI({ baseURL: `${real.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  await assert.rejects(
+    realClient().chat.completions.create({ model: 'dg-tiny', messages: [], max_tokens: 4 }),
+    (e) => e instanceof OpenAI.BadRequestError && /messages/.test(e.message),
+  );
+  await assert.rejects(
+    realClient().chat.completions.create({ model: 'dg-tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'max_tokens',
+  );
+});
+
+// ---- scripted replies ----
+let scripted;
+const scriptedClient = () => new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: 'sk-scripted', maxRetries: 0 });
+
+test('tool calls come back as message.tool_calls with reasoning apart', async () => {
+  const r = await scriptedClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: [weatherTool],
+    max_tokens: 64, steps: 2,
+  });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(m.tool_calls.length, 1);
+  assert.equal(m.tool_calls[0].type, 'function');
+  assert.equal(m.tool_calls[0].function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), { city: 'Paris' });
+  assert.equal(m.reasoning_content, 'The user wants the weather; I will call the tool.');
+  assert.equal(m.content, '');
+});
+
+test('streamed tool calls assemble in the SDK stream helper', async () => {
+  const runner = scriptedClient().chat.completions.stream({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'weather?' }], tools: [weatherTool], max_tokens: 64, steps: 2,
+  });
+  const done = [];
+  runner.on('tool_calls.function.arguments.done', (e) => done.push(e));
+  const final = await runner.finalChatCompletion();
+  const call = final.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  assert.equal(done.length, 1);
+  assert.equal(done[0].name, 'get_weather');
+});
+
+test('the SDK tool runner completes the round trip', async () => {
+  const calls = [];
+  const runner = scriptedClient().chat.completions.runTools({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], max_tokens: 64, steps: 2,
+    tools: [{
+      type: 'function',
+      function: {
+        ...weatherTool.function,
+        function: (args) => { calls.push(args); return '18 C, sunny'; },
+        parse: JSON.parse,
+      },
+    }],
+  });
+  const content = await runner.finalContent();
+  assert.equal(content, 'It is 18 C in Paris.');
+  assert.deepEqual(calls, [{ city: 'Paris' }]);
+});
+
+test('stop strings cut the answer', async () => {
+  const r = await scriptedClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'count please' }], stop: ['STOP'], max_tokens: 64, steps: 2,
+  });
+  assert.equal(r.choices[0].message.content, 'one two three ');
+  assert.equal(r.choices[0].finish_reason, 'stop');
+});
+
+// ---- run ----
+let failed = 0;
+try {
+  real = await startServer(process.env.DG_CLI, ['serve', '-m', process.env.DG_MODEL, '--port', '0', '--api-key',
+    'sk-node-test', '--ctx', '2048', '-q']);
+  scripted = await startServer(process.env.DG_SCRIPTED_SERVER, [process.env.DG_MODEL, 'sk-scripted']);
+  for (const t of tests) {
+    try {
+      await t.fn();
+      console.log(`ok    ${t.name}`);
+    } catch (e) {
+      failed += 1;
+      console.log(`FAIL  ${t.name}\n${e.stack ?? e}`);
+    }
+  }
+} catch (e) {
+  failed += 1;
+  console.log(`FAIL  setup\n${e.stack ?? e}`);
+} finally {
+  for (const s of [real, scripted]) {
+    if (!s) continue;
+    const code = await stopServer(s);
+    if (code !== 0) {
+      failed += 1;
+      console.log(`FAIL  server exit: ${code}\n${s.log()}`);
+    }
+  }
+}
+console.log(`${tests.length} tests, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,86 @@
+// The op-log of a server session (two conversations over two slots, prefix reuse, a completion, a client that
+// hangs up mid-generation) replays identically, in process and through `diffgemma replay`; a changed token in
+// the log is reported as the first divergence, at its line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "engine/oplog.h"
+#include "server_test_util.h"
+#include "support/paths.h"
+#include "support/process.h"
+
+namespace dg::test {
+namespace {
+
+std::string record_session() {
+  server::ServerOptions o;
+  o.log_dir = scratch_dir("oplog");
+  o.slots = 2;
+  TestServer s(o);
+  json a = chat_request("Conversation A", {{"max_tokens", 70}});
+  auto a1 = s.post("/v1/chat/completions", a);
+  EXPECT_TRUE(a1 && a1->status == 200);
+  EXPECT_TRUE(s.post("/v1/chat/completions", chat_request("Conversation B")));
+  a["messages"].push_back(json::parse(a1->body)["choices"][0]["message"]);
+  a["messages"].push_back({{"role", "user"}, {"content", "A again"}});
+  auto a2 = s.post("/v1/chat/completions", a);
+  EXPECT_TRUE(a2 && a2->status == 200);
+  EXPECT_GT(json::parse(a2->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 10);
+  EXPECT_TRUE(s.post("/v1/completions", {{"prompt", "raw text"}, {"max_tokens", 5}, {"steps", 2}, {"seed", 1}}));
+  s.stream("/v1/chat/completions",
+           chat_request("hang up", {{"max_tokens", 400}, {"steps", 8}, {"stream", true}, {"drafts", true}}),
+           [&](const std::string& got) { return got.find("\"step\":3") == std::string::npos; });
+  EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_total{outcome=\"cancelled\"}") == 1; }));
+  const std::string path = s.srv->oplog_path();
+  EXPECT_FALSE(path.empty());
+  return path;
+}
+
+TEST(OpLog, AServerSessionReplaysIdenticallyAndAChangedTokenIsFound) {
+  const std::string path = record_session();
+  const ReplayReport r = replay_oplog(tiny_server_engine(), path);
+  EXPECT_FALSE(r.diverged) << r.divergence;
+  EXPECT_EQ(r.jobs, 5);
+  EXPECT_GE(r.blocks, 4) << "every generation but the cancelled one commits a block";
+
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  bool cancelled = false;
+  for (const std::string& l : lines) cancelled = cancelled || l.find("\"finish\":\"cancelled\"") != std::string::npos;
+  EXPECT_TRUE(cancelled) << "the hung-up generation is in the log as cancelled";
+
+  const ProcessResult cli = run_command(cli_path() + " replay " + path);
+  EXPECT_EQ(cli.code, 0) << cli.out;
+  EXPECT_NE(cli.out.find("identical"), std::string::npos) << cli.out;
+
+  // Change the third token of the second committed block.
+  int changed_line = 0, blocks = 0;
+  for (size_t i = 0; i < lines.size() && changed_line == 0; ++i) {
+    json j = json::parse(lines[i]);
+    if (j.value("event", "") != "block" || ++blocks < 2) continue;
+    j["ids"][2] = (j["ids"][2].get<int>() + 1) % 4096;
+    lines[i] = j.dump();
+    changed_line = static_cast<int>(i) + 1;
+  }
+  ASSERT_GT(changed_line, 0);
+  const std::string bad = path + ".changed.jsonl";
+  {
+    std::ofstream out(bad);
+    for (const std::string& l : lines) out << l << "\n";
+  }
+  const ReplayReport d = replay_oplog(tiny_server_engine(), bad);
+  ASSERT_TRUE(d.diverged);
+  EXPECT_NE(d.divergence.find(fmt::format("line {} ", changed_line)), std::string::npos) << d.divergence;
+  EXPECT_NE(d.divergence.find("token 2"), std::string::npos) << d.divergence;
+  const ProcessResult cli_bad = run_command(cli_path() + " replay " + bad);
+  EXPECT_EQ(cli_bad.code, 1) << cli_bad.out;
+  EXPECT_NE(cli_bad.out.find("diverged"), std::string::npos) << cli_bad.out;
+}
+
+}  // namespace
+}  // namespace dg::test

@@ -1,0 +1,95 @@
+// Concurrency on the serial worker with a slow scripted model (20 ms per denoise step): a full queue answers 429,
+// a client that hangs up mid-stream frees the worker at the next step, a request past its deadline gets 504 (or
+// a stream error event), and stopping the server answers what is queued.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "server_test_util.h"
+
+namespace dg::test {
+namespace {
+
+// A long job: endless tokens at 20 ms per step, 8 steps per block, up to 2000 tokens (~5 s of work).
+json slow_request(bool stream) {
+  return chat_request("slow please", {{"max_tokens", 2000}, {"steps", 8}, {"stream", stream}, {"drafts", stream}});
+}
+
+TEST(ServerLoad, AFullQueueGets429AndAHangUpFreesTheWorker) {
+  server::ServerOptions o;
+  o.max_queue = 1;
+  TestServer s(o, true);
+  std::atomic<bool> running{false}, hang_up{false};
+  auto a = std::async(std::launch::async, [&] {
+    return s.stream("/v1/chat/completions", slow_request(true), [&](const std::string& got) {
+      if (got.find("diffgemma_draft") != std::string::npos) running = true;  // the worker denoises it
+      return !hang_up.load();
+    });
+  });
+  ASSERT_TRUE(eventually([&] { return running.load(); }));
+  auto b = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", chat_request("queued")); });
+  ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_queue_depth") == 1; }));
+
+  auto c = s.post("/v1/chat/completions", chat_request("one too many"));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, 429);
+  EXPECT_EQ(json::parse(c->body)["error"]["code"], "queue_full");
+  EXPECT_EQ(json::parse(c->body)["error"]["type"], "rate_limit_error");
+
+  hang_up = true;
+  a.get();
+  auto rb = b.get();
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->status, 200) << rb->body;
+  EXPECT_EQ(json::parse(rb->body)["choices"][0]["message"]["content"], "Hello from the script.");
+  ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_total{outcome=\"cancelled\"}") == 1; }));
+  // The hung-up job ran far fewer than its 2000 / 64 * 8 = 256 steps.
+  EXPECT_LT(s.metric("diffgemma_denoise_steps_total"), 128);
+}
+
+TEST(ServerLoad, RequestsPastTheirDeadlineGet504) {
+  server::ServerOptions o;
+  o.timeout_s = 0.5;
+  TestServer s(o, true);
+  auto r = s.post("/v1/chat/completions", slow_request(false));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "timeout_error");
+
+  auto st = s.post("/v1/chat/completions", slow_request(true));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->status, 200);
+  const SseStream sse = parse_sse(st->body);
+  ASSERT_FALSE(sse.chunks.empty());
+  EXPECT_EQ(sse.chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(sse.chunks.back().contains("error")) << sse.raw.substr(sse.raw.size() > 400 ? sse.raw.size() - 400 : 0);
+  EXPECT_FALSE(sse.done);
+  EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"timed_out\"}"), 2);
+
+  auto ok = s.post("/v1/chat/completions", chat_request("fast"));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+TEST(ServerLoad, StoppingTheServerAnswersQueuedRequests) {
+  std::future<httplib::Result> queued;
+  {
+    server::ServerOptions o;
+    TestServer s(o, true);
+    auto a = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", slow_request(false)); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 1; }));
+    queued = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", chat_request("later")); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_queue_depth") == 1; }));
+    s.srv->stop();
+    auto ra = a.get();
+    ASSERT_TRUE(ra);
+    EXPECT_EQ(ra->status, 503) << ra->body;
+  }
+  auto rq = queued.get();
+  ASSERT_TRUE(rq);
+  EXPECT_EQ(rq->status, 503) << rq->body;
+}
+
+}  // namespace
+}  // namespace dg::test

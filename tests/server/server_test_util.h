@@ -1,0 +1,76 @@
+// Shared by the server tests: an in-process Server on a free loopback port (the embedded model, or scripted
+// replies), an httplib client, SSE parsing, and the engines (opened once per test binary).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "dg/engine.h"
+#include "server/server.h"
+
+namespace dg::test {
+
+using nlohmann::json;
+
+const Engine& tiny_server_engine();  // models/dg-tiny
+
+struct TestServer {
+  // scripted: replies from scripted_denoisers (support/scripted_denoiser.h) instead of the model's noise.
+  explicit TestServer(server::ServerOptions opt = {}, bool scripted = false);
+  ~TestServer();
+
+  httplib::Client client() const;
+  // POST a JSON body; `headers` adds to Content-Type.
+  httplib::Result post(const std::string& path, const json& body, const httplib::Headers& headers = {}) const;
+  // POST over a plain socket and read the raw response (headers, chunk framing) as it arrives: `on_data` gets the
+  // response so far after each read and returns false to hang up. Returns the response so far.
+  std::string stream(const std::string& path, const json& body,
+                     const std::function<bool(const std::string&)>& on_data) const;
+  std::string metrics() const;
+  double metric(const std::string& line_prefix) const;  // the value of the first /metrics line with this prefix
+
+  int port = 0;
+  std::unique_ptr<server::Server> srv;
+  std::thread thread;
+};
+
+// `diffgemma serve` as a child process on a free port; the destructor stops it if the test did not.
+struct ServerProcess {
+  explicit ServerProcess(const std::string& args);
+  ~ServerProcess();
+  int stop();           // SIGTERM, then the exit status (-1 when it did not exit normally)
+  double rss_mb() const;  // resident memory now
+  httplib::Client client() const;
+
+  int pid = -1, port = 0;
+  std::string log_path;  // its stderr
+};
+
+// The same plain-socket POST against any port.
+std::string stream_post(int port, const std::string& path, const json& body,
+                        const std::function<bool(const std::string&)>& on_data);
+
+// A chat request with small, fast defaults (max_tokens 8, steps 2, a fixed seed) and one user message.
+json chat_request(const std::string& user, const json& extra = json::object());
+
+struct SseStream {
+  std::vector<json> chunks;  // each data: payload but [DONE], parsed
+  bool done = false;         // data: [DONE] came last
+  std::string raw;
+  std::string error;         // set when a payload was not JSON or [DONE] was not last
+};
+SseStream parse_sse(const std::string& body);
+
+// The value of the first /metrics line that starts with `prefix` (then a space); -1 when there is none.
+double metric_value(const std::string& metrics, const std::string& prefix);
+
+// Polls `pred` every 20 ms for up to `seconds`; true once it holds.
+bool eventually(const std::function<bool()>& pred, double seconds = 30);
+
+}  // namespace dg::test

@@ -1,0 +1,149 @@
+// The OpenAI wire layer without HTTP: request parsing (defaults, knobs, limits, the rendered prompt) and the SSE
+// encoder (chunk order and fields for content, reasoning, tool calls, drafts, finish, usage, errors).
+#include <gtest/gtest.h>
+
+#include "chat/template.h"
+#include "server/sse.h"
+#include "server/wire_request.h"
+#include "server_test_util.h"
+
+namespace dg::test {
+namespace {
+
+using server::ApiError;
+
+server::WireContext wire(int64_t context = 1000) {
+  const Engine& e = tiny_server_engine();
+  static const ChatTokens t = ChatTokens::from(e.tokenizer());
+  return server::WireContext{e.tokenizer(), t, e.default_sampler(SamplerProfile::kContract),
+                             e.default_sampler(SamplerProfile::kReference), context, false};
+}
+
+int status_of(const json& body, int64_t context = 1000) {
+  try {
+    server::parse_chat_request(body, wire(context));
+    return 200;
+  } catch (const ApiError& e) {
+    return e.status;
+  }
+}
+
+TEST(WireRequest, ChatDefaultsKnobsAndTheRenderedPrompt) {
+  const json body = {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                               {{"role", "user"}, {"content", json::array({{{"type", "text"},
+                                                                                           {"text", "Hi"}}})}}})},
+                     {"steps", 5},
+                     {"entropy_bound", 0.2},
+                     {"sampler", "reference"},
+                     {"seed", 11},
+                     {"stop", "END"},
+                     {"chat_template_kwargs", {{"enable_thinking", true}}}};
+  const server::ParsedRequest r = server::parse_chat_request(body, wire());
+  EXPECT_EQ(r.spec.kind, JobSpec::Kind::kChat);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.spec.sampler.steps, 5);
+  EXPECT_DOUBLE_EQ(r.spec.sampler.entropy_bound, 0.2);
+  EXPECT_EQ(r.spec.sampler.profile, SamplerProfile::kReference);
+  EXPECT_EQ(r.spec.sampler.seed, 11u);
+  EXPECT_EQ(r.spec.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.spec.render.thinking);
+  EXPECT_EQ(r.spec.prompt_end, PromptEnd::kThought);
+  const Tokenizer& tok = tiny_server_engine().tokenizer();
+  RenderOptions ro;
+  ro.thinking = true;
+  EXPECT_EQ(r.spec.prompt, render_chat(r.spec.conversation, ro, tok, ChatTokens::from(tok)).ids);
+  EXPECT_EQ(static_cast<int64_t>(r.spec.sampler.max_new_tokens) + static_cast<int64_t>(r.spec.prompt.size()), 1000)
+      << "no max_tokens: the rest of the context";
+  const json off = {{"messages", body["messages"]}, {"thinking", false},
+                    {"chat_template_kwargs", {{"enable_thinking", true}}}};
+  EXPECT_FALSE(server::parse_chat_request(off, wire()).spec.render.thinking) << "the explicit field wins";
+}
+
+TEST(WireRequest, LimitsAndUnsupportedOptions) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  EXPECT_EQ(status_of({{"messages", msgs}, {"max_tokens", 990}}), 400) << "prompt + max_tokens over the context";
+  EXPECT_EQ(status_of({{"messages", msgs}, {"max_tokens", 900}}), 200);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"n", 1}, {"temperature", 2}, {"unknown", true}}), 200);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"response_format", {{"type", "json_object"}}}}), 200);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"tool_choice", "none"}, {"tools", "not even an array"}}), 200)
+      << "tools are not rendered with tool_choice none";
+  EXPECT_EQ(status_of({{"messages", msgs}, {"stop", json::array({"a", "b", "c", "d", "e"})}}), 400);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"seed", "x"}}), 400);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"steps", 2.5}}), 400);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"steps", 3.0}}), 200);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"entropy_bound", -1}}), 400);
+  EXPECT_EQ(status_of({{"messages", json::array({{{"role", "assistant"},
+                                                  {"tool_calls", json::array({{{"id", "c1"},
+                                                                               {"function", {{"name", "f"}}}}})}}})}}),
+            400)
+      << "a call without its result cannot be answered";
+  EXPECT_EQ(status_of({{"model", 3}, {"messages", msgs}}), 400);
+}
+
+TEST(WireRequest, CompletionPromptsAddBosOnce) {
+  const auto w = wire();
+  const auto bos = *w.tok.bos_id();
+  const auto r = server::parse_completion_request({{"prompt", "Hello"}, {"max_tokens", 3}}, w);
+  ASSERT_FALSE(r.spec.prompt.empty());
+  EXPECT_EQ(r.spec.prompt[0], bos);
+  const auto r2 = server::parse_completion_request({{"prompt", json::array({"<bos>Hello"})}}, w);
+  EXPECT_EQ(r2.spec.prompt, r.spec.prompt);
+  const auto r3 = server::parse_completion_request({{"prompt", json::array({5, 6, 7})}}, w);
+  EXPECT_EQ(r3.spec.prompt, (std::vector<int32_t>{5, 6, 7}));
+}
+
+TEST(SseEncoder, ChunksInOrderWithUsageAndDone) {
+  server::SseEncoder enc({"chatcmpl-x", 123, "m"}, true, true);
+  std::string body = enc.start();
+  JobEvent e;
+  e.kind = JobEvent::Kind::kReasoning;
+  e.text = "think";
+  body += enc.encode(e);
+  e.kind = JobEvent::Kind::kContent;
+  e.text = "hi";
+  body += enc.encode(e);
+  e.kind = JobEvent::Kind::kToolCall;
+  e.call.id = "call_1";
+  e.call.name = "f";
+  e.call.arguments = {{"a", 1}};
+  body += enc.encode(e);
+  body += enc.encode(e);
+  JobEvent done;
+  done.kind = JobEvent::Kind::kDone;
+  done.finish = "tool_calls";
+  done.usage = Usage{10, 4, 6};
+  body += enc.encode(done);
+  EXPECT_TRUE(enc.finished());
+  EXPECT_EQ(enc.encode(e), "") << "nothing after the end";
+  const SseStream st = parse_sse(body);
+  ASSERT_TRUE(st.done);
+  ASSERT_EQ(st.chunks.size(), 7u);
+  EXPECT_EQ(st.chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(st.chunks[1]["choices"][0]["delta"]["reasoning_content"], "think");
+  EXPECT_EQ(st.chunks[2]["choices"][0]["delta"]["content"], "hi");
+  EXPECT_EQ(st.chunks[3]["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(st.chunks[4]["choices"][0]["delta"]["tool_calls"][0]["index"], 1);
+  EXPECT_EQ(st.chunks[4]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+  EXPECT_EQ(st.chunks[5]["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(st.chunks[6]["usage"]["total_tokens"], 14);
+  EXPECT_EQ(st.chunks[6]["usage"]["prompt_tokens_details"]["cached_tokens"], 6);
+  for (const json& c : st.chunks) EXPECT_EQ(c["id"], "chatcmpl-x");
+}
+
+TEST(SseEncoder, AnErrorEndsTheStreamWithoutDone) {
+  server::SseEncoder enc({"cmpl-y", 1, "m"}, false, false);
+  EXPECT_EQ(enc.start(), "") << "completions have no role chunk";
+  JobEvent e;
+  e.kind = JobEvent::Kind::kError;
+  e.status = 504;
+  e.text = "timed out";
+  const SseStream st = parse_sse(enc.encode(e));
+  EXPECT_FALSE(st.done);
+  ASSERT_EQ(st.chunks.size(), 1u);
+  EXPECT_EQ(st.chunks[0]["error"]["message"], "timed out");
+  EXPECT_EQ(st.chunks[0]["error"]["type"], "timeout_error");
+  EXPECT_TRUE(enc.finished());
+}
+
+}  // namespace
+}  // namespace dg::test

@@ -1,0 +1,49 @@
+// A Denoiser that writes a fixed reply (token ids) into the canvas with full confidence while encoding through the
+// real model, so the server, the sessions and the KV caches run for real but the answer is known. `reply_for`
+// picks the tests' scripted replies from the request: a tool call, reasoning, text for stop strings.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "chat/chat_tokens.h"
+#include "diffusion/generate.h"
+#include "engine/worker.h"
+#include "io/tokenizer.h"
+
+namespace dg::test {
+
+class ScriptedReplyDenoiser final : public Denoiser {
+ public:
+  // After the reply, every row is `filler`; each denoise step takes at least `step_ms` (a slow model).
+  ScriptedReplyDenoiser(const Model& model, std::vector<int32_t> reply, int32_t filler, int step_ms = 0)
+      : model_(model), reply_(std::move(reply)), filler_(filler), step_ms_(step_ms) {}
+  int canvas() const override;
+  int64_t vocab() const override;
+  void encode(KvCache& kv, std::span<const int32_t> ids) override;
+  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+               float temperature, RowStats* stats) override;
+  void draw(std::span<const double> u, int32_t* out) override;
+
+ private:
+  const Model& model_;
+  std::vector<int32_t> reply_;
+  int32_t filler_;
+  int step_ms_;
+  int64_t start_ = -1;  // cache length at the first denoise: reply position 0
+  std::vector<int32_t> last_;
+};
+
+// The scripted reply for a chat job, chosen by the last message:
+//   a tool result                    -> "It is 18 C in Paris."
+//   user text containing "weather"   -> reasoning, then call get_weather{city:"Paris"} (ends at <|tool_response>)
+//   user text containing "count"     -> "one two three STOP four five"
+//   user text containing "markup"    -> text with marker literals as text: "a <|turn> b" (plain characters)
+//   anything else (and completions)  -> "Hello from the script."
+// Every reply but the call ends with <turn|>. A user text containing "slow" gets no reply but endless "x" tokens at
+// 20 ms per denoise step (a long job to cancel, time out or queue behind).
+std::vector<int32_t> scripted_reply(const Job& job, const Tokenizer& tok, const ChatTokens& t);
+DenoiserFactory scripted_denoisers(const Tokenizer& tok);
+
+}  // namespace dg::test
