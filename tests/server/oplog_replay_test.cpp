@@ -32,7 +32,10 @@ std::string record_session() {
   EXPECT_GT(json::parse(a2->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 10);
   EXPECT_TRUE(s.post("/v1/completions", {{"prompt", "raw text"}, {"max_tokens", 5}, {"steps", 2}, {"seed", 1}}));
   s.stream("/v1/chat/completions",
-           chat_request("hang up", {{"max_tokens", 400}, {"steps", 8}, {"stream", true}, {"drafts", true}}),
+           // No early stop (reference profile, confidence threshold 0): every block runs its 8 steps, so the
+           // client hangs up at step 3 while the server still has drafts to send, whatever the model answers.
+           chat_request("hang up", {{"max_tokens", 400}, {"steps", 8}, {"stream", true}, {"drafts", true},
+                                    {"sampler", "reference"}, {"confidence_threshold", 0.0}}),
            [&](const std::string& got) { return got.find("\"step\":3") == std::string::npos; });
   EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_total{outcome=\"cancelled\"}") == 1; }));
   const std::string path = s.srv->oplog_path();
