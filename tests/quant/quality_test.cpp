@@ -72,7 +72,7 @@ struct QualityCase {
   std::string name, dir, profile;
   std::vector<std::string> sets;
   double min_cos;  // the smallest per-layer cosine the case must keep
-  double max_kl;   // the largest step-1 logit KL (trained model only; random models: reported)
+  double max_kl;   // the largest step-1 logit KL (trained models only; random models: reported)
 };
 
 class Quality : public ::testing::TestWithParam<QualityCase> {};
@@ -120,14 +120,15 @@ TEST_P(Quality, FormatErrorOnlyAndPerLayerCosine) {
 
 // Bounds: the measured values of docs/NUMERICS.md ("Quantized packs") with the error allowed to about double
 // (1 - cosine) and triple (KL). Random-weight models amplify every weight error (their hidden states are chaotic),
-// so their bounds are looser than the trained model's.
+// so their bounds are looser than the trained models'. models/dg-tiny is trained (docs/TRAINING.md, run 2) and
+// takes the trained bounds; .cache/dg-tiny-trained (run 1, not committed) is checked when present.
 std::vector<QualityCase> cases() {
   struct Bounds {
     const char* profile;
     double random_cos, trained_cos, trained_kl;
   };
-  // measured (min over the three random models; the trained model): q4 0.97701, 0.99642, KL 9.2e-3;
-  // q6 0.99767, 0.99926, 1.7e-3; nvfp4 0.96593, 0.99346, 3.2e-2; fp8 0.99753, 0.99874, 6.6e-3.
+  // measured (min over the random models; the worse of the two trained models): q4 0.97701, 0.99642, KL 9.2e-3;
+  // q6 0.99767, 0.99904, 2.5e-3; nvfp4 0.96593, 0.99346, 3.2e-2; fp8 0.99753, 0.99874, 6.6e-3.
   const Bounds bounds[] = {{"q4", 0.95, 0.992, 0.03}, {"q6", 0.995, 0.998, 0.005},
                            {"nvfp4", 0.93, 0.987, 0.1}, {"fp8", 0.995, 0.997, 0.02}};
   std::vector<QualityCase> out;
@@ -140,7 +141,7 @@ std::vector<QualityCase> cases() {
     if (p != "fp8") b_sets = {"experts.down=q8"};
     out.push_back({"tiny_a_" + p, a, p, {}, bd.random_cos, -1});
     out.push_back({"tiny_b_" + p, b, p, b_sets, bd.random_cos, -1});
-    out.push_back({"dg_tiny_" + p, tiny, p, {}, bd.random_cos, -1});
+    out.push_back({"dg_tiny_" + p, tiny, p, {}, bd.trained_cos, bd.trained_kl});
     out.push_back({"dg_tiny_trained_" + p, trained, p, {}, bd.trained_cos, bd.trained_kl});
   }
   return out;

@@ -1,4 +1,4 @@
-// The official `openai` npm client against the server: `diffgemma serve` on the embedded model (random weights:
+// The official `openai` npm client against the server: `diffgemma serve` on the embedded model (any weights:
 // the protocol, not the words) for models, chat and completions with and without streaming, usage, prefix reuse
 // and errors; the server with scripted replies (dg_scripted_server) for tool calls, the SDK's tool runner,
 // reasoning and stop strings. Run by openai_client.sh (ctest: server.openai_npm_client).

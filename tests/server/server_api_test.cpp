@@ -1,4 +1,4 @@
-// The server's endpoints on the embedded model (random weights: the protocol, not the words): health and models,
+// The server's endpoints on the embedded model (the protocol, not the words): health and models,
 // chat and completions with and without streaming, the SSE shape (role chunk first, deltas, finish, usage, [DONE]),
 // and prefix reuse across the turns of a conversation (the cached_tokens the usage reports).
 #include <gtest/gtest.h>
@@ -73,7 +73,7 @@ TEST(ServerApi, ChatStreamSendsRoleDeltasFinishUsageAndDone) {
     EXPECT_EQ(c["object"], "chat.completion.chunk");
     ASSERT_EQ(c["choices"].size(), 1u);
     const json& d = c["choices"][0]["delta"];
-    EXPECT_FALSE(d.contains("tool_calls")) << "random weights write no well-formed call here";
+    EXPECT_FALSE(d.contains("tool_calls")) << "no tools are declared here";
     if (!c["choices"][0]["finish_reason"].is_null()) {
       finish = c["choices"][0]["finish_reason"];
       ++finishes;
