@@ -6,10 +6,12 @@
 Runs `diffgemma smoketest --json` once per sampler profile (contract, reference) on the CPU at the battery's
 seed, then writes tests/fixtures/smoketest/calibration.json: for each prompt `max_steps` = the most denoising
 steps any of its blocks took in either profile, plus 2 (the original engine's rule: budgets are the actuals of
-the gate run plus 2), and `known_fail` = the profiles whose answer was wrong (a step budget is never a reason,
-it is being set). Then scripts/make_battery.py rewrites battery.json and both profiles are run once more: they
+the gate run plus 2), and `known_fail` = the profiles whose answer was wrong or whose block never converged (ran
+all the model's max_denoising_steps; otherwise a step budget is never a reason, it is being set). Then scripts/make_battery.py rewrites battery.json and both profiles are run once more: they
 must pass (known failures excepted). A prompt whose rendered text differs from the engine's is a bug, never a
-known failure: calibration stops. Standard library only.
+known failure: calibration stops. `--also RESULT.json ...` folds in `smoketest --json` results of the same model
+from other backends (e.g. the CUDA run on the GPU machine): their steps raise the budgets and their wrong answers
+add known failures, so one battery holds on every backend. Standard library only.
 """
 import argparse
 import json
@@ -36,6 +38,7 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "cpu", "diffgemma"))
     ap.add_argument("--describe", default="", help="what the model is, for calibration.json's `model` field")
     ap.add_argument("--summary", help="also write the final runs' results and sampler statistics (JSON) here")
+    ap.add_argument("--also", nargs="*", default=[], help="smoketest --json results of this model on other backends")
     args = ap.parse_args()
     battery = os.path.join(FIXTURES, "battery.json")
     cal_path = os.path.join(FIXTURES, "calibration.json")
@@ -43,26 +46,36 @@ def main():
         cal = json.load(f)
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         canvas = json.load(f)["canvas_length"]
+    with open(os.path.join(args.model, "generation_config.json"), encoding="utf-8") as f:
+        cap = json.load(f)["max_denoising_steps"]
 
+    runs = [smoketest(args.cli, args.model, battery, profile)[0] for profile in PROFILES]
+    for path in args.also:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
     steps, known = {}, {}
-    for profile in PROFILES:
-        res, _ = smoketest(args.cli, args.model, battery, profile)
+    for res in runs:
+        profile = f"{res['sampler']}" + ("" if res.get("backend", "cpu") == "cpu" else f" ({res['backend']})")
         for p in res["prompts"]:
             bad = [w for w in p["failures"] if not w.startswith("steps:")]
             if any(w.startswith("render:") for w in bad):
                 sys.exit(f"calibrate_battery: {p['name']}: {bad} — the battery's text is not what the engine "
                          "renders; fix that first")
             most = max((s for r in p["rounds"] for s in r["steps"]), default=0)
-            steps[p["name"]] = max(steps.get(p["name"], 0), most)
-            if bad:
-                known.setdefault(p["name"], []).append(profile)
+            if most >= cap:  # a block that never converged: a budget at the cap could never fail
+                bad.append(f"steps: a block ran all {cap} steps")
+            else:
+                steps[p["name"]] = max(steps.get(p["name"], 0), most)
+            if bad and res["sampler"] not in known.get(p["name"], []):
+                known.setdefault(p["name"], []).append(res["sampler"])
             print(f"  {profile:<9} {p['name']:<18} steps {most:>2} {'FAIL ' + '; '.join(bad) if bad else 'ok'}")
 
     cal.update(model=args.describe or os.path.abspath(args.model), seed=res["seed"], canvas_length=canvas,
                max_steps={k: v + 2 for k, v in steps.items()}, known_fail={k: sorted(v) for k, v in known.items()})
-    cal["note"] = ("Written by scripts/calibrate_battery.py: max_steps = the most denoising steps any block of the "
-                   "prompt took with the model below at the seed, over both sampler profiles, plus 2; known_fail = "
-                   "the profiles in which that model gets the prompt wrong.")
+    cal["note"] = ("Written by scripts/calibrate_battery.py: max_steps = the most denoising steps any converged block "
+                   "of the prompt took with the model below at the seed, over both sampler profiles and every "
+                   "backend run folded in, plus 2; known_fail = the profiles in which that model gets the prompt "
+                   "wrong or a block never converges on some backend.")
     with open(cal_path, "w", encoding="utf-8", newline="\n") as f:
         json.dump(cal, f, indent=1)
         f.write("\n")

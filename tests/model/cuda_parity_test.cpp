@@ -144,12 +144,23 @@ TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   SamplerOptions o = make_sampler_options(SamplerProfile::kReference, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 128;
   o.steps = 12;
+  // Every step's input canvas and argmax, then the committed tokens: a trained model may commit the same answer
+  // from two seeds, but the random canvases it starts from differ.
   auto once = [&](uint64_t seed) {
     o.seed = seed;
     KvCache kv = gpu.new_cache(1024);
-    return generate(*gpu.model, kv, std::vector<int32_t>{2, 105, 30, 40, 50}, o).committed;
+    std::vector<int32_t> trace;
+    GenerateEvents ev;
+    ev.on_step = [&](const StepInfo&, const StepView& v) {
+      trace.insert(trace.end(), v.canvas_in.begin(), v.canvas_in.end());
+      trace.insert(trace.end(), v.argmax.begin(), v.argmax.end());
+    };
+    const GenerateResult r = generate(*gpu.model, kv, std::vector<int32_t>{2, 105, 30, 40, 50}, o, &ev);
+    trace.insert(trace.end(), r.committed.begin(), r.committed.end());
+    return trace;
   };
   const auto a = once(5), b = once(5), c = once(6);
+  EXPECT_FALSE(a.empty());
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
 }
