@@ -53,7 +53,8 @@ struct Tally {
   void print(const ReplayCase& c) const {
     std::cout << c.fixture << " on " << c.backend << ": replayed " << steps << " steps (" << logit_steps
               << " with logits, " << rows << " rows); worst logit |diff| " << worst_logit << ", worst step cosine "
-              << worst_cosine << ", worst |entropy diff| " << worst_entropy << "; flips (largest recorded margin): argmax "
+              << worst_cosine << ", worst |entropy diff| " << worst_entropy
+              << "; flips (largest recorded margin): argmax "
               << argmax_flips << " (" << argmax_flip_margin << "), accept " << accept_flips << " ("
               << accept_flip_margin << "), draw " << draw_flips << " (" << draw_flip_margin << ")\n";
   }
@@ -72,7 +73,7 @@ class TraceReplay : public ::testing::TestWithParam<ReplayCase> {};
 
 TEST_P(TraceReplay, TeacherForcedStepsMatchTheRecording) {
   const ReplayCase& pc = GetParam();
-  if (device_missing(pc.backend)) GTEST_SKIP() << "no CUDA device (or a build without CUDA): " << pc.backend << " replay";
+  if (device_missing(pc.backend)) GTEST_SKIP() << "no CUDA device (or a build without CUDA): " << pc.backend;
   DG_REQUIRE_FIXTURE(pc.fixture);
   const RefFixture fx = RefFixture::load(pc.fixture);
   const ReplayBounds bound = bounds_for(pc.backend);
@@ -92,7 +93,8 @@ TEST_P(TraceReplay, TeacherForcedStepsMatchTheRecording) {
     e.model->encode(kv, run.prompt);
     Lcg rng(run.seed);
     const size_t P = run.prompt.size();
-    Tensor logits = e.be->alloc_f32(Shape{C, V}), sc = e.be->alloc(Shape{C, V}), ours_tempered = e.be->alloc(Shape{C, V});
+    Tensor logits = e.be->alloc_f32(Shape{C, V});                   // [canvas, vocab] f32
+    Tensor sc = e.be->alloc(Shape{C, V}), ours_tempered = e.be->alloc(Shape{C, V});  // activation storage
     std::vector<float> tempered(static_cast<size_t>(C * V)), ours(static_cast<size_t>(C * V));
     for (size_t b = 0; b < run.steps_per_block.size(); ++b) {
       if (b > 0) {
@@ -135,7 +137,9 @@ TEST_P(TraceReplay, TeacherForcedStepsMatchTheRecording) {
           tally.worst_logit = std::max(tally.worst_logit, d.max_abs);
           tally.worst_cosine = std::min(tally.worst_cosine, d.cosine);
           EXPECT_TRUE(d.finite) << key;
-          if (bound.logit_max_abs >= 0) EXPECT_LE(d.max_abs, bound.logit_max_abs) << key << " " << d.str();
+          if (bound.logit_max_abs >= 0) {
+            EXPECT_LE(d.max_abs, bound.logit_max_abs) << key << " " << d.str();
+          }
           EXPECT_GE(d.cosine, bound.min_cosine) << key << " " << d.str();
           std::vector<RowStats> our_stats(uC), ref(uC);
           e.be->row_stats(logits, T, ours_tempered, our_stats.data());
@@ -165,8 +169,9 @@ TEST_P(TraceReplay, TeacherForcedStepsMatchTheRecording) {
           e.be->categorical(logits, T, u, drawn.data());
           for (size_t r = 0; r < uC; ++r) {
             const int32_t from_rec = categorical_draw(tempered.data() + r * static_cast<size_t>(V), V, u[r]);
-            if (from_rec != rec_denoised[r])
+            if (from_rec != rec_denoised[r]) {
               EXPECT_LT(rec_draw_margin[r], kDrawMarginEps) << key << " row " << r << ": draw on the recorded logits";
+            }
             if (drawn[r] != rec_denoised[r]) {
               ++tally.draw_flips;
               tally.draw_flip_margin = std::max<double>(tally.draw_flip_margin, rec_draw_margin[r]);

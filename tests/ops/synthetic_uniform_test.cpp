@@ -26,7 +26,8 @@ struct Golden {
 };
 
 // Keep in sync with GOLDEN in scripts/full_shape_vs_hf.py. Scales are synthetic.cpp's: 0.8·√3 (embedding),
-// 0.3·√3 + 1 (norms), 0.1·√3 + 0.5 (q/k norms), 0.15·√3 (experts), √3/√2816 (linears), 0.5 + 1, 3·√3 (router).
+// 0.3·√3 + 1 (norms), 0.1·√3 + 0.5 (q/k norms), 0.15·√3 (experts), √3/√2816 (linears), 0.5 + 1,
+// 3·√3 (router).
 const Golden kGolden[] = {
     {7000022ull, 0ull, 0x3fb15cacu, 0x00000000u, 0x3f73bb63u, 0x3f74u},
     {7000022ull, 1ull, 0x3fb15cacu, 0x00000000u, 0xbf859284u, 0xbf86u},
@@ -87,7 +88,8 @@ TEST(SyntheticUniformCuda, KernelMatchesTheCpuTwinBitForBit) {
     cpu->fill_uniform(h, 7000023ull, 0.3f * sqrt3, offset);
     std::vector<float> got(static_cast<size_t>(d.numel()));
     gpu->copy_to_host(d, got.data());
-    for (int64_t i = 0; i < d.numel(); ++i) ASSERT_EQ(got[static_cast<size_t>(i)], h.f32()[i]) << "offset " << offset << " index " << i;
+    for (int64_t i = 0; i < d.numel(); ++i)
+      ASSERT_EQ(got[static_cast<size_t>(i)], h.f32()[i]) << "offset " << offset << " index " << i;
   }
 }
 #endif
