@@ -229,6 +229,31 @@ def build_hf(torch, meta):
     return model, cfg
 
 
+def rope_buffers_f32(torch, model):
+    """Recomputes the text RoPE inverse frequencies with float32 as the default dtype (the model was built with
+    bf16 as the default; the engine and the f32 fixtures use f32 frequencies). Returns notes."""
+    notes = []
+    for name, m in model.named_modules():
+        if not type(m).__name__.endswith("TextRotaryEmbedding"):
+            continue
+        for lt, fn in m.rope_init_fns.items():
+            kw = {"layer_type": lt}
+            if lt == "full_attention" and m.rope_type[lt] == "proportional":
+                kw["head_dim_key"] = "global_head_dim"
+            try:
+                inv, _ = fn(m.config, **kw)
+            except Exception as e:  # noqa: BLE001 - reported; the model keeps its own buffers
+                notes.append(f"{name}.{lt}: RoPE rebuild failed ({type(e).__name__}: {e})")
+                continue
+            old = getattr(m, f"{lt}_inv_freq")
+            inv = inv.to(device=old.device, dtype=torch.float32)
+            if old.dtype != torch.float32 or not torch.equal(old.float(), inv):
+                notes.append(f"{name}.{lt}_inv_freq: {old.dtype} -> float32")
+            m.register_buffer(f"{lt}_inv_freq", inv, persistent=False)
+            m.register_buffer(f"{lt}_original_inv_freq", inv.clone(), persistent=False)
+    return notes
+
+
 def load_engine_weights(torch, model, cfg, meta):
     """Overwrites every text weight of the HF model with the engine's synthetic values; returns notes."""
     tc = cfg.get_text_config()
@@ -303,7 +328,7 @@ def run_hf(args):
         emit(args.out, event="torch_selftest", failures=1)
         return 1
     model, cfg = build_hf(torch, meta)
-    notes = load_engine_weights(torch, model, cfg, meta)
+    notes = load_engine_weights(torch, model, cfg, meta) + rope_buffers_f32(torch, model)
     import transformers
     emit(args.out, event="loaded", seconds=time.time() - t0, layers=meta["layers"], notes=notes,
          transformers=transformers.__version__, torch=torch.__version__, engine=meta)
