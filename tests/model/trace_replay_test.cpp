@@ -28,6 +28,8 @@ struct ReplayCase {
   std::string fixture, backend;
 };
 
+void PrintTo(const ReplayCase& c, std::ostream* os) { *os << c.fixture << " on " << c.backend; }
+
 std::string case_name(const ::testing::TestParamInfo<ReplayCase>& info) {
   std::string b = info.param.backend;  // "Cpu", "Cuda": the GPU test filters (*Cuda*) pick the CUDA cases
   b[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(b[0])));
