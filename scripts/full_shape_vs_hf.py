@@ -344,8 +344,10 @@ def run_hf(args):
         try:
             model.set_attn_implementation(attn)
         except Exception as e:  # noqa: BLE001 - reported, the other implementations still run
-            emit(args.out, event="skipped", attn=attn, why=f"{type(e).__name__}: {e}")
-            continue
+            if attn != "eager":  # the model was built with eager attention
+                emit(args.out, event="skipped", attn=attn, why=f"{type(e).__name__}: {e}")
+                continue
+        used = getattr(model.config.get_text_config(), "_attn_implementation", None)
         with torch.no_grad():
             cache = DynamicCache(config=model.config.get_text_config(decoder=True))
             model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
@@ -364,7 +366,8 @@ def run_hf(args):
                 r["argmax_agreement"] >= args.min_argmax
             if bound:
                 ok &= passed
-            emit(args.out, event="compare", attn=attn, step=name, asserted=bound, passed=passed, **r)
+            emit(args.out, event="compare", attn=attn, attn_config=used, step=name, asserted=bound, passed=passed,
+                 **r)
     emit(args.out, event="done", seconds=time.time() - t0, peak_gib=torch.cuda.max_memory_allocated() / 2**30,
          provisional_bounds=dict(min_mean_cosine=args.min_mean_cosine, min_argmax=args.min_argmax), passed=ok)
     return 0 if ok else 1
