@@ -36,6 +36,7 @@ if [ "${DG_PARITY_SKIP_HF:-0}" != 1 ]; then
     stamp "engine, 30 layers"
     timeout 150 build/gpu/dg_dump_logits --out /tmp/dg_engine --layers 30 --seed 1 \
       --prompt "${DG_PARITY_PROMPT:-1024}" || echo "dg_dump_logits failed: rc $?"
+    cp -f /tmp/dg_engine.json "$OUT/engine_input.json" 2>/dev/null  # the ids and settings (the logits stay in /tmp)
     stamp "transformers"
     PYTHONUNBUFFERED=1 timeout 330 python3 scripts/full_shape_vs_hf.py --engine /tmp/dg_engine \
       --out "$OUT/full_shape_vs_hf.jsonl" || echo "full_shape_vs_hf.py: rc $?"
