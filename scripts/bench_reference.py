@@ -6,9 +6,16 @@ Builds DiffusionGemmaForBlockDiffusion at the full 26B-A4B shape with random bf1
   prefill     encoder forward over P random tokens (tokens/s)
   denoise     one decoder forward + the sampler's statistics at canvas 256 over a cached context of L tokens (ms)
   generate    generate() with a fixed number of steps per block, P in / N out (committed tokens/s)
-Modes: --mode eager (sdpa, dynamic cache) or --mode compiled (static cache + torch.compile; slow to warm up).
+Modes (one model build serves both, comma-separated: --mode eager,compiled):
+  eager     sdpa, dynamic cache: prefill, denoise and generate as above.
+  compiled  static cache + torch.compile, through generate(cache_implementation="static") as
+            ../shared/anchors/hf_bench.py measures it: denoise ms/step at each --compiled-context, from two timed
+            one-block generations of --compiled-steps and --steps denoise steps ((t_long - t_short) / (steps
+            difference), so prefill and per-block work cancel). Compilation happens in one warm-up generation
+            (about 3 minutes on the H200) and is reported as event "warmup"; --compiled-generate adds the 1k/1k run.
 
-Usage: python3 scripts/bench_reference.py --mode eager --prefill 512,4096 --context 1024 --out $OUT/reference.jsonl
+Usage: python3 scripts/bench_reference.py --mode eager,compiled --prefill 512,4096 --context 1024 \
+           --compiled-context 1024 --out $OUT/bench.jsonl
 """
 import argparse
 import json
@@ -41,7 +48,10 @@ def sync():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=["eager", "compiled"], default="eager")
+    ap.add_argument("--mode", default="eager", help="eager, compiled or eager,compiled")
+    ap.add_argument("--compiled-context", default="1024", help="contexts of the compiled denoise measurement")
+    ap.add_argument("--compiled-steps", type=int, default=4, help="the short run of the compiled measurement")
+    ap.add_argument("--compiled-generate", action="store_true", help="also the 1k/1k generate, compiled")
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--prefill", default="512,4096")
     ap.add_argument("--context", default="1024")
@@ -53,6 +63,10 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
+    modes = [m for m in args.mode.split(",") if m]
+    for m in modes:
+        if m not in ("eager", "compiled"):
+            ap.error(f"unknown mode '{m}' (eager, compiled)")
 
     torch.manual_seed(0)
     text = dict(TEXT, num_hidden_layers=args.layers)
@@ -65,68 +79,102 @@ def main():
     model.tie_weights()
     model.eval()
     V = text["vocab_size"]
-    base = dict(mode=args.mode, layers=args.layers, device=torch.cuda.get_device_name(0), label=args.label,
-                torch=torch.__version__)
-    emit(args.out, event="loaded", seconds=time.time() - t0, **base)
-
+    common = dict(layers=args.layers, device=torch.cuda.get_device_name(0), torch=torch.__version__)
+    emit(args.out, event="loaded", seconds=time.time() - t0, mode=args.mode, label=args.label, **common)
     with torch.no_grad():
-        for P in [int(x) for x in args.prefill.split(",") if x]:
-            ids = torch.randint(3, V, (1, P), device="cuda")
-            for rep in range(2):
-                cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-                sync()
-                t = time.time()
-                model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
-                sync()
-                dt = time.time() - t
-            emit(args.out, event="prefill", tokens=P, seconds=dt, tok_per_s=P / dt, **base)
+        if "eager" in modes:
+            run_eager(args, model, V, dict(common, mode="eager", label=label_for(args.label, "eager")))
+        if "compiled" in modes:
+            run_compiled(args, model, V, dict(common, mode="compiled", label=label_for(args.label, "compiled")))
+    emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, mode=args.mode,
+         label=args.label, **common)
 
-        for L in [int(x) for x in args.context.split(",") if x]:
-            ids = torch.randint(3, V, (1, L), device="cuda")
+
+def label_for(label, mode):
+    """reference-eager,compiled -> reference-eager / reference-compiled; a label without the mode list is kept."""
+    return label.replace("eager,compiled", mode).replace("compiled,eager", mode)
+
+
+def timed_generate(model, ids, kw):
+    sync()
+    t = time.time()
+    out = model.generate(ids, **kw)
+    sync()
+    return time.time() - t, out
+
+
+def run_compiled(args, model, V, base):
+    for L in [int(x) for x in args.compiled_context.split(",") if x]:
+        ids = torch.randint(3, V, (1, L), device="cuda")
+        kw = dict(max_new_tokens=256, confidence_threshold=1e-30, stability_threshold=1, eos_token_id=[V + 1],
+                  cache_implementation="static")
+        seconds, _ = timed_generate(model, ids, dict(kw, max_denoising_steps=args.steps))  # compiles
+        emit(args.out, event="warmup", context=L, seconds=seconds, **base)
+        t_short, _ = timed_generate(model, ids, dict(kw, max_denoising_steps=args.compiled_steps))
+        t_long, _ = timed_generate(model, ids, dict(kw, max_denoising_steps=args.steps))
+        ms = (t_long - t_short) * 1000 / (args.steps - args.compiled_steps)
+        emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, method="generate-static-difference",
+             short_steps=args.compiled_steps, long_steps=args.steps, short_s=t_short, long_s=t_long, **base)
+    if args.compiled_generate and not args.skip_generate:
+        run_generate(args, model, V, base, static=True)
+
+
+def run_generate(args, model, V, base, static):
+    ids = torch.randint(3, V, (1, args.prompt_tokens), device="cuda")
+    kw = dict(max_new_tokens=args.gen_tokens, max_denoising_steps=args.steps, confidence_threshold=1e-30,
+              stability_threshold=1, eos_token_id=[V + 1])
+    if static:
+        kw["cache_implementation"] = "static"
+    seconds, _ = timed_generate(model, ids, kw)  # warm-up (compiles with the static cache)
+    emit(args.out, event="warmup", seconds=seconds, **base)
+    total, out = timed_generate(model, ids, kw)
+    seq = out.sequences if hasattr(out, "sequences") else out
+    new = int(seq.shape[1] - args.prompt_tokens)
+    emit(args.out, event="generate", prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps,
+         seconds=total, committed_tok_per_s=new / total, **base)
+
+
+def run_eager(args, model, V, base):
+    for P in [int(x) for x in args.prefill.split(",") if x]:
+        ids = torch.randint(3, V, (1, P), device="cuda")
+        for rep in range(2):
             cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-            model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(L, device="cuda")[None])
-            canvas = torch.randint(0, V, (1, 256), device="cuda")
-            pos = torch.arange(L, L + 256, device="cuda")[None]
-            sc = None
+            sync()
+            t = time.time()
+            model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
+            sync()
+            dt = time.time() - t
+        emit(args.out, event="prefill", tokens=P, seconds=dt, tok_per_s=P / dt, **base)
 
-            def step(sc):
-                logits = model(decoder_input_ids=canvas, past_key_values=cache, decoder_position_ids=pos,
-                               self_conditioning_logits=sc).logits
-                proc = logits / 0.8
-                probs = torch.softmax(proc, dim=-1, dtype=torch.float32)
-                torch.distributions.Categorical(logits=proc).entropy()
-                torch.argmax(proc, dim=-1)
-                del probs
-                return proc.to(torch.bfloat16)
+    for L in [int(x) for x in args.context.split(",") if x]:
+        ids = torch.randint(3, V, (1, L), device="cuda")
+        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(L, device="cuda")[None])
+        canvas = torch.randint(0, V, (1, 256), device="cuda")
+        pos = torch.arange(L, L + 256, device="cuda")[None]
+        sc = None
 
+        def step(sc):
+            logits = model(decoder_input_ids=canvas, past_key_values=cache, decoder_position_ids=pos,
+                           self_conditioning_logits=sc).logits
+            proc = logits / 0.8
+            probs = torch.softmax(proc, dim=-1, dtype=torch.float32)
+            torch.distributions.Categorical(logits=proc).entropy()
+            torch.argmax(proc, dim=-1)
+            del probs
+            return proc.to(torch.bfloat16)
+
+        sc = step(sc)
+        sync()
+        t = time.time()
+        for _ in range(args.denoise_steps):
             sc = step(sc)
-            sync()
-            t = time.time()
-            for _ in range(args.denoise_steps):
-                sc = step(sc)
-            sync()
-            ms = (time.time() - t) * 1000 / args.denoise_steps
-            emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, **base)
+        sync()
+        ms = (time.time() - t) * 1000 / args.denoise_steps
+        emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, **base)
 
-        if not args.skip_generate:
-            ids = torch.randint(3, V, (1, args.prompt_tokens), device="cuda")
-            kw = dict(max_new_tokens=args.gen_tokens, max_denoising_steps=args.steps, confidence_threshold=1e-30,
-                      stability_threshold=1, eos_token_id=[V + 1])
-            if args.mode == "compiled":
-                kw["cache_implementation"] = "static"
-            tw = time.time()
-            model.generate(ids, **kw)  # warm-up (compiles in compiled mode)
-            emit(args.out, event="warmup", seconds=time.time() - tw, **base)
-            sync()
-            t = time.time()
-            out = model.generate(ids, **kw)
-            sync()
-            total = time.time() - t
-            seq = out.sequences if hasattr(out, "sequences") else out
-            new = int(seq.shape[1] - args.prompt_tokens)
-            emit(args.out, event="generate", prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps,
-                 seconds=total, committed_tok_per_s=new / total, **base)
-    emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, **base)
+    if not args.skip_generate:
+        run_generate(args, model, V, base, static=False)
 
 
 if __name__ == "__main__":

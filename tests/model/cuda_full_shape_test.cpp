@@ -4,6 +4,8 @@
 // compared layer by layer and at the logits. Needs a GPU and ~10 GB of host memory; skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <list>
 #include <vector>
@@ -79,8 +81,15 @@ TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   const HostWeights wh(wd, *gpu);
   auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, static_cast<float>(cfg.rms_eps));
   const auto prompt = ids(300, cfg.vocab, 11), canvas = ids(cfg.canvas, cfg.vocab, 12);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   const SliceRun a = forward(cfg, wh.w, *cpu, prompt, canvas, false);
+  const auto t1 = Clock::now();
   const SliceRun b = forward(cfg, wd, *gpu, prompt, canvas, true);
+  const auto t2 = Clock::now();
+  std::cout << "  CPU reference " << std::chrono::duration<double>(t1 - t0).count() << " s, GPU "
+            << std::chrono::duration<double>(t2 - t1).count() << " s (prefill 300 + canvas 256, 2 layers)\n";
+  // PROVISIONAL bounds (not yet measured on the GPU; docs/NUMERICS.md): the printed values calibrate them.
   for (const std::string n : {"dec.x0", "dec.l0.out", "dec.l1.out"}) {
     const Diff d = compare(b.cap.t.at(n), a.cap.t.at(n));
     std::cout << "  " << n << ": " << d.str() << "\n";
@@ -91,6 +100,21 @@ TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   std::cout << "  logits: " << d.str() << "\n";
   EXPECT_TRUE(d.finite);
   EXPECT_GE(d.cosine, 0.997) << d.str();  // measured on the H200: 0.99855
+  // Per canvas row: the worst cosine and how many argmaxes agree.
+  const auto V = static_cast<size_t>(cfg.vocab);
+  double worst_row = 1;
+  int same = 0;
+  for (size_t r = 0; r < canvas.size(); ++r) {
+    const auto row = [&](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + static_cast<long>(r * V), v.begin() + static_cast<long>((r + 1) * V));
+    };
+    const std::vector<float> x = row(b.logits), y = row(a.logits);
+    worst_row = std::min(worst_row, compare(x, y).cosine);
+    same += std::max_element(x.begin(), x.end()) - x.begin() == std::max_element(y.begin(), y.end()) - y.begin();
+  }
+  std::cout << "  logits per row: worst cosine " << worst_row << ", argmax agreement " << same << "/" << canvas.size()
+            << "\n";
+  EXPECT_GE(same, static_cast<int>(canvas.size() * 9 / 10));
 }
 
 }  // namespace

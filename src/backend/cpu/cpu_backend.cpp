@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/elementwise/synthetic_uniform.h"
 #include "ops/embed/embed.h"
 #include "ops/glu/glu.h"
 #include "ops/linear/linear.h"
@@ -111,12 +112,8 @@ class CpuBackend final : public Backend {
   }
   void synchronize() override {}
   void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      st = st * 6364136223846793005ull + 1442695040888963407ull;
-      const float u = static_cast<float>(st >> 40) / 16777216.0f;  // [0, 1)
-      t.f32()[i] = round_to(p_.act, offset + scale * (2.0f * u - 1.0f));
-    }
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.f32()[i] = round_to(p_.act, synthetic_uniform(seed, static_cast<uint64_t>(i), scale, offset));
   }
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
     const int64_t V = cols_of(logits);

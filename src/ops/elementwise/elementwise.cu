@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/synthetic_uniform.h"
 
 namespace dg {
 namespace {
@@ -20,13 +21,7 @@ __global__ void scale_kernel(bf16* x, float s, int64_t n) {
 
 __global__ void fill_uniform_kernel(bf16* x, int64_t n, uint64_t seed, float scale, float offset) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull;  // splitmix64
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  const float u = static_cast<float>(z >> 40) / 16777216.0f;
-  x[i] = __float2bfloat16_rn(offset + scale * (2.0f * u - 1.0f));
+  if (i < n) x[i] = __float2bfloat16_rn(synthetic_uniform(seed, static_cast<uint64_t>(i), scale, offset));
 }
 
 template <typename S, typename D>

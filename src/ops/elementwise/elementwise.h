@@ -15,7 +15,7 @@ namespace dg {
 // bf16 activations: out = bf16(a + b); x = bf16(x * s).
 Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t s);
 Status scale_cuda(void* x, float scale, int64_t n, cudaStream_t s);
-// bf16 x[i] = offset + scale * (2u - 1), u uniform in [0, 1) from a counter hash of (seed, i).
+// bf16 x[i] = bf16(synthetic_uniform(seed, i, scale, offset)) (synthetic_uniform.h; CPU twin: the CPU backend).
 Status fill_uniform_cuda(void* x, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t s);
 // Converts n elements of `src` (f32/f16/bf16) to bf16, or f32 to f32/f16/bf16 (dst dtype).
 Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s);
