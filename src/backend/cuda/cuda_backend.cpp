@@ -105,10 +105,16 @@ class CudaBackend final : public Backend {
   Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
 
   ModelWeights upload(const ModelWeights& h) override {
-    refuse_packed(h);  // before any weight is allocated
+    validate_packed(h, kernels_);  // before any weight is allocated
     ModelWeights d = h;
     auto up = [&](Tensor& t) {
       if (t.empty()) return;
+      if (dtype_is_packed(t.dtype)) {  // the planes as stored; the kernels dequantise in registers
+        Tensor dst = device(t.dtype, t.shape);
+        check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+        t = dst;
+        return;
+      }
       Tensor dst = device(DType::kBF16, t.shape);
       if (t.dtype == DType::kBF16) {
         check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
@@ -131,19 +137,41 @@ class CudaBackend final : public Backend {
     return d;
   }
 
-  // The seam for quantized kernels: until this backend has them, a packed weight stops the upload here.
-  static void refuse_packed(const ModelWeights& h) {
-    auto check_one = [](const Tensor& t, const char* what) {
-      if (dtype_is_packed(t.dtype))
-        fail("this .dgq pack stores {} as {}, and the CUDA backend has no kernels for packed weights yet; run the "
-             "pack with --backend cpu, or the Hugging Face checkpoint it was made from with --backend cuda",
-             what, dtype_name(t.dtype));
+  // Packed weights run through the streaming kernel (src/ops/moe/moe_stream.cu): the experts' grouped GEMMs and,
+  // for the linears (the self-conditioning MLP's q8, or an overridden class), its dense form. A weight in a
+  // format it has no body for, or with an input dimension it cannot tile, stops the upload here, named.
+  static void validate_packed(const ModelWeights& h, const CudaKernels& kernels) {
+    auto check_one = [&](const Tensor& t, const std::string& what, bool experts) {
+      if (!dtype_is_packed(t.dtype)) return;
+      const std::string fmt(dtype_name(t.dtype));
+      if (!moe_stream_supports(t.dtype))
+        fail("this .dgq pack stores {} as {}, and the CUDA backend has no {} kernel (it runs q4, fp8 and nvfp4 "
+             "experts and q8 linears); quantize again with --profile q4|fp8|nvfp4 (or --set CLASS=FORMAT), or run "
+             "this pack with --backend cpu",
+             what, fmt, fmt);
+      const int64_t K = t.shape[t.shape.rank - 1];
+      const int64_t align = t.dtype == DType::kQ4 || t.dtype == DType::kNvFp4 ? 32 : 16;
+      if (K % align != 0)
+        fail("this .dgq pack stores {} as {} with input dimension {}, and the CUDA {} kernel needs a multiple of {}; "
+             "quantize that class to another format or run with --backend cpu",
+             what, fmt, K, fmt, align);
+      if (experts && kernels.moe != "stream")
+        fail("the experts of this .dgq pack are {}: only the streaming MoE kernel reads packed experts (not --moe "
+             "{}); use --moe stream",
+             fmt, kernels.moe);
     };
-    for (const Tensor* t : {&h.sc_gate, &h.sc_up, &h.sc_down}) check_one(*t, "the self-conditioning MLP");
-    for (const LayerWeights& L : h.layers) {
-      for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o}) check_one(*t, "attention");
-      for (const Tensor* t : {&L.gate, &L.up, &L.down}) check_one(*t, "the dense MLP");
-      for (const Tensor* t : {&L.experts_gate_up, &L.experts_down}) check_one(*t, "the experts");
+    check_one(h.sc_gate, "the self-conditioning MLP (sc_gate)", false);
+    check_one(h.sc_up, "the self-conditioning MLP (sc_up)", false);
+    check_one(h.sc_down, "the self-conditioning MLP (sc_down)", false);
+    for (size_t l = 0; l < h.layers.size(); ++l) {
+      const LayerWeights& L = h.layers[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      for (auto [t, name] : {std::pair{&L.q, "attention q"}, {&L.k, "attention k"}, {&L.v, "attention v"},
+                             {&L.o, "attention o"}, {&L.gate, "dense MLP gate"}, {&L.up, "dense MLP up"},
+                             {&L.down, "dense MLP down"}})
+        check_one(*t, at + name, false);
+      check_one(L.experts_gate_up, at + "experts.gate_up", true);
+      check_one(L.experts_down, at + "experts.down", true);
     }
   }
 
@@ -232,6 +260,10 @@ class CudaBackend final : public Backend {
                        cols_of(x), eps_, stream_));
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    if (dtype_is_packed(w.dtype)) {
+      check(stream_linear_cuda(x.data, rows_of(x), cols_of(x), w.data, w.dtype, w.shape[0], out.data, stream_));
+      return;
+    }
     gemm_xwt(x.data, rows_of(x), cols_of(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
   }
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
@@ -295,7 +327,8 @@ class CudaBackend final : public Backend {
     stage("moe_experts");
     // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
     // is); other shapes take the wmma kernel, also free of host synchronisation.
-    if (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0) {  // gathers z's rows itself
+    const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
+    if (packed || (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
@@ -376,6 +409,14 @@ class CudaBackend final : public Backend {
   void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
     DG_CHECK(t.dtype == DType::kBF16, "fill_uniform: bf16 tensors only");
     check(fill_uniform_cuda(t.data, t.numel(), seed, scale, offset, stream_));
+  }
+
+  Tensor synthetic_packed(DType fmt, Shape s, uint64_t seed, float amax) override {
+    DG_CHECK(moe_stream_supports(fmt) && dtype_is_packed(fmt), "synthetic weights: the CUDA backend has no {} kernel",
+             dtype_name(fmt));
+    Tensor t = device(fmt, s);
+    check(fill_packed_cuda(t.data, fmt, s, seed, amax, stream_));
+    return t;
   }
 
   void set_profiling(bool on) override {
