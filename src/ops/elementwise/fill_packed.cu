@@ -9,6 +9,8 @@
 namespace dg {
 namespace {
 
+using cuda::bf16;
+
 __device__ uint32_t hash32(uint64_t seed, uint64_t i) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;  // splitmix64
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
