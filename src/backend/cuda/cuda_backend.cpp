@@ -1,6 +1,7 @@
-// The CUDA backend: bf16 activations and weights, an f16 KV cache, f32 logits. Dense products go through cuBLAS
-// (bf16 in, f32 accumulate); everything else is our kernels in src/ops/*/*.cu. Buffers come from the
-// stream-ordered allocator, so per-op allocations reuse memory without synchronising.
+// The CUDA backend: bf16 activations and weights (or a pack's packed bytes, run by the streaming kernel), an f16 KV
+// cache, f32 logits. Dense bf16 products go through cuBLAS (bf16 in, f32 accumulate); everything else is our
+// kernels in src/ops/*/*.cu. Buffers come from the stream-ordered allocator, so per-op allocations reuse memory
+// without synchronising.
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/packed_weights.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
@@ -105,7 +107,7 @@ class CudaBackend final : public Backend {
   Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
 
   ModelWeights upload(const ModelWeights& h) override {
-    validate_packed(h, kernels_);  // before any weight is allocated
+    cuda_validate_packed(h, kernels_);  // before any weight is allocated
     ModelWeights d = h;
     auto up = [&](Tensor& t) {
       if (t.empty()) return;
@@ -135,44 +137,6 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "upload sync");
     d.dtype = DType::kBF16;
     return d;
-  }
-
-  // Packed weights run through the streaming kernel (src/ops/moe/moe_stream.cu): the experts' grouped GEMMs and,
-  // for the linears (the self-conditioning MLP's q8, or an overridden class), its dense form. A weight in a
-  // format it has no body for, or with an input dimension it cannot tile, stops the upload here, named.
-  static void validate_packed(const ModelWeights& h, const CudaKernels& kernels) {
-    auto check_one = [&](const Tensor& t, const std::string& what, bool experts) {
-      if (!dtype_is_packed(t.dtype)) return;
-      const std::string fmt(dtype_name(t.dtype));
-      if (!moe_stream_supports(t.dtype))
-        fail("this .dgq pack stores {} as {}, and the CUDA backend has no {} kernel (it runs q4, fp8 and nvfp4 "
-             "experts and q8 linears); quantize again with --profile q4|fp8|nvfp4 (or --set CLASS=FORMAT), or run "
-             "this pack with --backend cpu",
-             what, fmt, fmt);
-      const int64_t K = t.shape[t.shape.rank - 1];
-      const int64_t align = t.dtype == DType::kQ4 || t.dtype == DType::kNvFp4 ? 32 : 16;
-      if (K % align != 0)
-        fail("this .dgq pack stores {} as {} with input dimension {}, and the CUDA {} kernel needs a multiple of {}; "
-             "quantize that class to another format or run with --backend cpu",
-             what, fmt, K, fmt, align);
-      if (experts && kernels.moe != "stream")
-        fail("the experts of this .dgq pack are {}: only the streaming MoE kernel reads packed experts (not --moe "
-             "{}); use --moe stream",
-             fmt, kernels.moe);
-    };
-    check_one(h.sc_gate, "the self-conditioning MLP (sc_gate)", false);
-    check_one(h.sc_up, "the self-conditioning MLP (sc_up)", false);
-    check_one(h.sc_down, "the self-conditioning MLP (sc_down)", false);
-    for (size_t l = 0; l < h.layers.size(); ++l) {
-      const LayerWeights& L = h.layers[l];
-      const std::string at = "layer " + std::to_string(l) + " ";
-      for (auto [t, name] : {std::pair{&L.q, "attention q"}, {&L.k, "attention k"}, {&L.v, "attention v"},
-                             {&L.o, "attention o"}, {&L.gate, "dense MLP gate"}, {&L.up, "dense MLP up"},
-                             {&L.down, "dense MLP down"}})
-        check_one(*t, at + name, false);
-      check_one(L.experts_gate_up, at + "experts.gate_up", true);
-      check_one(L.experts_down, at + "experts.down", true);
-    }
   }
 
   Tensor ids(std::span<const int32_t> ids) override {
