@@ -31,6 +31,17 @@ export DG_GIT_SHA
       timeout 200 build/gpu/diffgemma bench "${opt[@]}" --prefill 4096 --context 1024 --label "variant-$v" \
         --out "$OUT/bench.jsonl"
     done
+    # Quantized experts (synthetic packed weights, the SC MLP q8): DG_WEIGHTS="q4 fp8 nvfp4" runs the 4k prefill,
+    # the 1k- and 8k-context denoise steps with their stage breakdown, the 1k/1k generation and the peak memory of each.
+    for w in ${DG_WEIGHTS:-}; do
+      timeout 200 build/gpu/diffgemma bench --weights "$w" ${DG_WEIGHTS_OPTS:-} --prefill 4096 --context 1024,8192 \
+        --label "weights-$w" --out "$OUT/bench.jsonl"
+    done
+    # `diffgemma quantize` on a 2-layer full-shape checkpoint written here (DG_QUANTIZE_TIMING=1), extrapolated to 30.
+    if [ "${DG_QUANTIZE_TIMING:-0}" = 1 ]; then
+      PYTHONUNBUFFERED=1 timeout 400 python3 scripts/quantize_timing.py --cli build/gpu/diffgemma --dir /tmp/dg-slice \
+        --out "$OUT/quantize.jsonl"
+    fi
   fi
   # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled|eager,compiled).
   if [ -n "${DG_REFERENCE:-}" ]; then

@@ -69,6 +69,9 @@ class Backend {
   // Fills a weight-shaped buffer with uniform values in [offset - scale, offset + scale] from `seed` (synthetic
   // full-shape models for benchmarks; deterministic per seed).
   virtual void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) = 0;
+  // A packed weight of `fmt` and shape `s` with random codes and finite scales, decoded values in [-amax, amax]
+  // (synthetic quantized models; backends without packed kernels refuse).
+  virtual Tensor synthetic_packed(DType fmt, Shape s, uint64_t seed, float amax);
 
   // Stage marks for the per-stage time breakdown: time from one mark to the next is charged to the first mark's
   // stage. No-ops unless profiling is on.

@@ -24,6 +24,7 @@ struct BenchOptions {
   std::string model;       // empty: synthetic
   std::string backend = "cuda";
   int layers = 0;          // synthetic: keep the first N layers (0: all 30)
+  std::string weights = "bf16";  // synthetic: bf16 | q4 | fp8 | nvfp4 (experts; the SC MLP q8)
   std::vector<int> prefill{512, 4096};
   std::vector<int> context{1024};
   int denoise_steps = 8;   // timed denoise forwards per context
@@ -95,7 +96,7 @@ void run_bench(const BenchOptions& o) {
   if (o.model.empty()) {
     cfg = diffusiongemma_26b_config(o.layers);
     be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
-    w = synthetic_weights(cfg, *be, o.seed);
+    w = synthetic_weights(cfg, *be, o.seed, o.weights);
   } else {
     ck.emplace(Checkpoint::open(o.model));
     cfg = ck->config;
@@ -115,6 +116,7 @@ void run_bench(const BenchOptions& o) {
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe},
+                   {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
 
@@ -224,6 +226,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--graphs", o->graphs, "replay denoise steps through CUDA graphs (needs a MoE kernel other than cublas)");
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
+  cmd->add_option("--weights", o->weights,
+                  "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "
+                  "MLP, as the quantize profiles store them)")
+      ->capture_default_str();
   cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")->capture_default_str();
   cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")->capture_default_str();
   cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")->capture_default_str();

@@ -29,7 +29,11 @@ ModelConfig diffusiongemma_26b_config(int layers) {
   return c;
 }
 
-ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed) {
+ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile) {
+  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4",
+           "unknown synthetic weight profile '{}': expected bf16, q4, fp8 or nvfp4", profile);
+  const bool packed = profile != "bf16";
+  const DType experts_fmt = profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
   uint64_t next = seed * 1000003ull;
   auto make = [&](Shape s, float scale, float offset) {
     Tensor t = be.alloc(s);
@@ -46,9 +50,16 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
   w.embed = make(Shape{cfg.vocab, H}, 0.8f * sqrt3, 0.0f);
   w.final_norm = norm(H);
   w.sc_pre_norm = norm(H);
-  w.sc_gate = linear(I, H);
-  w.sc_up = linear(I, H);
-  w.sc_down = linear(H, I);
+  auto sc_linear = [&](int64_t out, int64_t in) {
+    return packed ? be.synthetic_packed(DType::kQ8, Shape{out, in}, ++next, sqrt3 / std::sqrt(static_cast<float>(in)))
+                  : linear(out, in);
+  };
+  auto experts = [&](Shape s) {
+    return packed ? be.synthetic_packed(experts_fmt, s, ++next, 0.15f * sqrt3) : make(s, 0.15f * sqrt3, 0.0f);
+  };
+  w.sc_gate = sc_linear(I, H);
+  w.sc_up = sc_linear(I, H);
+  w.sc_down = sc_linear(H, I);
   for (const LayerSpec& s : cfg.layers) {
     LayerWeights L;
     const int64_t D = s.head_dim, nkv = s.n_kv_heads;
@@ -64,8 +75,8 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
     L.router_proj = make(Shape{E, H}, 3.0f * sqrt3, 0.0f);
     L.router_scale = norm(H);
     L.per_expert_scale = make(Shape{E}, 0.5f, 1.0f);
-    L.experts_gate_up = make(Shape{E, 2 * F, H}, 0.15f * sqrt3, 0.0f);
-    L.experts_down = make(Shape{E, H, F}, 0.15f * sqrt3, 0.0f);
+    L.experts_gate_up = experts(Shape{E, 2 * F, H});
+    L.experts_down = experts(Shape{E, H, F});
     for (Tensor* n : {&L.input_norm, &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1,
                       &L.post_ff_norm_2, &L.pre_ff_norm_2})
       *n = norm(H);

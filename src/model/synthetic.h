@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backend/backend.h"
 #include "io/model_config.h"
@@ -16,6 +17,8 @@ ModelConfig diffusiongemma_26b_config(int layers = 0);
 
 // Weights of `cfg`'s shapes in the backend's activation dtype, uniform with scales like the fixtures' recipe
 // (norms near 1, linears ~ 1/sqrt(fan_in), experts 0.15, embedding 0.8, a wide router).
-ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed);
+// `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,
+// finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them.
+ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16");
 
 }  // namespace dg

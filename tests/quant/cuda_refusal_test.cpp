@@ -1,5 +1,6 @@
-// The CUDA backend's seam for quantized kernels: until it has them, uploading a pack's packed weights is refused
-// with a message naming the class and what to run instead. Skipped without a GPU (and absent in CPU builds).
+// The CUDA backend's boundary for packed weights: a pack whose tensors use a format without a CUDA kernel (q6) is
+// refused at upload, before any weight is allocated, with a message naming the tensor, the format and what to
+// run instead. Skipped without a GPU (and absent in CPU builds).
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
@@ -12,11 +13,18 @@
 namespace dg::test {
 namespace {
 
-TEST(CudaQuant, PackedWeightsAreRefusedWithDirections) {
+TEST(CudaQuant, FormatsWithoutKernelsAreRefusedWithDirections) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string pack = quantize_fixture("cuda-refusal", source_path("tests/fixtures/tiny_a"), "q4");
-  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda"), "stores the self-conditioning MLP as q8",
-                  "no kernels for packed weights", "--backend cpu");
+  const std::string pack = quantize_fixture("cuda-refusal", source_path("tests/fixtures/tiny_a"), "q6");
+  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda"), "layer 0 experts.gate_up as q6", "no q6 kernel",
+                  "--backend cpu");
+}
+
+TEST(CudaQuant, PackedExpertsNeedTheStreamingKernel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string pack = quantize_fixture("cuda-refusal-moe", source_path("tests/fixtures/tiny_a"), "q4");
+  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda", CudaKernels{"flash", "cublas"}), "experts of this .dgq pack",
+                  "--moe stream");
 }
 
 }  // namespace

@@ -140,6 +140,11 @@ void Backend::fail_no_graphs() const {
   fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
 }
 
+Tensor Backend::synthetic_packed(DType fmt, Shape s, uint64_t, float) {
+  fail("the {} backend cannot make synthetic {} weights {} (--weights other than bf16 needs --backend cuda)", name(),
+       dtype_name(fmt), s.str());
+}
+
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device,

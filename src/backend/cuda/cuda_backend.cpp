@@ -1,6 +1,7 @@
-// The CUDA backend: bf16 activations and weights, an f16 KV cache, f32 logits. Dense products go through cuBLAS
-// (bf16 in, f32 accumulate); everything else is our kernels in src/ops/*/*.cu. Buffers come from the
-// stream-ordered allocator, so per-op allocations reuse memory without synchronising.
+// The CUDA backend: bf16 activations and weights (or a pack's packed bytes, run by the streaming kernel), an f16 KV
+// cache, f32 logits. Dense bf16 products go through cuBLAS (bf16 in, f32 accumulate); everything else is our
+// kernels in src/ops/*/*.cu. Buffers come from the stream-ordered allocator, so per-op allocations reuse memory
+// without synchronising.
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/packed_weights.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
@@ -105,10 +107,16 @@ class CudaBackend final : public Backend {
   Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
 
   ModelWeights upload(const ModelWeights& h) override {
-    refuse_packed(h);  // before any weight is allocated
+    cuda_validate_packed(h, kernels_);  // before any weight is allocated
     ModelWeights d = h;
     auto up = [&](Tensor& t) {
       if (t.empty()) return;
+      if (dtype_is_packed(t.dtype)) {  // the planes as stored; the kernels dequantise in registers
+        Tensor dst = device(t.dtype, t.shape);
+        check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+        t = dst;
+        return;
+      }
       Tensor dst = device(DType::kBF16, t.shape);
       if (t.dtype == DType::kBF16) {
         check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
@@ -129,22 +137,6 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "upload sync");
     d.dtype = DType::kBF16;
     return d;
-  }
-
-  // The seam for quantized kernels: until this backend has them, a packed weight stops the upload here.
-  static void refuse_packed(const ModelWeights& h) {
-    auto check_one = [](const Tensor& t, const char* what) {
-      if (dtype_is_packed(t.dtype))
-        fail("this .dgq pack stores {} as {}, and the CUDA backend has no kernels for packed weights yet; run the "
-             "pack with --backend cpu, or the Hugging Face checkpoint it was made from with --backend cuda",
-             what, dtype_name(t.dtype));
-    };
-    for (const Tensor* t : {&h.sc_gate, &h.sc_up, &h.sc_down}) check_one(*t, "the self-conditioning MLP");
-    for (const LayerWeights& L : h.layers) {
-      for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o}) check_one(*t, "attention");
-      for (const Tensor* t : {&L.gate, &L.up, &L.down}) check_one(*t, "the dense MLP");
-      for (const Tensor* t : {&L.experts_gate_up, &L.experts_down}) check_one(*t, "the experts");
-    }
   }
 
   Tensor ids(std::span<const int32_t> ids) override {
@@ -232,6 +224,10 @@ class CudaBackend final : public Backend {
                        cols_of(x), eps_, stream_));
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    if (dtype_is_packed(w.dtype)) {
+      check(stream_linear_cuda(x.data, rows_of(x), cols_of(x), w.data, w.dtype, w.shape[0], out.data, stream_));
+      return;
+    }
     gemm_xwt(x.data, rows_of(x), cols_of(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
   }
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
@@ -295,7 +291,8 @@ class CudaBackend final : public Backend {
     stage("moe_experts");
     // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
     // is); other shapes take the wmma kernel, also free of host synchronisation.
-    if (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0) {  // gathers z's rows itself
+    const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
+    if (packed || (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
@@ -376,6 +373,14 @@ class CudaBackend final : public Backend {
   void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) override {
     DG_CHECK(t.dtype == DType::kBF16, "fill_uniform: bf16 tensors only");
     check(fill_uniform_cuda(t.data, t.numel(), seed, scale, offset, stream_));
+  }
+
+  Tensor synthetic_packed(DType fmt, Shape s, uint64_t seed, float amax) override {
+    DG_CHECK(moe_stream_supports(fmt) && dtype_is_packed(fmt), "synthetic weights: the CUDA backend has no {} kernel",
+             dtype_name(fmt));
+    Tensor t = device(fmt, s);
+    check(fill_packed_cuda(t.data, fmt, s, seed, amax, stream_));
+    return t;
   }
 
   void set_profiling(bool on) override {

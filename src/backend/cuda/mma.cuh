@@ -1,5 +1,5 @@
 // PTX wrappers for the sm_80+ tensor-core path: cp.async global->shared copies (zero-filling, with an optional L2
-// eviction policy), ldmatrix fragment loads and the bf16 m16n8k16 mma.sync with f32 accumulation.
+// eviction policy; 16 or 4 bytes), ldmatrix fragment loads and the bf16 m16n8k16 mma.sync with f32 accumulation.
 // Reference: PTX ISA, "cp.async", "createpolicy", "ldmatrix", "mma.sync.aligned.m16n8k16".
 #pragma once
 
@@ -28,6 +28,10 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0), "l"(policy));
+}
+// 4 bytes global -> shared through L1 (scale words of the packed weight formats); zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `kPending` committed groups are still in flight.

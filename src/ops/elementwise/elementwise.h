@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 namespace dg {
 
@@ -17,6 +18,9 @@ Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t
 Status scale_cuda(void* x, float scale, int64_t n, cudaStream_t s);
 // bf16 x[i] = bf16(synthetic_uniform(seed, i, scale, offset)) (synthetic_uniform.h; CPU twin: the CPU backend).
 Status fill_uniform_cuda(void* x, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t s);
+// Random codes and finite scales in the planes of a packed tensor of `shape` (q4, q8, fp8, nvfp4; synthetic
+// benchmark weights): every decoded weight lies in [-amax, amax].
+Status fill_packed_cuda(void* base, DType fmt, const Shape& shape, uint64_t seed, float amax, cudaStream_t s);
 // Converts n elements of `src` (f32/f16/bf16) to bf16, or f32 to f32/f16/bf16 (dst dtype).
 Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s);
 

@@ -54,11 +54,19 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
                              void* y, cudaStream_t s);
 // The streaming grouped GEMM (moe_stream.cu, design in docs/CUDA.md): y[i, n] = bf16(sum_k x[src(i), k] W[e, n, k])
 // for each expert's sorted rows i in [offsets[e], offsets[e+1]), src(i) = x_rows ? x_rows[i] / x_rows_div : i (so
-// x_rows = perm, x_rows_div = top_k gathers the routed rows on the fly). W: [n_exp, N, K] in `w_dtype` (bf16 for
-// now). Reads the offsets on the device only (no host synchronisation); each expert's weights are read once per
-// 64 of its rows. Needs K % 8 == 0 and 16-byte aligned x and W; y: [pairs, N], no spare rows.
+// x_rows = perm, x_rows_div = top_k gathers the routed rows on the fly). W: [n_exp, N, K] in `w_dtype`: bf16, or
+// packed q4 / fp8 / nvfp4 / q8 bytes as src/quant/layout.h lays them out (dequantised in registers; fp8 and q8 row
+// scales and nvfp4's expert scale applied to the f32 sums). Reads the offsets on the device only (no host
+// synchronisation); each expert's weights are read once per 64 of its rows. Needs K % 8 == 0 (q4, nvfp4: 32;
+// fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s);
+// The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
+// packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
+Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
+                          cudaStream_t s);
+// Whether the streaming kernel has a body for weights in `w_dtype`.
+bool moe_stream_supports(DType w_dtype);
 // The same product with gate_up [n_exp, 2*ff, K] (gate rows first) and the gated GELU in the epilogue:
 // out[i, j] = bf16(bf16(gelu_tanh(g)) * u) with g, u the bf16-rounded products with rows j and ff + j, i.e.
 // gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].

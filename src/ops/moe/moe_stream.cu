@@ -7,97 +7,47 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma.cuh"
 #include "ops/moe/moe.h"
+#include "ops/moe/moe_stream_formats.cuh"
+#include "quant/layout.h"
 
 namespace dg {
 namespace {
 
-using cuda::bf16;
-
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kTileN = 32 * kWarps;  // weight rows per CTA: each warp owns two m16 tiles, rows 16w and 16w + kTileN/2
-constexpr int kTileK = 64;           // K elements per pipeline stage: 128 bytes of each bf16 weight row
-constexpr int kChunks = kTileK / 8;  // 16-byte chunks per tile row
-constexpr int kStages = 4;
-constexpr int kRowCap = 64;  // routed rows per pass over the weights; an expert with more rows takes more passes
-static_assert(kChunks == 8, "the swizzle permutes 8 chunks per row");
-
-// Byte offset of 16-byte chunk c of row r in a stage buffer of kTileK-element rows: chunks XOR-swizzled by r % 8,
-// so the 8 row addresses of an ldmatrix fall in distinct banks.
-__device__ __forceinline__ uint32_t swizzle(int r, int c) {
-  return static_cast<uint32_t>(r * (kTileK * 2) + ((c ^ (r & 7)) << 4));
-}
-
-// Which weight rows the CTA's kTileN tile rows are: [0, split) -> first + r, [split, kTileN) -> second + r - split.
-// A row whose index within its part is >= valid lies outside W: zero-filled, never stored.
-struct TileRows {
-  int64_t first, second;
-  int split, valid;
-  __device__ bool row(int r, int64_t& w) const {
-    const int part = r < split ? r : r - split;
-    w = (r < split ? first : second) + part;
-    return part < valid;
-  }
-};
-
-// A weight format: where an expert's weights start, how one stage of the [kTileN, kTileK] tile lands in shared
-// memory, and how a warp builds an m16k16 A fragment from it. Quantised formats dequantise in load_a.
-struct WeightBf16 {
-  static constexpr int kStageBytes = kTileN * kTileK * 2;
-  __device__ static const void* expert(const void* W, int64_t e, int64_t rows, int K) {
-    return static_cast<const bf16*>(W) + e * rows * K;
-  }
-  __device__ static void load_stage(uint32_t dst, const void* w, int K, const TileRows& rows, int k0,
-                                    uint64_t policy) {
-    const auto* wp = static_cast<const bf16*>(w);
-    static_assert(kTileN * kChunks % kThreads == 0);
-#pragma unroll
-    for (int it = 0; it < kTileN * kChunks / kThreads; ++it) {
-      const int id = it * kThreads + static_cast<int>(threadIdx.x);
-      const int r = id / kChunks, c = id % kChunks, k = k0 + c * 8;
-      int64_t wr;
-      const bool ok = rows.row(r, wr) && k < K;
-      cuda::cp_async16(dst + swizzle(r, c), ok ? wp + wr * K + k : wp, ok, policy);
-    }
-  }
-  // Rows row0 .. row0 + 15, k kk .. kk + 15 of the stage, in mma.sync's A order.
-  __device__ static void load_a(uint32_t src, int row0, int kk, int lane, uint32_t (&a)[4]) {
-    cuda::ldmatrix_x4(a, src + swizzle(row0 + (lane & 15), kk / 8 + (lane >> 4)));
-  }
-};
+using namespace moe_stream;
 
 struct StreamArgs {
   const bf16* x;           // activation rows [*, K]
   const int32_t* x_rows;   // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
   int x_rows_div;
   int K;
-  const void* W;           // [n_exp, w_rows, K] in the weight format
+  Planes W;                // [n_exp, w_rows, K] in the weight format
   int64_t w_rows;
   int64_t n_out;           // output columns: w_rows, or ff = w_rows / 2 in the gated form
-  const int32_t* offsets;  // [n_exp + 1]
+  const int32_t* offsets;  // [n_exp + 1]; null: one weight matrix shared by row blocks e of kRowCap rows
+  int64_t dense_rows;      // rows of x and y when offsets is null
   bf16* y;                 // [pairs, n_out], row i = sorted position i
 };
 
-// Per stage: the weight tile, then the pass's x rows [kRowCap][kTileK] bf16 (same swizzle).
-template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + kRowCap * kTileK * 2;
-template <class Fmt> constexpr int kSmemBytes = kStages * kStageBytes<Fmt>;
+// Per stage: the weight tile, then the pass's x rows [kRowCap][Fmt::kTileK] bf16 (swizzled).
+template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + kRowCap * Fmt::kTileK * 2;
+template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt>;
 
 // One K step of kTileK for the warp's two m16 tiles over the pass's n_pairs pairs of n8 row tiles.
 template <class Fmt>
-__device__ __forceinline__ void stage_mma(uint32_t ws, int warp, int lane, int n_pairs,
+__device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
                                           float (&acc)[2][kRowCap / 8][4]) {
   const uint32_t xs = ws + Fmt::kStageBytes;
   const int mi = lane >> 3;  // which 8x8 matrix of the x4 load this lane addresses
 #pragma unroll
-  for (int kk = 0; kk < kTileK; kk += 16) {
+  for (int kk = 0; kk < Fmt::kTileK; kk += 16) {
     uint32_t af[2][4];
 #pragma unroll
-    for (int t = 0; t < 2; ++t) Fmt::load_a(ws, 16 * (warp + t * kWarps), kk, lane, af[t]);
+    for (int t = 0; t < 2; ++t) Fmt::load_a(ws, src, 16 * (warp + t * kWarps), kk, lane, af[t]);
 #pragma unroll
     for (int jp = 0; jp < kRowCap / 16; ++jp) {
       if (jp >= n_pairs) break;
       uint32_t b[4];  // rows 16jp .. +7 (k lo, k hi), rows 16jp + 8 .. +15 (k lo, k hi)
-      cuda::ldmatrix_x4(b, xs + swizzle(jp * 16 + ((mi >> 1) << 3) + (lane & 7), kk / 8 + (mi & 1)));
+      cuda::ldmatrix_x4(b, xs + swizzle<Fmt::kTileK * 2>(jp * 16 + ((mi >> 1) << 3) + (lane & 7), kk / 8 + (mi & 1)));
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         cuda::mma_bf16_16816(acc[t][2 * jp], af[t], b[0], b[1]);
@@ -112,7 +62,8 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
   const int e = static_cast<int>(blockIdx.y);
-  const int r0 = a.offsets[e], r1 = a.offsets[e + 1];
+  const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
+  const int r1 = a.offsets ? a.offsets[e + 1] : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
   if (r0 >= r1) return;
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   constexpr int kOutStride = kOutCols + 8;  // bf16 staging rows, padded against bank conflicts
@@ -120,10 +71,12 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kOutCols;
   const TileRows rows{col0, kGated ? a.n_out + col0 : 0, kSplit,
                       static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
-  const void* w = Fmt::expert(a.W, e, a.w_rows, a.K);
+  const int mat = a.offsets ? e : 0;  // which weight matrix
+  const int64_t e_row0 = static_cast<int64_t>(mat) * a.w_rows;
   const uint64_t policy = cuda::l2_evict_first();
   const uint32_t base = cuda::smem_u32(smem);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kTileK / 8;
   const int n_k = (a.K + kTileK - 1) / kTileK;
 
   for (int p0 = r0; p0 < r1; p0 += kRowCap) {
@@ -138,12 +91,12 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
       const uint32_t ws = base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>);
       const uint32_t xs = ws + Fmt::kStageBytes;
       const int k0 = kt * kTileK;
-      Fmt::load_stage(ws, w, a.K, rows, k0, policy);
+      Fmt::load_stage(ws, StageSrc{&a.W, e_row0, a.K, rows, k0}, policy);
       for (int id = tid; id < m_load * kChunks; id += kThreads) {
         const int i = id / kChunks, c = id % kChunks, k = k0 + c * 8;
         const int64_t off = x_off[i];
         const bool ok = off >= 0 && k < a.K;
-        cuda::cp_async16(xs + swizzle(i, c), ok ? a.x + off + k : a.x, ok);
+        cuda::cp_async16(xs + swizzle<kTileK * 2>(i, c), ok ? a.x + off + k : a.x, ok);
       }
     };
 
@@ -164,13 +117,24 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
       __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
       if (kt + kStages - 1 < n_k) load(kt + kStages - 1);  // into stage kt - 1's buffer
       cuda::cp_async_commit();
-      stage_mma<Fmt>(base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>), warp, lane, n_pairs, acc);
+      stage_mma<Fmt>(base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>),
+                     StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
     }
     cuda::cp_async_wait<0>();
     __syncthreads();
 
     // Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2) of the m16 tile, routed row
     // 8 j + 2 (lane % 4) + q % 2. Staged through shared memory as [row][column] for coalesced stores.
+    // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
+    float rs[2][2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        int64_t wr;
+        const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
+        rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
+      }
     bf16* out = reinterpret_cast<bf16*>(smem);
 #pragma unroll
     for (int j = 0; j < kRowCap / 8; ++j) {
@@ -180,11 +144,11 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
         const int i = 8 * j + 2 * (lane & 3) + (q & 1);
         const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
         if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
-          const float g = cuda::rbf(acc[0][j][q]), u = cuda::rbf(acc[1][j][q]);
+          const float g = cuda::rbf(acc[0][j][q] * rs[0][q >> 1]), u = cuda::rbf(acc[1][j][q] * rs[1][q >> 1]);
           out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
         } else {
-          out[i * kOutStride + c] = __float2bfloat16_rn(acc[0][j][q]);
-          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(acc[1][j][q]);
+          out[i * kOutStride + c] = __float2bfloat16_rn(acc[0][j][q] * rs[0][q >> 1]);
+          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(acc[1][j][q] * rs[1][q >> 1]);
         }
       }
     }
@@ -220,36 +184,83 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
   return cuda_status(cudaGetLastError(), what);
 }
 
+// The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row).
+Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K) {
+  Planes p{};
+  const auto* base = static_cast<const uint8_t*>(W);
+  if (fmt == DType::kBF16) {
+    p.p[0] = base;
+    p.row_bytes[0] = 2 * K;
+    p.limit[0] = 2 * K * w_rows * n_exp;
+    return p;
+  }
+  const PackedLayout L = packed_layout(fmt, Shape{n_exp, w_rows, K});
+  for (int i = 0; i < L.n_planes; ++i) {
+    p.p[i] = base + L.offset[i];
+    p.row_bytes[i] = L.row_bytes[i];
+    p.limit[i] = (i + 1 < L.n_planes ? L.offset[i + 1] : L.total) - L.offset[i];
+  }
+  return p;
+}
+
+template <class Fmt, bool kGated>
+Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what) {
+  if (a.K % Fmt::kKAlign != 0)
+    return Status::error(std::string(what) + ": K = " + std::to_string(a.K) + " must be a multiple of " +
+                         std::to_string(Fmt::kKAlign) + " for " + std::string(dtype_name(fmt)) + " weights");
+  a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K);
+  return launch<Fmt, kGated>(a, n_exp, s, what);
+}
+
 template <bool kGated>
-Status stream_gemm(StreamArgs a, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what) {
+Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
-  if (misaligned(a.x) || misaligned(a.W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
+  if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
   switch (w_dtype) {
-    case DType::kBF16: return launch<WeightBf16, kGated>(a, n_exp, s, what);
-    default: return Status::error(std::string(what) + ": weight dtype " + std::string(dtype_name(w_dtype)) +
-                                  " is not a streaming-kernel format");
+    case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what);
+    default: return Status::error(std::string(what) + ": weight format " + std::string(dtype_name(w_dtype)) +
+                                  " has no streaming kernel (bf16, q4, fp8, nvfp4 and q8 do)");
   }
 }
 
 }  // namespace
 
+bool moe_stream_supports(DType w_dtype) {
+  switch (w_dtype) {
+    case DType::kBF16: case DType::kQ4: case DType::kFp8: case DType::kNvFp4: case DType::kQ8: return true;
+    default: return false;
+  }
+}
+
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
                             cudaStream_t s) {
-  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), W, N, N, offsets,
+  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), {}, N, N, offsets, 0,
                      static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, w_dtype, n_exp, s, "moe_stream_gemm_cuda");
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda");
+}
+
+Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
+                          cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  const StreamArgs a{static_cast<const bf16*>(x), nullptr, 1, static_cast<int>(K), {}, N, N, nullptr, rows,
+                     static_cast<bf16*>(y)};
+  return stream_gemm<false>(a, W, w_dtype, (rows + kRowCap - 1) / kRowCap, s, "stream_linear_cuda");
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s) {
-  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), gate_up, 2 * ff, ff,
-                     offsets, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, w_dtype, n_exp, s, "moe_stream_gate_up_cuda");
+  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
+                     offsets, 0, static_cast<bf16*>(out)};
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda");
 }
 
 }  // namespace dg

@@ -1,0 +1,15 @@
+// Which packed weights the CUDA backend runs: a .dgq pack's tensors go through the streaming kernel
+// (src/ops/moe/moe_stream.cu) — the experts' grouped GEMMs and, for linears (the self-conditioning MLP's q8, or an
+// overridden class), its dense form. A weight in a format it has no body for (q6), with an input dimension it cannot
+// tile, or packed experts with a MoE kernel other than `stream`, stop the upload before any weight is allocated,
+// with a message naming the layer, the tensor, the format and what to run instead.
+#pragma once
+
+#include "backend/backend.h"
+#include "model/weights.h"
+
+namespace dg {
+
+void cuda_validate_packed(const ModelWeights& h, const CudaKernels& kernels);  // throws dg::Error
+
+}  // namespace dg

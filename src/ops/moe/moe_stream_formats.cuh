@@ -1,0 +1,264 @@
+// Weight formats of the streaming grouped GEMM (moe_stream.cu): how one pipeline stage of a CTA's [kTileN, kTileK]
+// weight tile lands in shared memory, how a warp turns it into bf16 m16k16 mma.sync A fragments (quantised formats
+// dequantise here, in registers), and the f32 factor the epilogue applies per weight row. Byte layouts of the
+// packed planes: docs/FORMATS.md; the GPU reads them as stored. CPU twins: decode_rows (src/quant/codec.h).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace dg::moe_stream {
+
+using cuda::bf16;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileN = 32 * kWarps;  // weight rows per CTA: each warp owns two m16 tiles, rows 16w and 16w + kTileN/2
+constexpr int kRowCap = 64;          // routed rows per pass over the weights
+
+// Byte offset of 16-byte chunk c of row r in a tile of kRowBytes-byte rows: chunks XOR-swizzled by r % 8, so the 8
+// row addresses of an ldmatrix fall in distinct banks.
+template <int kRowBytes> __device__ __forceinline__ uint32_t swizzle(int r, int c) {
+  static_assert(kRowBytes % 128 == 0, "the swizzle permutes groups of 8 chunks");
+  return static_cast<uint32_t>(r * kRowBytes + ((c ^ (r & 7)) << 4));
+}
+
+// Which weight rows the CTA's kTileN tile rows are: [0, split) -> first + r, [split, kTileN) -> second + r - split.
+// A row whose index within its part is >= valid lies outside W: zero-filled, never stored.
+struct TileRows {
+  int64_t first, second;
+  int split, valid;
+  __device__ bool row(int r, int64_t& w) const {
+    const int part = r < split ? r : r - split;
+    w = (r < split ? first : second) + part;
+    return part < valid;
+  }
+};
+
+// The weight stack [n_exp * w_rows, K] as planes (src/quant/layout.h): row w of plane i starts at
+// p[i] + w * row_bytes[i]; a matrix plane (nvfp4's global scales) holds 4 bytes per expert. limit[i]: bytes that
+// may be read from p[i] (the plane's padding included). bf16 weights are plane 0 with row_bytes 2 K.
+struct Planes {
+  const uint8_t* p[3];
+  int64_t row_bytes[3];
+  int64_t limit[3];
+};
+
+// Where a stage's weights come from: the expert's first global row, K, the tile's rows and the stage's first k.
+struct StageSrc {
+  const Planes* w;
+  int64_t e_row0;
+  int K;
+  TileRows rows;
+  int k0;
+};
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) { return *reinterpret_cast<__nv_bfloat162*>(&v); }
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __nv_bfloat162 bf162_bits(uint16_t b) { return as_bf162(b * 0x10001u); }
+
+// Two E4M3 bytes held in bits 8-15 and 24-31 of y -> bf16x2 of their values (exact: E4M3 is a subset of bf16).
+// The sign stays; exponent and mantissa move down 4 bits, which reads the value 2^-120 times too small.
+__device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
+  const uint32_t v = (y & 0x80008000u) | ((y >> 4) & 0x07F007F0u);
+  return __hmul2(as_bf162(v), bf162_bits(0x7B80));  // 2^120
+}
+
+// The A fragment of mma.m16n8k16: lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 at k = 2t, 2t + 1
+// (registers 0 and 1) and k = 2t + 8, 2t + 9 (registers 2 and 3), as bf16 pairs, low k in the low half.
+
+// bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
+struct WeightBf16 {
+  static constexpr int kTileK = 64, kStages = 4;
+  static constexpr int kStageBytes = kTileN * kTileK * 2;
+  static constexpr int kKAlign = 8;
+  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
+    const auto* wp = reinterpret_cast<const bf16*>(s.w->p[0]);
+    constexpr int kChunks = kTileK / 8;
+#pragma unroll
+    for (int it = 0; it < kTileN * kChunks / kThreads; ++it) {
+      const int id = it * kThreads + static_cast<int>(threadIdx.x);
+      const int r = id / kChunks, c = id % kChunks, k = s.k0 + c * 8;
+      int64_t wr;
+      const bool ok = s.rows.row(r, wr) && k < s.K;
+      cuda::cp_async16(dst + swizzle<kTileK * 2>(r, c), ok ? wp + (s.e_row0 + wr) * s.K + k : wp, ok, policy);
+    }
+  }
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+    cuda::ldmatrix_x4(a, src + swizzle<kTileK * 2>(row0 + (lane & 15), kk / 8 + (lane >> 4)));
+  }
+  __device__ static float row_scale(const Planes&, int64_t, int64_t) { return 1.0f; }
+};
+
+// The packed formats share a stage layout: code chunks of 16 bytes stored [chunk][row] (a quad of lanes reads one
+// row's chunk, eight rows per warp access: conflict-free), then kScaleWords 4-byte scale words per row.
+template <int kTileK_, int kElemsPerChunk, int kScaleWords_>
+struct PackedStage {
+  static constexpr int kTileK = kTileK_;
+  static constexpr int kChunks = kTileK / kElemsPerChunk;
+  static constexpr int kScaleWords = kScaleWords_;
+  static constexpr int kCodeBytes = kChunks * kTileN * 16;
+  static constexpr int kStageBytes = kCodeBytes + kTileN * kScaleWords * 4;
+  __device__ static uint32_t code_addr(uint32_t base, int chunk, int r) {
+    return base + static_cast<uint32_t>((chunk * kTileN + r) * 16);
+  }
+  __device__ static uint32_t scale_addr(uint32_t base, int r, int word) {
+    return base + static_cast<uint32_t>(kCodeBytes + (r * kScaleWords + word) * 4);
+  }
+  // Code chunks of plane 0; `scale_src(wr, word, ok)` names each scale word's source (ok false: zero-fill).
+  template <class ScaleSrc>
+  __device__ static void load(uint32_t dst, const StageSrc& s, uint64_t policy, ScaleSrc scale_src) {
+    const uint8_t* codes = s.w->p[0];
+    const int64_t code_row = s.w->row_bytes[0];
+    for (int id = static_cast<int>(threadIdx.x); id < kTileN * kChunks; id += kThreads) {
+      const int r = id / kChunks, c = id % kChunks;
+      int64_t wr;
+      const bool ok = s.rows.row(r, wr) && s.k0 + c * kElemsPerChunk < s.K;
+      const uint8_t* src = codes + (s.e_row0 + wr) * code_row + (s.k0 / kElemsPerChunk + c) * 16;
+      cuda::cp_async16(code_addr(dst, c, r), ok ? src : codes, ok, policy);
+    }
+    if constexpr (kScaleWords > 0) {
+      for (int id = static_cast<int>(threadIdx.x); id < kTileN * kScaleWords; id += kThreads) {
+        const int r = id / kScaleWords, word = id % kScaleWords;
+        int64_t wr;
+        bool ok = s.rows.row(r, wr);
+        const uint8_t* src = scale_src(s.e_row0 + wr, word, ok);
+        cuda::cp_async4(scale_addr(dst, r, word), ok ? src : s.w->p[1], ok);
+      }
+    }
+  }
+};
+
+// q4: group-32 affine. A chunk is one group (16 bytes, element 2j in the low nibble of byte j); a scale word is
+// the group's bf16 scale (low half) and bf16 min. w = bf16(scale * q + min), one rounding (hfma2 of exact
+// operands) of the value decode_rows produces in f32.
+struct WeightQ4 : PackedStage<128, 32, 4> {
+  static constexpr int kStages = 4;
+  static constexpr int kKAlign = 32;
+  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
+    const Planes& w = *s.w;
+    load(dst, s, policy, [&](int64_t row, int word, bool& ok) {
+      ok = ok && s.k0 + word * 32 < s.K;
+      return w.p[1] + row * w.row_bytes[1] + (s.k0 / 32 + word) * 4;
+    });
+  }
+  // Byte t of `codes` (elements 2t, 2t + 1 of a k16 half-group) -> bf16x2 weights.
+  __device__ static uint32_t dequant(uint32_t codes, int t, __nv_bfloat162 scale, __nv_bfloat162 min) {
+    const uint32_t b = __byte_perm(codes, 0, 0x4440u | static_cast<uint32_t>(t));
+    const uint32_t v = ((b * 0x1001u) & 0x000F000Fu) | 0x43004300u;  // bf16 128 + q in each half
+    const __nv_bfloat162 q = __hsub2(as_bf162(v), bf162_bits(0x4300));
+    return as_u32(__hfma2(q, scale, min));
+  }
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+    const int g = lane >> 2, t = lane & 3, chunk = kk / 32;
+    const bool upper = (kk / 16) & 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + g + 8 * h;
+      const uint4 c = lds128(code_addr(src, chunk, r));
+      const uint32_t sm = lds32(scale_addr(src, r, chunk));
+      const __nv_bfloat162 scale = as_bf162(__byte_perm(sm, 0, 0x1010)), min = as_bf162(__byte_perm(sm, 0, 0x3232));
+      a[h] = dequant(upper ? c.z : c.x, t, scale, min);
+      a[2 + h] = dequant(upper ? c.w : c.y, t, scale, min);
+    }
+  }
+  __device__ static float row_scale(const Planes&, int64_t, int64_t) { return 1.0f; }
+};
+
+// The per-row byte formats (fp8 E4M3 and q8 int8): a chunk is 16 codes = one k16 step; the row's f32 scale is
+// applied in the epilogue, so the fragment holds the codes' exact values.
+template <bool kFp8>
+struct WeightByteRow : PackedStage<128, 16, 0> {
+  static constexpr int kStages = 3;
+  static constexpr int kKAlign = 16;
+  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
+    load(dst, s, policy, [](int64_t, int, bool&) { return static_cast<const uint8_t*>(nullptr); });
+  }
+  // Bytes sel, sel + 1 of `codes` -> bf16x2 of their values.
+  __device__ static uint32_t dequant(uint32_t codes, uint32_t sel) {
+    if constexpr (kFp8) {
+      return as_u32(e4m3x2_hi_to_bf162(__byte_perm(codes, 0, 0x0404u | (sel << 4) | ((sel + 1) << 12))));
+    } else {
+      const auto lo = static_cast<float>(static_cast<int8_t>(__byte_perm(codes, 0, 0x4440u | sel)));
+      const auto hi = static_cast<float>(static_cast<int8_t>(__byte_perm(codes, 0, 0x4440u | (sel + 1))));
+      return as_u32(__floats2bfloat162_rn(lo, hi));  // exact: |q| <= 127
+    }
+  }
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+    const int g = lane >> 2, t = lane & 3, chunk = kk / 16;
+    const uint32_t sel = 2 * static_cast<uint32_t>(t & 1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 c = lds128(code_addr(src, chunk, row0 + g + 8 * h));
+      a[h] = dequant((t & 2) ? c.y : c.x, sel);      // bytes 2t, 2t + 1
+      a[2 + h] = dequant((t & 2) ? c.w : c.z, sel);  // bytes 2t + 8, 2t + 9
+    }
+  }
+  __device__ static float row_scale(const Planes& w, int64_t, int64_t row) {
+    return *reinterpret_cast<const float*>(w.p[1] + row * 4);
+  }
+};
+using WeightFp8 = WeightByteRow<true>;
+using WeightQ8 = WeightByteRow<false>;
+
+// nvfp4: E2M1 codes (two per byte, like q4), an E4M3 scale per 16 and an f32 global scale per expert (epilogue).
+// w = e2m1 * e4m3 is exact in bf16. A row's kTileK / 16 scale bytes start at any byte: the stage copies the four
+// aligned words around them and the fragment picks its byte by the row's misalignment.
+struct WeightNvFp4 : PackedStage<128, 32, 4> {
+  static constexpr int kStages = 4;
+  static constexpr int kKAlign = 32;
+  __device__ static int64_t scale_byte(const StageSrc& s, int64_t row) {
+    return row * s.w->row_bytes[1] + s.k0 / 16;
+  }
+  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
+    const Planes& w = *s.w;
+    load(dst, s, policy, [&](int64_t row, int word, bool& ok) {
+      const int64_t at = (scale_byte(s, row) & ~int64_t{3}) + 4 * word;
+      ok = ok && at + 4 <= w.limit[1];
+      return w.p[1] + at;
+    });
+  }
+  // Byte t of `codes` (two E2M1 nibbles) times the bf16x2 block scale.
+  __device__ static uint32_t dequant(uint32_t codes, int t, __nv_bfloat162 scale) {
+    const uint32_t b = __byte_perm(codes, 0, 0x4440u | static_cast<uint32_t>(t));
+    // Magnitude bits (exponent 2, mantissa 1) of each nibble at bf16 bits 6-8: the value times 2^-126, subnormal
+    // codes included; signs to bits 15 and 31.
+    const uint32_t v = ((b * 0x00040040u) & 0x01C001C0u) | ((b * 0x01001000u) & 0x80008000u);
+    return as_u32(__hmul2(__hmul2(as_bf162(v), bf162_bits(0x7E80)), scale));  // 2^126
+  }
+  __device__ static void load_a(uint32_t src, const StageSrc& s, int row0, int kk, int lane, uint32_t (&a)[4]) {
+    const int g = lane >> 2, t = lane & 3, chunk = kk / 32;
+    const bool upper = (kk / 16) & 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + g + 8 * h;
+      int64_t wr;
+      s.rows.row(r, wr);
+      const int at = static_cast<int>(scale_byte(s, s.e_row0 + wr) & 3) + kk / 16;
+      const uint32_t sb = (lds32(scale_addr(src, r, at >> 2)) >> (8 * (at & 3))) & 0xFFu;
+      const __nv_bfloat162 scale = e4m3x2_hi_to_bf162((sb << 8) | (sb << 24));
+      const uint4 c = lds128(code_addr(src, chunk, r));
+      a[h] = dequant(upper ? c.z : c.x, t, scale);
+      a[2 + h] = dequant(upper ? c.w : c.y, t, scale);
+    }
+  }
+  __device__ static float row_scale(const Planes& w, int64_t e, int64_t) {
+    return *reinterpret_cast<const float*>(w.p[2] + e * 4);
+  }
+};
+
+}  // namespace dg::moe_stream

@@ -1,0 +1,83 @@
+// Packs on the CUDA backend: tiny_a quantized with each profile that has CUDA kernels (q4, fp8, nvfp4 experts; the
+// SC MLP q8) runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack
+// (dequantise-then-f32 with the GPU's bf16 / f16 storage roundings). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#if defined(DG_WITH_CUDA)
+#include <iostream>
+
+#include "backend/cuda/cuda_check.h"
+#include "model/model_harness.h"
+#include "quant/quant_test_util.h"
+#include "support/compare.h"
+#include "support/paths.h"
+
+namespace dg::test {
+namespace {
+
+struct Steps {
+  std::vector<float> logits1, logits2;
+  Capture dec2;  // step 2's trace: dec.x0 is the canvas after the self-conditioning MLP
+};
+
+// Step 2 self-conditions both sides on the CPU's step-1 tempered logits (`sc`), which runs the q8 SC MLP on the
+// same input on both sides.
+Steps run(Engine& e, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas, Backend* device,
+          std::vector<float>* sc) {
+  Steps s;
+  s.dec2.be = device;
+  const ForwardTrace f2 = s.dec2.fn();
+  KvCache kv = e.new_cache(1024);
+  e.model->encode(kv, prompt);
+  const int64_t C = static_cast<int64_t>(canvas.size()), V = e.ck.config.vocab;
+  Tensor logits = e.be->alloc_f32(Shape{C, V}), tempered = e.be->alloc(Shape{C, V});
+  e.model->denoise(kv, canvas, ScInput{ScKind::kZero}, logits);
+  s.logits1.resize(static_cast<size_t>(C * V));
+  e.be->copy_to_host(logits, s.logits1.data());
+  std::vector<RowStats> stats(static_cast<size_t>(C));
+  e.be->row_stats(logits, 0.8f, tempered, stats.data());
+  if (sc->empty()) {
+    sc->resize(static_cast<size_t>(C * V));
+    e.be->copy_to_host(tempered, sc->data());
+  } else {
+    e.be->copy_from_host(sc->data(), tempered);
+  }
+  e.model->denoise(kv, canvas, ScInput{ScKind::kLogits, &tempered, 0.0f}, logits, &f2);
+  s.logits2.resize(static_cast<size_t>(C * V));
+  e.be->copy_to_host(logits, s.logits2.data());
+  return s;
+}
+
+class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
+
+// Bounds: step-1 logits as the bf16 backend's bound on tiny_a with the flash kernel (0.995, tests/model/
+// cuda_parity_test.cpp; measured 0.99559 there), 0.99 for q4, whose bf16 rounding of decoded weights (2^-9 each)
+// the CPU run does not make and tiny_a's random layers amplify; step 2's self-conditioned canvas (the q8 SC MLP on
+// the same input, exact weights on both sides) as the bf16 backend's dec.x0 (0.99999) less a margin. Provisional
+// until measured on the GPU machine (docs/NUMERICS.md); step 2's logits are reported.
+TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::string profile = GetParam();
+  const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  Engine cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
+  Engine gpu(pack, {}, "cuda");
+  std::vector<float> sc;
+  const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
+  const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);
+  const Diff x0 = compare(b.dec2.t.at("dec.x0"), a.dec2.t.at("dec.x0"));
+  std::cout << "  " << profile << " logits step 1: " << d1.str() << "\n  " << profile
+            << " step 2 dec.x0 (q8 SC MLP on the CPU's input): " << x0.str() << "\n  " << profile
+            << " logits step 2 (reported): " << d2.str() << "\n";
+  EXPECT_TRUE(d1.finite && d2.finite && x0.finite);
+  EXPECT_GE(d1.cosine, profile == "q4" ? 0.99 : 0.995) << d1.str();
+  EXPECT_GE(x0.cosine, 0.9999) << x0.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4"));
+
+}  // namespace
+}  // namespace dg::test
+#endif
