@@ -32,6 +32,16 @@ struct ScInput {
   float sparse_cutoff = 0.0f;      // 0: exact soft embedding; else the survivor cutoff (seed: e^-10)
 };
 
+// One sequence of a batched denoise: its canvas at positions kv->len()... over its own cache.
+struct DenoiseSeq {
+  const KvCache* kv = nullptr;
+  std::span<const int32_t> canvas;
+  ScInput sc;
+};
+
+// Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
+Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
+
 class Model {
  public:
   // `w` must be the weights as `be` reads them (Backend::upload).
@@ -52,6 +62,13 @@ class Model {
   // The same with the canvas ids already in a backend tensor (graph replays refill it between steps).
   void denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
                    const ForwardTrace* trace = nullptr) const;
+  // Batched denoise: the canvases of several sequences in one forward. Embedding, self-conditioning, dense, MoE
+  // and norms run over the concatenated rows; RoPE and attention run per sequence (own cache, own positions).
+  // Returns final_norm(x) [sum of canvases, hidden]; the caller applies lm_head in bounded row chunks
+  // (lm_head_rows), since the logits of every row at once would not fit at full shape.
+  Tensor denoise_batch(std::span<const DenoiseSeq> seqs) const;
+  // Softcapped logits [rows, vocab] (f32) of final-normed rows y.
+  void lm_head_rows(const Tensor& y, Tensor& logits) const;
   // Throws dg::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const int32_t> ids, const char* what) const;
 
@@ -65,9 +82,19 @@ class Model {
 
  private:
   enum class Phase { kEncode, kDecode };
+  // Rows [row0, row0 + rows) of a layer's input belong to one sequence at positions pos0... over cache kv.
+  struct Segment {
+    int64_t row0 = 0, rows = 0, pos0 = 0;
+    const KvCache* kv = nullptr;
+  };
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
+  // The same over several sequences' rows (decoder only when there is more than one segment).
+  Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, KvCache* kv_write, bool kv_only,
+               const ForwardTrace* trace) const;
+  // x0 rows of one sequence (embedding and self-conditioning) into x.
+  void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
 
   void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
 
