@@ -134,7 +134,7 @@ TEST(BatchedGenerate, LockStepGivesTheTokensOfEachRequestAlone) {
 
 TEST(BatchedGenerate, EmbeddedModelLockStepGivesTheTokensOfEachRequestAlone) {
   lock_step_equals_alone(source_path("models/dg-tiny"),
-                         {{40, 1, 8, 96, true}, {70, 2, 6, 64, true}, {9, 3, 8, 64, false}}, BatchOptions{8, 4096});
+                         {{40, 1, 4, 64, true}, {70, 2, 3, 64, true}, {9, 3, 4, 64, false}}, BatchOptions{8, 4096});
 }
 
 // A request cancelled mid-block leaves the batch at its next step; the others are unaffected.

@@ -46,7 +46,8 @@ TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherAndAnswerAsAlone) {
   EXPECT_GT(count, 0);
   EXPECT_GT(sum, count) << "some step must denoise more than one job";
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"completed\"}"), static_cast<double>(kN));
-  EXPECT_EQ(s.metric("diffgemma_jobs_running"), 0);
+  // A chat job settles its cache after the answer went out.
+  EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
 }
 
 TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {
