@@ -126,12 +126,15 @@ int BatchRunner::round() {
   admit();
   // Committed blocks of running requests first (at most a canvas each), then prompts within the round's budget
   // in arrival order; a prompt that does not fit continues next round.
+  std::vector<EncodeSeq> blocks;
+  std::vector<Request*> encoding;
   for (const auto& r : active_)
     if (r->gen->phase() == Generation::Phase::kEncode && r->gen->started()) {
-      const std::span<const int32_t> ids = r->gen->pending_encode();
-      d_.encode(*r->kv, ids);
-      r->gen->encoded(ids.size());
+      blocks.push_back(EncodeSeq{r->kv, r->gen->pending_encode()});
+      encoding.push_back(r.get());
     }
+  if (!blocks.empty()) d_.encode_batch(blocks);
+  for (size_t i = 0; i < encoding.size(); ++i) encoding[i]->gen->encoded(blocks[i].ids.size());
   int64_t budget = opt_.prefill_tokens;
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kEncode) continue;

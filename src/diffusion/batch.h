@@ -33,6 +33,10 @@ class BatchDenoiser {
   virtual int canvas() const = 0;
   virtual int64_t vocab() const = 0;
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
+  // Several sequences' ids at once (committed blocks of concurrent requests); by default one after another.
+  virtual void encode_batch(std::span<const EncodeSeq> seqs) {
+    for (const EncodeSeq& s : seqs) encode(*s.kv, s.ids);
+  }
   virtual int open() = 0;  // a handle for a new sequence
   virtual void close(int seq) = 0;
   virtual void denoise(std::span<const BatchItem> items) = 0;
@@ -48,6 +52,7 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
+  void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
   int open() override;
   void close(int seq) override {
     tempered_.erase(seq);
@@ -70,8 +75,9 @@ struct BatchOptions {
   int64_t prefill_tokens = 4096;    // encode budget per round (prompt chunks and committed blocks)
 };
 
-// Drives requests through a BatchDenoiser: each round() encodes pending ids (within the prefill budget, in
-// arrival order) and then runs one batched denoise step over every admitted request in its denoise phase.
+// Drives requests through a BatchDenoiser: each round() encodes the committed blocks of running requests in one
+// batched encode, prompts within the prefill budget (in arrival order), and then runs one batched denoise step
+// over every admitted request in its denoise phase.
 class BatchRunner {
  public:
   struct Done {

@@ -1,8 +1,9 @@
 // The batched worker loop. Each job in flight runs its host logic (chat rendering, reply parsing, stop strings,
 // events, op-log) on a thread of its own, but only while it holds the turn: the worker hands the turn to one job
 // at a time, and every model call the job makes is executed by the worker thread on the job's behalf. A turn ends
-// when the job asks for a denoise step (it joins this round's batch), yields between prefill chunks, or finishes.
-// A round: admit queued jobs, give each ready job its turn, run one batched forward over every waiting canvas.
+// when the job asks for a denoise step (it joins this round's batch) or a committed block's encode (batched with
+// the other jobs' blocks), yields between prefill chunks, or finishes. A round: admit queued jobs, give each ready
+// job its turn, encode the committed blocks, run one batched forward over every waiting canvas.
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -19,7 +20,7 @@ namespace dg {
 
 class Worker::Flight final : public Denoiser {
  public:
-  enum class State : uint8_t { kReady, kTurn, kCall, kYield, kDenoise, kDone };
+  enum class State : uint8_t { kReady, kTurn, kCall, kYield, kEncode, kDenoise, kDone };
 
   Flight(Worker& w, std::shared_ptr<Job> job, int slot, BatchDenoiser& bd)
       : w_(w), job_(std::move(job)), slot_(slot), bd_(bd), seq_(bd.open()) {}
@@ -67,7 +68,15 @@ class Worker::Flight final : public Denoiser {
   // Job side: the Denoiser the job's generation runs on.
   int canvas() const override { return w_.engine_.model().config().canvas; }
   int64_t vocab() const override { return w_.engine_.model().config().vocab; }
+  // Committed blocks: encoded together with the other jobs' blocks of this round.
   void encode(KvCache& kv, std::span<const int32_t> ids) override {
+    if (ids.empty()) return;
+    block_ = EncodeSeq{&kv, ids};
+    post(State::kEncode);
+  }
+  EncodeSeq block() const { return block_; }
+  // Prompts (the session's sync): in chunks, one per round.
+  void encode_prompt(KvCache& kv, std::span<const int32_t> ids) {
     const auto chunk = static_cast<size_t>(w_.opt_.prefill_chunk);
     for (size_t at = 0; at < ids.size(); at += chunk) {
       const std::span<const int32_t> part = ids.subspan(at, std::min(chunk, ids.size() - at));
@@ -93,7 +102,7 @@ class Worker::Flight final : public Denoiser {
   void body() {
     wait_turn();
     Session& session = w_.pool_.session(slot_);
-    session.set_encoder([this](KvCache& kv, std::span<const int32_t> ids) { encode(kv, ids); });
+    session.set_encoder([this](KvCache& kv, std::span<const int32_t> ids) { encode_prompt(kv, ids); });
     w_.run_on(*job_, slot_, this, true);
     session.set_encoder({});
     std::lock_guard<std::mutex> lock(mu_);
@@ -129,6 +138,7 @@ class Worker::Flight final : public Denoiser {
   State state_ = State::kReady;
   std::function<void()> call_;
   std::exception_ptr error_;
+  EncodeSeq block_;  // the pending committed-block encode
   // The pending denoise step.
   const KvCache* kv_ = nullptr;
   std::vector<int32_t> canvas_;
@@ -159,13 +169,31 @@ void Worker::loop_batched() {
       if (closed) return;
       continue;
     }
-    // Turns, in admission order; then one batched forward over every canvas that asked for a step.
-    std::vector<Flight*> batch;
+    // Turns, in admission order; the committed blocks that asked to be encoded, in one pass, and those jobs'
+    // turns again; then one batched forward over every canvas that asked for a step.
+    std::vector<Flight*> encoding;
     for (const auto& f : flights) {
       const Flight::State s = f->state();
       if (s == Flight::State::kReady || s == Flight::State::kYield) f->turn();
-      if (f->state() == Flight::State::kDenoise) batch.push_back(f.get());
+      if (f->state() == Flight::State::kEncode) encoding.push_back(f.get());
     }
+    if (!encoding.empty()) {
+      std::vector<EncodeSeq> blocks;
+      for (Flight* f : encoding) blocks.push_back(f->block());
+      std::exception_ptr error;
+      try {
+        bd.encode_batch(blocks);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      for (Flight* f : encoding) {
+        f->stepped(error);
+        f->turn();
+      }
+    }
+    std::vector<Flight*> batch;
+    for (const auto& f : flights)
+      if (f->state() == Flight::State::kDenoise) batch.push_back(f.get());
     if (!batch.empty()) {
       std::vector<BatchItem> items;
       for (Flight* f : batch) items.push_back(f->item());

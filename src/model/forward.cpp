@@ -39,14 +39,13 @@ void Model::check_ids(std::span<const int32_t> ids, const char* what) const {
 
 Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
                     bool kv_only, const ForwardTrace* trace) const {
-  const Segment seg{0, h.shape[0], pos0, &kv};
-  return layer(l, h, std::span<const Segment>(&seg, 1), phase, kv_out, kv_only, trace);
+  const Segment seg{0, h.shape[0], pos0, &kv, kv_out};
+  return layer(l, h, std::span<const Segment>(&seg, 1), phase, kv_only, trace);
 }
 
-Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, KvCache* kv_out,
-                    bool kv_only, const ForwardTrace* trace) const {
-  DG_CHECK(!segs.empty() && (segs.size() == 1 || (phase == Phase::kDecode && kv_out == nullptr)),
-           "layer: several sequences only in a read-only decoder pass");
+Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
+                    const ForwardTrace* trace) const {
+  DG_CHECK(!segs.empty(), "layer: no sequences");
   const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
   const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
   const int64_t rows = h.shape[0], hidden = cfg_.hidden, D = spec.head_dim;
@@ -79,11 +78,14 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
   emit(trace, p + "self_attn.v_norm", vn);
 
-  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
-  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
-  // cached tokens for every canvas row in the decoder.
+  // Each sequence appends its rows to its own cache (encoder).
+  const auto kv_write = [&] {
+    for (const Segment& sg : segs)
+      if (sg.write != nullptr)
+        be_.kv_write(*sg.write, l, sg.pos0, row_slice(kn, sg.row0, sg.rows), row_slice(vn, sg.row0, sg.rows));
+  };
   if (kv_only) {
-    if (kv_out != nullptr) be_.kv_write(*kv_out, l, segs[0].pos0, kn, vn);
+    kv_write();
     return h;
   }
   Tensor q = be_.alloc(Shape{rows, n_heads * D});
@@ -94,6 +96,9 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   emit(trace, p + "self_attn.q_norm", qn);
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
+  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
+  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
+  // cached tokens for every canvas row in the decoder.
   for (const Segment& sg : segs) {
     Tensor q_part = row_slice(qn, sg.row0, sg.rows);
     be_.rope(q_part, sg.pos0, inv_freq);
@@ -108,7 +113,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
                   o_part);
     be_.stage("attention");
   }
-  if (kv_out != nullptr) be_.kv_write(*kv_out, l, segs[0].pos0, kn, vn);
+  kv_write();
   Tensor attn = be_.alloc(Shape{rows, hidden});
   be_.linear(o, w.o, attn);
   emit(trace, p + "self_attn.o_proj", attn);
@@ -168,6 +173,28 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
   for (int64_t at = 0; at < n; at += prefill_chunk_)
     encode_chunk(kv, ids.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(prefill_chunk_, n - at))),
                  nullptr);
+}
+
+void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
+  std::vector<Segment> segs;
+  std::vector<int32_t> text;
+  int64_t rows = 0;
+  for (const EncodeSeq& s : seqs) {
+    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
+    if (s.ids.empty()) continue;
+    check_ids(s.ids, "prompt");
+    segs.push_back(Segment{rows, static_cast<int64_t>(s.ids.size()), s.kv->len(), s.kv, s.kv});
+    text.insert(text.end(), s.ids.begin(), s.ids.end());
+    rows += static_cast<int64_t>(s.ids.size());
+  }
+  if (segs.empty()) return;
+  for (int32_t& id : text)
+    if (id == cfg_.image_token_id) id = cfg_.pad_id;
+  be_.stage("embed");
+  Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.embed(be_.ids(text), w_.embed, h);
+  for (int l = 0; l < cfg_.n_layers; ++l) h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr);
+  for (const Segment& sg : segs) sg.write->commit(sg.rows);
 }
 
 void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
@@ -268,7 +295,7 @@ Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
     Tensor xi = row_slice(x, segs[i].row0, segs[i].rows);
     denoise_input(row_slice(ids, segs[i].row0, segs[i].rows), seqs[i].sc, xi, nullptr);
   }
-  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, Phase::kDecode, nullptr, false, nullptr);
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, Phase::kDecode, false, nullptr);
   be_.stage("lm_head");
   Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
   be_.rmsnorm(x, &w_.final_norm, y);

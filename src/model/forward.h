@@ -39,6 +39,12 @@ struct DenoiseSeq {
   ScInput sc;
 };
 
+// One sequence of a batched encode: ids appended to its cache at positions kv->len()...
+struct EncodeSeq {
+  KvCache* kv = nullptr;
+  std::span<const int32_t> ids;
+};
+
 // Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
 Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
 
@@ -53,6 +59,9 @@ class Model {
   // which bounds activation memory for long prompts; a traced encode runs in one piece.
   void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr) const;
   void set_prefill_chunk(int64_t tokens);  // > 0
+  // Several sequences' ids in one encoder pass (committed blocks of concurrent requests): the row-wise ops run over
+  // all rows, RoPE, causal attention and the cache writes per sequence. Same result as encoding each alone.
+  void encode_batch(std::span<const EncodeSeq> seqs) const;
   int64_t prefill_chunk() const { return prefill_chunk_; }
 
   // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
@@ -86,12 +95,13 @@ class Model {
   struct Segment {
     int64_t row0 = 0, rows = 0, pos0 = 0;
     const KvCache* kv = nullptr;
+    KvCache* write = nullptr;  // encoder: where this sequence's K/V go
   };
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
-  // The same over several sequences' rows (decoder only when there is more than one segment).
-  Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, KvCache* kv_write, bool kv_only,
+  // The same over several sequences' rows.
+  Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
                const ForwardTrace* trace) const;
   // x0 rows of one sequence (embedding and self-conditioning) into x.
   void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;

@@ -1,5 +1,6 @@
 // Batched denoising against one sequence at a time on the CPU reference: the batched forward gives every
-// sequence the logits of its own forward, bit for bit (the CPU kernels compute each row on its own), and requests
+// sequence the logits of its own forward, bit for bit (the CPU kernels compute each row on its own), a batched
+// encode writes every cache as encoding each alone would, and requests
 // generated in lock-step (joining and leaving between steps, prompts prefilled in chunks) give exactly the tokens,
 // blocks and forwards of generate() run on each alone.
 #include <gtest/gtest.h>
@@ -70,6 +71,35 @@ TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
   EXPECT_THROW(e.model->denoise_batch({}), Error);
 }
 
+// Context 0, inside and past the window (tiny_a: 8), chunks shorter and longer than the window, an empty one.
+TEST(BatchedEncode, EveryCacheHoldsWhatEncodingItAloneWrites) {
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  Engine e(fx.ckpt_dir);
+  const int64_t V = e.ck.config.vocab;
+  const std::vector<int> before = {0, 5, 20, 3}, add = {12, 3, 9, 0};
+  std::vector<KvCache> one, together;
+  std::vector<std::vector<int32_t>> chunk;
+  for (size_t i = 0; i < before.size(); ++i) {
+    one.push_back(e.new_cache());
+    together.push_back(e.new_cache());
+    const std::vector<int32_t> head = ids(before[i], static_cast<int>(i), V);
+    e.model->encode(one.back(), head);
+    e.model->encode(together.back(), head);
+    chunk.push_back(ids(add[i], static_cast<int>(i) + 10, V));
+  }
+  std::vector<EncodeSeq> seqs;
+  for (size_t i = 0; i < before.size(); ++i) {
+    e.model->encode(one[i], chunk[i]);
+    seqs.push_back(EncodeSeq{&together[i], chunk[i]});
+  }
+  e.model->encode_batch(seqs);
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(together[i].len(), one[i].len()) << "sequence " << i;
+    EXPECT_EQ(together[i].fingerprint(), one[i].fingerprint()) << "sequence " << i;
+  }
+}
+
 struct Case {
   int prompt_len, seed, steps, max_new;
   bool argmax;
@@ -102,9 +132,11 @@ void expect_same(const GenerateResult& got, const GenerateResult& want, size_t i
 void lock_step_equals_alone(const std::string& dir, const std::vector<Case>& cases, BatchOptions bo) {
   Engine e(dir);
   std::vector<GenerateResult> alone;
+  std::vector<uint64_t> alone_kv;
   for (const Case& c : cases) {
     KvCache kv = e.new_cache();
     alone.push_back(generate(*e.model, kv, ids(c.prompt_len, c.seed, e.ck.config.vocab), options(e, c)));
+    alone_kv.push_back(kv.fingerprint());
   }
   std::vector<KvCache> caches;
   for (size_t i = 0; i < cases.size(); ++i) caches.push_back(e.new_cache());
@@ -118,6 +150,7 @@ void lock_step_equals_alone(const std::string& dir, const std::vector<Case>& cas
   int blocks = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     expect_same(together[i], alone[i], i);
+    EXPECT_EQ(caches[i].fingerprint(), alone_kv[i]) << "request " << i << ": batched block encodes";
     blocks += static_cast<int>(alone[i].blocks.size());
   }
   EXPECT_GT(blocks, static_cast<int>(cases.size())) << "some request must run several blocks";
