@@ -1,6 +1,6 @@
 // The batched worker (--max-batch > 1) on the embedded model: concurrent requests are denoised together (the
 // batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial worker gives;
-// a client that hangs up leaves the batch while the others finish unchanged.
+// a client that hangs up leaves the batch while the others finish unchanged; stopping answers everything.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -71,6 +71,32 @@ TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {
   EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
   // The hung-up job left long before its 2000 / 32 * 8 = 504 steps.
   EXPECT_LT(s.metric("diffgemma_denoise_steps_total"), 200);
+}
+
+// Stopping the server cancels every job in flight at its next step (503) and answers what is still queued.
+TEST(ServerBatch, StoppingTheServerAnswersEveryJobInFlightAndQueued) {
+  std::future<httplib::Result> queued;
+  {
+    server::ServerOptions o;
+    o.max_batch = 2;
+    o.slots = 2;
+    TestServer s(o);
+    const json endless = {{"max_tokens", 2000}, {"steps", 8}};
+    auto a = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(0, endless)); });
+    auto b = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(1, endless)); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 2; }));
+    queued = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(2)); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_queue_depth") == 1; }));
+    s.srv->stop();
+    for (auto* f : {&a, &b}) {
+      auto r = f->get();
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 503) << r->body;
+    }
+  }
+  auto rq = queued.get();
+  ASSERT_TRUE(rq);
+  EXPECT_EQ(rq->status, 503) << rq->body;
 }
 
 }  // namespace
