@@ -5,7 +5,9 @@
 
 #include <future>
 
+#include "engine/oplog.h"
 #include "server_test_util.h"
+#include "support/paths.h"
 
 namespace dg::test {
 namespace {
@@ -71,6 +73,29 @@ TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {
   EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
   // The hung-up job left long before its 2000 / 32 * 8 = 504 steps.
   EXPECT_LT(s.metric("diffgemma_denoise_steps_total"), 200);
+}
+
+// The op-log of a batched run (jobs interleaved step by step, their blocks encoded together) replays identically:
+// every job's ops and events carry its id and slot, and the batched forward equals one sequence at a time.
+TEST(ServerBatch, ABatchedSessionsOpLogReplaysIdentically) {
+  server::ServerOptions o;
+  o.max_batch = 4;
+  o.slots = 4;
+  o.log_dir = scratch_dir("oplog_batch");
+  std::string path;
+  {
+    TestServer s(o);
+    std::vector<std::future<httplib::Result>> futures;
+    for (size_t i = 0; i < 3; ++i)
+      futures.push_back(std::async(std::launch::async, [&s, i] { return s.post("/v1/chat/completions", long_request(i)); }));
+    for (auto& f : futures) EXPECT_FALSE(content(f.get()).empty());
+    EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
+    EXPECT_GT(s.metric("diffgemma_batch_occupancy_sum"), s.metric("diffgemma_batch_occupancy_count"));
+    path = s.srv->oplog_path();
+  }
+  const ReplayReport r = replay_oplog(tiny_server_engine(), path);
+  EXPECT_FALSE(r.diverged) << r.divergence;
+  EXPECT_EQ(r.jobs, 3);
 }
 
 // Stopping the server cancels every job in flight at its next step (503) and answers what is still queued.
