@@ -19,6 +19,13 @@ export DG_GIT_SHA
       || { echo "configure failed"; exit 1; }
     cmake --build build/gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|FAILED" ; test -x build/gpu/diffgemma || exit 1
     timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
+    # The batched load benchmark (DG_SERVE=1; DG_SERVE_ONLY=1 skips the benches below): N concurrent 1k-in / 512-out
+    # requests at 16 steps per block through one batched forward per step, N in DG_STREAMS.
+    if [ "${DG_SERVE:-0}" = 1 ]; then
+      timeout "${DG_SERVE_TIMEOUT:-420}" build/gpu/diffgemma bench --serve --streams "${DG_STREAMS:-1,4,8,16,32}" \
+        --steps 16 --prompt-tokens 1024 --serve-tokens 512 --label serve --out "$OUT/bench.jsonl"
+      [ "${DG_SERVE_ONLY:-0}" = 1 ] && exit 0
+    fi
     [ "${DG_SKIP_BENCH:-0}" = 1 ] && exit 0
     timeout 240 build/gpu/diffgemma bench --layers 2 --prefill 512,4096 --context 1024 --skip-generate --label slice2 \
       --out "$OUT/bench.jsonl"

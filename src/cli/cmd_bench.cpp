@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/bench_serve.h"
 #include "core/error.h"
 #include "diffusion/generate.h"
 #include "model/synthetic.h"
@@ -38,6 +39,8 @@ struct BenchOptions {
   std::string label;
   std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
   CudaKernels kernels;
+  bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
+  ServeBenchOptions serve_opt;
 };
 
 std::string git_sha() {
@@ -119,6 +122,16 @@ void run_bench(const BenchOptions& o) {
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
+  if (o.serve) {
+    auto cache_for = [&](int64_t context) {
+      KvOptions ko;
+      be->configure_kv(ko, context);
+      return KvCache(cfg, ko);
+    };
+    run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) { rep.emit(std::move(j)); });
+    rep.emit({{"event", "memory"}, {"peak_gib", be->peak_memory() / 1073741824.0}});
+    return;
+  }
 
   for (int P : o.prefill) {
     const auto ids = random_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
@@ -250,9 +263,25 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
-  cmd->callback([o, prefill, context] {
+  auto streams = std::make_shared<std::string>("1,4,8,16,32");
+  cmd->add_flag("--serve", o->serve,
+                "load benchmark: N concurrent requests through the batched generator at each N of --streams "
+                "(--steps, --prompt-tokens; answers of --serve-tokens)");
+  cmd->add_option("--streams", *streams, "--serve: concurrent request counts")->capture_default_str();
+  cmd->add_option("--serve-tokens", o->serve_opt.gen_tokens, "--serve: tokens each request generates")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--logit-rows", o->serve_opt.logit_rows, "--serve: lm_head rows per chunk")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([o, prefill, context, streams] {
     o->prefill = parse_list(*prefill);
     o->context = parse_list(*context);
+    o->serve_opt.streams = parse_list(*streams);
+    o->serve_opt.steps = o->steps;
+    o->serve_opt.prompt_tokens = o->prompt_tokens;
+    o->serve_opt.prefill_tokens = o->prefill_chunk;
+    o->serve_opt.seed = o->seed;
     run_bench(*o);
   });
 }

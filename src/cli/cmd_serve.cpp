@@ -81,7 +81,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("DG_API_KEY");
   cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
-  cmd->add_option("--max-batch", s.max_batch, "requests denoised together (the CPU worker runs one at a time)")
+  cmd->add_option("--max-batch", s.max_batch, "requests denoised together in one batched forward per step (1: one at a time; capped by --slots)")
       ->capture_default_str();
   cmd->add_option("--slots", s.slots, "resident sessions (KV caches) a returning conversation can reuse")
       ->capture_default_str();

@@ -4,79 +4,13 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "diffusion/stepper.h"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {
 namespace {
 
-struct BlockRun {
-  std::vector<int32_t> argmax;
-  std::vector<float> p_max;
-  int steps = 0;
-  StopRule stop = StopRule::kNone;
-  int pad_gated = 0;
-  bool cancelled = false;
-};
-
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
-
-// Denoises one canvas of `len` rows at positions kv.len()...
-BlockRun denoise_block(Denoiser& model, const KvCache& kv, int len, int block, Lcg& rng, const SamplerOptions& opt,
-                       const GenerateEvents* events) {
-  const int64_t V = model.vocab();
-  std::vector<int32_t> canvas(static_cast<size_t>(len));
-  for (int32_t& t : canvas) t = rng.randint(V);
-
-  std::vector<RowStats> stats(static_cast<size_t>(len));
-  std::vector<int32_t> argmax(static_cast<size_t>(len)), denoised(argmax.size());
-  std::vector<float> entropy(static_cast<size_t>(len));
-  std::vector<double> u(static_cast<size_t>(len));
-  ScKind sc_kind = opt.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero;
-  StopState stopper(opt, len);
-  BlockRun run;
-  for (int i = 0; i < opt.steps; ++i) {
-    if (events != nullptr && events->cancel && events->cancel()) {
-      run.cancelled = true;
-      return run;
-    }
-    const int cur = opt.steps - i;
-    const float T = schedule_temperature(cur, opt.steps, opt.t_min, opt.t_max);
-    model.denoise(kv, canvas, sc_kind, static_cast<float>(opt.sc_sparse_cutoff), T, stats.data());
-    double h_sum = 0.0;
-    for (int r = 0; r < len; ++r) {
-      argmax[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].argmax;
-      entropy[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].entropy;
-      h_sum += stats[static_cast<size_t>(r)].entropy;
-    }
-    if (opt.argmax_commit) {
-      denoised = argmax;
-    } else {
-      for (double& x : u) x = rng.uniform();  // one categorical draw per row, in row order
-      model.draw(u, denoised.data());
-    }
-    const std::vector<uint8_t> accept = entropy_bound_accept(entropy, opt.entropy_bound);
-    const std::vector<int32_t> canvas_in = canvas;
-    for (int r = 0; r < len; ++r) {
-      const int32_t noise = rng.randint(V);  // the reference draws a whole fresh canvas every step
-      canvas[static_cast<size_t>(r)] = accept[static_cast<size_t>(r)] ? denoised[static_cast<size_t>(r)] : noise;
-    }
-    const float mean_h = static_cast<float>(h_sum / len);
-    const StopRule rule = stopper.update(argmax, accept, mean_h, i + 1);
-    if (events != nullptr && events->on_step) {
-      StepInfo si{block, i + 1, T, mean_h, static_cast<int>(std::count(accept.begin(), accept.end(), 1)), rule};
-      events->on_step(si, StepView{canvas_in, argmax, canvas, accept, entropy});
-    }
-    sc_kind = ScKind::kLogits;  // the next step self-conditions on this step's tempered logits
-    run.steps = i + 1;
-    run.stop = rule;
-    if (rule != StopRule::kNone) break;
-  }
-  run.argmax = argmax;
-  run.pad_gated = stopper.pad_gated();
-  run.p_max.resize(static_cast<size_t>(len));
-  for (int r = 0; r < len; ++r) run.p_max[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].p_max;
-  return run;
-}
 
 }  // namespace
 
@@ -154,64 +88,28 @@ int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_ma
 GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events) {
   opt.validate();
-  const int C = model.canvas();
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
-  model.encode(kv, prompt);
-
-  Lcg rng(opt.seed);
-  GenerateResult res;
-  int max_blocks = (opt.max_new_tokens + C - 1) / C;
-  if (opt.commit_trim_tau > 0.0) max_blocks *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
-  for (int b = 0; b < max_blocks; ++b) {
-    BlockInfo info;
-    info.block = b;
-    int len = C;
-    BlockRun run;
-    for (;;) {
-      run = denoise_block(model, kv, len, b, rng, opt, events);
-      info.forwards += run.steps;
-      if (run.cancelled) break;
-      const int32_t first = run.argmax[0];
-      const bool control = contains(opt.stop_ids, first) || first == opt.pad_id || first == opt.bos_id;
-      if (b == 0 && res.committed.empty() && control && info.rerolls < opt.empty_reply_retries) {
-        ++info.rerolls;
-        len = std::max(C / 4, len / 2);  // the seed shrinks 256 -> 128 -> 64 on successive retries
-        continue;
-      }
-      break;
+  Generation g(model.canvas(), model.vocab(), prompt, opt, events);
+  std::vector<RowStats> stats;
+  std::vector<int32_t> drawn;
+  while (!g.done()) {
+    if (g.phase() == Generation::Phase::kEncode) {
+      const std::span<const int32_t> ids = g.pending_encode();
+      model.encode(kv, ids);
+      g.encoded(ids.size());
+      continue;
     }
-    if (run.cancelled) {
-      res.forwards += info.forwards;
-      res.finish = FinishReason::kCancelled;
-      break;
+    StepRequest req;
+    if (!g.begin_step(req)) break;
+    stats.resize(req.canvas.size());
+    model.denoise(kv, req.canvas, req.kind, req.sparse_cutoff, req.temperature, stats.data());
+    if (!req.u.empty()) {
+      drawn.resize(req.u.size());
+      model.draw(req.u, drawn.data());
     }
-    info.canvas = len;
-    info.steps = run.steps;
-    info.stop = run.stop;
-    info.pad_gated = run.pad_gated;
-    info.kept = confidence_trim(run.argmax, run.p_max, opt);
-    info.trimmed = info.kept < len;
-    res.forwards += info.forwards;
-    const std::span<const int32_t> block(run.argmax.data(), static_cast<size_t>(info.kept));
-    res.committed.insert(res.committed.end(), block.begin(), block.end());
-    res.blocks.push_back(info);
-    if (events != nullptr && events->on_block) events->on_block(info, block);
-
-    const auto stop_at = std::find_if(block.begin(), block.end(), [&](int32_t t) { return contains(opt.stop_ids, t); });
-    res.tokens.insert(res.tokens.end(), block.begin(), stop_at);
-    if (stop_at != block.end()) {
-      res.finish = FinishReason::kStop;
-      res.stop_token = *stop_at;
-      break;
-    }
-    if (static_cast<int>(res.tokens.size()) >= opt.max_new_tokens || b + 1 == max_blocks) break;
-    model.encode(kv, block);
+    g.end_step(stats.data(), drawn.data());
   }
-  if (static_cast<int>(res.tokens.size()) > opt.max_new_tokens) {
-    res.tokens.resize(static_cast<size_t>(opt.max_new_tokens));
-    res.finish = FinishReason::kLength;
-  }
-  return res;
+  return g.take_result();
 }
 
 }  // namespace dg

@@ -1,6 +1,7 @@
 // The block-diffusion generation loop (SPEC.md §4.3; seed §6-7): per block, denoise a random canvas with the
 // entropy-bound sampler until a stop rule fires or the step budget ends, commit the last step's argmax, scan it for
-// a stop token, and encode the committed block into the KV cache before the next block.
+// a stop token, and encode the committed block into the KV cache before the next block. The loop itself is
+// Generation (stepper.h), resumable at every model call; generate() drives one, BatchRunner (batch.h) many.
 #pragma once
 
 #include <cstdint>

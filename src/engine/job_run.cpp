@@ -66,6 +66,7 @@ struct StepGate {
     return false;
   }
   void step_done() {
+    if (ctx.worker_times_steps) return;
     ctx.stats.step_seconds.observe(std::chrono::duration<double>(Clock::now() - start).count());
     ctx.stats.batch_occupancy.observe(1);
     ++ctx.stats.denoise_steps;

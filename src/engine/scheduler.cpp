@@ -37,6 +37,14 @@ std::shared_ptr<Job> JobQueue::pop() {
   return j;
 }
 
+std::shared_ptr<Job> JobQueue::try_pop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (q_.empty()) return nullptr;
+  std::shared_ptr<Job> j = std::move(q_.front());
+  q_.pop_front();
+  return j;
+}
+
 void JobQueue::close() {
   {
     std::lock_guard<std::mutex> lock(mu_);

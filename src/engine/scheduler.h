@@ -82,6 +82,7 @@ class JobQueue {
   explicit JobQueue(size_t capacity) : capacity_(capacity) {}
   bool push(std::shared_ptr<Job> job);  // false when full or closed
   std::shared_ptr<Job> pop();           // blocks; nullptr once closed and empty
+  std::shared_ptr<Job> try_pop();       // nullptr when empty now
   void close();                         // later pushes fail; pop drains what is left, then returns nullptr
   size_t size() const;
   size_t capacity() const { return capacity_; }

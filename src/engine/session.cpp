@@ -31,7 +31,10 @@ SyncStats Session::sync(std::span<const int32_t> log) {
   }
   st.reused = lcp;
   const std::span<const int32_t> rest = log.subspan(static_cast<size_t>(lcp));
-  model_.encode(kv_, rest);
+  if (encoder_)
+    encoder_(kv_, rest);
+  else
+    model_.encode(kv_, rest);
   log_.insert(log_.end(), rest.begin(), rest.end());
   st.encoded = static_cast<int64_t>(rest.size());
   return st;

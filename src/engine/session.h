@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,10 @@ class Session {
   // The same with another denoiser (one that encodes into this session's model; tests script replies with it).
   GenerateResult generate(Denoiser& denoiser, const SamplerOptions& opt, const GenerateEvents* events = nullptr);
   SyncStats rewind(int64_t n_tokens);  // keeps the first n tokens
+  // What sync() encodes with (the batched worker interleaves prefill chunks with other jobs' steps); unset: the
+  // model's encode.
+  using Encoder = std::function<void(KvCache& kv, std::span<const int32_t> ids)>;
+  void set_encoder(Encoder e) { encoder_ = std::move(e); }
   void clear();
 
   const std::vector<int32_t>& tokens() const { return log_; }
@@ -46,6 +51,7 @@ class Session {
   const Model& model_;
   KvCache kv_;
   std::vector<int32_t> log_;  // log_[i] is the token at cache position i
+  Encoder encoder_;
 };
 
 }  // namespace dg

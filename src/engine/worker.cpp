@@ -27,8 +27,6 @@ void Worker::say(const std::string& line) const {
   if (opt_.log) opt_.log(line);
 }
 
-namespace {
-
 void answer_error(Job& job, int status, std::string message) {
   JobEvent e;
   e.kind = JobEvent::Kind::kError;
@@ -37,28 +35,34 @@ void answer_error(Job& job, int status, std::string message) {
   job.events.push(std::move(e));
 }
 
-}  // namespace
-
-void Worker::loop() {
-  while (std::shared_ptr<Job> job = queue_.pop()) {
-    if (stopping_) {
-      answer_error(*job, 503, "the server is shutting down");
-    } else if (job->cancelled) {
-      ++stats_.jobs_cancelled;
-      answer_error(*job, 499, "the client closed the connection while the request was queued");
-    } else if (job->expired()) {
-      ++stats_.jobs_timed_out;
-      answer_error(*job, 504, "the request timed out while queued");
-      say(fmt::format("job {}: timed out in the queue", job->id));
-    } else {
-      run(*job);
-    }
+bool Worker::refuse(Job& job) {
+  if (stopping_) {
+    answer_error(job, 503, "the server is shutting down");
+  } else if (job.cancelled) {
+    ++stats_.jobs_cancelled;
+    answer_error(job, 499, "the client closed the connection while the request was queued");
+  } else if (job.expired()) {
+    ++stats_.jobs_timed_out;
+    answer_error(job, 504, "the request timed out while queued");
+    say(fmt::format("job {}: timed out in the queue", job.id));
+  } else {
+    return false;
   }
+  return true;
 }
 
-void Worker::run(Job& job) {
+void Worker::loop() {
+  if (batched()) {
+    loop_batched();
+    return;
+  }
+  while (std::shared_ptr<Job> job = queue_.pop())
+    if (!refuse(*job)) run(*job);
+}
+
+int Worker::open_slot(Job& job) {
   const Route r = pool_.route(job.spec.prompt);
-  DG_CHECK(r.slot >= 0, "no free session slot (the serial worker never holds more than one)");
+  DG_CHECK(r.slot >= 0, "no free session slot (the worker holds at most one job per slot)");
   say(fmt::format("job {}: slot {} ({}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
                   r.common, job.spec.prompt.size(), r.held));
   if (opt_.oplog != nullptr)
@@ -66,24 +70,38 @@ void Worker::run(Job& job) {
                        {"held", r.held}, {"prompt", job.spec.prompt.size()}});
   pool_.acquire(r.slot);
   ++stats_.running;
-  Session& session = pool_.session(r.slot);
-  const std::unique_ptr<Denoiser> denoiser = opt_.denoiser ? opt_.denoiser(engine_.model(), job) : nullptr;
-  const JobContext ctx{engine_, chat_tokens_, stats_, opt_.oplog,
-                       [&] { return stopping_.load() || job.cancelled.load() || job.expired(); }, denoiser.get()};
+  return r.slot;
+}
+
+void Worker::close_slot(int slot) {
+  --stats_.running;
+  pool_.release(slot);
+}
+
+void Worker::run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps) {
+  Session& session = pool_.session(slot);
+  JobContext ctx{engine_, chat_tokens_, stats_, opt_.oplog,
+                 [&] { return stopping_.load() || job.cancelled.load() || job.expired(); }, denoiser};
+  ctx.worker_times_steps = worker_times_steps;
   try {
     if (job.spec.kind == JobSpec::Kind::kChat)
-      run_chat_job(job, session, r.slot, ctx);
+      run_chat_job(job, session, slot, ctx);
     else
-      run_completion_job(job, session, r.slot, ctx);
+      run_completion_job(job, session, slot, ctx);
   } catch (const std::exception& e) {
     ++stats_.jobs_failed;
     session.clear();  // the cache may hold half an op: start the slot over
-    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});
+    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", slot}});
     say(fmt::format("job {}: engine error: {}", job.id, e.what()));
     answer_error(job, 500, fmt::format("engine error: {}", e.what()));
   }
-  --stats_.running;
-  pool_.release(r.slot);
+}
+
+void Worker::run(Job& job) {
+  const int slot = open_slot(job);
+  const std::unique_ptr<Denoiser> denoiser = opt_.denoiser ? opt_.denoiser(engine_.model(), job) : nullptr;
+  run_on(job, slot, denoiser.get(), false);
+  close_slot(slot);
 }
 
 }  // namespace dg

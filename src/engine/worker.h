@@ -1,8 +1,10 @@
 // The device worker: one thread owns the model and every KV cache (the SessionPool); HTTP threads only push
-// jobs (token ids) to the JobQueue and read events from each job's channel. This worker runs one job at a time
-// to its end, in arrival order, and asks between denoise steps whether to stop (client gone, deadline passed,
-// a stop string matched, shutdown). A batched worker keeps this surface: it takes up to max_batch jobs from the
-// same queue, routes each to a free slot, and denoises their canvases in one forward per step (docs/SERVER.md).
+// jobs (token ids) to the JobQueue and read events from each job's channel. With max_batch 1 (or scripted
+// denoisers) it runs one job at a time to its end, in arrival order. With max_batch > 1 it keeps up to
+// min(max_batch, slots) jobs in flight and denoises their canvases in one batched forward per step (continuous
+// batching, src/engine/worker_batch.cpp): each job's host logic runs on its own thread, one at a time, and every
+// model call it makes (prefill chunks, denoise steps, draws) is executed by the worker thread. Between steps it
+// asks whether to stop (client gone, deadline passed, a stop string matched, shutdown); docs/SERVER.md.
 #pragma once
 
 #include <atomic>
@@ -20,12 +22,15 @@
 
 namespace dg {
 
+void answer_error(Job& job, int status, std::string message);  // pushes the job's kError event
+
 // What denoises a job's canvases: nullptr for the model itself; tests script replies with it.
 using DenoiserFactory = std::function<std::unique_ptr<Denoiser>(const Model& model, const Job& job)>;
 
 struct WorkerOptions {
   int slots = 4;       // sessions kept resident: conversations whose KV a later request can reuse
-  int max_batch = 1;   // jobs in flight at once (this worker: 1)
+  int max_batch = 1;   // jobs denoised together (capped by slots; 1: one job at a time)
+  int64_t prefill_chunk = 1024;  // batched worker: prompt tokens encoded between two batched steps
   SessionOptions session;
   OpLog* oplog = nullptr;                          // every engine op, when set
   std::function<void(const std::string&)> log;     // one line per decision: routing, cancels, errors
@@ -43,8 +48,15 @@ class Worker {
   void stop();
 
  private:
+  class Flight;
+  bool batched() const { return opt_.max_batch > 1 && !opt_.denoiser; }
   void loop();
+  void loop_batched();
+  bool refuse(Job& job);  // answers a job that must not run (shutdown, cancelled or expired in the queue)
   void run(Job& job);
+  int open_slot(Job& job);  // routes and acquires a session slot
+  void close_slot(int slot);
+  void run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps);
   void say(const std::string& line) const;
 
   const Engine& engine_;
@@ -66,6 +78,7 @@ struct JobContext {
   OpLog* oplog = nullptr;
   std::function<bool()> stop;
   Denoiser* denoiser = nullptr;  // nullptr: the session's model
+  bool worker_times_steps = false;  // the batched worker records step latency and occupancy per batched step
 };
 void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx);
 void run_completion_job(Job& job, Session& session, int slot, const JobContext& ctx);

@@ -15,6 +15,18 @@ void emit(const ForwardTrace* trace, const std::string& name, const Tensor& t) {
 
 }  // namespace
 
+Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows) {
+  DG_CHECK(!dtype_is_packed(t.dtype) && t.shape.rank >= 1, "row_slice: {} tensor {} has no plain rows",
+           dtype_name(t.dtype), t.shape.str());
+  DG_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= t.shape[0], "row_slice: rows [{}, {}) of a tensor {}", row0,
+           row0 + rows, t.shape.str());
+  Tensor v = t;
+  const int64_t per_row = t.shape[0] == 0 ? 0 : t.numel() / t.shape[0];
+  v.data = static_cast<char*>(t.data) + static_cast<size_t>(row0 * per_row) * dtype_size(t.dtype);
+  v.shape.dims[0] = rows;
+  return v;
+}
+
 Model::Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be) : cfg_(cfg), w_(w), be_(be) {
   for (int l = 0; l < cfg.n_layers; ++l) inv_freq_.push_back(cfg.rope_inv_freq(l));
 }
@@ -27,6 +39,13 @@ void Model::check_ids(std::span<const int32_t> ids, const char* what) const {
 
 Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
                     bool kv_only, const ForwardTrace* trace) const {
+  const Segment seg{0, h.shape[0], pos0, &kv, kv_out};
+  return layer(l, h, std::span<const Segment>(&seg, 1), phase, kv_only, trace);
+}
+
+Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
+                    const ForwardTrace* trace) const {
+  DG_CHECK(!segs.empty(), "layer: no sequences");
   const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
   const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
   const int64_t rows = h.shape[0], hidden = cfg_.hidden, D = spec.head_dim;
@@ -51,19 +70,22 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   Tensor kn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
   emit(trace, p + "self_attn.k_norm", kn);
-  be_.rope(kn, pos0, inv_freq);
+  for (const Segment& sg : segs) {
+    Tensor part = row_slice(kn, sg.row0, sg.rows);
+    be_.rope(part, sg.pos0, inv_freq);
+  }
   Tensor vn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
   emit(trace, p + "self_attn.v_norm", vn);
 
-  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
-  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
-  // cached tokens for every canvas row in the decoder.
-  const int64_t len = kv.len();
-  int64_t cache_from = 0;
-  if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
+  // Each sequence appends its rows to its own cache (encoder).
+  const auto kv_write = [&] {
+    for (const Segment& sg : segs)
+      if (sg.write != nullptr)
+        be_.kv_write(*sg.write, l, sg.pos0, row_slice(kn, sg.row0, sg.rows), row_slice(vn, sg.row0, sg.rows));
+  };
   if (kv_only) {
-    if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
+    kv_write();
     return h;
   }
   Tensor q = be_.alloc(Shape{rows, n_heads * D});
@@ -72,13 +94,26 @@ Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* 
   Tensor qn = be_.alloc(Shape{rows, n_heads, D});
   be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
   emit(trace, p + "self_attn.q_norm", qn);
-  be_.rope(qn, pos0, inv_freq);
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
-  be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-  be_.attention(qn, pos0, kv, l, cache_from, len, kn, vn, pos0, causal, spec.sliding && causal ? cfg_.window : 0, o);
-  be_.stage("attention");
-  if (kv_out != nullptr) be_.kv_write(*kv_out, l, pos0, kn, vn);
+  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
+  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
+  // cached tokens for every canvas row in the decoder.
+  for (const Segment& sg : segs) {
+    Tensor q_part = row_slice(qn, sg.row0, sg.rows);
+    be_.rope(q_part, sg.pos0, inv_freq);
+    const KvCache& kv = *sg.kv;
+    const int64_t len = kv.len();
+    int64_t cache_from = 0;
+    if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
+    Tensor o_part = row_slice(o, sg.row0, sg.rows);
+    be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
+    be_.attention(q_part, sg.pos0, kv, l, cache_from, len, row_slice(kn, sg.row0, sg.rows),
+                  row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, spec.sliding && causal ? cfg_.window : 0,
+                  o_part);
+    be_.stage("attention");
+  }
+  kv_write();
   Tensor attn = be_.alloc(Shape{rows, hidden});
   be_.linear(o, w.o, attn);
   emit(trace, p + "self_attn.o_proj", attn);
@@ -140,6 +175,28 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
                  nullptr);
 }
 
+void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
+  std::vector<Segment> segs;
+  std::vector<int32_t> text;
+  int64_t rows = 0;
+  for (const EncodeSeq& s : seqs) {
+    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
+    if (s.ids.empty()) continue;
+    check_ids(s.ids, "prompt");
+    segs.push_back(Segment{rows, static_cast<int64_t>(s.ids.size()), s.kv->len(), s.kv, s.kv});
+    text.insert(text.end(), s.ids.begin(), s.ids.end());
+    rows += static_cast<int64_t>(s.ids.size());
+  }
+  if (segs.empty()) return;
+  for (int32_t& id : text)
+    if (id == cfg_.image_token_id) id = cfg_.pad_id;
+  be_.stage("embed");
+  Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.embed(be_.ids(text), w_.embed, h);
+  for (int l = 0; l < cfg_.n_layers; ++l) h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr);
+  for (const Segment& sg : segs) sg.write->commit(sg.rows);
+}
+
 void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   const int64_t rows = static_cast<int64_t>(ids.size());
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
@@ -170,6 +227,21 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
                         const ForwardTrace* trace) const {
   const int64_t rows = ids.numel();
   DG_CHECK(rows > 0, "denoise: empty canvas");
+  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
+  denoise_input(ids, sc, x, trace);
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+  be_.stage("lm_head");
+  Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
+  be_.rmsnorm(x, &w_.final_norm, y);
+  emit(trace, "dec.final_norm", y);
+  DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
+           logits.shape.str(), rows, cfg_.vocab);
+  be_.lm_head(y, w_.embed, static_cast<float>(cfg_.softcap), logits);
+  emit(trace, "dec.logits", logits);
+}
+
+void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const {
+  const int64_t rows = ids.numel();
   be_.stage("embed");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
   be_.embed(ids, w_.embed, e);
@@ -177,7 +249,6 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
 
   // Self-conditioning before layer 0: x0 = rmsnorm_noscale(e + mlp(pre_norm(soft))). A zero soft signal makes
   // the MLP output exactly zero, leaving x0 = rmsnorm_noscale(e).
-  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   if (sc.kind == ScKind::kZero) {
     be_.rmsnorm(e, nullptr, x);
   } else {
@@ -202,15 +273,40 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
     be_.rmsnorm(x, nullptr, x);
   }
   emit(trace, "dec.x0", x);
-  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+}
+
+Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
+  DG_CHECK(!seqs.empty(), "denoise_batch: no sequences");
+  std::vector<Segment> segs;
+  std::vector<int32_t> all_ids;
+  int64_t rows = 0;
+  for (const DenoiseSeq& s : seqs) {
+    DG_CHECK(s.kv != nullptr && !s.canvas.empty(), "denoise_batch: sequence {} has no cache or an empty canvas",
+             segs.size());
+    check_ids(s.canvas, "canvas");
+    segs.push_back(Segment{rows, static_cast<int64_t>(s.canvas.size()), s.kv->len(), s.kv});
+    all_ids.insert(all_ids.end(), s.canvas.begin(), s.canvas.end());
+    rows += static_cast<int64_t>(s.canvas.size());
+  }
+  const Tensor ids = be_.ids(all_ids);
+  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
+  // The embedding and self-conditioning run per sequence: their inputs differ in kind (zero, self-embed, logits).
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Tensor xi = row_slice(x, segs[i].row0, segs[i].rows);
+    denoise_input(row_slice(ids, segs[i].row0, segs[i].rows), seqs[i].sc, xi, nullptr);
+  }
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, Phase::kDecode, false, nullptr);
   be_.stage("lm_head");
   Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
   be_.rmsnorm(x, &w_.final_norm, y);
-  emit(trace, "dec.final_norm", y);
-  DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
-           logits.shape.str(), rows, cfg_.vocab);
+  return y;
+}
+
+void Model::lm_head_rows(const Tensor& y, Tensor& logits) const {
+  DG_CHECK(logits.numel() == y.shape[0] * cfg_.vocab, "lm_head_rows: logits buffer is {} for a [{}, {}] result",
+           logits.shape.str(), y.shape[0], cfg_.vocab);
+  be_.stage("lm_head");
   be_.lm_head(y, w_.embed, static_cast<float>(cfg_.softcap), logits);
-  emit(trace, "dec.logits", logits);
 }
 
 }  // namespace dg

@@ -32,6 +32,22 @@ struct ScInput {
   float sparse_cutoff = 0.0f;      // 0: exact soft embedding; else the survivor cutoff (seed: e^-10)
 };
 
+// One sequence of a batched denoise: its canvas at positions kv->len()... over its own cache.
+struct DenoiseSeq {
+  const KvCache* kv = nullptr;
+  std::span<const int32_t> canvas;
+  ScInput sc;
+};
+
+// One sequence of a batched encode: ids appended to its cache at positions kv->len()...
+struct EncodeSeq {
+  KvCache* kv = nullptr;
+  std::span<const int32_t> ids;
+};
+
+// Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
+Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
+
 class Model {
  public:
   // `w` must be the weights as `be` reads them (Backend::upload).
@@ -43,6 +59,9 @@ class Model {
   // which bounds activation memory for long prompts; a traced encode runs in one piece.
   void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr) const;
   void set_prefill_chunk(int64_t tokens);  // > 0
+  // Several sequences' ids in one encoder pass (committed blocks of concurrent requests): the row-wise ops run over
+  // all rows, RoPE, causal attention and the cache writes per sequence. Same result as encoding each alone.
+  void encode_batch(std::span<const EncodeSeq> seqs) const;
   int64_t prefill_chunk() const { return prefill_chunk_; }
 
   // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
@@ -52,6 +71,13 @@ class Model {
   // The same with the canvas ids already in a backend tensor (graph replays refill it between steps).
   void denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
                    const ForwardTrace* trace = nullptr) const;
+  // Batched denoise: the canvases of several sequences in one forward. Embedding, self-conditioning, dense, MoE
+  // and norms run over the concatenated rows; RoPE and attention run per sequence (own cache, own positions).
+  // Returns final_norm(x) [sum of canvases, hidden]; the caller applies lm_head in bounded row chunks
+  // (lm_head_rows), since the logits of every row at once would not fit at full shape.
+  Tensor denoise_batch(std::span<const DenoiseSeq> seqs) const;
+  // Softcapped logits [rows, vocab] (f32) of final-normed rows y.
+  void lm_head_rows(const Tensor& y, Tensor& logits) const;
   // Throws dg::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const int32_t> ids, const char* what) const;
 
@@ -65,9 +91,20 @@ class Model {
 
  private:
   enum class Phase { kEncode, kDecode };
+  // Rows [row0, row0 + rows) of a layer's input belong to one sequence at positions pos0... over cache kv.
+  struct Segment {
+    int64_t row0 = 0, rows = 0, pos0 = 0;
+    const KvCache* kv = nullptr;
+    KvCache* write = nullptr;  // encoder: where this sequence's K/V go
+  };
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
+  // The same over several sequences' rows.
+  Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
+               const ForwardTrace* trace) const;
+  // x0 rows of one sequence (embedding and self-conditioning) into x.
+  void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
 
   void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
 

@@ -12,7 +12,7 @@ struct ServerOptions {
   int port = 8080;                 // 0: any free port (printed at start)
   std::string api_key;             // "": no authentication; else every route but /health needs "Bearer KEY"
   int64_t context = 8192;          // prompt + answer tokens one request may use
-  int max_batch = 1;               // jobs denoised together (the CPU worker runs one at a time)
+  int max_batch = 1;               // jobs denoised together in one batched forward (capped by slots)
   int slots = 4;                   // resident sessions (KV caches) for prefix reuse
   size_t max_queue = 64;           // waiting requests beyond which new ones get 429
   double timeout_s = 600;          // per request, from arrival to the last event

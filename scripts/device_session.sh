@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool; carry .carry/deps and .carry/git_sha): one session's GPU work in two
+# commands that fit the 10-minute limit, results in $OUT.
+#   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
+#                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
+#   DG_PHASE=bench  the full-shape benches: bf16, the quantized experts (DG_WEIGHTS, default "q4 fp8 nvfp4"), and
+#                   the batched serving bench (bench --serve); a warm machine reuses the check phase's build
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+export DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
+t0=$SECONDS
+stamp() { echo "[$((SECONDS - t0)) s] $*"; }
+{
+  nvidia-smi -L
+  stamp "configure + build"
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
+    -DDG_WERROR=OFF > /dev/null || { echo "configure failed"; exit 1; }
+  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_tests dg_dump_logits 2>&1 | grep -E "error|FAILED"
+  stamp "built"
+} 2>&1 | tee -a "$OUT/build.txt"
+test -x build/gpu/diffgemma && test -x build/gpu/tests/dg_tests || { echo "build failed"; exit 1; }
+
+if [ "${DG_PHASE:-check}" = check ]; then
+  ( timeout "${DG_TEST_TIMEOUT:-300}" build/gpu/tests/dg_tests \
+      --gtest_filter="${DG_TEST_FILTER:-*Cuda*:*TraceReplay*:SyntheticUniform*:MoeStream*:RmsNorm*:*Batch*}" 2>&1 \
+      | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
+    stamp "tests done" >> "$OUT/tests.txt" ) &
+  tests=$!
+  {
+    stamp "engine, 30 layers"
+    timeout 150 build/gpu/dg_dump_logits --out /tmp/dg_engine --layers 30 --seed 1 --prompt 1024 \
+      || echo "dg_dump_logits failed: rc $?"
+    cp -f /tmp/dg_engine.json "$OUT/engine_input.json" 2>/dev/null
+    stamp "transformers"
+    PYTHONUNBUFFERED=1 timeout 330 python3 scripts/full_shape_vs_hf.py --engine /tmp/dg_engine \
+      --out "$OUT/full_shape_vs_hf.jsonl" || echo "full_shape_vs_hf.py: rc $?"
+    stamp "done"
+  } > "$OUT/full_shape.txt" 2>&1
+  wait $tests
+  grep -E "^\[  (FAILED|PASSED) |FAILED  \]|tests done" "$OUT/tests.txt"
+  tail -n 25 "$OUT/full_shape.txt"
+  exit 0
+fi
+
+bench() { stamp "bench $*"; timeout 200 build/gpu/diffgemma bench "$@" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3; }
+{
+  bench --graphs --prefill 4096 --context 1024,8192 --label full30-graphs
+  for w in ${DG_WEIGHTS:-q4 fp8 nvfp4}; do
+    bench --weights "$w" --graphs --prefill 4096 --context 1024,8192 --label "weights-$w"
+    [ "$w" = q4 ] && [ -n "${DG_SERVE_ARGS:-}" ] && bench --serve $DG_SERVE_ARGS --label serve
+  done
+  stamp "done"
+} 2>&1 | tee "$OUT/bench_log.txt"

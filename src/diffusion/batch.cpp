@@ -1,0 +1,187 @@
+#include "diffusion/batch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+
+namespace dg {
+
+ModelBatchDenoiser::ModelBatchDenoiser(const Model& m, int64_t logit_rows) : m_(m), logit_rows_(logit_rows) {
+  DG_CHECK(logit_rows > 0, "the lm_head chunk must be at least 1 row (got {})", logit_rows);
+}
+
+int ModelBatchDenoiser::open() {
+  tempered_[next_] = Tensor{};
+  return next_++;
+}
+
+void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
+  DG_CHECK(!items.empty(), "batched denoise: no sequences");
+  Backend& be = m_.backend();
+  const int64_t V = m_.config().vocab;
+  std::vector<DenoiseSeq> seqs;
+  seqs.reserve(items.size());
+  int64_t widest = 0;
+  for (const BatchItem& it : items) {
+    const auto t = tempered_.find(it.seq);
+    DG_CHECK(t != tempered_.end(), "batched denoise: sequence {} is not open", it.seq);
+    const int64_t rows = static_cast<int64_t>(it.step.canvas.size());
+    widest = std::max(widest, rows);
+    const bool sc_logits = it.step.kind == ScKind::kLogits;
+    if (sc_logits)
+      DG_CHECK(!t->second.empty() && t->second.shape[0] == rows,
+               "batched denoise: sequence {} self-conditions without the previous step's logits", it.seq);
+    seqs.push_back(DenoiseSeq{it.kv, it.step.canvas,
+                              ScInput{it.step.kind, sc_logits ? &t->second : nullptr, it.step.sparse_cutoff}});
+  }
+  const Tensor y = m_.denoise_batch(seqs);
+  const int64_t chunk = std::max(logit_rows_, widest);
+  if (logits_.empty() || logits_.shape[0] < chunk) logits_ = be.alloc_f32(Shape{chunk, V});
+
+  // lm_head and the sampler statistics over groups of whole sequences of at most `chunk` rows.
+  int64_t row0 = 0;
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i;
+    int64_t rows = 0;
+    Tensor logits;
+    if (items[i].keep_logits) {  // its own group, into the logits kept for draw()
+      rows = static_cast<int64_t>(items[j++].step.canvas.size());
+      Tensor& kept = kept_[items[i].seq];
+      if (kept.empty() || kept.shape[0] != rows) kept = be.alloc_f32(Shape{rows, V});
+      logits = kept;
+    } else {
+      while (j < items.size() && !items[j].keep_logits &&
+             rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
+        rows += static_cast<int64_t>(items[j++].step.canvas.size());
+      logits = row_slice(logits_, 0, rows);
+    }
+    m_.lm_head_rows(row_slice(y, row0, rows), logits);
+    be.stage("sampler");
+    int64_t at = 0;
+    for (; i < j; ++i) {
+      const BatchItem& it = items[i];
+      const int64_t n = static_cast<int64_t>(it.step.canvas.size());
+      const Tensor part = row_slice(logits, at, n);
+      Tensor& tempered = tempered_[it.seq];
+      if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc(Shape{n, V});
+      be.row_stats(part, it.step.temperature, tempered, it.stats);
+      if (!it.step.u.empty()) be.categorical(part, it.step.temperature, it.step.u, it.drawn);
+      at += n;
+    }
+    row0 += rows;
+  }
+  be.stage("host");
+}
+
+void ModelBatchDenoiser::draw(int seq, float temperature, std::span<const double> u, int32_t* out) {
+  const auto it = kept_.find(seq);
+  DG_CHECK(it != kept_.end() && it->second.shape[0] == static_cast<int64_t>(u.size()),
+           "batched draw: sequence {} has no kept logits of {} rows", seq, u.size());
+  m_.backend().categorical(it->second, temperature, u, out);
+}
+
+BatchRunner::BatchRunner(BatchDenoiser& d, BatchOptions opt) : d_(d), opt_(opt) {
+  DG_CHECK(opt.max_batch >= 1 && opt.prefill_tokens >= 1, "batch options: max_batch {} and prefill_tokens {} must be >= 1",
+           opt.max_batch, opt.prefill_tokens);
+}
+
+BatchRunner::~BatchRunner() {
+  for (const auto& r : active_) d_.close(r->seq);
+}
+
+int BatchRunner::add(KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                     const GenerateEvents* events) {
+  DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
+  auto r = std::make_unique<Request>();
+  r->id = next_id_++;
+  r->kv = &kv;
+  r->gen = std::make_unique<Generation>(d_.canvas(), d_.vocab(), prompt, opt, events);
+  const int id = r->id;
+  waiting_.push_back(std::move(r));
+  return id;
+}
+
+void BatchRunner::admit() {
+  while (!waiting_.empty() && static_cast<int>(active_.size()) < opt_.max_batch) {
+    waiting_.front()->seq = d_.open();
+    active_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void BatchRunner::retire_done() {
+  for (auto it = active_.begin(); it != active_.end();) {
+    if ((*it)->gen->done()) {
+      d_.close((*it)->seq);
+      finished_.push_back(Done{(*it)->id, (*it)->gen->take_result()});
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+int BatchRunner::round() {
+  admit();
+  // Committed blocks of running requests first (at most a canvas each), then prompts within the round's budget
+  // in arrival order; a prompt that does not fit continues next round.
+  std::vector<EncodeSeq> blocks;
+  std::vector<Request*> encoding;
+  for (const auto& r : active_)
+    if (r->gen->phase() == Generation::Phase::kEncode && r->gen->started()) {
+      blocks.push_back(EncodeSeq{r->kv, r->gen->pending_encode()});
+      encoding.push_back(r.get());
+    }
+  if (!blocks.empty()) d_.encode_batch(blocks);
+  for (size_t i = 0; i < encoding.size(); ++i) encoding[i]->gen->encoded(blocks[i].ids.size());
+  int64_t budget = opt_.prefill_tokens;
+  for (const auto& r : active_) {
+    if (r->gen->phase() != Generation::Phase::kEncode) continue;
+    const std::span<const int32_t> ids = r->gen->pending_encode();
+    if (ids.empty()) {
+      r->gen->encoded(0);
+      continue;
+    }
+    if (budget <= 0) continue;
+    const size_t n = std::min(ids.size(), static_cast<size_t>(budget));
+    d_.encode(*r->kv, ids.first(n));
+    r->gen->encoded(n);
+    budget -= static_cast<int64_t>(n);
+  }
+  std::vector<BatchItem> items;
+  for (const auto& r : active_) {
+    if (r->gen->phase() != Generation::Phase::kDenoise) continue;
+    StepRequest req;
+    if (!r->gen->begin_step(req)) continue;  // cancelled: done
+    r->stats.resize(req.canvas.size());
+    r->drawn.resize(req.u.size());
+    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data()});
+  }
+  if (!items.empty()) {
+    d_.denoise(items);
+    size_t k = 0;
+    for (const auto& r : active_)
+      if (k < items.size() && items[k].seq == r->seq) {
+        r->gen->end_step(r->stats.data(), r->drawn.data());
+        ++k;
+      }
+  }
+  retire_done();
+  return static_cast<int>(items.size());
+}
+
+std::vector<BatchRunner::Done> BatchRunner::take_finished() { return std::exchange(finished_, {}); }
+
+std::vector<GenerateResult> generate_batch(BatchDenoiser& d, std::span<BatchJob> jobs, BatchOptions opt) {
+  BatchRunner runner(d, opt);
+  for (BatchJob& j : jobs) runner.add(*j.kv, j.prompt, j.opt, j.events);
+  std::vector<GenerateResult> out(jobs.size());
+  while (!runner.idle()) {
+    runner.round();
+    for (BatchRunner::Done& done : runner.take_finished()) out[static_cast<size_t>(done.id)] = std::move(done.result);
+  }
+  return out;
+}
+
+}  // namespace dg

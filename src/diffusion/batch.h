@@ -1,0 +1,129 @@
+// Lock-step batched generation: many requests, each a Generation (src/diffusion/stepper.h), stepped together so
+// that one forward denoises the canvases of all of them (continuous batching: requests join and leave between
+// steps; prompt prefill runs in bounded chunks between steps, so a long prompt cannot stall running canvases).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "diffusion/stepper.h"
+
+namespace dg {
+
+// One sequence's part of a batched denoise step.
+struct BatchItem {
+  int seq = -1;  // the BatchDenoiser's handle (open())
+  const KvCache* kv = nullptr;
+  StepRequest step;
+  RowStats* stats = nullptr;  // [canvas] out
+  int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty
+  bool keep_logits = false;   // keep this step's logits for draw() after the call
+};
+
+// What the batched driver needs from a model: encode, and one denoise forward over several sequences' canvases
+// reduced to per-row statistics. Each sequence keeps its tempered logits between steps (its self-conditioning).
+class BatchDenoiser {
+ public:
+  virtual ~BatchDenoiser() = default;
+  virtual int canvas() const = 0;
+  virtual int64_t vocab() const = 0;
+  virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
+  // Several sequences' ids at once (committed blocks of concurrent requests); by default one after another.
+  virtual void encode_batch(std::span<const EncodeSeq> seqs) {
+    for (const EncodeSeq& s : seqs) encode(*s.kv, s.ids);
+  }
+  virtual int open() = 0;  // a handle for a new sequence
+  virtual void close(int seq) = 0;
+  virtual void denoise(std::span<const BatchItem> items) = 0;
+  // Categorical draws from softmax(logits / temperature) of a sequence's last step (denoised with keep_logits).
+  virtual void draw(int seq, float temperature, std::span<const double> u, int32_t* out) = 0;
+};
+
+// The BatchDenoiser of a Model on its backend: Model::denoise_batch, then lm_head and the row statistics in chunks
+// of at most `logit_rows` rows (the logits of 32 canvases of 256 rows over a 262k vocabulary would be 8.6 GB f32).
+class ModelBatchDenoiser final : public BatchDenoiser {
+ public:
+  explicit ModelBatchDenoiser(const Model& m, int64_t logit_rows = 2048);
+  int canvas() const override { return m_.config().canvas; }
+  int64_t vocab() const override { return m_.config().vocab; }
+  void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
+  void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
+  int open() override;
+  void close(int seq) override {
+    tempered_.erase(seq);
+    kept_.erase(seq);
+  }
+  void denoise(std::span<const BatchItem> items) override;
+  void draw(int seq, float temperature, std::span<const double> u, int32_t* out) override;
+
+ private:
+  const Model& m_;
+  int64_t logit_rows_;
+  int next_ = 0;
+  std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
+  std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
+  Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
+};
+
+struct BatchOptions {
+  int max_batch = 32;               // requests denoised together; more wait
+  int64_t prefill_tokens = 4096;    // encode budget per round (prompt chunks and committed blocks)
+};
+
+// Drives requests through a BatchDenoiser: each round() encodes the committed blocks of running requests in one
+// batched encode, prompts within the prefill budget (in arrival order), and then runs one batched denoise step
+// over every admitted request in its denoise phase.
+class BatchRunner {
+ public:
+  struct Done {
+    int id = -1;
+    GenerateResult result;
+  };
+
+  BatchRunner(BatchDenoiser& d, BatchOptions opt);
+  ~BatchRunner();
+
+  // Queues a request; `kv` and `events` must outlive it. Returns its id. The prompt is the tokens not yet in kv.
+  int add(KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+          const GenerateEvents* events = nullptr);
+  bool idle() const { return active_.empty() && waiting_.empty(); }
+  size_t active() const { return active_.size(); }
+  // One round; returns the number of canvases in its denoise forward (0: none ran).
+  int round();
+  // Requests finished since the last call, in finishing order.
+  std::vector<Done> take_finished();
+
+ private:
+  struct Request {
+    int id = -1, seq = -1;
+    KvCache* kv = nullptr;
+    std::unique_ptr<Generation> gen;
+    std::vector<RowStats> stats;
+    std::vector<int32_t> drawn;
+  };
+  void admit();
+  void retire_done();
+
+  BatchDenoiser& d_;
+  BatchOptions opt_;
+  int next_id_ = 0;
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<std::unique_ptr<Request>> active_;
+  std::vector<Done> finished_;
+};
+
+// Generates every request in lock-step to its end (tests and benchmarks): results in request order.
+struct BatchJob {
+  KvCache* kv = nullptr;
+  std::vector<int32_t> prompt;
+  SamplerOptions opt;
+  const GenerateEvents* events = nullptr;
+};
+std::vector<GenerateResult> generate_batch(BatchDenoiser& d, std::span<BatchJob> jobs, BatchOptions opt = {});
+
+}  // namespace dg

@@ -1,0 +1,163 @@
+#include "diffusion/stepper.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dg {
+namespace {
+
+bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
+
+}  // namespace
+
+Generation::Generation(int canvas, int64_t vocab, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                       const GenerateEvents* events)
+    : C_(canvas), V_(vocab), opt_(opt), events_(events), rng_(opt.seed), pending_(prompt.begin(), prompt.end()) {
+  opt_.validate();
+  DG_CHECK(C_ > 0 && V_ > 0, "generation: canvas {} and vocabulary {} must be positive", C_, V_);
+  max_blocks_ = (opt_.max_new_tokens + C_ - 1) / C_;
+  if (opt_.commit_trim_tau > 0.0) max_blocks_ *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
+}
+
+std::span<const int32_t> Generation::pending_encode() const {
+  DG_CHECK(phase_ == Phase::kEncode, "generation: no ids to encode outside the encode phase");
+  return std::span<const int32_t>(pending_).subspan(pending_at_);
+}
+
+void Generation::encoded(size_t n) {
+  DG_CHECK(phase_ == Phase::kEncode && n <= pending_.size() - pending_at_,
+           "generation: {} ids encoded of {} pending", n, pending_.size() - pending_at_);
+  pending_at_ += n;
+  if (pending_at_ < pending_.size()) return;
+  pending_.clear();
+  pending_at_ = 0;
+  next_block();
+}
+
+void Generation::next_block() {
+  ++block_;
+  if (block_ >= max_blocks_) {
+    finish();
+    return;
+  }
+  info_ = BlockInfo{};
+  info_.block = block_;
+  len_ = C_;
+  start_attempt();
+}
+
+void Generation::start_attempt() {
+  const auto n = static_cast<size_t>(len_);
+  canvas_.resize(n);
+  for (int32_t& t : canvas_) t = rng_.randint(V_);
+  argmax_.assign(n, 0);
+  denoised_.assign(n, 0);
+  entropy_.assign(n, 0.0f);
+  u_.assign(opt_.argmax_commit ? 0 : n, 0.0);
+  sc_kind_ = opt_.first_step_self_embed ? ScKind::kSelfEmbed : ScKind::kZero;
+  stopper_.emplace(opt_, len_);
+  step_ = 0;
+  stop_ = StopRule::kNone;
+  phase_ = Phase::kDenoise;
+}
+
+bool Generation::begin_step(StepRequest& req) {
+  DG_CHECK(phase_ == Phase::kDenoise, "generation: a denoise step outside the denoise phase");
+  if (events_ != nullptr && events_->cancel && events_->cancel()) {
+    info_.forwards += step_;
+    res_.forwards += info_.forwards;
+    res_.finish = FinishReason::kCancelled;
+    finish();
+    return false;
+  }
+  temperature_ = schedule_temperature(opt_.steps - step_, opt_.steps, opt_.t_min, opt_.t_max);
+  // The draws' uniforms come before the step's noise in the RNG stream (one per row, in row order).
+  for (double& x : u_) x = rng_.uniform();
+  req = StepRequest{canvas_, sc_kind_, temperature_, static_cast<float>(opt_.sc_sparse_cutoff), u_};
+  return true;
+}
+
+void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
+  DG_CHECK(phase_ == Phase::kDenoise, "generation: end_step outside the denoise phase");
+  double h_sum = 0.0;
+  for (int r = 0; r < len_; ++r) {
+    argmax_[static_cast<size_t>(r)] = stats[r].argmax;
+    entropy_[static_cast<size_t>(r)] = stats[r].entropy;
+    h_sum += stats[r].entropy;
+  }
+  if (opt_.argmax_commit) {
+    denoised_ = argmax_;
+  } else {
+    DG_CHECK(drawn != nullptr, "generation: a step under categorical draws needs the drawn ids");
+    std::copy(drawn, drawn + len_, denoised_.begin());
+  }
+  const std::vector<uint8_t> accept = entropy_bound_accept(entropy_, opt_.entropy_bound);
+  const std::vector<int32_t> canvas_in = canvas_;
+  for (int r = 0; r < len_; ++r) {
+    const int32_t noise = rng_.randint(V_);  // the reference draws a whole fresh canvas every step
+    canvas_[static_cast<size_t>(r)] = accept[static_cast<size_t>(r)] ? denoised_[static_cast<size_t>(r)] : noise;
+  }
+  const float mean_h = static_cast<float>(h_sum / len_);
+  const StopRule rule = stopper_->update(argmax_, accept, mean_h, step_ + 1);
+  if (events_ != nullptr && events_->on_step) {
+    StepInfo si{block_, step_ + 1, temperature_, mean_h, static_cast<int>(std::count(accept.begin(), accept.end(), 1)),
+                rule};
+    events_->on_step(si, StepView{canvas_in, argmax_, canvas_, accept, entropy_});
+  }
+  sc_kind_ = ScKind::kLogits;  // the next step self-conditions on this step's tempered logits
+  ++step_;
+  stop_ = rule;
+  if (rule != StopRule::kNone || step_ == opt_.steps) attempt_done(stats);
+}
+
+void Generation::attempt_done(const RowStats* stats) {
+  info_.forwards += step_;
+  const int32_t first = argmax_[0];
+  const bool control = contains(opt_.stop_ids, first) || first == opt_.pad_id || first == opt_.bos_id;
+  if (block_ == 0 && res_.committed.empty() && control && info_.rerolls < opt_.empty_reply_retries) {
+    ++info_.rerolls;
+    len_ = std::max(C_ / 4, len_ / 2);  // the seed shrinks 256 -> 128 -> 64 on successive retries
+    start_attempt();
+    return;
+  }
+  std::vector<float> p_max(static_cast<size_t>(len_));
+  for (int r = 0; r < len_; ++r) p_max[static_cast<size_t>(r)] = stats[r].p_max;
+  info_.canvas = len_;
+  info_.steps = step_;
+  info_.stop = stop_;
+  info_.pad_gated = stopper_->pad_gated();
+  info_.kept = confidence_trim(argmax_, p_max, opt_);
+  info_.trimmed = info_.kept < len_;
+  res_.forwards += info_.forwards;
+  const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));
+  res_.committed.insert(res_.committed.end(), block.begin(), block.end());
+  res_.blocks.push_back(info_);
+  if (events_ != nullptr && events_->on_block) events_->on_block(info_, block);
+
+  const auto stop_at = std::find_if(block.begin(), block.end(), [&](int32_t t) { return contains(opt_.stop_ids, t); });
+  res_.tokens.insert(res_.tokens.end(), block.begin(), stop_at);
+  if (stop_at != block.end()) {
+    res_.finish = FinishReason::kStop;
+    res_.stop_token = *stop_at;
+    finish();
+    return;
+  }
+  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || block_ + 1 == max_blocks_) {
+    finish();
+    return;
+  }
+  pending_.assign(block.begin(), block.end());
+  pending_at_ = 0;
+  phase_ = Phase::kEncode;
+}
+
+void Generation::finish() {
+  if (static_cast<int>(res_.tokens.size()) > opt_.max_new_tokens) {
+    res_.tokens.resize(static_cast<size_t>(opt_.max_new_tokens));
+    res_.finish = FinishReason::kLength;
+  }
+  phase_ = Phase::kDone;
+}
+
+}  // namespace dg

@@ -1,0 +1,84 @@
+// One request's generation as a resumable state machine: the block loop of generate() cut at every model call, so
+// a driver can run the model calls of many requests together (src/diffusion/batch.h) while each request keeps its
+// own canvas, RNG, stop state, step and block index, and its stop / re-roll / trim / commit decisions. The model
+// calls it asks for are: encode these ids (the prompt, then each committed block but the last), and denoise this
+// canvas (ids, self-conditioning kind, temperature, uniforms for categorical draws). Its decisions read only the
+// per-row statistics of a step, so they could run on the device next to the row statistics.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "diffusion/generate.h"
+
+namespace dg {
+
+// What one denoise step of a generation asks of the model (valid until end_step).
+struct StepRequest {
+  std::span<const int32_t> canvas;
+  ScKind kind = ScKind::kZero;
+  float temperature = 1.0f;
+  float sparse_cutoff = 0.0f;
+  std::span<const double> u;  // one uniform per row for categorical draws; empty under argmax commit
+};
+
+class Generation {
+ public:
+  enum class Phase : uint8_t { kEncode, kDenoise, kDone };
+
+  // Validates opt. The first phase is kEncode with the prompt pending (possibly empty).
+  Generation(int canvas, int64_t vocab, std::span<const int32_t> prompt, const SamplerOptions& opt,
+             const GenerateEvents* events = nullptr);
+  Generation(const Generation&) = delete;  // the stop state refers to the options held here
+  Generation& operator=(const Generation&) = delete;
+
+  Phase phase() const { return phase_; }
+  bool done() const { return phase_ == Phase::kDone; }
+  bool started() const { return block_ >= 0; }  // past the prompt: pending ids are a committed block
+
+  // kEncode: the ids the cache still needs, in order; encoded(n) says the first n of them are in the cache.
+  std::span<const int32_t> pending_encode() const;
+  void encoded(size_t n);
+
+  // kDenoise: asks events->cancel first; a cancelled generation ends (kDone, finish kCancelled) and this returns
+  // false. Otherwise fills `req` with the step's inputs.
+  bool begin_step(StepRequest& req);
+  // The step's per-row statistics of softmax(logits / T) and, when req.u was not empty, the categorical draws.
+  void end_step(const RowStats* stats, const int32_t* drawn);
+
+  int rows() const { return len_; }  // the canvas length of the current attempt
+  const GenerateResult& result() const { return res_; }
+  GenerateResult take_result() { return std::move(res_); }
+
+ private:
+  void next_block();
+  void start_attempt();
+  void attempt_done(const RowStats* stats);
+  void finish();
+
+  const int C_;
+  const int64_t V_;
+  const SamplerOptions opt_;
+  const GenerateEvents* events_;
+  Lcg rng_;
+  Phase phase_ = Phase::kEncode;
+  std::vector<int32_t> pending_;
+  size_t pending_at_ = 0;
+  int max_blocks_ = 0;
+  int block_ = -1;
+  BlockInfo info_;
+  GenerateResult res_;
+  // The attempt in progress: canvas and the last step's per-row results.
+  int len_ = 0, step_ = 0;
+  float temperature_ = 1.0f;
+  StopRule stop_ = StopRule::kNone;
+  ScKind sc_kind_ = ScKind::kZero;
+  std::optional<StopState> stopper_;
+  std::vector<int32_t> canvas_, argmax_, denoised_;
+  std::vector<float> entropy_;
+  std::vector<double> u_;
+};
+
+}  // namespace dg

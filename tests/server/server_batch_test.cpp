@@ -1,0 +1,128 @@
+// The batched worker (--max-batch > 1) on the embedded model: concurrent requests are denoised together (the
+// batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial worker gives;
+// a client that hangs up leaves the batch while the others finish unchanged; stopping answers everything.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "engine/oplog.h"
+#include "server_test_util.h"
+#include "support/paths.h"
+
+namespace dg::test {
+namespace {
+
+// Long answers without the confident stop (the threshold is out of reach), so the requests overlap.
+json long_request(size_t i, const json& extra = json::object()) {
+  static const char* users[] = {"Count from 1 to 40.", "Name some colours.", "Tell me about cats.",
+                                "Write a poem about the sea."};
+  json r = chat_request(users[i % 4], {{"max_tokens", 96}, {"steps", 4}, {"confidence_threshold", 1e-30},
+                                       {"seed", 10 + static_cast<int>(i)}});
+  for (auto it = extra.begin(); it != extra.end(); ++it) r[it.key()] = it.value();
+  return r;
+}
+
+std::string content(const httplib::Result& r) {
+  EXPECT_TRUE(r);
+  if (!r) return "";
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>();
+}
+
+TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherAndAnswerAsAlone) {
+  constexpr size_t kN = 4;
+  std::vector<std::string> alone;
+  {
+    TestServer s;
+    for (size_t i = 0; i < kN; ++i) alone.push_back(content(s.post("/v1/chat/completions", long_request(i))));
+  }
+  server::ServerOptions o;
+  o.max_batch = 4;
+  o.slots = 4;
+  TestServer s(o);
+  std::vector<std::future<httplib::Result>> futures;
+  for (size_t i = 0; i < kN; ++i)
+    futures.push_back(std::async(std::launch::async, [&s, i] { return s.post("/v1/chat/completions", long_request(i)); }));
+  for (size_t i = 0; i < kN; ++i) EXPECT_EQ(content(futures[i].get()), alone[i]) << "request " << i;
+  const double sum = s.metric("diffgemma_batch_occupancy_sum"), count = s.metric("diffgemma_batch_occupancy_count");
+  EXPECT_GT(count, 0);
+  EXPECT_GT(sum, count) << "some step must denoise more than one job";
+  EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"completed\"}"), static_cast<double>(kN));
+  // A chat job settles its cache after the answer went out.
+  EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
+}
+
+TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {
+  std::string want;
+  {
+    TestServer s;
+    want = content(s.post("/v1/chat/completions", long_request(1)));
+  }
+  server::ServerOptions o;
+  o.max_batch = 4;
+  TestServer s(o);
+  auto gone = std::async(std::launch::async, [&] {
+    return s.stream("/v1/chat/completions",
+                    long_request(0, {{"max_tokens", 2000}, {"steps", 8}, {"stream", true}, {"drafts", true}}),
+                    [&](const std::string& got) { return got.find("\"step\":3") == std::string::npos; });
+  });
+  auto stays = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(1)); });
+  EXPECT_EQ(content(stays.get()), want);
+  gone.get();
+  EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_total{outcome=\"cancelled\"}") == 1; }));
+  EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
+  // The hung-up job left long before its 2000 / 32 * 8 = 504 steps.
+  EXPECT_LT(s.metric("diffgemma_denoise_steps_total"), 200);
+}
+
+// The op-log of a batched run (jobs interleaved step by step, their blocks encoded together) replays identically:
+// every job's ops and events carry its id and slot, and the batched forward equals one sequence at a time.
+TEST(ServerBatch, ABatchedSessionsOpLogReplaysIdentically) {
+  server::ServerOptions o;
+  o.max_batch = 4;
+  o.slots = 4;
+  o.log_dir = scratch_dir("oplog_batch");
+  std::string path;
+  {
+    TestServer s(o);
+    std::vector<std::future<httplib::Result>> futures;
+    for (size_t i = 0; i < 3; ++i)
+      futures.push_back(std::async(std::launch::async, [&s, i] { return s.post("/v1/chat/completions", long_request(i)); }));
+    for (auto& f : futures) EXPECT_FALSE(content(f.get()).empty());
+    EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
+    EXPECT_GT(s.metric("diffgemma_batch_occupancy_sum"), s.metric("diffgemma_batch_occupancy_count"));
+    path = s.srv->oplog_path();
+  }
+  const ReplayReport r = replay_oplog(tiny_server_engine(), path);
+  EXPECT_FALSE(r.diverged) << r.divergence;
+  EXPECT_EQ(r.jobs, 3);
+}
+
+// Stopping the server cancels every job in flight at its next step (503) and answers what is still queued.
+TEST(ServerBatch, StoppingTheServerAnswersEveryJobInFlightAndQueued) {
+  std::future<httplib::Result> queued;
+  {
+    server::ServerOptions o;
+    o.max_batch = 2;
+    o.slots = 2;
+    TestServer s(o);
+    const json endless = {{"max_tokens", 2000}, {"steps", 8}};
+    auto a = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(0, endless)); });
+    auto b = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(1, endless)); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 2; }));
+    queued = std::async(std::launch::async, [&] { return s.post("/v1/chat/completions", long_request(2)); });
+    ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_queue_depth") == 1; }));
+    s.srv->stop();
+    for (auto* f : {&a, &b}) {
+      auto r = f->get();
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 503) << r->body;
+    }
+  }
+  auto rq = queued.get();
+  ASSERT_TRUE(rq);
+  EXPECT_EQ(rq->status, 503) << rq->body;
+}
+
+}  // namespace
+}  // namespace dg::test
