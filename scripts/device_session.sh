@@ -3,8 +3,9 @@
 # commands that fit the 10-minute limit, results in $OUT.
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
-#   DG_PHASE=bench  the full-shape benches: bf16, the quantized experts (DG_WEIGHTS, default "q4 fp8 nvfp4"), and
-#                   the batched serving bench (bench --serve); a warm machine reuses the check phase's build
+#   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
+#                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
+#                   machine reuses the check phase's build
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -44,12 +45,15 @@ if [ "${DG_PHASE:-check}" = check ]; then
   exit 0
 fi
 
-bench() { stamp "bench $*"; timeout 200 build/gpu/diffgemma bench "$@" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3; }
+bench() { stamp "bench $*"; timeout "${T:-200}" build/gpu/diffgemma bench "$@" --out "$OUT/bench.jsonl" 2>&1 | tail -n 4; }
+serve() { T=240 bench --serve --streams "${DG_STREAMS:-1,4,8,16,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 "$@"; }
 {
   bench --graphs --prefill 4096 --context 1024,8192 --label full30-graphs
-  for w in ${DG_WEIGHTS:-q4 fp8 nvfp4}; do
+  bench --weights q4 --graphs --prefill 4096 --context 1024,8192 --label weights-q4
+  serve --label serve
+  for w in ${DG_WEIGHTS:-fp8 nvfp4}; do
     bench --weights "$w" --graphs --prefill 4096 --context 1024,8192 --label "weights-$w"
-    [ "$w" = q4 ] && [ -n "${DG_SERVE_ARGS:-}" ] && bench --serve $DG_SERVE_ARGS --label serve
   done
+  [ "${DG_SERVE_Q4:-1}" = 1 ] && serve --weights q4 --label serve-q4
   stamp "done"
 } 2>&1 | tee "$OUT/bench_log.txt"
