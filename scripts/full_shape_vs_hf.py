@@ -19,6 +19,7 @@ too.
 """
 import argparse
 import json
+import os
 import math
 import struct
 import sys
@@ -209,9 +210,13 @@ def emit(out, **row):
             f.write(line + "\n")
 
 
+TEXT = None  # the text config build_hf made: read back from here (transformers refuses per-layer globals)
+
+
 def build_hf(torch, meta):
+    global TEXT
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-    text = dict(vocab_size=262144, hidden_size=2816, intermediate_size=2112, num_hidden_layers=meta["layers"],
+    TEXT = text = dict(vocab_size=262144, hidden_size=2816, intermediate_size=2112, num_hidden_layers=meta["layers"],
                 num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
                 num_global_key_value_heads=2, sliding_window=1024, num_experts=128, top_k_experts=8,
                 moe_intermediate_size=704, max_position_embeddings=262144, final_logit_softcapping=30.0,
@@ -233,6 +238,8 @@ def rope_buffers_f32(torch, model):
     """Recomputes the text RoPE inverse frequencies with float32 as the default dtype (the model was built with
     bf16 as the default; the engine and the f32 fixtures use f32 frequencies). Returns notes."""
     notes = []
+    if os.environ.get("DG_HF_OWN_ROPE") == "1":
+        return ["RoPE: transformers' own buffers (DG_HF_OWN_ROPE=1)"]
     for name, m in model.named_modules():
         if not type(m).__name__.endswith("TextRotaryEmbedding"):
             continue
@@ -260,14 +267,15 @@ def load_engine_weights(torch, model, cfg, meta):
     sliding = [t == "sliding_attention" for t in tc.layer_types]
     if sliding != meta["sliding"]:
         raise SystemExit(f"layer types differ: transformers {sliding}, engine {meta['sliding']}")
-    dims = [(tc.head_dim, tc.num_key_value_heads) if s else (tc.global_head_dim, tc.num_global_key_value_heads)
+    t = TEXT
+    dims = [(t["head_dim"], t["num_key_value_heads"]) if s else (t["global_head_dim"], t["num_global_key_value_heads"])
             for s in sliding]
     params = dict(model.named_parameters(remove_duplicate=False))
     params.update(dict(model.named_buffers(remove_duplicate=False)))
     done, notes = set(), []
-    for name, shape, seed, scale, offset in engine_plan(meta["seed"], sliding, tc.hidden_size, tc.intermediate_size,
-                                                        tc.num_experts, tc.moe_intermediate_size, tc.vocab_size,
-                                                        tc.num_attention_heads, dims):
+    for name, shape, seed, scale, offset in engine_plan(meta["seed"], sliding, t["hidden_size"], t["intermediate_size"],
+                                                        t["num_experts"], t["moe_intermediate_size"], t["vocab_size"],
+                                                        t["num_attention_heads"], dims):
         targets = [name]
         enc = name.replace("model.decoder.", "model.encoder.language_model.", 1)
         if enc in params:

@@ -255,7 +255,7 @@ TEST(TraceReplayContract, CudaMatchesTheCpuReferenceOnTheContractInputs) {
       const Diff d = compare(out[1], out[0]);
       worst_cos = std::min(worst_cos, d.cosine);
       EXPECT_TRUE(d.finite) << key;
-      EXPECT_GE(d.cosine, kCudaReplayMinCosine) << key << " " << d.str();
+      EXPECT_GE(d.cosine, kCudaContractMinCosine) << key << " " << d.str();
       for (size_t r = 0; r < static_cast<size_t>(C); ++r) same += stats[0][r].argmax == stats[1][r].argmax;
       rows += static_cast<int>(C);
       ++steps;
