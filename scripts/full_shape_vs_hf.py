@@ -234,6 +234,25 @@ def build_hf(torch, meta):
     return model, cfg
 
 
+def engine_inv_freq(torch, config, layer_type, half):
+    """src/io/model_config.cpp's ModelConfig::rope_inv_freq for a table of `half` = head_dim / 2 entries: the
+    first R = floor(partial_rotary_factor * head_dim / 2) are 1 / theta^(2i / head_dim) in f32 (all of them for
+    the default type), the rest 0, divided by `factor` for proportional RoPE."""
+    rp = dict(getattr(config, "rope_parameters", {}) or {}).get(layer_type, {}) or {}
+    full = layer_type == "full_attention"
+    theta = float(rp.get("rope_theta", 1e6 if full else 1e4))
+    kind = rp.get("rope_type", "proportional" if full else "default")
+    D = 2 * half
+    partial = float(rp.get("partial_rotary_factor", 1.0 if rp else 0.25))  # the engine's parse_rope defaults
+    R = int(math.floor(partial * D / 2)) if kind == "proportional" else half
+    inv = torch.zeros(half, dtype=torch.float32)
+    i = torch.arange(0, min(R, half), dtype=torch.float32)
+    inv[: i.numel()] = 1.0 / torch.pow(torch.tensor(theta, dtype=torch.float32), (2.0 * i) / float(D))
+    if kind == "proportional" and float(rp.get("factor", 1.0)) != 1.0:
+        inv /= float(rp["factor"])
+    return inv
+
+
 def rope_buffers_f32(torch, model):
     """Recomputes the text RoPE inverse frequencies with float32 as the default dtype (the model was built with
     bf16 as the default; the engine and the f32 fixtures use f32 frequencies). Returns notes."""
@@ -247,12 +266,15 @@ def rope_buffers_f32(torch, model):
             kw = {"layer_type": lt}
             if lt == "full_attention" and m.rope_type[lt] == "proportional":
                 kw["head_dim_key"] = "global_head_dim"
+            old = getattr(m, f"{lt}_inv_freq")
             try:
                 inv, _ = fn(m.config, **kw)
-            except Exception as e:  # noqa: BLE001 - reported; the model keeps its own buffers
-                notes.append(f"{name}.{lt}: RoPE rebuild failed ({type(e).__name__}: {e})")
-                continue
-            old = getattr(m, f"{lt}_inv_freq")
+                if tuple(inv.shape) != tuple(old.shape):
+                    raise ValueError(f"{tuple(inv.shape)} frequencies for a {tuple(old.shape)} table")
+            except Exception as e:  # noqa: BLE001 - reported; the engine's formula replaces it
+                inv = engine_inv_freq(torch, m.config, lt, old.numel())
+                notes.append(f"{name}.{lt}: transformers' rebuild failed ({type(e).__name__}: {e}); "
+                             "the engine's f32 formula instead")
             inv = inv.to(device=old.device, dtype=torch.float32)
             if old.dtype != torch.float32 or not torch.equal(old.float(), inv):
                 notes.append(f"{name}.{lt}_inv_freq: {old.dtype} -> float32")
