@@ -67,6 +67,57 @@ double encode_flops(const ModelConfig& cfg, int64_t ctx, int64_t n) {
   return f;
 }
 
+namespace {
+
+// One batched denoise step of n canvases over n prompts of prompt_tokens, timed, then issued op by op with the
+// backend's stage events: where the batched step spends its time (the serve passes above only time it whole).
+void batched_step_stages(const Model& model, const ServeBenchOptions& o, int n,
+                         const std::function<KvCache(int64_t context)>& new_cache,
+                         const std::function<void(nlohmann::json)>& emit) {
+  const ModelConfig& cfg = model.config();
+  Backend& be = model.backend();
+  std::vector<KvCache> caches;
+  caches.reserve(static_cast<size_t>(n));
+  ModelBatchDenoiser d(model, o.logit_rows);
+  std::vector<std::vector<int32_t>> canvases;
+  std::vector<std::vector<RowStats>> stats(static_cast<size_t>(n), std::vector<RowStats>(cfg.canvas));
+  std::vector<BatchItem> items;
+  for (int i = 0; i < n; ++i) {
+    caches.push_back(new_cache(o.prompt_tokens + cfg.canvas));
+    model.encode(caches.back(), random_prompt(o.prompt_tokens, cfg.vocab, o.seed * 104729 + static_cast<uint64_t>(i)));
+    canvases.push_back(random_prompt(cfg.canvas, cfg.vocab, o.seed * 15485863 + static_cast<uint64_t>(i)));
+  }
+  for (int i = 0; i < n; ++i) {
+    BatchItem it;
+    it.seq = d.open();
+    it.kv = &caches[static_cast<size_t>(i)];
+    it.step = StepRequest{canvases[static_cast<size_t>(i)], ScKind::kZero, 0.8f, 0.0f, {}};
+    it.stats = stats[static_cast<size_t>(i)].data();
+    items.push_back(it);
+  }
+  d.denoise(items);  // step 1 (zero self-conditioning); later steps condition on its logits
+  for (BatchItem& it : items) it.step.kind = ScKind::kLogits;
+  d.denoise(items);
+  be.synchronize();
+  constexpr int kSteps = 3;
+  const double t0 = now_s();
+  for (int s = 0; s < kSteps; ++s) d.denoise(items);
+  be.synchronize();
+  const double ms = (now_s() - t0) * 1000.0 / kSteps;
+  be.set_profiling(true);
+  d.denoise(items);
+  be.stage("end");
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto& [name, t] : be.take_stage_times()) stages[name] = t;
+  be.set_profiling(false);
+  const int64_t rows = static_cast<int64_t>(n) * cfg.canvas;
+  const double tflop = static_cast<double>(rows) * denoise_flops_per_row(cfg, o.prompt_tokens, cfg.canvas) / 1e12;
+  emit({{"event", "serve_step"}, {"streams", n}, {"rows", rows}, {"context", o.prompt_tokens}, {"ms_per_step", ms},
+        {"tflop_per_s", tflop / (ms / 1000.0)}, {"stages_ms", stages}});
+}
+
+}  // namespace
+
 void run_bench_serve(const Model& model, const ServeBenchOptions& o,
                      const std::function<KvCache(int64_t context)>& new_cache,
                      const std::function<void(nlohmann::json)>& emit) {
@@ -151,6 +202,8 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
           {"tflop", flops / 1e12}, {"tflop_per_s", flops / 1e12 / total}, {"prefill_tokens_per_round", o.prefill_tokens},
           {"logit_rows", o.logit_rows}, {"peak_gib", static_cast<double>(be.peak_memory()) / 1073741824.0}});
   }
+  if (!o.streams.empty()) batched_step_stages(model, o, *std::max_element(o.streams.begin(), o.streams.end()),
+                                              new_cache, emit);
 }
 
 }  // namespace dg::cli

@@ -1,7 +1,8 @@
 // `diffgemma bench --serve`: the load benchmark of the batched generator (src/diffusion/batch.h), in process: N
 // concurrent synthetic requests (fixed steps per block, every early stop off) stepped together through one
 // batched forward per step, at each N of --streams. Reports aggregate committed tok/s, p50/p99 time to the first
-// committed block, and achieved TFLOP/s (expert, dense, projection, attention, lm_head and exact SC GEMM FLOPs).
+// committed block, and achieved TFLOP/s (expert, dense, projection, attention, lm_head and exact SC GEMM FLOPs);
+// then one batched step of the largest N timed alone and broken down by stage (event "serve_step").
 #pragma once
 
 #include <cstdint>
