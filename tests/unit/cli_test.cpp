@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,38 @@ TEST(Cli, HelpEverywhere) {
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
   }
+}
+
+// The batched load benchmark on the CPU with the embedded model: one record per stream count with every request's
+// full answer committed (fixed steps, stops off), the second stream actually batched, and the stage record of one
+// batched step of the largest count.
+TEST(Cli, BenchServeReportsEveryStreamCountAndABatchedStep) {
+  const Result r = run_stdout("bench " + model() + " --backend cpu --serve --streams 1,2 --steps 2 "
+                              "--prompt-tokens 20 --serve-tokens 40");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(source_path("models/dg-tiny/config.json")));
+  const int canvas = cfg["canvas_length"].get<int>();
+  std::vector<nlohmann::json> serve, step;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "serve") serve.push_back(j);
+    if (j["event"] == "serve_step") step.push_back(j);
+  }
+  ASSERT_EQ(serve.size(), 2u) << r.out;
+  for (const auto& j : serve) {
+    const int n = j["streams"].get<int>();
+    EXPECT_EQ(j["committed_tokens"].get<int>(), n * 40) << j.dump();
+    EXPECT_GT(j["aggregate_tok_per_s"].get<double>(), 0.0);
+    EXPECT_GT(j["tflop"].get<double>(), 0.0);
+  }
+  EXPECT_GT(serve[1]["mean_occupancy"].get<double>(), 1.0) << serve[1].dump();
+  ASSERT_EQ(step.size(), 1u) << r.out;
+  EXPECT_EQ(step[0]["streams"].get<int>(), 2);
+  EXPECT_EQ(step[0]["rows"].get<int>(), 2 * canvas);
+  EXPECT_GT(step[0]["ms_per_step"].get<double>(), 0.0);
+  EXPECT_TRUE(step[0]["stages_ms"].is_object());
 }
 
 TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
