@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +18,6 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "diffusion/rng.h"
-#include "model/checkpoint.h"
 #include "model/forward.h"
 #include "model/synthetic.h"
 
@@ -64,14 +61,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Ids in [3, vocab) from our LCG (the same stream as `diffgemma bench` and the full-shape slice test).
-std::vector<int32_t> lcg_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Lcg rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (int32_t& t : v) t = 3 + rng.randint(vocab - 3);
-  return v;
-}
-
 void write_f32(const std::string& path, const std::vector<float>& v) {
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
@@ -79,23 +68,12 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
 }
 
 int run(const Options& o) {
-  std::optional<Checkpoint> ck;
-  ModelConfig cfg;
-  std::unique_ptr<Backend> be;
-  ModelWeights w;
-  if (o.model.empty()) {
-    cfg = diffusiongemma_26b_config(o.layers);
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
-    w = synthetic_weights(cfg, *be, o.seed);
-  } else {
-    ck.emplace(Checkpoint::open(o.model));
-    cfg = ck->config;
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
-    w = be->upload(ck->weights);
-  }
-  Model model(cfg, w, *be);
+  BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed);
+  const ModelConfig& cfg = bm.cfg;
+  const std::unique_ptr<Backend>& be = bm.be;
+  Model model(cfg, bm.w, *be);
   const int64_t C = cfg.canvas, V = cfg.vocab;
-  const auto prompt = lcg_ids(o.prompt, V, o.seed + 101), canvas = lcg_ids(C, V, o.seed + 202);
+  const auto prompt = synthetic_ids(o.prompt, V, o.seed + 101), canvas = synthetic_ids(C, V, o.seed + 202);
   KvOptions ko;
   be->configure_kv(ko, o.prompt + C);
   KvCache kv(cfg, ko);

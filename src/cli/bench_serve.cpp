@@ -6,20 +6,13 @@
 
 #include "core/error.h"
 #include "diffusion/batch.h"
-#include "diffusion/rng.h"
+#include "model/synthetic.h"
 
 namespace dg::cli {
 namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
-  Lcg rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
-  return ids;
 }
 
 // Per-row FLOPs of a layer's projections, dense MLP, router and experts (2 per multiply-add).
@@ -84,8 +77,8 @@ void batched_step_stages(const Model& model, const ServeBenchOptions& o, int n,
   std::vector<BatchItem> items;
   for (int i = 0; i < n; ++i) {
     caches.push_back(new_cache(o.prompt_tokens + cfg.canvas));
-    model.encode(caches.back(), random_prompt(o.prompt_tokens, cfg.vocab, o.seed * 104729 + static_cast<uint64_t>(i)));
-    canvases.push_back(random_prompt(cfg.canvas, cfg.vocab, o.seed * 15485863 + static_cast<uint64_t>(i)));
+    model.encode(caches.back(), synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed * 104729 + static_cast<uint64_t>(i)));
+    canvases.push_back(synthetic_ids(cfg.canvas, cfg.vocab, o.seed * 15485863 + static_cast<uint64_t>(i)));
   }
   for (int i = 0; i < n; ++i) {
     BatchItem it;
@@ -167,7 +160,7 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
       SamplerOptions oi = opt;
       oi.seed = o.seed + static_cast<uint64_t>(i);
       runner.add(caches[static_cast<size_t>(i)],
-                 random_prompt(o.prompt_tokens, cfg.vocab, o.seed * 7919 + static_cast<uint64_t>(i)), oi,
+                 synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed * 7919 + static_cast<uint64_t>(i)), oi,
                  &events[static_cast<size_t>(i)]);
     }
     for (int i = 0; i < n; ++i) flops += encode_flops(cfg, 0, o.prompt_tokens);

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -15,8 +14,6 @@
 #include "core/error.h"
 #include "diffusion/generate.h"
 #include "model/synthetic.h"
-#include "diffusion/rng.h"
-#include "model/checkpoint.h"
 
 namespace dg::cli {
 namespace {
@@ -59,13 +56,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Lcg rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
-  return ids;
-}
-
 class Reporter {
  public:
   Reporter(const BenchOptions& o, nlohmann::json base) : base_(std::move(base)) {
@@ -91,22 +81,11 @@ nlohmann::json stage_json(Backend& be, double scale) {
 }
 
 void run_bench(const BenchOptions& o) {
-  std::unique_ptr<Backend> be;
-  ModelConfig cfg;
-  ModelWeights w;
-  std::optional<Checkpoint> ck;
   const double t_load = now_s();
-  if (o.model.empty()) {
-    cfg = diffusiongemma_26b_config(o.layers);
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
-    w = synthetic_weights(cfg, *be, o.seed, o.weights);
-  } else {
-    ck.emplace(Checkpoint::open(o.model));
-    cfg = ck->config;
-    be = make_backend(o.backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, o.kernels);
-    w = be->upload(ck->weights);
-  }
-  Model model(cfg, w, *be);
+  BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
+  const ModelConfig& cfg = bm.cfg;
+  const std::unique_ptr<Backend>& be = bm.be;
+  Model model(cfg, bm.w, *be);
   model.set_prefill_chunk(o.prefill_chunk);
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
@@ -134,7 +113,7 @@ void run_bench(const BenchOptions& o) {
   }
 
   for (int P : o.prefill) {
-    const auto ids = random_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
+    const auto ids = synthetic_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
     for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
       KvCache kv = new_cache();
       be->synchronize();
@@ -148,10 +127,10 @@ void run_bench(const BenchOptions& o) {
 
   for (int L : o.context) {
     KvCache kv = new_cache();
-    model.encode(kv, random_ids(L, cfg.vocab, o.seed + 7));
+    model.encode(kv, synthetic_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
     d.set_graphs(o.graphs);
-    const auto canvas = random_ids(cfg.canvas, cfg.vocab, o.seed + 9);
+    const auto canvas = synthetic_ids(cfg.canvas, cfg.vocab, o.seed + 9);
     std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
     d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up (and the graph capture)
     d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
@@ -184,7 +163,7 @@ void run_bench(const BenchOptions& o) {
     so.sc_sparse_cutoff = 0;
     so.stop_ids = {};
     KvCache kv = new_cache();
-    const auto prompt = random_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
+    const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
     double first_block = -1;
     be->synchronize();
     const double t0 = now_s();

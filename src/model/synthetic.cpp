@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "diffusion/rng.h"
 
 namespace dg {
 
@@ -85,6 +86,27 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
   w.dtype = DType::kBF16;
   be.synchronize();
   return w;
+}
+
+std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Lcg rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
+  return ids;
+}
+
+BenchModel::BenchModel(const std::string& dir, const std::string& backend, const CudaKernels& kernels, int layers,
+                       uint64_t seed, const std::string& profile) {
+  if (dir.empty()) {
+    cfg = diffusiongemma_26b_config(layers);
+    be = make_backend(backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels);
+    w = synthetic_weights(cfg, *be, seed, profile);
+  } else {
+    ck.emplace(Checkpoint::open(dir));
+    cfg = ck->config;
+    be = make_backend(backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels);
+    w = be->upload(ck->weights);
+  }
 }
 
 }  // namespace dg

@@ -13,18 +13,6 @@
 namespace dg::test {
 namespace {
 
-std::vector<int32_t> ids(int n, int seed, int64_t vocab) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(3 + (i * 37 + seed * 101) % (vocab - 3)));
-  return out;
-}
-
-std::vector<float> host(Backend& be, const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  be.copy_to_host(t, out.data());
-  return out;
-}
-
 // Context lengths below, at and past the sliding window (tiny_a: window 8, canvas 16), one self-conditioning kind
 // each, and a batch of one.
 TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
@@ -37,17 +25,17 @@ TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
   std::vector<KvCache> caches;
   for (size_t i = 0; i < ctx.size(); ++i) {
     caches.push_back(e.new_cache());
-    e.model->encode(caches.back(), ids(ctx[i], static_cast<int>(i), V));
+    e.model->encode(caches.back(), pattern_ids(ctx[i], static_cast<int>(i), V));
   }
   // The logits self-conditioning input: a tempered step of sequence 2 on its own.
-  const std::vector<int32_t> c2 = ids(cfg.canvas, 7, V);
+  const std::vector<int32_t> c2 = pattern_ids(cfg.canvas, 7, V);
   Tensor l0 = e.be->alloc_f32(Shape{cfg.canvas, V}), tempered = e.be->alloc(Shape{cfg.canvas, V});
   e.model->denoise(caches[2], c2, ScInput{ScKind::kZero}, l0);
   std::vector<RowStats> st(static_cast<size_t>(cfg.canvas));
   e.be->row_stats(l0, 0.7f, tempered, st.data());
 
-  std::vector<std::vector<int32_t>> canvases = {ids(cfg.canvas, 4, V), ids(cfg.canvas / 2, 5, V), c2,
-                                                ids(cfg.canvas, 6, V)};
+  std::vector<std::vector<int32_t>> canvases = {pattern_ids(cfg.canvas, 4, V), pattern_ids(cfg.canvas / 2, 5, V), c2,
+                                                pattern_ids(cfg.canvas, 6, V)};
   const std::vector<ScInput> sc = {ScInput{ScKind::kZero}, ScInput{ScKind::kSelfEmbed},
                                    ScInput{ScKind::kLogits, &tempered, 0.0f},
                                    ScInput{ScKind::kLogits, nullptr, 0.0f}};
@@ -61,7 +49,7 @@ TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
       Tensor got = e.be->alloc_f32(Shape{rows, V}), want = e.be->alloc_f32(Shape{rows, V});
       e.model->lm_head_rows(row_slice(y, row0, rows), got);
       e.model->denoise(caches[i], canvases[i], sc[i], want);
-      EXPECT_EQ(host(*e.be, got), host(*e.be, want)) << "sequence " << i << " of a batch of " << n;
+      EXPECT_EQ(to_host(*e.be, got), to_host(*e.be, want)) << "sequence " << i << " of a batch of " << n;
       row0 += rows;
     }
     EXPECT_EQ(row0, y.shape[0]);
@@ -83,10 +71,10 @@ TEST(BatchedEncode, EveryCacheHoldsWhatEncodingItAloneWrites) {
   for (size_t i = 0; i < before.size(); ++i) {
     one.push_back(e.new_cache());
     together.push_back(e.new_cache());
-    const std::vector<int32_t> head = ids(before[i], static_cast<int>(i), V);
+    const std::vector<int32_t> head = pattern_ids(before[i], static_cast<int>(i), V);
     e.model->encode(one.back(), head);
     e.model->encode(together.back(), head);
-    chunk.push_back(ids(add[i], static_cast<int>(i) + 10, V));
+    chunk.push_back(pattern_ids(add[i], static_cast<int>(i) + 10, V));
   }
   std::vector<EncodeSeq> seqs;
   for (size_t i = 0; i < before.size(); ++i) {
@@ -135,14 +123,14 @@ void lock_step_equals_alone(const std::string& dir, const std::vector<Case>& cas
   std::vector<uint64_t> alone_kv;
   for (const Case& c : cases) {
     KvCache kv = e.new_cache();
-    alone.push_back(generate(*e.model, kv, ids(c.prompt_len, c.seed, e.ck.config.vocab), options(e, c)));
+    alone.push_back(generate(*e.model, kv, pattern_ids(c.prompt_len, c.seed, e.ck.config.vocab), options(e, c)));
     alone_kv.push_back(kv.fingerprint());
   }
   std::vector<KvCache> caches;
   for (size_t i = 0; i < cases.size(); ++i) caches.push_back(e.new_cache());
   std::vector<BatchJob> jobs;
   for (size_t i = 0; i < cases.size(); ++i)
-    jobs.push_back(BatchJob{&caches[i], ids(cases[i].prompt_len, cases[i].seed, e.ck.config.vocab),
+    jobs.push_back(BatchJob{&caches[i], pattern_ids(cases[i].prompt_len, cases[i].seed, e.ck.config.vocab),
                             options(e, cases[i]), nullptr});
   ModelBatchDenoiser d(*e.model, /*logit_rows=*/40);  // lm_head chunks of whole sequences, several per step
   const std::vector<GenerateResult> together = generate_batch(d, jobs, bo);
@@ -180,8 +168,9 @@ TEST(BatchedGenerate, CancelledRequestLeavesAtItsNextStep) {
   GenerateEvents cancel_after_7;
   cancel_after_7.cancel = [&] { return ++asked > 7; };
   KvCache k1 = e.new_cache(), k2 = e.new_cache();
-  std::vector<BatchJob> jobs = {{&k1, ids(a.prompt_len, a.seed, e.ck.config.vocab), options(e, a), &cancel_after_7},
-                                {&k2, ids(b.prompt_len, b.seed, e.ck.config.vocab), options(e, b), nullptr}};
+  const int64_t V = e.ck.config.vocab;
+  std::vector<BatchJob> jobs = {{&k1, pattern_ids(a.prompt_len, a.seed, V), options(e, a), &cancel_after_7},
+                                {&k2, pattern_ids(b.prompt_len, b.seed, V), options(e, b), nullptr}};
   ModelBatchDenoiser d(*e.model);
   const std::vector<GenerateResult> got = generate_batch(d, jobs);
   EXPECT_EQ(got[0].finish, FinishReason::kCancelled);

@@ -16,18 +16,6 @@
 namespace dg::test {
 namespace {
 
-std::vector<int32_t> ids(int n, int seed, int64_t vocab) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(3 + (i * 37 + seed * 101) % (vocab - 3)));
-  return out;
-}
-
-std::vector<float> host(Backend& be, const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  be.copy_to_host(t, out.data());
-  return out;
-}
-
 void batched_matches_alone(const std::string& dir) {
   Engine e(dir, {}, "cuda");
   const ModelConfig& cfg = e.ck.config;
@@ -36,15 +24,15 @@ void batched_matches_alone(const std::string& dir) {
   std::vector<KvCache> caches;
   for (size_t i = 0; i < ctx.size(); ++i) {
     caches.push_back(e.new_cache(1024));
-    e.model->encode(caches.back(), ids(ctx[i], static_cast<int>(i), V));
+    e.model->encode(caches.back(), pattern_ids(ctx[i], static_cast<int>(i), V));
   }
-  const std::vector<int32_t> c2 = ids(static_cast<int>(C), 7, V);
+  const std::vector<int32_t> c2 = pattern_ids(static_cast<int>(C), 7, V);
   Tensor l0 = e.be->alloc_f32(Shape{C, V}), tempered = e.be->alloc(Shape{C, V});
   e.model->denoise(caches[2], c2, ScInput{ScKind::kZero}, l0);
   std::vector<RowStats> st(static_cast<size_t>(C));
   e.be->row_stats(l0, 0.7f, tempered, st.data());
-  const std::vector<std::vector<int32_t>> canvases = {ids(static_cast<int>(C), 4, V), ids(static_cast<int>(C / 2), 5, V),
-                                                      c2};
+  const std::vector<std::vector<int32_t>> canvases = {pattern_ids(static_cast<int>(C), 4, V),
+                                                      pattern_ids(static_cast<int>(C / 2), 5, V), c2};
   const std::vector<ScInput> sc = {ScInput{ScKind::kZero}, ScInput{ScKind::kSelfEmbed},
                                    ScInput{ScKind::kLogits, &tempered, 0.0f}};
   std::vector<DenoiseSeq> seqs;
@@ -57,7 +45,7 @@ void batched_matches_alone(const std::string& dir) {
       Tensor got = e.be->alloc_f32(Shape{rows, V}), want = e.be->alloc_f32(Shape{rows, V});
       e.model->lm_head_rows(row_slice(y, row0, rows), got);
       e.model->denoise(caches[i], canvases[i], sc[i], want);
-      const Diff d = compare(host(*e.be, got), host(*e.be, want));
+      const Diff d = compare(to_host(*e.be, got), to_host(*e.be, want));
       std::cout << "  batch of " << n << ", sequence " << i << " (context " << ctx[i] << "): " << d.str() << "\n";
       EXPECT_TRUE(d.finite);
       // Provisional (docs/NUMERICS.md): the coordinator measures it on the H200.

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "diffusion/rng.h"
 #include "model/forward.h"
 #include "model/model_harness.h"
 #include "model/synthetic.h"
@@ -44,13 +43,6 @@ struct HostWeights {
   }
 };
 
-std::vector<int32_t> ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Lcg rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (int32_t& t : v) t = 3 + static_cast<int32_t>(rng.randint(vocab - 3));
-  return v;
-}
-
 struct SliceRun {
   Capture cap;
   std::vector<float> logits;
@@ -80,7 +72,7 @@ TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   const ModelWeights wd = synthetic_weights(cfg, *gpu, 7);
   const HostWeights wh(wd, *gpu);
   auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, static_cast<float>(cfg.rms_eps));
-  const auto prompt = ids(300, cfg.vocab, 11), canvas = ids(cfg.canvas, cfg.vocab, 12);
+  const auto prompt = synthetic_ids(300, cfg.vocab, 11), canvas = synthetic_ids(cfg.canvas, cfg.vocab, 12);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const SliceRun a = forward(cfg, wh.w, *cpu, prompt, canvas, false);

@@ -27,4 +27,16 @@ ForwardTrace Capture::fn() {
   };
 }
 
+std::vector<int32_t> pattern_ids(int n, int seed, int64_t vocab) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(3 + (i * 37 + seed * 101) % (vocab - 3)));
+  return out;
+}
+
+std::vector<float> to_host(Backend& be, const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  be.copy_to_host(t, out.data());
+  return out;
+}
+
 }  // namespace dg::test

@@ -24,6 +24,11 @@ struct Engine {
   KvCache new_cache(int64_t context = 4096) const;
 };
 
+// `n` ids in [3, vocab) in a fixed pattern that depends on `seed` (prompts and canvases of the batch tests).
+std::vector<int32_t> pattern_ids(int n, int seed, int64_t vocab);
+// A tensor's values on the host, through its backend.
+std::vector<float> to_host(Backend& be, const Tensor& t);
+
 struct Capture {
   std::map<std::string, std::vector<float>> t;
   Backend* be = nullptr;  // set for device tensors (copied to the host through the backend)
