@@ -116,17 +116,7 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
                      const std::function<void(nlohmann::json)>& emit) {
   const ModelConfig& cfg = model.config();
   Backend& be = model.backend();
-  SamplerOptions so;  // a fixed number of steps per block: every early stop off
-  so.profile = SamplerProfile::kContract;
-  so.max_new_tokens = o.gen_tokens;
-  so.steps = o.steps;
-  so.confidence_threshold = 1e-30;
-  so.plateau_steps = 0;
-  so.entropy_stop = 0;
-  so.empty_reply_retries = 0;
-  so.commit_trim_tau = 0;
-  so.sc_sparse_cutoff = 0;
-  so.stop_ids = {};
+  const SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
   const int64_t context = o.prompt_tokens + o.gen_tokens + cfg.canvas;
 
   for (int pass = 0; pass <= static_cast<int>(o.streams.size()); ++pass) {

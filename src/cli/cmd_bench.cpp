@@ -150,18 +150,8 @@ void run_bench(const BenchOptions& o) {
   }
 
   if (!o.skip_generate) {
-    SamplerOptions so;  // a fixed number of steps per block: every early stop off
-    so.profile = SamplerProfile::kContract;
+    SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
     so.seed = o.seed;
-    so.max_new_tokens = o.gen_tokens;
-    so.steps = o.steps;
-    so.confidence_threshold = 1e-30;
-    so.plateau_steps = 0;
-    so.entropy_stop = 0;
-    so.empty_reply_retries = 0;
-    so.commit_trim_tau = 0;
-    so.sc_sparse_cutoff = 0;
-    so.stop_ids = {};
     KvCache kv = new_cache();
     const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
     double first_block = -1;

@@ -56,4 +56,19 @@ SamplerOptions make_sampler_options(SamplerProfile profile, const GenerationConf
   return o;
 }
 
+SamplerOptions fixed_step_options(int steps, int max_new_tokens) {
+  SamplerOptions so;
+  so.profile = SamplerProfile::kContract;
+  so.max_new_tokens = max_new_tokens;
+  so.steps = steps;
+  so.confidence_threshold = 1e-30;
+  so.plateau_steps = 0;
+  so.entropy_stop = 0;
+  so.empty_reply_retries = 0;
+  so.commit_trim_tau = 0;
+  so.sc_sparse_cutoff = 0;
+  so.stop_ids = {};
+  return so;
+}
+
 }  // namespace dg

@@ -52,4 +52,8 @@ struct SamplerOptions {
 SamplerOptions make_sampler_options(SamplerProfile profile, const GenerationConfig& gen, int32_t pad_id,
                                     int32_t bos_id);
 
+// Exactly `steps` denoising steps per block and no stop token, every early stop off (the contract profile's
+// decisions otherwise): the benchmarks' fixed-step convention, `max_new_tokens` committed per request.
+SamplerOptions fixed_step_options(int steps, int max_new_tokens);
+
 }  // namespace dg
