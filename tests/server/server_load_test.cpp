@@ -52,7 +52,7 @@ TEST(ServerLoad, AFullQueueGets429AndAHangUpFreesTheWorker) {
 
 TEST(ServerLoad, RequestsPastTheirDeadlineGet504) {
   server::ServerOptions o;
-  o.timeout_s = 0.5;
+  o.timeout_s = 1.5;  // the slow jobs need ~5 s; the fast one at the end gets 1.5 s even on a loaded CI machine
   TestServer s(o, true);
   auto r = s.post("/v1/chat/completions", slow_request(false));
   ASSERT_TRUE(r);
@@ -69,7 +69,7 @@ TEST(ServerLoad, RequestsPastTheirDeadlineGet504) {
   EXPECT_FALSE(sse.done);
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"timed_out\"}"), 2);
 
-  // The next request's 0.5 s start when it is queued: wait until the worker has let the timed-out jobs go (their
+  // The next request's 1.5 s start when it is queued: wait until the worker has let the timed-out jobs go (their
   // slots are released after the answer went out), or a slow sanitizer build would spend its budget waiting.
   for (int i = 0; i < 500 && s.metric("diffgemma_jobs_running") > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
