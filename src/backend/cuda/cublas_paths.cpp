@@ -3,20 +3,13 @@
 
 #include <algorithm>
 
+#include "backend/cuda/host_check.h"
 #include "core/error.h"
 
 namespace dg {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("CUDA error in {}: {}", what, cudaGetErrorString(e));
-}
-void check(const Status& s) {
-  if (!s.is_ok()) fail("{}", s.message());
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error {} in {}", static_cast<int>(s), what);
-}
+using cuda_host::check;
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_check.h"
 #include "backend/cuda/packed_weights.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
@@ -29,15 +30,7 @@
 namespace dg {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("CUDA error in {}: {}", what, cudaGetErrorString(e));
-}
-void check(const Status& s) {
-  if (!s.is_ok()) fail("{}", s.message());
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error {} in {}", static_cast<int>(s), what);
-}
+using cuda_host::check;
 
 int64_t rows_of(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
 int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
