@@ -35,14 +35,13 @@ int socket_find(const SocketEnds& ends) {
   int found = -1;
   while (const dirent* d = ::readdir(dir)) {
     char* end = nullptr;
-    const long fd = std::strtol(d->d_name, &end, 10);
-    if (end == d->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+    const int fd = static_cast<int>(std::strtol(d->d_name, &end, 10));
+    if (end == d->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;  // ".", "..", the listing itself
     struct stat st{};
-    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    const int f = static_cast<int>(fd);
-    if (end_is(f, ::getsockname, ends.local_addr, ends.local_port) &&
-        end_is(f, ::getpeername, ends.remote_addr, ends.remote_port)) {
-      found = f;
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    if (end_is(fd, ::getsockname, ends.local_addr, ends.local_port) &&
+        end_is(fd, ::getpeername, ends.remote_addr, ends.remote_port)) {
+      found = fd;
       break;
     }
   }
