@@ -83,6 +83,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
   cmd->add_option("--max-batch", s.max_batch, "requests denoised together in one batched forward per step (1: one at a time; capped by --slots)")
       ->capture_default_str();
+  cmd->add_option("--prefill-per-step", s.prefill_per_step,
+                  "with --max-batch > 1: prompt tokens a new request encodes between two batched steps of the others")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--slots", s.slots, "resident sessions (KV caches) a returning conversation can reuse")
       ->capture_default_str();
   cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();

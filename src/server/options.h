@@ -14,6 +14,7 @@ struct ServerOptions {
   int64_t context = 8192;          // prompt + answer tokens one request may use
   int max_batch = 1;               // jobs denoised together in one batched forward (capped by slots)
   int slots = 4;                   // resident sessions (KV caches) for prefix reuse
+  int64_t prefill_per_step = 1024;  // batched worker: prompt tokens a job encodes between two batched steps
   size_t max_queue = 64;           // waiting requests beyond which new ones get 429
   double timeout_s = 600;          // per request, from arrival to the last event
   size_t max_body_bytes = 4u << 20;  // larger request bodies get 413

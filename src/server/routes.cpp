@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "server/peer_socket.h"
 #include "server/server.h"
 #include "server/sse.h"
 
@@ -125,27 +126,39 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   if (p.stream)
     stream_answer(res, job, meta, chat, p.include_usage);
   else
-    wait_for_answer(res, job, meta, chat);
+    wait_for_answer(req, res, job, meta, chat);
 }
 
-void Server::wait_for_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
-                             bool chat) {
+void Server::wait_for_answer(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job,
+                             const ResponseMeta& meta, bool chat) {
+  // Nothing is written until the answer is ready, so a hang-up is seen on the socket itself (docs/SERVER.md).
+  const int fd = socket_find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
+  if (fd < 0)
+    say(fmt::format("job {}: the socket of {}:{} was not found: a hang-up will not cancel this request", job->id,
+                    req.remote_addr, req.remote_port));
+  Clock::time_point next_look = Clock::now() + kPoll;
   for (;;) {
     std::optional<JobEvent> e = job->events.pop(kPoll);
-    if (!e) {
-      if (Clock::now() > job->deadline + kDeadlineGrace) {
-        job->cancelled = true;
-        reply_error(res, 504, "the request timed out", "timeout");
-        return;
-      }
-      continue;
-    }
-    if (e->kind == JobEvent::Kind::kDone) {
+    if (e && e->kind == JobEvent::Kind::kDone) {
       reply_json(res, chat ? chat_completion(meta, *e) : text_completion(meta, *e));
       return;
     }
-    if (e->kind == JobEvent::Kind::kError) {
+    if (e && e->kind == JobEvent::Kind::kError) {
       reply_error(res, e->status, e->text);
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    if (fd >= 0 && now >= next_look) {
+      next_look = now + kPoll;
+      if (socket_peer_gone(fd)) {
+        job->cancelled = true;  // the job leaves at its next denoise step
+        reply_error(res, 499, "the client closed the connection", "client_closed");
+        return;
+      }
+    }
+    if (now > job->deadline + kDeadlineGrace) {
+      job->cancelled = true;
+      reply_error(res, 504, "the request timed out", "timeout");
       return;
     }
   }

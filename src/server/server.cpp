@@ -44,6 +44,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
       worker_stats_(opt_.max_batch), queue_(opt_.max_queue) {
   DG_CHECK(opt_.context > 0, "--ctx must be positive (got {})", opt_.context);
   DG_CHECK(opt_.max_batch >= 1, "--max-batch must be at least 1 (got {})", opt_.max_batch);
+  DG_CHECK(opt_.prefill_per_step >= 1, "--prefill-per-step must be at least 1 (got {})", opt_.prefill_per_step);
   DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
   DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
@@ -54,6 +55,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   WorkerOptions wo;
   wo.slots = opt_.slots;
   wo.max_batch = opt_.max_batch;
+  wo.prefill_chunk = opt_.prefill_per_step;
   wo.log = [this](const std::string& line) { say(line); };
   wo.denoiser = std::move(denoiser);
   if (!opt_.log_dir.empty()) {

@@ -44,8 +44,9 @@ class Server {
  private:
   void install_routes();
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
-  void wait_for_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
-                       bool chat);
+  // The JSON answer once the job is done; a client that hangs up meanwhile cancels the job (answered 499).
+  void wait_for_answer(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job,
+                       const ResponseMeta& meta, bool chat);
   void stream_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
                      bool chat, bool include_usage);
   void say(const std::string& line) const;

@@ -3,6 +3,7 @@
 // a client that hangs up leaves the batch while the others finish unchanged; stopping answers everything.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 
 #include "engine/oplog.h"
@@ -96,6 +97,57 @@ TEST(ServerBatch, ABatchedSessionsOpLogReplaysIdentically) {
   const ReplayReport r = replay_oplog(tiny_server_engine(), path);
   EXPECT_FALSE(r.diverged) << r.divergence;
   EXPECT_EQ(r.jobs, 3);
+}
+
+// Prefill interleaves with the running jobs' steps: a long prompt is encoded --prefill-per-step tokens per round,
+// and a running job takes one denoise step every round meanwhile. The op-log shows it: between the long job's
+// route and its sync, the running job's committed blocks hold about one step per prefill chunk (prefilling the
+// prompt in one go would leave none there).
+TEST(ServerBatch, ALongPromptsPrefillInterleavesWithTheRunningJobsSteps) {
+  constexpr int64_t kChunk = 8;
+  server::ServerOptions o;
+  o.max_batch = 2;
+  o.slots = 2;
+  o.prefill_per_step = kChunk;
+  o.log_dir = scratch_dir("oplog_interleave");
+  TestServer s(o);
+  auto running = std::async(std::launch::async, [&] {
+    return s.post("/v1/chat/completions", long_request(0, {{"max_tokens", 6000}, {"steps", 2}}));
+  });
+  ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_denoise_steps_total") >= 1; }));
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "Tell me about cats and dogs. ";
+  EXPECT_FALSE(content(s.post("/v1/chat/completions", chat_request(text))).empty());
+  s.srv->stop();  // the running job is still far from its 6000 tokens: it is answered 503
+  auto r = running.get();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+
+  std::vector<json> records;
+  std::ifstream in(s.srv->oplog_path());
+  for (std::string line; std::getline(in, line);) records.push_back(json::parse(line));
+  // The long job: the route with the longest prompt.
+  size_t route = records.size();
+  for (size_t i = 0; i < records.size(); ++i)
+    if (records[i].value("op", "") == "route" &&
+        (route == records.size() || records[i]["prompt"] > records[route]["prompt"]))
+      route = i;
+  ASSERT_LT(route, records.size());
+  const auto long_job = records[route]["job"];
+  size_t sync = route;
+  while (sync < records.size() && !(records[sync].value("op", "") == "sync" && records[sync]["job"] == long_job))
+    ++sync;
+  ASSERT_LT(sync, records.size());
+  const int64_t encoded = records[sync]["encoded"].get<int64_t>();
+  const int64_t chunks = (encoded + kChunk - 1) / kChunk;
+  ASSERT_GE(chunks, 40) << "the long prompt has only " << encoded << " tokens";
+  int64_t steps_between = 0;
+  for (size_t i = route + 1; i < sync; ++i)
+    if (records[i].value("event", "") == "block" && records[i]["job"] != long_job)
+      steps_between += records[i]["steps"].get<int64_t>();
+  // One step per round while the chunks are encoded; the blocks straddling the two ends are not counted.
+  EXPECT_GE(steps_between, chunks - 4) << encoded << " prompt tokens in " << chunks << " chunks";
+  EXPECT_LE(steps_between, chunks + 1);
 }
 
 // Stopping the server cancels every job in flight at its next step (503) and answers what is still queued.

@@ -56,28 +56,53 @@ std::string TestServer::stream(const std::string& path, const json& body,
   return stream_post(port, path, body, on_data);
 }
 
-std::string stream_post(int port, const std::string& path, const json& body,
-                        const std::function<bool(const std::string&)>& on_data) {
+std::string raw_post(const std::string& path, const json& body, bool close) {
+  const std::string b = body.dump();
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(b.size()) + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" + b;
+}
+
+int connect_and_send(int port, const std::string& bytes) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return {};
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string recv_all(int fd, double seconds) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(seconds);
+  tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   std::string got;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string b = body.dump();
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-                            "Content-Length: " + std::to_string(b.size()) + "\r\nConnection: close\r\n\r\n" + b;
-    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (;;) {
-        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-        if (n <= 0) break;
-        got.append(buf, static_cast<size_t>(n));
-        if (!on_data(got)) break;
-      }
-    }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+std::string stream_post(int port, const std::string& path, const json& body,
+                        const std::function<bool(const std::string&)>& on_data) {
+  const int fd = connect_and_send(port, raw_post(path, body));
+  if (fd < 0) return {};
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    if (!on_data(got)) break;
   }
   ::close(fd);
   return got;

@@ -56,6 +56,13 @@ struct ServerProcess {
 std::string stream_post(int port, const std::string& path, const json& body,
                         const std::function<bool(const std::string&)>& on_data);
 
+// The raw HTTP/1.1 POST request (Content-Length framing); `close` adds "Connection: close".
+std::string raw_post(const std::string& path, const json& body, bool close = true);
+// A loopback TCP connection to `port` that has sent `bytes`; -1 when connecting or sending failed.
+int connect_and_send(int port, const std::string& bytes);
+// Everything `fd` receives until the peer closes (or `seconds` pass without a byte); does not close it.
+std::string recv_all(int fd, double seconds = 60);
+
 // A chat request with small, fast defaults (max_tokens 8, steps 2, a fixed seed) and one user message.
 json chat_request(const std::string& user, const json& extra = json::object());
 
