@@ -14,6 +14,8 @@ t0=$SECONDS
 stamp() { echo "[$((SECONDS - t0)) s] $*"; }
 {
   nvidia-smi -L
+  echo "cpus: nproc $(nproc), online $(getconf _NPROCESSORS_ONLN), cpu.max $(cat /sys/fs/cgroup/cpu.max 2>/dev/null \
+    || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null)"
   stamp "configure + build"
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
@@ -24,8 +26,9 @@ stamp() { echo "[$((SECONDS - t0)) s] $*"; }
 test -x build/gpu/diffgemma && test -x build/gpu/tests/dg_tests || { echo "build failed"; exit 1; }
 
 if [ "${DG_PHASE:-check}" = check ]; then
-  # Only the GPU tests: the CPU-only batch tests with dg-tiny ran past 300 s on that machine (2026-11-30, cause not
-  # yet known) and took the whole test budget with them.
+  # Only the GPU tests: the CPU-only batch tests with dg-tiny ran past 300 s on that machine (2026-11-30; they take
+  # 23 s on a 2-core VM). Suspected: the CPU pool was sized by the host's online processors, beyond the container's
+  # quota; it now takes usable_cpus() (src/core/cpus.h) and the line above prints what the machine reports.
   ( timeout "${DG_TEST_TIMEOUT:-300}" build/gpu/tests/dg_tests \
       --gtest_filter="${DG_TEST_FILTER:-*Cuda*:SyntheticUniform*:RmsNorm*}" 2>&1 \
       | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"

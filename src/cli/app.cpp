@@ -17,7 +17,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->envname("DG_BACKEND")
       ->capture_default_str();
   cmd->add_option("--device", o.device, "CUDA device index")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "CPU threads (0: all hardware threads)")->envname("DG_THREADS");
+  cmd->add_option("--threads", o.threads, "CPU threads (0: the CPUs this process may use: affinity mask, cgroup quota)")->envname("DG_THREADS");
   cmd->add_option("--precision", o.precision, "activation storage of the CPU reference: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();

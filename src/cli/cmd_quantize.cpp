@@ -68,7 +68,7 @@ void register_quantize(CLI::App& app) {
                   "formats raw, q8, q6, q4, nvfp4, fp8")
       ->take_all();
   cmd->add_flag("--force", o->q.force, "replace an existing pack at --out");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all hardware threads)")->envname("DG_THREADS");
+  cmd->add_option("--threads", o->threads, "CPU threads (0: the CPUs this process may use: affinity mask, cgroup quota)")->envname("DG_THREADS");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress or summary");
   cmd->callback([o] { run_quantize(*o); });
 }

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpus.h"
+
 namespace dg {
 namespace {
 
@@ -91,7 +93,7 @@ thread_local bool t_inside = false;  // nested parallel_for runs serially in the
 
 Pool& pool() {
   static Pool p([] {
-    int n = g_requested > 0 ? g_requested : static_cast<int>(std::thread::hardware_concurrency());
+    int n = g_requested > 0 ? g_requested : usable_cpus();
     return std::max(1, n);
   }());
   return p;

@@ -8,7 +8,8 @@
 
 namespace dg {
 
-// Sets the worker count (0 = hardware concurrency). Call before the first parallel_for.
+// Sets the worker count (0 = usable_cpus(): the affinity mask and cgroup quota, core/cpus.h). Call before the
+// first parallel_for.
 void set_num_threads(int n);
 int num_threads();
 
