@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times `diffgemma quantize` on a full-shape checkpoint slice (no 50 GB download, no torch).
 
-Writes a DiffusionGemma checkpoint of the 26B-A4B shapes with `--layers` layers with tools/dg_write_checkpoint
+Writes a DiffusionGemma checkpoint of the 26B-A4B shapes (or --config's) with `--layers` layers with dg_write_checkpoint
 (synthetic bf16 weights, the tensors and 5 GB shards save_pretrained writes), then runs `diffgemma quantize` on it
 for each profile, checks that `diffgemma info` describes the pack, deletes the pack, and reports JSON lines:
 seconds, the source bytes quantize streams, MB/s and the peak RSS of the quantize process (wait4's ru_maxrss, what
@@ -21,9 +21,6 @@ import shutil
 import subprocess
 import time
 
-FULL_LAYERS = 30
-
-
 def dir_bytes(path):
     return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
 
@@ -40,6 +37,8 @@ def cpu_model():
 
 
 def git_sha():
+    if os.environ.get("DG_GIT_SHA"):  # the GPU machine's tree has no .git (scripts/device_cuda.sh)
+        return os.environ["DG_GIT_SHA"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -70,6 +69,7 @@ def main():
     ap.add_argument("--writer", required=True, help="the dg_write_checkpoint binary")
     ap.add_argument("--dir", default="/tmp/dg-slice", help="scratch directory (removed first and at the end)")
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--config", default="", help="another config.json (default: the writer's built-in 26B-A4B)")
     ap.add_argument("--profiles", default="q4,fp8,nvfp4")
     ap.add_argument("--cache", default="warm", choices=["warm", "cold"])
     ap.add_argument("--machine", default="", help="a label for the machine")
@@ -88,14 +88,15 @@ def main():
                 f.write(line + "\n")
 
     src = os.path.join(args.dir, "hf")
-    full = writer_summary(args.writer, ["--dry-run", "1", "--out", src])
+    cfg = ["--config", args.config] if args.config else []
+    full = writer_summary(args.writer, cfg + ["--dry-run", "1", "--out", src])
     if not (args.keep and os.path.exists(os.path.join(src, "config.json"))):
         shutil.rmtree(args.dir, ignore_errors=True)
         t0 = time.time()
-        part = writer_summary(args.writer, ["--layers", str(args.layers), "--out", src])
+        part = writer_summary(args.writer, cfg + ["--layers", str(args.layers), "--out", src])
         emit(event="checkpoint", seconds=time.time() - t0, checkpoint_bytes=part["bytes"],
              source_bytes=part["text_bytes"], files=part["files"])
-    part = writer_summary(args.writer, ["--layers", str(args.layers), "--dry-run", "1", "--out", src])
+    part = writer_summary(args.writer, cfg + ["--layers", str(args.layers), "--dry-run", "1", "--out", src])
     src_bytes = part["text_bytes"]
 
     for profile in args.profiles.split(","):
