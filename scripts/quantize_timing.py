@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times `diffgemma quantize` on a full-shape checkpoint slice (no 50 GB download, no torch).
 
-Writes a DiffusionGemma checkpoint of the 26B-A4B shapes (or --config's) with `--layers` layers with dg_write_checkpoint
-(synthetic bf16 weights, the tensors and 5 GB shards save_pretrained writes), then runs `diffgemma quantize` on it
+Writes a DiffusionGemma checkpoint of the 26B-A4B shapes (or --config's) with `--layers` layers with
+dg_write_checkpoint (synthetic bf16 weights, the tensors and 5 GB shards save_pretrained writes), then runs `diffgemma quantize` on it
 for each profile, checks that `diffgemma info` describes the pack, deletes the pack, and reports JSON lines:
 seconds, the source bytes quantize streams, MB/s and the peak RSS of the quantize process (wait4's ru_maxrss, what
 /usr/bin/time -v reports). The 30-layer estimate is by source bytes: the slice's seconds times the full model's
