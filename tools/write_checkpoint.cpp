@@ -146,7 +146,10 @@ void write_shard(const std::string& path, std::vector<const HfTensor*> tensors) 
     }
   }
   ok = std::fclose(f) == 0 && ok;
-  if (!ok) fail("error writing '{}' (disk full?)", path);
+  if (!ok) {
+    std::remove(path.c_str());  // no truncated shard left behind for a loader to trip on
+    fail("error writing '{}' (disk full?); removed it", path);
+  }
 }
 
 void write_json(const fs::path& p, const json& j) {
