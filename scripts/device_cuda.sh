@@ -44,9 +44,11 @@ export DG_GIT_SHA
       timeout 200 build/gpu/diffgemma bench --weights "$w" ${DG_WEIGHTS_OPTS:-} --prefill 4096 --context 1024,8192 \
         --label "weights-$w" --out "$OUT/bench.jsonl"
     done
-    # `diffgemma quantize` on a 2-layer full-shape checkpoint written here (DG_QUANTIZE_TIMING=1), extrapolated to 30.
+    # `diffgemma quantize` on a 4-layer full-shape checkpoint written here by dg_write_checkpoint (no torch)
+    # (DG_QUANTIZE_TIMING=1), extrapolated to 30 layers by bytes.
     if [ "${DG_QUANTIZE_TIMING:-0}" = 1 ]; then
-      PYTHONUNBUFFERED=1 timeout 400 python3 scripts/quantize_timing.py --cli build/gpu/diffgemma --dir /tmp/dg-slice \
+      PYTHONUNBUFFERED=1 timeout 400 python3 scripts/quantize_timing.py --cli build/gpu/diffgemma \
+        --writer build/gpu/dg_write_checkpoint --dir /tmp/dg-slice --layers 4 --machine "H200 host" \
         --out "$OUT/quantize.jsonl"
     fi
   fi

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Times `diffgemma quantize` on a full-shape checkpoint slice, on the GPU machine (no 50 GB download needed).
+"""Times `diffgemma quantize` on a full-shape checkpoint slice (no 50 GB download, no torch).
 
-Writes a DiffusionGemma checkpoint of the 26B-A4B shapes with `--layers` layers (random bf16 weights, safetensors
-via save_pretrained, 5 GB shards as the published checkpoint), then runs `diffgemma quantize` on it for each profile
-and reports, as JSON lines: seconds, source bytes, MB/s and the peak RSS of the quantize process. The 30-layer
-estimate is given two ways: by source bytes (the slice's MB/s over the full model's bytes) and by layers (the
-whole slice's time charged to its layers, an upper bound since the embedding is copied, not encoded).
+Writes a DiffusionGemma checkpoint of the 26B-A4B shapes (or --config's) with `--layers` layers with
+dg_write_checkpoint (synthetic bf16 weights, the tensors and 5 GB shards save_pretrained writes), then runs `diffgemma quantize` on it
+for each profile, checks that `diffgemma info` describes the pack, deletes the pack, and reports JSON lines:
+seconds, the source bytes quantize streams, MB/s and the peak RSS of the quantize process (wait4's ru_maxrss, what
+/usr/bin/time -v reports). The 30-layer estimate is by source bytes: the slice's seconds times the full model's
+text bytes over the slice's (the full model's bytes from `dg_write_checkpoint --dry-run 1`); quantize's time is
+linear in the bytes it streams, with one fixed cost (opening the shards) that this charges as if it scaled.
+`--cache cold` evicts the checkpoint's pages from the page cache before each run (posix_fadvise DONTNEED on its
+files only), so the run reads the disk; `warm` (the default) leaves the just-written files cached.
 
-Usage: python3 scripts/quantize_timing.py --cli build/gpu/diffgemma --dir /tmp/dg-slice --out $OUT/quantize.jsonl
+Usage: python3 scripts/quantize_timing.py --cli build/cpu/diffgemma --writer build/cpu/dg_write_checkpoint \\
+           --dir /work/qt-data --layers 4 --machine "2-core CI-class x86 VM" --out bench/results/X.jsonl
 """
 import argparse
 import json
@@ -16,68 +21,107 @@ import shutil
 import subprocess
 import time
 
-import torch
-from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-
-from bench_reference import TEXT, VISION
-
-FULL_LAYERS = 30
-
-
 def dir_bytes(path):
     return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
 
 
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def git_sha():
+    if os.environ.get("DG_GIT_SHA"):  # the GPU machine's tree has no .git (scripts/device_cuda.sh)
+        return os.environ["DG_GIT_SHA"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def evict(path):
+    for r, _, fs in os.walk(path):
+        for f in fs:
+            fd = os.open(os.path.join(r, f), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def writer_summary(writer, args):
+    out = subprocess.run([writer] + args, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{writer} {' '.join(args)} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--dir", default="/tmp/dg-slice")
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--cli", required=True, help="the diffgemma binary")
+    ap.add_argument("--writer", required=True, help="the dg_write_checkpoint binary")
+    ap.add_argument("--dir", default="/tmp/dg-slice", help="scratch directory (removed first and at the end)")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--config", default="", help="another config.json (default: the writer's built-in 26B-A4B)")
     ap.add_argument("--profiles", default="q4,fp8,nvfp4")
+    ap.add_argument("--cache", default="warm", choices=["warm", "cold"])
+    ap.add_argument("--machine", default="", help="a label for the machine")
+    ap.add_argument("--keep", action="store_true", help="keep the checkpoint (and reuse one already there)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
+    common = dict(git_sha=git_sha(), machine=args.machine, cpu_model=cpu_model(), cpus=os.cpu_count(),
+                  layers=args.layers)
+
     def emit(**row):
-        line = json.dumps(row, sort_keys=True)
+        line = json.dumps(dict(common, **row), sort_keys=True)
         print(line, flush=True)
         if args.out:
             with open(args.out, "a") as f:
                 f.write(line + "\n")
 
     src = os.path.join(args.dir, "hf")
-    shutil.rmtree(args.dir, ignore_errors=True)
-    torch.manual_seed(0)
-    t0 = time.time()
-    cfg = DiffusionGemmaConfig(text_config=dict(TEXT, num_hidden_layers=args.layers), vision_config=dict(VISION),
-                               canvas_length=256)
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = DiffusionGemmaForBlockDiffusion(cfg)
-    # Bytes of the slice's decoder layers (bf16), to extrapolate the source size to 30 layers.
-    layer_bytes = sum(p.numel() * 2 for n, p in model.named_parameters() if ".layers." in n and "vision" not in n)
-    model.save_pretrained(src, max_shard_size="5GB")
-    del model
-    torch.cuda.empty_cache()
-    src_bytes = dir_bytes(src)
-    emit(event="checkpoint", layers=args.layers, bytes=src_bytes, seconds=time.time() - t0)
+    cfg = ["--config", args.config] if args.config else []
+    full = writer_summary(args.writer, cfg + ["--dry-run", "1", "--out", src])
+    if not (args.keep and os.path.exists(os.path.join(src, "config.json"))):
+        shutil.rmtree(args.dir, ignore_errors=True)
+        t0 = time.time()
+        part = writer_summary(args.writer, cfg + ["--layers", str(args.layers), "--out", src])
+        emit(event="checkpoint", seconds=time.time() - t0, checkpoint_bytes=part["bytes"],
+             source_bytes=part["text_bytes"], files=part["files"])
+    part = writer_summary(args.writer, cfg + ["--layers", str(args.layers), "--dry-run", "1", "--out", src])
+    src_bytes = part["text_bytes"]
 
-    full_bytes = src_bytes + (FULL_LAYERS - args.layers) * layer_bytes / args.layers
     for profile in args.profiles.split(","):
         pack = os.path.join(args.dir, "pack-" + profile)
+        if args.cache == "cold":
+            evict(src)
+        load = os.getloadavg()[0]  # other work on the machine slows the run: recorded beside it
         t = time.time()
-        proc = subprocess.Popen([args.cli, "quantize", "-m", src, "-o", pack, "--profile", profile],
+        proc = subprocess.Popen([args.cli, "quantize", "-q", "-m", src, "-o", pack, "--profile", profile],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        err = proc.stderr.read().decode(errors="replace")
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.time() - t
-        err = proc.stderr.read().decode(errors="replace")[-400:] if status != 0 else ""
-        mbps = src_bytes / seconds / 1e6
-        emit(event="quantize", profile=profile, layers=args.layers, ok=status == 0, error=err, seconds=seconds,
-             source_bytes=src_bytes, pack_bytes=dir_bytes(pack) if status == 0 else 0, mb_per_s=mbps,
-             peak_rss_mib=usage.ru_maxrss / 1024.0, cpus=os.cpu_count(), full_source_bytes=full_bytes,
-             estimate_30_layers_by_bytes_s=full_bytes / (mbps * 1e6),
-             estimate_30_layers_by_layers_s=seconds * FULL_LAYERS / args.layers)
+        ok = status == 0
+        info = subprocess.run([args.cli, "info", "-m", pack, "--json"], capture_output=True, text=True) if ok else None
+        info_ok = bool(info and info.returncode == 0 and json.loads(info.stdout)["pack"]["profile"] == profile)
+        emit(event="quantize", profile=profile, page_cache=args.cache, ok=ok, error=err[-400:] if not ok else "",
+             seconds=round(seconds, 2), source_bytes=src_bytes, pack_bytes=dir_bytes(pack) if ok else 0,
+             mb_per_s=round(src_bytes / seconds / 1e6, 1), cpu_seconds=round(usage.ru_utime + usage.ru_stime, 1), peak_rss_mb=round(usage.ru_maxrss / 1024.0, 1),
+             info_ok=info_ok, load_avg_1m_before=round(load, 2), full_source_bytes=full["text_bytes"],
+             extrapolated_full_seconds=round(seconds * full["text_bytes"] / src_bytes, 1),
+             method="by source bytes: seconds * full text bytes / slice text bytes")
         shutil.rmtree(pack, ignore_errors=True)
-    shutil.rmtree(args.dir, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(args.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
