@@ -6,59 +6,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "model/weights.h"
+#include "model/synthetic.h"
 
 namespace dg {
 
 namespace {
 
 using nlohmann::json;
-
-struct Recipe {
-  uint64_t seed = 0;
-  float scale = 0.0f, offset = 0.0f;
-};
-
-// The seeds, scales and offsets of synthetic_weights (src/model/synthetic.cpp), in its draw order, by name.
-std::map<std::string, Recipe> synthetic_recipes(const ModelConfig& cfg, uint64_t& next) {
-  std::map<std::string, Recipe> r;
-  const float sqrt3 = std::sqrt(3.0f);
-  auto make = [&](const std::string& name, float scale, float offset) { r[name] = Recipe{++next, scale, offset}; };
-  auto linear = [&](const std::string& name, int64_t in) {
-    make(name, sqrt3 / std::sqrt(static_cast<float>(in)), 0.0f);
-  };
-  auto norm = [&](const std::string& name) { make(name, 0.3f * sqrt3, 1.0f); };
-  const int64_t H = cfg.hidden, I = cfg.intermediate;
-  make("model.decoder.embed_tokens.weight", 0.8f * sqrt3, 0.0f);
-  norm("model.decoder.norm.weight");
-  norm("model.decoder.self_conditioning.pre_norm.weight");
-  linear("model.decoder.self_conditioning.gate_proj.weight", H);
-  linear("model.decoder.self_conditioning.up_proj.weight", H);
-  linear("model.decoder.self_conditioning.down_proj.weight", I);
-  for (size_t i = 0; i < cfg.layers.size(); ++i) {
-    const LayerSpec& s = cfg.layers[i];
-    const std::string p = fmt::format("model.decoder.layers.{}.", i);
-    linear(p + "self_attn.q_proj.weight", H);
-    linear(p + "self_attn.k_proj.weight", H);
-    if (s.sliding) linear(p + "self_attn.v_proj.weight", H);
-    linear(p + "self_attn.o_proj.weight", int64_t{cfg.n_heads} * s.head_dim);
-    make(p + "self_attn.q_norm.weight", 0.1f * sqrt3, 0.5f);
-    make(p + "self_attn.k_norm.weight", 0.1f * sqrt3, 0.5f);
-    linear(p + "mlp.gate_proj.weight", H);
-    linear(p + "mlp.up_proj.weight", H);
-    linear(p + "mlp.down_proj.weight", I);
-    make(p + "router.proj.weight", 3.0f * sqrt3, 0.0f);
-    norm(p + "router.scale");
-    make(p + "router.per_expert_scale", 0.5f, 1.0f);
-    make(p + "experts.gate_up_proj", 0.15f * sqrt3, 0.0f);
-    make(p + "experts.down_proj", 0.15f * sqrt3, 0.0f);
-    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                          "post_feedforward_layernorm", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
-                          "pre_feedforward_layernorm_2"})
-      norm(p + n + ".weight");
-  }
-  return r;
-}
 
 int64_t vision_field(const json& v, const char* key) {
   if (!v.contains(key) || !v[key].is_number_integer() || v[key].get<int64_t>() < 1)
@@ -136,15 +90,15 @@ json slice_hf_config(json config, int layers) {
 }
 
 std::vector<HfTensor> hf_tensors(const json& config, const ModelConfig& cfg, uint64_t seed) {
-  uint64_t next = seed * 1000003ull;
-  const std::map<std::string, Recipe> recipes = synthetic_recipes(cfg, next);
-  std::map<std::string, Shape> shapes;
-  for (const WeightEntry& w : expected_weights(cfg)) shapes[w.name] = w.shape;
+  const std::vector<SyntheticTensor> plan = synthetic_plan(cfg, seed);
+  uint64_t next = seed * 1000003ull + plan.size();  // the vision tower's draws follow the text weights'
+  std::map<std::string, const SyntheticTensor*> recipes;
+  for (const SyntheticTensor& t : plan) recipes[t.name] = &t;
 
   std::vector<HfTensor> out;
   auto text = [&](const std::string& name) {
-    const Recipe& r = recipes.at(name);
-    out.push_back({name, shapes.at(name), r.seed, r.scale, r.offset, true});
+    const SyntheticTensor& r = *recipes.at(name);
+    out.push_back({name, r.shape, r.seed, r.scale, r.offset, true});
   };
   auto scalar = [&](const std::string& name) { out.push_back({name, Shape{1}, 0, 0.0f, 1.0f, false}); };
   const float sqrt3 = std::sqrt(3.0f);

@@ -1,8 +1,8 @@
 // The Hugging Face checkpoint layout of a DiffusionGemma (transformers 5.17 `save_pretrained`, SPEC.md §1.2): the
 // config.json of google/diffusiongemma-26B-A4B-it's shape, a slice of any config to its first layers, and every
 // tensor the save writes (decoder, the encoder's layer_scalars, the vision tower) in state-dict order, which is the
-// order save_pretrained fills its shards in. Each text tensor carries the synthetic generator's recipe of
-// src/model/synthetic.cpp (same seeds, scales and offsets), so the checkpoint holds the synthetic model's weights.
+// order save_pretrained fills its shards in. Each text tensor carries its recipe from synthetic_plan
+// (src/model/synthetic.h), so the checkpoint holds the synthetic model's weights.
 #pragma once
 
 #include <cstdint>

@@ -30,59 +30,70 @@ ModelConfig diffusiongemma_26b_config(int layers) {
   return c;
 }
 
+std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t seed) {
+  using Kind = SyntheticTensor::Kind;
+  std::vector<SyntheticTensor> plan;
+  uint64_t next = seed * 1000003ull;
+  auto make = [&](std::string name, Shape s, float scale, float offset, Kind kind = Kind::kPlain) {
+    plan.push_back({std::move(name), s, ++next, scale, offset, kind});
+  };
+  const float sqrt3 = std::sqrt(3.0f);  // uniform [-a, a] has std a / sqrt(3)
+  auto linear = [&](std::string name, int64_t out, int64_t in, Kind kind = Kind::kPlain) {
+    make(std::move(name), Shape{out, in}, sqrt3 / std::sqrt(static_cast<float>(in)), 0.0f, kind);
+  };
+  const int64_t H = cfg.hidden, I = cfg.intermediate, E = cfg.n_experts, F = cfg.expert_ff;
+  auto norm = [&](std::string name) { make(std::move(name), Shape{H}, 0.3f * sqrt3, 1.0f); };
+  const std::string top = "model.decoder.";
+  make(top + "embed_tokens.weight", Shape{cfg.vocab, H}, 0.8f * sqrt3, 0.0f);
+  norm(top + "norm.weight");
+  norm(top + "self_conditioning.pre_norm.weight");
+  linear(top + "self_conditioning.gate_proj.weight", I, H, Kind::kSelfCondLinear);
+  linear(top + "self_conditioning.up_proj.weight", I, H, Kind::kSelfCondLinear);
+  linear(top + "self_conditioning.down_proj.weight", H, I, Kind::kSelfCondLinear);
+  for (size_t i = 0; i < cfg.layers.size(); ++i) {
+    const LayerSpec& s = cfg.layers[i];
+    const std::string p = fmt::format("{}layers.{}.", top, i);
+    const int64_t D = s.head_dim, nkv = s.n_kv_heads;
+    linear(p + "self_attn.q_proj.weight", cfg.n_heads * D, H);
+    linear(p + "self_attn.k_proj.weight", nkv * D, H);
+    if (s.sliding) linear(p + "self_attn.v_proj.weight", nkv * D, H);
+    linear(p + "self_attn.o_proj.weight", H, cfg.n_heads * D);
+    make(p + "self_attn.q_norm.weight", Shape{D}, 0.1f * sqrt3, 0.5f);
+    make(p + "self_attn.k_norm.weight", Shape{D}, 0.1f * sqrt3, 0.5f);
+    linear(p + "mlp.gate_proj.weight", I, H);
+    linear(p + "mlp.up_proj.weight", I, H);
+    linear(p + "mlp.down_proj.weight", H, I);
+    make(p + "router.proj.weight", Shape{E, H}, 3.0f * sqrt3, 0.0f);
+    norm(p + "router.scale");
+    make(p + "router.per_expert_scale", Shape{E}, 0.5f, 1.0f);
+    make(p + "experts.gate_up_proj", Shape{E, 2 * F, H}, 0.15f * sqrt3, 0.0f, Kind::kExperts);
+    make(p + "experts.down_proj", Shape{E, H, F}, 0.15f * sqrt3, 0.0f, Kind::kExperts);
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
+                          "pre_feedforward_layernorm_2"})
+      norm(p + n + ".weight");
+  }
+  return plan;
+}
+
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile) {
   DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4",
            "unknown synthetic weight profile '{}': expected bf16, q4, fp8 or nvfp4", profile);
   const bool packed = profile != "bf16";
   const DType experts_fmt = profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
-  uint64_t next = seed * 1000003ull;
-  auto make = [&](Shape s, float scale, float offset) {
-    Tensor t = be.alloc(s);
-    be.fill_uniform(t, ++next, scale, offset);
-    return t;
-  };
-  const float sqrt3 = std::sqrt(3.0f);  // uniform [-a, a] has std a / sqrt(3)
-  auto linear = [&](int64_t out, int64_t in) {
-    return make(Shape{out, in}, sqrt3 / std::sqrt(static_cast<float>(in)), 0.0f);
-  };
-  auto norm = [&](int64_t n) { return make(Shape{n}, 0.3f * sqrt3, 1.0f); };
-  const int64_t H = cfg.hidden, I = cfg.intermediate, E = cfg.n_experts, F = cfg.expert_ff;
-  ModelWeights w;
-  w.embed = make(Shape{cfg.vocab, H}, 0.8f * sqrt3, 0.0f);
-  w.final_norm = norm(H);
-  w.sc_pre_norm = norm(H);
-  auto sc_linear = [&](int64_t out, int64_t in) {
-    return packed ? be.synthetic_packed(DType::kQ8, Shape{out, in}, ++next, sqrt3 / std::sqrt(static_cast<float>(in)))
-                  : linear(out, in);
-  };
-  auto experts = [&](Shape s) {
-    return packed ? be.synthetic_packed(experts_fmt, s, ++next, 0.15f * sqrt3) : make(s, 0.15f * sqrt3, 0.0f);
-  };
-  w.sc_gate = sc_linear(I, H);
-  w.sc_up = sc_linear(I, H);
-  w.sc_down = sc_linear(H, I);
-  for (const LayerSpec& s : cfg.layers) {
-    LayerWeights L;
-    const int64_t D = s.head_dim, nkv = s.n_kv_heads;
-    L.q = linear(cfg.n_heads * D, H);
-    L.k = linear(nkv * D, H);
-    if (s.sliding) L.v = linear(nkv * D, H);
-    L.o = linear(H, cfg.n_heads * D);
-    L.q_norm = make(Shape{D}, 0.1f * sqrt3, 0.5f);
-    L.k_norm = make(Shape{D}, 0.1f * sqrt3, 0.5f);
-    L.gate = linear(I, H);
-    L.up = linear(I, H);
-    L.down = linear(H, I);
-    L.router_proj = make(Shape{E, H}, 3.0f * sqrt3, 0.0f);
-    L.router_scale = norm(H);
-    L.per_expert_scale = make(Shape{E}, 0.5f, 1.0f);
-    L.experts_gate_up = experts(Shape{E, 2 * F, H});
-    L.experts_down = experts(Shape{E, H, F});
-    for (Tensor* n : {&L.input_norm, &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1,
-                      &L.post_ff_norm_2, &L.pre_ff_norm_2})
-      *n = norm(H);
-    w.layers.push_back(std::move(L));
+  std::map<std::string, Tensor> made;
+  for (const SyntheticTensor& t : synthetic_plan(cfg, seed)) {
+    Tensor x;
+    if (packed && t.kind != SyntheticTensor::Kind::kPlain) {
+      x = be.synthetic_packed(t.kind == SyntheticTensor::Kind::kExperts ? experts_fmt : DType::kQ8, t.shape, t.seed,
+                              t.scale);
+    } else {
+      x = be.alloc(t.shape);
+      be.fill_uniform(x, t.seed, t.scale, t.offset);
+    }
+    made.emplace(t.name, std::move(x));
   }
+  ModelWeights w = assemble_weights(cfg, [&](const std::string& name) { return made.at(name); });
   w.dtype = DType::kBF16;
   be.synchronize();
   return w;

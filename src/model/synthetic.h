@@ -19,6 +19,21 @@ namespace dg {
 // `layers` > 0 keeps the first that many layers (the last kept layer is made full, as the reference requires).
 ModelConfig diffusiongemma_26b_config(int layers = 0);
 
+// One tensor of the synthetic model: its checkpoint name, shape and recipe (element i is synthetic_uniform(seed, i,
+// scale, offset), src/ops/elementwise/synthetic_uniform.h); `kind` marks what the packed profiles store packed.
+struct SyntheticTensor {
+  enum class Kind : uint8_t { kPlain, kSelfCondLinear, kExperts };
+  std::string name;
+  Shape shape;
+  uint64_t seed = 0;
+  float scale = 0.0f, offset = 0.0f;
+  Kind kind = Kind::kPlain;
+};
+
+// Every text weight of `cfg` in the generator's draw order (seeds seed * 1000003 + 1, + 2, ...), by checkpoint
+// name: synthetic_weights draws them on a backend, dg_write_checkpoint (tools/) writes them as a checkpoint.
+std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t seed);
+
 // Weights of `cfg`'s shapes in the backend's activation dtype, uniform with scales like the fixtures' recipe
 // (norms near 1, linears ~ 1/sqrt(fan_in), experts 0.15, embedding 0.8, a wide router).
 // `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,

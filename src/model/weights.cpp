@@ -150,16 +150,8 @@ TensorRole classify_tensor_name(const std::string& name) {
   return TensorRole::kUnknown;
 }
 
-ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store) {
-  const std::vector<WeightEntry> expected = expected_weights(cfg);
-  std::map<std::string, Tensor> bound;
-  for (const WeightEntry& e : expected) {
-    if (e.name.size() >= 12 && e.name.compare(e.name.size() - 12, 12, "layer_scalar") == 0) continue;  // read below
-    bound.emplace(e.name, bind_one(store, e.name, e.shape));
-  }
-
+ModelWeights assemble_weights(const ModelConfig& cfg, const std::function<Tensor(const std::string&)>& take) {
   ModelWeights w;
-  auto take = [&](const std::string& name) { return bound.at(name); };
   w.embed = take("model.decoder.embed_tokens.weight");
   w.dtype = w.embed.dtype;
   w.final_norm = take("model.decoder.norm.weight");
@@ -192,8 +184,22 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store) {
     L.post_ff_norm_1 = take(p + "post_feedforward_layernorm_1.weight");
     L.post_ff_norm_2 = take(p + "post_feedforward_layernorm_2.weight");
     L.pre_ff_norm_2 = take(p + "pre_feedforward_layernorm_2.weight");
-    L.decoder_scalar = read_scalar(store, p + "layer_scalar");
-    L.encoder_scalar = read_scalar(store, fmt::format("{}{}.layer_scalar", kEncoderLayers, i));
+  }
+  return w;
+}
+
+ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store) {
+  const std::vector<WeightEntry> expected = expected_weights(cfg);
+  std::map<std::string, Tensor> bound;
+  for (const WeightEntry& e : expected) {
+    if (e.name.size() >= 12 && e.name.compare(e.name.size() - 12, 12, "layer_scalar") == 0) continue;  // read below
+    bound.emplace(e.name, bind_one(store, e.name, e.shape));
+  }
+
+  ModelWeights w = assemble_weights(cfg, [&](const std::string& name) { return bound.at(name); });
+  for (size_t i = 0; i < cfg.layers.size(); ++i) {
+    w.layers[i].decoder_scalar = read_scalar(store, fmt::format("{}{}.layer_scalar", kDecoderLayers, i));
+    w.layers[i].encoder_scalar = read_scalar(store, fmt::format("{}{}.layer_scalar", kEncoderLayers, i));
   }
 
   // Names that are neither expected, nor vision, nor a tolerated copy: reported once, then ignored.

@@ -3,6 +3,7 @@
 // vision tower, lm_head.weight and full encoder copies are recognised and ignored).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ std::vector<WeightEntry> expected_weights(const ModelConfig& cfg);
 // How a checkpoint tensor name is classified by the loader.
 enum class TensorRole { kText, kVision, kIgnoredCopy, kUnknown };
 TensorRole classify_tensor_name(const std::string& name);
+
+// The weight table from tensors looked up by checkpoint name (`take` throws for a missing one); layer scalars stay 1.
+ModelWeights assemble_weights(const ModelConfig& cfg, const std::function<Tensor(const std::string&)>& take);
 
 // Checks every expected tensor by name, dtype (bf16/f16/f32) and shape, and binds views into the store.
 // Throws dg::Error naming the tensor and file on the first problem. Unknown names are reported on stderr.
