@@ -42,6 +42,8 @@ class BatchDenoiser {
   virtual void denoise(std::span<const BatchItem> items) = 0;
   // Categorical draws from softmax(logits / temperature) of a sequence's last step (denoised with keep_logits).
   virtual void draw(int seq, float temperature, std::span<const double> u, int32_t* out) = 0;
+  // JSON mode: the softcapped logits [vocab] of one row of a sequence's canvas in the last denoise() call.
+  virtual void row_logits(int seq, int row, std::vector<float>& out);
 };
 
 // The BatchDenoiser of a Model on its backend: Model::denoise_batch, then lm_head and the row statistics in chunks
@@ -60,6 +62,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   }
   void denoise(std::span<const BatchItem> items) override;
   void draw(int seq, float temperature, std::span<const double> u, int32_t* out) override;
+  // From the last forward's hidden states: lm_head over that one row only.
+  void row_logits(int seq, int row, std::vector<float>& out) override;
 
  private:
   const Model& m_;
@@ -68,6 +72,9 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
   std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
   Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
+  Tensor last_y_;                   // the last denoise's final-normed rows [sum of canvases, hidden]
+  std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per sequence of that call: first row and row count
+  Tensor row_;                      // [1, vocab] f32 for row_logits
 };
 
 struct BatchOptions {

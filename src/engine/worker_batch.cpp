@@ -97,6 +97,9 @@ class Worker::Flight final : public Denoiser {
   void draw(std::span<const double> u, int32_t* out) override {
     call([&] { bd_.draw(seq_, temperature_, u, out); });
   }
+  void row_logits(int row, std::vector<float>& out) override {
+    call([&] { bd_.row_logits(seq_, row, out); });
+  }
 
  private:
   void body() {
