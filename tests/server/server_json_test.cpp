@@ -3,10 +3,15 @@
 // refusals (json_schema, thinking, tools); on the embedded model the batched worker answers as the serial one.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <sstream>
 
 #include "diffusion/json_grammar.h"
+#include "engine/oplog.h"
 #include "server_test_util.h"
+#include "support/paths.h"
 
 namespace dg::test {
 namespace {
@@ -122,6 +127,39 @@ TEST(ServerJson, BatchedWorkerAnswersAsTheSerialOne) {
       EXPECT_TRUE(json::parse(content).is_object());
     }
   }
+}
+
+// The op-log records JSON mode and replay applies it: the log replays identically, and the same log with JSON mode
+// taken out of its sampler record diverges (the constraint changed what the model wrote).
+TEST(ServerJson, JsonModeOpLogsReplayIdentically) {
+  server::ServerOptions o;
+  o.log_dir = scratch_dir("oplog_json");
+  std::string path;
+  {
+    TestServer s(o);
+    const json c = message_of(s.post("/v1/chat/completions",
+                                     chat_request("Reply in JSON: the capital of France?",
+                                                  {{"response_format", {{"type", "json_object"}}},
+                                                   {"max_tokens", 40}, {"steps", 4}, {"seed", 5}})));
+    EXPECT_EQ(c["message"]["content"].get<std::string>().rfind("{", 0), 0u) << c;
+    path = s.srv->oplog_path();
+  }
+  const ReplayReport r = replay_oplog(tiny_server_engine(), path);
+  EXPECT_FALSE(r.diverged) << r.divergence;
+  EXPECT_EQ(r.jobs, 1);
+
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  std::string log = text.str();
+  const std::string mark = ",\"json_object\":true";
+  const size_t at = log.find(mark);
+  ASSERT_NE(at, std::string::npos) << "the sampler record names JSON mode";
+  log.erase(at, mark.size());
+  const std::string plain = path + ".plain.jsonl";
+  std::ofstream(plain) << log;
+  const ReplayReport p = replay_oplog(tiny_server_engine(), plain);
+  EXPECT_TRUE(p.diverged) << "replayed without JSON mode, the answer must change";
+  std::filesystem::remove(plain);
 }
 
 }  // namespace
