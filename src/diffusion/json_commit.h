@@ -3,6 +3,9 @@
 // token cannot continue the JSON text is replaced by that row's best token that can (the row's top kTopK logits
 // first, then the whole vocabulary), and the walk goes on. Once the object has closed, the next row becomes the
 // end token, so the usual stop-token trim ends the answer there. Control and special tokens are never accepted.
+// When the model writes a stop token while the object is still open, the constraint closes it: from that row on,
+// each row takes its highest-logit token among those that bring the text strictly closer to a complete object
+// (JsonGrammar::closing_bytes), so the answer ends within a few tokens instead of running on to the budget.
 // The logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
 #pragma once
 
@@ -26,11 +29,12 @@ using RowLogits = std::function<void(int row, std::vector<float>& out)>;
 // inside JSON) and the id that ends the answer once the object has closed.
 struct JsonVocab {
   std::vector<std::string> bytes;  // [vocab]
+  std::vector<int32_t> stop_ids;   // the model writing one of these while the object is open: close it
   int32_t end_id = -1;
 
-  // Every id of `tok` but its special tokens (markers, control tokens) and `excluded` (stop ids) with its decoded
-  // bytes (a byte-fallback token: its one byte). Throws dg::Error when end_id is not an id of the vocabulary.
-  static std::shared_ptr<const JsonVocab> from(const Tokenizer& tok, std::span<const int32_t> excluded,
+  // Every id of `tok` but its special tokens (markers, control tokens) and the stop ids with its decoded bytes
+  // (a byte-fallback token: its one byte). Throws dg::Error when end_id is not an id of the vocabulary.
+  static std::shared_ptr<const JsonVocab> from(const Tokenizer& tok, std::span<const int32_t> stop_ids,
                                                int32_t end_id);
 };
 
@@ -46,10 +50,15 @@ class JsonCommit {
 
  private:
   bool accepts(int32_t id) const;
+  // The bytes that would still close the object after `id`; -1 when the grammar refuses it.
+  int closing_after(int32_t id) const;
   int32_t best(int row, const RowLogits& logits);
+  int32_t closer(int row, int32_t own, const RowLogits& logits);  // the closing mode's pick
+  void sort_row(int row, const RowLogits& logits);                // row_ and order_ (top kTopK first)
 
   std::shared_ptr<const JsonVocab> vocab_;
   JsonGrammar grammar_;
+  bool closing_ = false;  // the model wrote a stop token inside the object
   std::vector<float> row_;
   std::vector<int32_t> order_;
 };

@@ -38,6 +38,39 @@ bool JsonGrammar::feed(std::string_view bytes) {
   return true;
 }
 
+int JsonGrammar::closing_bytes() const {
+  int value = 0;  // the bytes that end the value (or member) in progress
+  switch (mode_) {
+    case Mode::kDone: return 0;
+    case Mode::kStart: return 2;
+    case Mode::kKeyOrClose: case Mode::kValueOrClose: case Mode::kAfterValue:
+    case Mode::kNumZero: case Mode::kNumInt: case Mode::kNumFrac: case Mode::kNumExpDigits: value = 0; break;
+    case Mode::kKey: value = 4; break;  // "":0
+    case Mode::kColon: value = 2; break;  // :0
+    case Mode::kValue: case Mode::kNumMinus: case Mode::kNumDot: case Mode::kNumExp: case Mode::kNumExpSign:
+      value = 1;
+      break;
+    case Mode::kLiteral: value = static_cast<int>(kLiterals[literal_].size()) - literal_at_; break;
+    case Mode::kString: case Mode::kEscape: case Mode::kUnicode: case Mode::kSurrogateSlash: case Mode::kSurrogateU:
+    case Mode::kUtf8: {
+      int tail = 0;
+      if (mode_ == Mode::kEscape) tail = 1;
+      if (mode_ == Mode::kUnicode) {
+        tail = hex_left_;
+        const int at = 4 - hex_left_;  // a high surrogate in the making (\uD8..\uDB) must be followed by its pair
+        if (!low_surrogate_ && at >= 2 && (unit_ >> (4 * (at - 2))) >= 0xD8 && (unit_ >> (4 * (at - 2))) <= 0xDB)
+          tail += 6;
+      }
+      if (mode_ == Mode::kSurrogateSlash) tail = 6;
+      if (mode_ == Mode::kSurrogateU) tail = 5;
+      if (mode_ == Mode::kUtf8) tail = utf8_left_;
+      value = tail + 1 + (key_ ? 2 : 0);  // the closing quote; a key then needs :0
+      break;
+    }
+  }
+  return value + depth_ + 1;
+}
+
 bool JsonGrammar::whitespace(uint8_t c) {
   if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return false;
   if (ws_run_ >= kMaxWhitespace) return false;

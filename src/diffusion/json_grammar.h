@@ -26,6 +26,9 @@ class JsonGrammar {
     return g.feed(bytes);
   }
   bool complete() const { return mode_ == Mode::kDone; }  // the top-level object has closed
+  // The fewest bytes that complete the object from here (0 once complete): what is open closes, a key still
+  // without a value gets 0, an escape gets its shortest tail (a high surrogate also its 6-byte pair).
+  int closing_bytes() const;
   int64_t bytes() const { return bytes_; }                // bytes accepted so far
 
  private:

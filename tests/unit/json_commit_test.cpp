@@ -23,6 +23,7 @@ std::shared_ptr<const JsonVocab> toy_vocab() {
   auto v = std::make_shared<JsonVocab>();
   v->bytes = kText;
   v->end_id = kEnd;
+  v->stop_ids = {1, kEnd};
   return v;
 }
 
@@ -163,13 +164,21 @@ TEST(JsonMode, TheTokenBudgetCutsTheObjectWithFinishLength) {
   EXPECT_FALSE(g.complete());
 }
 
-TEST(JsonMode, AControlTokenIsNeverAcceptedInsideTheObject) {
-  // The end of turn right after "{": not allowed before the object closes.
-  const std::vector<int32_t> script = {3, kEnd};
-  const GenerateResult r = run(script, options(true, 16));
-  const std::string text = text_of(r.tokens);
-  EXPECT_EQ(text, "{}") << "the end token at row 1 was replaced by '}', then the object ended";
-  EXPECT_EQ(r.finish, FinishReason::kStop);
+TEST(JsonMode, AStopTokenInsideTheObjectClosesIt) {
+  // The end of turn right after "{": not allowed before the object closes; '}' closes it at once.
+  const GenerateResult a = run({3, kEnd}, options(true, 16));
+  EXPECT_EQ(text_of(a.tokens), "{}");
+  EXPECT_EQ(a.finish, FinishReason::kStop);
+  // After '{"name":' the model ends: each row takes the best token that gets closer to a closed object (a value:
+  // the lowest-id string, "name"; then '}'), not the best token that merely fits (which would run on).
+  const GenerateResult b = run({3, 5, 6, kEnd}, options(true, 64));
+  EXPECT_EQ(text_of(b.tokens), "{\"name\":\"name\"}");
+  EXPECT_EQ(b.finish, FinishReason::kStop);
+  EXPECT_EQ(b.blocks.size(), 1u);
+  // In a string: the closing quote first.
+  const GenerateResult c = run({3, 5, 6, 15, 12, kEnd}, options(true, 64));
+  EXPECT_EQ(text_of(c.tokens), "{\"name\":\"Sure\"}");
+  EXPECT_EQ(c.finish, FinishReason::kStop);
 }
 
 TEST(JsonMode, NoRowLogitsIsAClearError) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,39 @@ TEST(JsonGrammar, ARefusedTokenLeavesTheStateUnchanged) {
   EXPECT_EQ(g.bytes(), before);
   EXPECT_TRUE(g.feed(std::string_view(", 2]}")));
   EXPECT_TRUE(g.complete());
+}
+
+// closing_bytes is the length of the shortest completion. By induction on it: from every open state some byte
+// lowers it by exactly 1 and no byte lowers it by more (and it is 0 exactly when complete).
+void expect_exact_closing(const JsonGrammar& g, const std::string& where) {
+  const int d = g.closing_bytes();
+  ASSERT_EQ(d == 0, g.complete()) << where;
+  if (g.complete()) return;
+  int lowest = 1 << 20;
+  for (int c = 0; c < 256; ++c) {
+    JsonGrammar next = g;
+    if (next.feed(static_cast<uint8_t>(c))) lowest = std::min(lowest, next.closing_bytes());
+  }
+  EXPECT_EQ(lowest, d - 1) << where;
+}
+
+TEST(JsonGrammar, ClosingBytesIsTheShortestCompletion) {
+  const std::vector<std::string> texts = {
+      R"({"k": [1, -2.5e+3, {"x": null}], "s": "a\n\u00e9\uD83D\uDE00", "t": true, "f": false})",
+      "{\"k\":\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"}", R"({"a":{"b":[{},[]]},"c":0.5E-2})"};
+  for (const std::string& t : texts) {
+    JsonGrammar g;
+    for (size_t n = 0; n <= t.size(); ++n) {
+      expect_exact_closing(g, t.substr(0, n));
+      if (n < t.size()) {
+        ASSERT_TRUE(g.feed(static_cast<uint8_t>(t[n]))) << t.substr(0, n + 1);
+      }
+    }
+    EXPECT_TRUE(g.complete());
+  }
+  JsonGrammar g;
+  ASSERT_TRUE(g.feed(std::string_view(R"({"k":"\uD8)")));
+  EXPECT_EQ(g.closing_bytes(), 2 + 6 + 2) << "the rest of the escape, its pair, the quote and the brace";
 }
 
 TEST(JsonGrammar, BoundsDepthAndWhitespaceRuns) {
