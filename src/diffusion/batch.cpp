@@ -36,11 +36,14 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
                               ScInput{it.step.kind, sc_logits ? &t->second : nullptr, it.step.sparse_cutoff}});
   }
   const Tensor y = m_.denoise_batch(seqs);
-  last_y_ = y;
+  last_y_ = Tensor{};
   last_rows_.clear();
   for (int64_t at = 0; const BatchItem& it : items) {
     const auto n = static_cast<int64_t>(it.step.canvas.size());
-    last_rows_[it.seq] = {at, n};
+    if (it.keep_rows) {
+      last_y_ = y;
+      last_rows_[it.seq] = {at, n};
+    }
     at += n;
   }
   const int64_t chunk = std::max(logit_rows_, widest);
@@ -95,7 +98,7 @@ void BatchDenoiser::row_logits(int, int, std::vector<float>&) {
 void ModelBatchDenoiser::row_logits(int seq, int row, std::vector<float>& out) {
   const auto it = last_rows_.find(seq);
   DG_CHECK(it != last_rows_.end() && row >= 0 && row < it->second.second,
-           "batched logits row: sequence {} had no row {} in the last denoise step", seq, row);
+           "batched logits row: sequence {} had no row {} kept from the last denoise step (keep_rows)", seq, row);
   const int64_t V = m_.config().vocab;
   if (row_.empty()) row_ = m_.backend().alloc_f32(Shape{1, V});
   m_.lm_head_rows(row_slice(last_y_, it->second.first + row, 1), row_);
@@ -180,7 +183,7 @@ int BatchRunner::round() {
     if (!r->gen->begin_step(req)) continue;  // cancelled: done
     r->stats.resize(req.canvas.size());
     r->drawn.resize(req.u.size());
-    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data()});
+    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), false, r->gen->constrained()});
   }
   if (!items.empty()) {
     d_.denoise(items);

@@ -23,6 +23,7 @@ struct BatchItem {
   RowStats* stats = nullptr;  // [canvas] out
   int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty
   bool keep_logits = false;   // keep this step's logits for draw() after the call
+  bool keep_rows = false;     // JSON mode: row_logits() may be asked for this sequence after the call
 };
 
 // What the batched driver needs from a model: encode, and one denoise forward over several sequences' canvases
@@ -72,8 +73,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
   std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
   Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
-  Tensor last_y_;                   // the last denoise's final-normed rows [sum of canvases, hidden]
-  std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per sequence of that call: first row and row count
+  Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
+  std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows
   Tensor row_;                      // [1, vocab] f32 for row_logits
 };
 
