@@ -70,5 +70,23 @@ TEST(JsonModeModel, ConstrainedAnswersAreJsonAndBatchedEqualsAlone) {
   }
 }
 
+// JSON mode validates token bytes, so they must be what decoding writes: the concatenated token_bytes of encoded
+// text equal its decode, byte-fallback characters (split over several tokens) included.
+TEST(JsonModeModel, TokenBytesAreWhatDecodingWrites) {
+  const Tokenizer tok = Tokenizer::load(source_path("models/dg-tiny") + "/tokenizer.json");
+  const std::string text = "Hello, {\"city\": \"Z\xC3\xBCrich \xE2\x82\xAC \xF0\x9F\x98\x80\", \"n\": [1, 2]}\n\n ok";
+  const std::vector<int32_t> ids = tok.encode(text, SpecialTokens::kPlain);
+  std::string joined;
+  int byte_tokens = 0;
+  for (const int32_t id : ids) {
+    const std::string b = tok.token_bytes(id);
+    byte_tokens += tok.token(id).starts_with("<0x");
+    joined += b;
+  }
+  EXPECT_EQ(joined, tok.decode(ids));
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(byte_tokens, 0) << "the text must exercise byte-fallback tokens";
+}
+
 }  // namespace
 }  // namespace dg::test
