@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "chat/stream.h"
 #include "chat/template.h"
+#include "engine/chat.h"
 
 namespace dg::cli {
 namespace {
@@ -23,7 +24,7 @@ struct AskOptions {
   ModelOptions model;
   SamplerFlags sampler;
   std::string prompt, prompt_file, prompt_ids;
-  bool raw = false, show_ids = false, json = false, quiet = false, think = false;
+  bool raw = false, show_ids = false, json = false, quiet = false, think = false, json_object = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -81,7 +82,12 @@ void run_ask(const AskOptions& o) {
       in_thought = r.end == PromptEnd::kThought;
     }
   }
-  const SamplerOptions opt = o.sampler.resolve(*engine);
+  SamplerOptions opt = o.sampler.resolve(*engine);
+  if (o.json_object) {
+    DG_CHECK(chat.has_value() && !o.think, "--json-object needs a chat prompt (not --raw or --prompt-ids) without "
+                                           "--think: the constraint starts at the first answer token");
+    opt.json = chat_json_vocab(engine->tokenizer(), *chat, opt.stop_ids);
+  }
   GenerationProgress progress(o.quiet || o.json, opt.steps);
   const bool streaming = engine->has_tokenizer() && !o.json && !o.show_ids;
   std::optional<StreamDecoder> stream;  // --raw: the text as it comes
@@ -165,7 +171,7 @@ void run_ask(const AskOptions& o) {
     for (const BlockInfo& b : res.blocks)
       j["blocks"].push_back({{"steps", b.steps}, {"stop", stop_rule_name(b.stop)}, {"kept", b.kept},
                              {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed},
-                             {"pad_gated", b.pad_gated}});
+                             {"pad_gated", b.pad_gated}, {"constrained", b.constrained}});
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
 }
@@ -183,6 +189,8 @@ void register_ask(CLI::App& app) {
   cmd->add_flag("--think,!--no-think", o->think, "thinking mode: the reasoning streams to stderr, the answer to stdout");
   cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text");
   cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
+  cmd->add_flag("--json-object", o->json_object,
+                "JSON mode: the answer is one JSON object (the server's response_format json_object)");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   o->sampler.add_to(cmd);
   cmd->callback([o] { run_ask(*o); });

@@ -36,6 +36,16 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
                               ScInput{it.step.kind, sc_logits ? &t->second : nullptr, it.step.sparse_cutoff}});
   }
   const Tensor y = m_.denoise_batch(seqs);
+  last_y_ = Tensor{};
+  last_rows_.clear();
+  for (int64_t at = 0; const BatchItem& it : items) {
+    const auto n = static_cast<int64_t>(it.step.canvas.size());
+    if (it.keep_rows) {
+      last_y_ = y;
+      last_rows_[it.seq] = {at, n};
+    }
+    at += n;
+  }
   const int64_t chunk = std::max(logit_rows_, widest);
   if (logits_.empty() || logits_.shape[0] < chunk) logits_ = be.alloc_f32(Shape{chunk, V});
 
@@ -81,6 +91,21 @@ void ModelBatchDenoiser::draw(int seq, float temperature, std::span<const double
   m_.backend().categorical(it->second, temperature, u, out);
 }
 
+void BatchDenoiser::row_logits(int, int, std::vector<float>&) {
+  fail("this batched denoiser keeps no logits rows, which JSON mode needs");
+}
+
+void ModelBatchDenoiser::row_logits(int seq, int row, std::vector<float>& out) {
+  const auto it = last_rows_.find(seq);
+  DG_CHECK(it != last_rows_.end() && row >= 0 && row < it->second.second,
+           "batched logits row: sequence {} had no row {} kept from the last denoise step (keep_rows)", seq, row);
+  const int64_t V = m_.config().vocab;
+  if (row_.empty()) row_ = m_.backend().alloc_f32(Shape{1, V});
+  m_.lm_head_rows(row_slice(last_y_, it->second.first + row, 1), row_);
+  out.resize(static_cast<size_t>(V));
+  m_.backend().copy_to_host(row_, out.data());
+}
+
 BatchRunner::BatchRunner(BatchDenoiser& d, BatchOptions opt) : d_(d), opt_(opt) {
   DG_CHECK(opt.max_batch >= 1 && opt.prefill_tokens >= 1, "batch options: max_batch {} and prefill_tokens {} must be >= 1",
            opt.max_batch, opt.prefill_tokens);
@@ -97,6 +122,8 @@ int BatchRunner::add(KvCache& kv, std::span<const int32_t> prompt, const Sampler
   r->id = next_id_++;
   r->kv = &kv;
   r->gen = std::make_unique<Generation>(d_.canvas(), d_.vocab(), prompt, opt, events);
+  if (r->gen->constrained())
+    r->gen->set_row_logits([this, req = r.get()](int row, std::vector<float>& out) { d_.row_logits(req->seq, row, out); });
   const int id = r->id;
   waiting_.push_back(std::move(r));
   return id;
@@ -156,7 +183,7 @@ int BatchRunner::round() {
     if (!r->gen->begin_step(req)) continue;  // cancelled: done
     r->stats.resize(req.canvas.size());
     r->drawn.resize(req.u.size());
-    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data()});
+    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), false, r->gen->constrained()});
   }
   if (!items.empty()) {
     d_.denoise(items);

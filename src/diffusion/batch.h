@@ -23,6 +23,7 @@ struct BatchItem {
   RowStats* stats = nullptr;  // [canvas] out
   int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty
   bool keep_logits = false;   // keep this step's logits for draw() after the call
+  bool keep_rows = false;     // JSON mode: row_logits() may be asked for this sequence after the call
 };
 
 // What the batched driver needs from a model: encode, and one denoise forward over several sequences' canvases
@@ -42,6 +43,8 @@ class BatchDenoiser {
   virtual void denoise(std::span<const BatchItem> items) = 0;
   // Categorical draws from softmax(logits / temperature) of a sequence's last step (denoised with keep_logits).
   virtual void draw(int seq, float temperature, std::span<const double> u, int32_t* out) = 0;
+  // JSON mode: the softcapped logits [vocab] of one row of a sequence's canvas in the last denoise() call.
+  virtual void row_logits(int seq, int row, std::vector<float>& out);
 };
 
 // The BatchDenoiser of a Model on its backend: Model::denoise_batch, then lm_head and the row statistics in chunks
@@ -60,6 +63,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   }
   void denoise(std::span<const BatchItem> items) override;
   void draw(int seq, float temperature, std::span<const double> u, int32_t* out) override;
+  // From the last forward's hidden states: lm_head over that one row only.
+  void row_logits(int seq, int row, std::vector<float>& out) override;
 
  private:
   const Model& m_;
@@ -68,6 +73,9 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
   std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
   Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
+  Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
+  std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows
+  Tensor row_;                      // [1, vocab] f32 for row_logits
 };
 
 struct BatchOptions {

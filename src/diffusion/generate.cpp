@@ -62,6 +62,17 @@ void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
   m_.backend().categorical(logits_, temperature_, u, out);
 }
 
+void Denoiser::row_logits(int, std::vector<float>&) {
+  fail("this denoiser keeps no logits rows, which JSON mode needs");
+}
+
+void ModelDenoiser::row_logits(int row, std::vector<float>& out) {
+  DG_CHECK(!logits_.empty() && row >= 0 && row < logits_.shape[0], "logits row {} before a denoise step of that size",
+           row);
+  out.resize(static_cast<size_t>(logits_.shape[1]));
+  m_.backend().copy_to_host(row_slice(logits_, row, 1), out.data());
+}
+
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events) {
   ModelDenoiser d(model);
@@ -90,6 +101,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
   opt.validate();
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
   Generation g(model.canvas(), model.vocab(), prompt, opt, events);
+  if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
   std::vector<RowStats> stats;
   std::vector<int32_t> drawn;
   while (!g.done()) {

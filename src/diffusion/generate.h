@@ -35,6 +35,7 @@ struct BlockInfo {
   int kept = 0;         // tokens committed (canvas minus a confidence trim)
   bool trimmed = false;
   int pad_gated = 0;    // steps of the committed attempt at which the pad gate held an all-pad canvas
+  int constrained = 0;  // JSON mode: tokens the constraint replaced in this block
 };
 
 // What one denoise step saw and decided (valid during the callback).
@@ -78,6 +79,8 @@ class Denoiser {
                        float temperature, RowStats* stats) = 0;
   // One categorical draw per row from softmax(last logits / temperature), by inverse CDF at u[row].
   virtual void draw(std::span<const double> u, int32_t* out) = 0;
+  // JSON mode: the softcapped logits [vocab] of one row of the last denoise step. By default: an error.
+  virtual void row_logits(int row, std::vector<float>& out);
 };
 
 // The Denoiser of a Model on its backend.
@@ -90,6 +93,7 @@ class ModelDenoiser final : public Denoiser {
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;
+  void row_logits(int row, std::vector<float>& out) override;
   // Replays steps after a block's first through a captured graph where the backend can (CUDA): one capture per
   // block (the cache length is baked in), the ids refreshed outside it; the sampler statistics run after it.
   void set_graphs(bool on) { graphs_ = on; }

@@ -6,12 +6,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "io/generation_config.h"
 
 namespace dg {
+
+struct JsonVocab;
 
 enum class SamplerProfile : uint8_t { kContract, kReference };
 SamplerProfile sampler_profile_from_name(const std::string& name);  // "contract" | "reference"; throws otherwise
@@ -44,6 +47,10 @@ struct SamplerOptions {
   double commit_trim_tau = 0.9;         // trim a block at a low-confidence duplicated row (0 = off)
   int commit_trim_floor = 16;           // rows below this index are never trimmed
   double sc_sparse_cutoff = 4.5399929762484854e-05;  // e^-10: survivor self-conditioning (0 = exact)
+
+  // JSON mode (response_format json_object): each committed block is constrained so that the answer is one JSON
+  // object (src/diffusion/json_commit.h). nullptr: unconstrained.
+  std::shared_ptr<const JsonVocab> json;
 
   void validate() const;  // throws dg::Error naming the bad option
 };

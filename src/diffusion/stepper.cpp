@@ -18,6 +18,7 @@ Generation::Generation(int canvas, int64_t vocab, std::span<const int32_t> promp
   DG_CHECK(C_ > 0 && V_ > 0, "generation: canvas {} and vocabulary {} must be positive", C_, V_);
   max_blocks_ = (opt_.max_new_tokens + C_ - 1) / C_;
   if (opt_.commit_trim_tau > 0.0) max_blocks_ *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
+  if (opt_.json) json_.emplace(opt_.json);
 }
 
 std::span<const int32_t> Generation::pending_encode() const {
@@ -129,6 +130,11 @@ void Generation::attempt_done(const RowStats* stats) {
   info_.pad_gated = stopper_->pad_gated();
   info_.kept = confidence_trim(argmax_, p_max, opt_);
   info_.trimmed = info_.kept < len_;
+  if (json_) {
+    DG_CHECK(row_logits_ != nullptr, "generation: JSON mode without a source of logits rows (set_row_logits)");
+    info_.constrained = json_->constrain(std::span<int32_t>(argmax_.data(), static_cast<size_t>(info_.kept)),
+                                         row_logits_);
+  }
   res_.forwards += info_.forwards;
   const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));
   res_.committed.insert(res_.committed.end(), block.begin(), block.end());
@@ -140,6 +146,11 @@ void Generation::attempt_done(const RowStats* stats) {
   if (stop_at != block.end()) {
     res_.finish = FinishReason::kStop;
     res_.stop_token = *stop_at;
+    finish();
+    return;
+  }
+  if (json_ && json_->grammar().complete()) {  // the object closed on the block's last row: nothing may follow
+    res_.finish = FinishReason::kStop;
     finish();
     return;
   }

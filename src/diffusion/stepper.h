@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "diffusion/generate.h"
+#include "diffusion/json_commit.h"
 
 namespace dg {
 
@@ -49,6 +50,9 @@ class Generation {
   void end_step(const RowStats* stats, const int32_t* drawn);
 
   int rows() const { return len_; }  // the canvas length of the current attempt
+  bool constrained() const { return json_.has_value(); }  // JSON mode: the driver must set_row_logits
+  // JSON mode: how to read a row's logits of the last denoise step (asked only for rows the constraint replaces).
+  void set_row_logits(RowLogits fn) { row_logits_ = std::move(fn); }
   const GenerateResult& result() const { return res_; }
   GenerateResult take_result() { return std::move(res_); }
 
@@ -79,6 +83,8 @@ class Generation {
   std::vector<int32_t> canvas_, argmax_, denoised_;
   std::vector<float> entropy_;
   std::vector<double> u_;
+  std::optional<JsonCommit> json_;
+  RowLogits row_logits_;
 };
 
 }  // namespace dg

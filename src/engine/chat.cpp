@@ -81,6 +81,11 @@ TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatToke
   return r;
 }
 
+std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const ChatTokens& t,
+                                                 std::span<const int32_t> stop_ids) {
+  return JsonVocab::from(tok, stop_ids, t.turn_close);
+}
+
 Message assistant_message(const Reply& r) {
   Message a;
   a.role = Role::kAssistant;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "chat/stream.h"
 #include "chat/template.h"
 #include "dg/engine.h"
+#include "diffusion/json_commit.h"
 
 namespace dg {
 
@@ -54,6 +56,10 @@ struct TurnResult {
 // `denoiser`: nullptr for the session's model.
 TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
                           const SamplerOptions& opt, const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr);
+// JSON mode's vocabulary for chat answers: the answer ends with <turn|> once the object has closed; the stop ids
+// (and every special token) never appear inside the JSON.
+std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const ChatTokens& t,
+                                                 std::span<const int32_t> stop_ids);
 // The reply as it joins the conversation: the reasoning and the calls; text next to calls is shown but not kept
 // (the template would place it after the responses and close the turn).
 Message assistant_message(const Reply& r);

@@ -15,7 +15,7 @@ void OpLog::write(const Json& record) {
 }
 
 Json sampler_to_json(const SamplerOptions& o) {
-  return Json{{"profile", sampler_profile_name(o.profile)},
+  Json j{{"profile", sampler_profile_name(o.profile)},
               {"seed", o.seed},
               {"max_new_tokens", o.max_new_tokens},
               {"steps", o.steps},
@@ -38,6 +38,8 @@ Json sampler_to_json(const SamplerOptions& o) {
               {"commit_trim_tau", o.commit_trim_tau},
               {"commit_trim_floor", o.commit_trim_floor},
               {"sc_sparse_cutoff", o.sc_sparse_cutoff}};
+  if (o.json) j["json_object"] = true;  // written only when on: logs without JSON mode read as before
+  return j;
 }
 
 namespace {
@@ -54,7 +56,7 @@ void get(const Json& j, const char* key, T& out) {
 
 }  // namespace
 
-SamplerOptions sampler_from_json(const Json& j) {
+SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json) {
   DG_CHECK(j.is_object(), "op-log: \"sampler\" must be an object");
   SamplerOptions o;
   std::string profile;
@@ -82,6 +84,10 @@ SamplerOptions sampler_from_json(const Json& j) {
   get(j, "commit_trim_tau", o.commit_trim_tau);
   get(j, "commit_trim_floor", o.commit_trim_floor);
   get(j, "sc_sparse_cutoff", o.sc_sparse_cutoff);
+  if (j.value("json_object", false)) {
+    DG_CHECK(json != nullptr, "op-log sampler: JSON mode needs the model's tokenizer");
+    o.json = std::move(json);
+  }
   o.validate();
   return o;
 }

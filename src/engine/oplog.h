@@ -35,7 +35,9 @@ class OpLog {
 };
 
 Json sampler_to_json(const SamplerOptions& o);
-SamplerOptions sampler_from_json(const Json& j);  // throws dg::Error naming a missing or mistyped field
+// Throws dg::Error naming a missing or mistyped field. A JSON-mode record ("json_object": true) takes `json` as its
+// vocabulary table and throws without one.
+SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json = nullptr);
 
 struct ReplayReport {
   int64_t records = 0, jobs = 0, blocks = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/chat.h"
 #include "engine/oplog.h"
 
 namespace dg {
@@ -43,7 +44,7 @@ T field(const Record& r, const char* key) {
 
 class Replayer {
  public:
-  Replayer(const Engine& engine, const Record& open) {
+  Replayer(const Engine& engine, const Record& open) : engine_(engine) {
     SessionOptions so;
     so.ring_slack = field<int64_t>(open, "ring_slack");
     const int n = field<int>(open, "slots");
@@ -70,6 +71,17 @@ class Replayer {
     const int s = field<int>(r, "slot");
     DG_CHECK(s >= 0 && s < static_cast<int>(slots_.size()), "op-log line {}: slot {} out of range", r.line, s);
     return *slots_[static_cast<size_t>(s)];
+  }
+
+  // JSON mode's vocabulary table, as the server built it, for a sampler record that asks for JSON mode.
+  std::shared_ptr<const JsonVocab> json_vocab(const Json& sampler) {
+    if (!sampler.value("json_object", false)) return nullptr;
+    const auto stops = sampler.value("stop_ids", std::vector<int32_t>{});
+    if (json_ == nullptr || stops != json_stops_) {
+      json_ = chat_json_vocab(engine_.tokenizer(), ChatTokens::from(engine_.tokenizer()), stops);
+      json_stops_ = stops;
+    }
+    return json_;
   }
 
   bool diverge(const Record& r, const std::string& what) {
@@ -112,7 +124,7 @@ class Replayer {
     }
     if (end == nullptr) return diverge(g, "the log ends before this generation does (the server stopped mid-job)");
     Session& s = slot(g);
-    const SamplerOptions opt = sampler_from_json(g.j.at("sampler"));
+    const SamplerOptions opt = sampler_from_json(g.j.at("sampler"), json_vocab(g.j.at("sampler")));
     const bool cancelled = field<std::string>(*end, "finish") == "cancelled";
     const auto forwards = field<int>(*end, "forwards");
     int steps = 0;
@@ -141,7 +153,10 @@ class Replayer {
            same(*end, "kv_fingerprint", fmt::format("{:016x}", s.fingerprint()));
   }
 
+  const Engine& engine_;
   std::vector<std::unique_ptr<Session>> slots_;
+  std::shared_ptr<const JsonVocab> json_;
+  std::vector<int32_t> json_stops_;
   ReplayReport report_;
 };
 

@@ -57,7 +57,7 @@ class Worker::Flight final : public Denoiser {
   // Worker side: this job's canvas in the batched step, and what to do with the results.
   BatchItem item() {
     StepRequest r{canvas_, kind_, temperature_, cutoff_, {}};
-    return BatchItem{seq_, kv_, r, stats_, nullptr, keep_logits_};
+    return BatchItem{seq_, kv_, r, stats_, nullptr, keep_logits_, keep_rows_};
   }
   void stepped(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +97,9 @@ class Worker::Flight final : public Denoiser {
   void draw(std::span<const double> u, int32_t* out) override {
     call([&] { bd_.draw(seq_, temperature_, u, out); });
   }
+  void row_logits(int row, std::vector<float>& out) override {
+    call([&] { bd_.row_logits(seq_, row, out); });
+  }
 
  private:
   void body() {
@@ -132,6 +135,7 @@ class Worker::Flight final : public Denoiser {
   BatchDenoiser& bd_;
   int seq_;
   bool keep_logits_ = !job_->spec.sampler.argmax_commit;
+  bool keep_rows_ = job_->spec.sampler.json != nullptr;  // JSON mode asks for logits rows after a step
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -34,6 +34,9 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   int vocab_size() const;  // number of ids (model vocab and added tokens)
+  // The bytes id contributes to a decoded text in the middle of it: a byte-fallback token's one byte, otherwise
+  // the token through the decoder steps but Strip (which only touches the ends of the whole text).
+  std::string token_bytes(int32_t id) const;
   std::optional<int32_t> token_id(std::string_view token) const;  // exact token string lookup
   std::string_view token(int32_t id) const;                      // raw token string ("" if out of range)
   bool is_special(int32_t id) const;

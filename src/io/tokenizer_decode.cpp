@@ -226,6 +226,19 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return tok::decode_tokens(impl_->decoder, std::move(tokens));
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const std::string* s = impl_->token_string(id);
+  if (s == nullptr) return {};
+  if (!impl_->has_decoder) return *s;
+  std::vector<tok::DecodeStep> steps;
+  for (const tok::DecodeStep& st : impl_->decoder) {
+    if (st.kind == tok::DecodeStep::Kind::kByteFallback && tok::byte_token_value(*s) >= 0)
+      return std::string(1, static_cast<char>(tok::byte_token_value(*s)));
+    if (st.kind != tok::DecodeStep::Kind::kStrip) steps.push_back(st);
+  }
+  return tok::decode_tokens(steps, {*s});
+}
+
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
     : tok_(tok), skip_special_(skip_special), stages_(tok.impl_->decoder.size()) {}
 

@@ -40,7 +40,8 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
     : engine_(engine), opt_(std::move(opt)), log_(std::move(log)),
       chat_tokens_(ChatTokens::from(engine.tokenizer())),
       wire_{engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract),
-            engine.default_sampler(SamplerProfile::kReference), opt_.context, opt_.allow_special_literals},
+            engine.default_sampler(SamplerProfile::kReference), opt_.context, opt_.allow_special_literals,
+            chat_json_vocab(engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract).stop_ids)},
       worker_stats_(opt_.max_batch), queue_(opt_.max_queue) {
   DG_CHECK(opt_.context > 0, "--ctx must be positive (got {})", opt_.context);
   DG_CHECK(opt_.max_batch >= 1, "--max-batch must be at least 1 (got {})", opt_.max_batch);

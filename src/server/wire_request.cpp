@@ -194,16 +194,26 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
     }
     conv.tools = *tools;
   }
+  bool json_object = false;
   if (const Json* rf = field(b, "response_format")) {
     const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
                                  ? (*rf)["type"].get<std::string>() : std::string();
     if (type != "text" && type != "json_object")
-      throw ApiError(400, "response_format must be {\"type\":\"text\"} or {\"type\":\"json_object\"} (JSON schemas "
-                          "need constrained decoding, which this server does not do)",
+      throw ApiError(400, "response_format must be {\"type\":\"text\"} or {\"type\":\"json_object\"}: json_schema "
+                          "needs schema-constrained decoding, which this server does not do",
                      "invalid_request_error", "unsupported_value", "response_format");
+    json_object = type == "json_object";
   }
   r.spec.kind = JobSpec::Kind::kChat;
   r.spec.render.thinking = thinking_of(b);
+  if (json_object && !conv.tools.is_null() && !conv.tools.empty())
+    throw ApiError(400, "response_format json_object cannot be combined with tools: the answer must be one JSON "
+                        "object, a tool call is not (drop the tools or send tool_choice \"none\")",
+                   "invalid_request_error", "unsupported_value", "response_format");
+  if (json_object && r.spec.render.thinking)
+    throw ApiError(400, "response_format json_object cannot be combined with thinking: the JSON constraint starts at "
+                        "the first answer token, where a thinking model writes its thought channel (turn thinking "
+                        "off)", "invalid_request_error", "unsupported_value", "response_format");
   r.spec.render.add_generation_prompt = true;
   RenderedPrompt p;
   try {
@@ -218,6 +228,10 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
   r.spec.prompt_end = p.end;
   r.spec.conversation = std::move(conv);
   apply_common(b, ctx, r);
+  if (json_object) {
+    DG_CHECK(ctx.json_vocab != nullptr, "the server has no JSON-mode vocabulary table");
+    r.spec.sampler.json = ctx.json_vocab;
+  }
   return r;
 }
 

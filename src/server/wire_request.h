@@ -9,6 +9,7 @@
 
 #include "chat/chat_tokens.h"
 #include "chat/conversation.h"
+#include "engine/chat.h"
 #include "engine/scheduler.h"
 #include "io/tokenizer.h"
 
@@ -31,6 +32,7 @@ struct WireContext {
   SamplerOptions contract, reference;  // the engine's defaults per sampler profile
   int64_t context = 8192;              // prompt + max_tokens must fit
   bool allow_special_literals = false;
+  std::shared_ptr<const JsonVocab> json_vocab;  // response_format json_object's vocabulary table (chat_json_vocab)
 };
 
 struct ParsedRequest {

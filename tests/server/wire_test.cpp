@@ -16,7 +16,8 @@ server::WireContext wire(int64_t context = 1000) {
   const Engine& e = tiny_server_engine();
   static const ChatTokens t = ChatTokens::from(e.tokenizer());
   return server::WireContext{e.tokenizer(), t, e.default_sampler(SamplerProfile::kContract),
-                             e.default_sampler(SamplerProfile::kReference), context, false};
+                             e.default_sampler(SamplerProfile::kReference), context, false,
+                             chat_json_vocab(e.tokenizer(), t, e.default_sampler(SamplerProfile::kContract).stop_ids)};
 }
 
 int status_of(const json& body, int64_t context = 1000) {

@@ -27,6 +27,11 @@ void ScriptedReplyDenoiser::draw(std::span<const double> u, int32_t* out) {
   for (size_t r = 0; r < u.size(); ++r) out[r] = last_[r];
 }
 
+void ScriptedReplyDenoiser::row_logits(int row, std::vector<float>& out) {
+  out.assign(static_cast<size_t>(vocab()), 0.0f);
+  out[static_cast<size_t>(last_.at(static_cast<size_t>(row)))] = 30.0f;
+}
+
 std::vector<int32_t> scripted_reply(const Job& job, const Tokenizer& tok, const ChatTokens& t) {
   auto text = [&](const std::string& s) { return tok.encode(s, SpecialTokens::kPlain); };
   auto join = [](std::initializer_list<std::vector<int32_t>> parts) {
@@ -48,6 +53,8 @@ std::vector<int32_t> scripted_reply(const Job& job, const Tokenizer& tok, const 
   }
   if (last.find("count") != std::string::npos) return join({text("one two three STOP four five"), {t.turn_close}});
   if (last.find("markup") != std::string::npos) return join({text("a <|turn> b"), {t.turn_close}});
+  if (last.find("JSON") != std::string::npos)
+    return join({text(R"({"city": "Paris", "temp": 18} Done.)"), {t.turn_close}});
   return join({text("Hello from the script."), {t.turn_close}});
 }
 

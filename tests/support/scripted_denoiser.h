@@ -25,6 +25,7 @@ class ScriptedReplyDenoiser final : public Denoiser {
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;
+  void row_logits(int row, std::vector<float>& out) override;  // the scripted token 30, every other 0
 
  private:
   const Model& model_;
@@ -40,6 +41,7 @@ class ScriptedReplyDenoiser final : public Denoiser {
 //   user text containing "weather"   -> reasoning, then call get_weather{city:"Paris"} (ends at <|tool_response>)
 //   user text containing "count"     -> "one two three STOP four five"
 //   user text containing "markup"    -> text with marker literals as text: "a <|turn> b" (plain characters)
+//   user text containing "JSON"      -> '{"city": "Paris", "temp": 18} Done.' (an object, then prose)
 //   anything else (and completions)  -> "Hello from the script."
 // Every reply but the call ends with <turn|>. A user text containing "slow" gets no reply but endless "x" tokens at
 // 20 ms per denoise step (a long job to cancel, time out or queue behind).

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diffusion/json_grammar.h"
 #include "support/paths.h"
 #include "support/process.h"
 
@@ -30,6 +31,27 @@ TEST(Cli, AskAnswersAndReportsJson) {
   EXPECT_GT(j["prompt_tokens"].get<int>(), 5);
   EXPECT_GE(j["blocks"].size(), 1u);
   EXPECT_EQ(j["sampler"], "contract");
+}
+
+TEST(Cli, AskJsonObjectAnswersWithAJsonPrefix) {
+  const std::string ask = "ask " + model() + " -p 'Reply in JSON: what is two plus two?' --max-new-tokens 48 "
+                          "--steps 4 --seed 2 --json -q";
+  const Result raw = run_stdout(ask);
+  ASSERT_EQ(raw.code, 0) << raw.out;
+  EXPECT_FALSE(nlohmann::json::accept(nlohmann::json::parse(raw.out)["content"].get<std::string>()));
+  const Result r = run_stdout(ask + " --json-object");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string content = j["content"];
+  JsonGrammar g;
+  EXPECT_TRUE(g.feed(content)) << "not a JSON prefix: " << content;
+  EXPECT_EQ(g.complete(), j["finish_reason"] == "stop") << content;
+  int constrained = 0;
+  for (const auto& b : j["blocks"]) constrained += b["constrained"].get<int>();
+  EXPECT_GT(constrained, 0);
+  const Result think = run(ask + " --json-object --think");
+  EXPECT_NE(think.code, 0);
+  EXPECT_NE(think.out.find("--json-object needs a chat prompt"), std::string::npos) << think.out;
 }
 
 TEST(Cli, SameSeedSameAnswer) {

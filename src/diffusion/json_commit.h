@@ -1,0 +1,66 @@
+// JSON mode (response_format json_object): a commit-time constraint that makes the answer one JSON object. When an
+// attempt's block is about to be committed, its rows are walked in order through a JsonGrammar; the first row whose
+// token cannot continue the JSON text is replaced by that row's best token that can (the row's top kTopK logits
+// first, then the whole vocabulary), and the walk goes on. Once the object has closed, the next row becomes the
+// end token, so the usual stop-token trim ends the answer there. Control and special tokens are never accepted.
+// When the model writes a stop token while the object is still open, the constraint closes it: from that row on,
+// each row takes its highest-logit token among those that bring the text strictly closer to a complete object
+// (JsonGrammar::closing_bytes), so the answer ends within a few tokens instead of running on to the budget.
+// The logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "diffusion/json_grammar.h"
+
+namespace dg {
+
+class Tokenizer;
+
+// The softcapped logits [vocab] of one row of the last denoise step.
+using RowLogits = std::function<void(int row, std::vector<float>& out)>;
+
+// What JSON mode needs to know of the vocabulary: each id's bytes in the decoded text ("" for ids never allowed
+// inside JSON) and the id that ends the answer once the object has closed.
+struct JsonVocab {
+  std::vector<std::string> bytes;  // [vocab]
+  std::vector<int32_t> stop_ids;   // the model writing one of these while the object is open: close it
+  int32_t end_id = -1;
+
+  // Every id of `tok` but its special tokens (markers, control tokens) and the stop ids with its decoded bytes
+  // (a byte-fallback token: its one byte). Throws dg::Error when end_id is not an id of the vocabulary.
+  static std::shared_ptr<const JsonVocab> from(const Tokenizer& tok, std::span<const int32_t> stop_ids,
+                                               int32_t end_id);
+};
+
+class JsonCommit {
+ public:
+  static constexpr int kTopK = 64;  // candidates by logit tried before the whole vocabulary is searched
+
+  explicit JsonCommit(std::shared_ptr<const JsonVocab> vocab);
+  // Constrains the block about to be committed and advances the grammar over it; returns how many rows changed.
+  // Throws dg::Error when no token of the vocabulary can continue the text (a vocabulary without ASCII).
+  int constrain(std::span<int32_t> block, const RowLogits& logits);
+  const JsonGrammar& grammar() const { return grammar_; }
+
+ private:
+  bool accepts(int32_t id) const;
+  // The bytes that would still close the object after `id`; -1 when the grammar refuses it.
+  int closing_after(int32_t id) const;
+  int32_t best(int row, const RowLogits& logits);
+  int32_t closer(int row, int32_t own, const RowLogits& logits);  // the closing mode's pick
+  void sort_row(int row, const RowLogits& logits);                // row_ and order_ (top kTopK first)
+
+  std::shared_ptr<const JsonVocab> vocab_;
+  JsonGrammar grammar_;
+  bool closing_ = false;  // the model wrote a stop token inside the object
+  std::vector<float> row_;
+  std::vector<int32_t> order_;
+};
+
+}  // namespace dg
