@@ -45,11 +45,11 @@ export DG_GIT_SHA
         --label "weights-$w" --out "$OUT/bench.jsonl"
     done
     # `diffgemma quantize` on a 4-layer full-shape checkpoint written here by dg_write_checkpoint (no torch)
-    # (DG_QUANTIZE_TIMING=1), extrapolated to 30 layers by bytes.
+    # (DG_QUANTIZE_TIMING=1), extrapolated to 30 layers by bytes; each pack then runs end to end on the GPU.
     if [ "${DG_QUANTIZE_TIMING:-0}" = 1 ]; then
       PYTHONUNBUFFERED=1 timeout 400 python3 scripts/quantize_timing.py --cli build/gpu/diffgemma \
         --writer build/gpu/dg_write_checkpoint --dir /tmp/dg-slice --layers 4 --machine "H200 host" \
-        --out "$OUT/quantize.jsonl"
+        --bench-backend cuda --bench-out "$OUT/bench.jsonl" --out "$OUT/quantize.jsonl"
     fi
   fi
   # The transformers reference on the same shapes, in the same run (DG_REFERENCE=eager|compiled|eager,compiled).

@@ -63,6 +63,17 @@ def writer_summary(writer, args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_pack(args, pack, profile, emit):
+    """quantize -> pack -> generate: the pack through `diffgemma bench -m PACK` on --bench-backend."""
+    cmd = [args.cli, "bench", "-m", pack, "--backend", args.bench_backend, "--prefill", "512", "--context", "1024",
+           "--denoise-steps", "3", "--steps", "16", "--prompt-tokens", "512", "--gen-tokens", "256",
+           "--label", f"pack-{profile}-{args.layers}-layer-slice", "--out", args.bench_out or args.out]
+    t = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    emit(event="pack_bench", profile=profile, backend=args.bench_backend, ok=proc.returncode == 0,
+         seconds=round(time.time() - t, 1), error=proc.stderr[-400:] if proc.returncode else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", required=True, help="the diffgemma binary")
@@ -75,6 +86,10 @@ def main():
     ap.add_argument("--machine", default="", help="a label for the machine")
     ap.add_argument("--keep", action="store_true", help="keep the checkpoint (and reuse one already there)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--bench-backend", default="", choices=["", "cpu", "cuda"],
+                    help="also run each pack end to end on this backend before deleting it: `diffgemma bench -m PACK` "
+                         "(prefill, denoise steps at 1k context, a 512-in / 256-out generation), lines to --bench-out")
+    ap.add_argument("--bench-out", default="", help="where the bench lines go (default: --out)")
     args = ap.parse_args()
 
     common = dict(git_sha=git_sha(), machine=args.machine, cpu_model=cpu_model(), cpus=os.cpu_count(),
@@ -119,6 +134,8 @@ def main():
              info_ok=info_ok, load_avg_1m_before=round(load, 2), full_source_bytes=full["text_bytes"],
              extrapolated_full_seconds=round(seconds * full["text_bytes"] / src_bytes, 1),
              method="by source bytes: seconds * full text bytes / slice text bytes")
+        if ok and args.bench_backend:
+            run_pack(args, pack, profile, emit)
         shutil.rmtree(pack, ignore_errors=True)
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
