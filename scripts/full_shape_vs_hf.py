@@ -22,6 +22,7 @@ import json
 import os
 import math
 import struct
+import subprocess
 import sys
 import time
 
@@ -113,6 +114,32 @@ def selftest():
         print(f"selftest: checksum {hf}/{hb}, want {want_f}/{want_b}")
         bad += 1
     print(json.dumps({"event": "selftest", "golden": len(GOLDEN), "checksum_elements": n, "failures": bad}))
+    return bad == 0
+
+
+def plan_selftest(writer, layers=7, seed=1):
+    """engine_plan against the C++ synthetic_plan (`dg_write_checkpoint --plan 1`) for the first `layers` layers of
+    the 26B-A4B shape: every name, shape, seed, scale and offset equal, in order. No torch needed."""
+    out = subprocess.run([writer, "--plan", "1", "--layers", str(layers), "--seed", str(seed), "--out", "unused"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"plan selftest: {writer} failed: {out.stderr}")
+        return False
+    cpp = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    sliding = [(i + 1) % 6 != 0 for i in range(layers)]
+    sliding[-1] = False  # the slice's last layer is full, as the reference forces
+    dims = [(256, 8) if s else (512, 2) for s in sliding]
+    py = list(engine_plan(seed, sliding, 2816, 2112, 128, 704, 262144, 16, dims))
+    bad = 0 if len(cpp) == len(py) else 1
+    if bad:
+        print(f"plan selftest: {len(cpp)} C++ tensors, {len(py)} python")
+    for c, (name, shape, s, scale, offset) in zip(cpp, py):
+        got = (c["name"], tuple(c["shape"]), c["seed"], c["scale"], c["offset"])
+        if got != (name, shape, s, scale, offset):
+            bad += 1
+            if bad <= 5:
+                print(f"plan selftest: C++ {got} != python {(name, shape, s, scale, offset)}")
+    print(json.dumps({"event": "plan_selftest", "tensors": len(cpp), "failures": bad}))
     return bad == 0
 
 
@@ -406,6 +433,8 @@ def run_hf(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--selftest", action="store_true", help="check the generator against the C++ goldens and exit")
+    ap.add_argument("--plan-selftest", default="", metavar="WRITER",
+                    help="check engine_plan against `WRITER --plan 1` (the dg_write_checkpoint binary) and exit")
     ap.add_argument("--engine", default="/tmp/engine", help="prefix of dg_dump_logits' files")
     ap.add_argument("--attn", default="eager,sdpa", help="attention implementations to run, in order")
     ap.add_argument("--out", default="")
@@ -414,6 +443,8 @@ def main():
     args = ap.parse_args()
     if not selftest():
         return 1
+    if args.plan_selftest:
+        return 0 if plan_selftest(args.plan_selftest) else 1
     if args.selftest:
         return 0
     return run_hf(args)

@@ -6,9 +6,10 @@
 // MB whatever the model size. For timing `diffgemma quantize` on the full shape (docs/FORMATS.md).
 //
 // Usage: dg_write_checkpoint --out DIR [--layers N] [--seed S] [--config config.json] [--max-shard-size 5GB]
-//                            [--tokenizer tokenizer.json] [--dry-run 1]
+//                            [--tokenizer tokenizer.json] [--dry-run 1] [--plan 1]
 // Prints one JSON line on stdout: layers, tensors, files, bytes (every tensor) and text_bytes (the tensors the
-// engine reads, which `diffgemma quantize` streams). --dry-run 1 prints it without writing anything.
+// engine reads, which `diffgemma quantize` streams). --dry-run 1 prints it without writing anything; --plan 1
+// prints synthetic_plan instead (name, shape, seed, scale, offset per text weight) and writes nothing.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "hf_layout.h"
+#include "model/synthetic.h"
 #include "ops/elementwise/synthetic_uniform.h"
 
 namespace dg {
@@ -39,12 +41,13 @@ struct Options {
   uint64_t seed = 1;
   uint64_t max_shard_bytes = 5'000'000'000ull;
   bool dry_run = false;
+  bool plan = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "dg_write_checkpoint: " << why
             << "\nusage: dg_write_checkpoint --out DIR [--layers N] [--seed S] [--config config.json]"
-               " [--max-shard-size 5GB] [--tokenizer tokenizer.json] [--dry-run 1]\n";
+               " [--max-shard-size 5GB] [--tokenizer tokenizer.json] [--dry-run 1] [--plan 1]\n";
   std::exit(2);
 }
 
@@ -79,6 +82,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(v);
     else if (a == "--max-shard-size") o.max_shard_bytes = parse_size(v);
     else if (a == "--dry-run") o.dry_run = v == "1";
+    else if (a == "--plan") o.plan = v == "1";
     else usage("unknown option '" + a + "'");
   }
   if (o.out.empty()) usage("--out is required");
@@ -186,6 +190,16 @@ int run(const Options& o) {
   }
   if (o.layers > 0) config = slice_hf_config(config, o.layers);
   const ModelConfig cfg = parse_model_config(config.dump(), o.config.empty() ? "the built-in 26B-A4B config" : o.config);
+  if (o.plan) {  // the synthetic recipe, one JSON line per text weight (scripts/full_shape_vs_hf.py checks its copy)
+    for (const SyntheticTensor& t : synthetic_plan(cfg, o.seed)) {
+      json shape = json::array();
+      for (int d = 0; d < t.shape.rank; ++d) shape.push_back(t.shape[d]);
+      std::cout << json{{"name", t.name}, {"shape", shape}, {"seed", t.seed}, {"scale", static_cast<double>(t.scale)},
+                        {"offset", static_cast<double>(t.offset)}}.dump()
+                << "\n";
+    }
+    return 0;
+  }
   const std::vector<HfTensor> tensors = hf_tensors(config, cfg, o.seed);
 
   const auto shards = plan_shards(tensors, o.max_shard_bytes);
