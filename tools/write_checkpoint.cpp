@@ -189,7 +189,8 @@ int run(const Options& o) {
     }
   }
   if (o.layers > 0) config = slice_hf_config(config, o.layers);
-  const ModelConfig cfg = parse_model_config(config.dump(), o.config.empty() ? "the built-in 26B-A4B config" : o.config);
+  const ModelConfig cfg =
+      parse_model_config(config.dump(), o.config.empty() ? "the built-in 26B-A4B config" : o.config);
   if (o.plan) {  // the synthetic recipe, one JSON line per text weight (scripts/full_shape_vs_hf.py checks its copy)
     for (const SyntheticTensor& t : synthetic_plan(cfg, o.seed)) {
       json shape = json::array();

@@ -25,7 +25,8 @@ TEST(SyntheticPlan, CoversExactlyTheExpectedTextWeightsWithConsecutiveSeeds) {
     EXPECT_EQ(t.shape, expected[t.name]) << t.name;
     EXPECT_EQ(t.seed, 5 * 1000003ull + 1 + i) << t.name;
   }
-  // The order the recipe has always drawn in (scripts/full_shape_vs_hf.py rebuilds it; ctest scripts.full_shape_vs_hf_plan).
+  // The order the recipe has always drawn in (scripts/full_shape_vs_hf.py rebuilds it; ctest
+  // scripts.full_shape_vs_hf_plan checks that copy).
   EXPECT_EQ(plan[0].name, "model.decoder.embed_tokens.weight");
   EXPECT_EQ(plan[3].name, "model.decoder.self_conditioning.gate_proj.weight");
   EXPECT_EQ(plan[6].name, "model.decoder.layers.0.self_attn.q_proj.weight");
