@@ -116,7 +116,7 @@ TEST(ServerBatch, ALongPromptsPrefillInterleavesWithTheRunningJobsSteps) {
   });
   ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_denoise_steps_total") >= 1; }));
   std::string text;
-  for (int i = 0; i < 60; ++i) text += "Tell me about cats and dogs. ";
+  for (int i = 0; i < 30; ++i) text += "Tell me about cats and dogs. ";  // ~30 chunks: short enough for ASan
   EXPECT_FALSE(content(s.post("/v1/chat/completions", chat_request(text))).empty());
   s.srv->stop();  // the running job is still far from its 6000 tokens: it is answered 503
   auto r = running.get();
@@ -140,7 +140,7 @@ TEST(ServerBatch, ALongPromptsPrefillInterleavesWithTheRunningJobsSteps) {
   ASSERT_LT(sync, records.size());
   const int64_t encoded = records[sync]["encoded"].get<int64_t>();
   const int64_t chunks = (encoded + kChunk - 1) / kChunk;
-  ASSERT_GE(chunks, 40) << "the long prompt has only " << encoded << " tokens";
+  ASSERT_GE(chunks, 20) << "the long prompt has only " << encoded << " tokens";
   int64_t steps_between = 0;
   for (size_t i = route + 1; i < sync; ++i)
     if (records[i].value("event", "") == "block" && records[i]["job"] != long_job)
