@@ -111,13 +111,19 @@ TEST(ServerBatch, ALongPromptsPrefillInterleavesWithTheRunningJobsSteps) {
   o.prefill_per_step = kChunk;
   o.log_dir = scratch_dir("oplog_interleave");
   TestServer s(o);
+  // Both requests may take minutes under a sanitizer on a loaded machine: clients that wait that long.
+  auto post = [&](const json& body) {
+    httplib::Client c = s.client();
+    c.set_read_timeout(600, 0);
+    return c.Post("/v1/chat/completions", body.dump(), "application/json");
+  };
   auto running = std::async(std::launch::async, [&] {
-    return s.post("/v1/chat/completions", long_request(0, {{"max_tokens", 6000}, {"steps", 2}}));
+    return post(long_request(0, {{"max_tokens", 6000}, {"steps", 2}}));
   });
-  ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_denoise_steps_total") >= 1; }));
+  ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_denoise_steps_total") >= 1; }, 120));
   std::string text;
-  for (int i = 0; i < 30; ++i) text += "Tell me about cats and dogs. ";  // ~30 chunks: short enough for ASan
-  EXPECT_FALSE(content(s.post("/v1/chat/completions", chat_request(text))).empty());
+  for (int i = 0; i < 30; ++i) text += "Tell me about cats and dogs. ";  // ~30 chunks
+  EXPECT_FALSE(content(post(chat_request(text))).empty());
   s.srv->stop();  // the running job is still far from its 6000 tokens: it is answered 503
   auto r = running.get();
   ASSERT_TRUE(r);
