@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -12,6 +13,15 @@
 
 namespace dg {
 namespace {
+
+// One parallel region's work: its own chunk counter and pending count, so a worker that wakes late for an earlier
+// region (and finds that region's chunks all claimed) can never claim a chunk of the next one.
+struct Region {
+  const std::function<void(int64_t)>* fn = nullptr;
+  int64_t total = 0;
+  std::atomic<int64_t> next{0}, pending{0};
+  std::exception_ptr error;  // guarded by Pool::mu_
+};
 
 class Pool {
  public:
@@ -30,35 +40,35 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& fn) {
     std::unique_lock<std::mutex> run_lock(run_mu_);  // one parallel region at a time
+    auto region = std::make_shared<Region>();
+    region->fn = &fn;
+    region->total = chunks;
+    region->pending = chunks;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      fn_ = &fn;
-      next_ = 0;
-      total_ = chunks;
-      pending_ = chunks;
-      error_ = nullptr;
+      region_ = region;
       ++generation_;
     }
     cv_.notify_all();
-    work();
+    work(*region);
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return pending_ == 0; });
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    done_cv_.wait(lk, [&] { return region->pending.load() == 0; });
+    region_.reset();
+    if (region->error) std::rethrow_exception(region->error);
   }
 
  private:
-  void work() {
+  void work(Region& r) {
     for (;;) {
-      const int64_t i = next_.fetch_add(1);
-      if (i >= total_) return;
+      const int64_t i = r.next.fetch_add(1);
+      if (i >= r.total) return;
       try {
-        (*fn_)(i);
+        (*r.fn)(i);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu_);
-        if (!error_) error_ = std::current_exception();
+        if (!r.error) r.error = std::current_exception();
       }
-      if (pending_.fetch_sub(1) == 1) {
+      if (r.pending.fetch_sub(1) == 1) {
         std::lock_guard<std::mutex> lk(mu_);
         done_cv_.notify_all();
       }
@@ -67,25 +77,24 @@ class Pool {
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      std::shared_ptr<Region> region;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || (generation_ != seen && fn_ != nullptr); });
+        cv_.wait(lk, [&] { return stop_ || (generation_ != seen && region_ != nullptr); });
         if (stop_) return;
         seen = generation_;
+        region = region_;
       }
-      work();
+      work(*region);
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* fn_ = nullptr;
-  std::atomic<int64_t> next_{0}, pending_{0};
-  int64_t total_ = 0;
+  std::shared_ptr<Region> region_;  // the region in progress; guarded by mu_
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::exception_ptr error_;
 };
 
 int g_requested = 0;
