@@ -1,5 +1,7 @@
 #include "diffusion/json_grammar.h"
 
+#include "io/utf8_lead.h"
+
 namespace dg {
 namespace {
 
@@ -157,19 +159,10 @@ bool JsonGrammar::step(uint8_t c) {
       }
       if (c < 0x20) return false;  // raw control characters must be escaped
       if (c < 0x80) return true;
-      // A UTF-8 lead byte (RFC 3629 table 3-7): how many continuation bytes follow, and the first one's range.
-      utf8_lo_ = 0x80;
-      utf8_hi_ = 0xBF;
-      if (c >= 0xC2 && c <= 0xDF) {
-        utf8_left_ = 1;
-      } else if (c >= 0xE0 && c <= 0xEF) {
-        utf8_left_ = 2;
-        if (c == 0xE0) utf8_lo_ = 0xA0;  // no overlong forms
-        if (c == 0xED) utf8_hi_ = 0x9F;  // no surrogates
-      } else if (c >= 0xF0 && c <= 0xF4) {
-        utf8_left_ = 3;
-        if (c == 0xF0) utf8_lo_ = 0x90;
-        if (c == 0xF4) utf8_hi_ = 0x8F;  // nothing above U+10FFFF
+      if (const std::optional<Utf8Lead> lead = utf8_lead(c)) {
+        utf8_left_ = static_cast<uint8_t>(lead->len - 1);
+        utf8_lo_ = lead->lo;
+        utf8_hi_ = lead->hi;
       } else {
         return false;
       }

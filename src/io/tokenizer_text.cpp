@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/tokenizer_impl.h"
+#include "io/utf8_lead.h"
 
 namespace dg::tok {
 
@@ -21,22 +22,10 @@ std::optional<size_t> utf8_invalid_offset(std::string_view s) {
       ++i;
       continue;
     }
-    size_t len = 0;
-    uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;  // no overlong forms
-      if (b == 0xED) hi = 0x9F;  // no surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;  // no overlong forms
-      if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-    } else {
-      return i;
-    }
-    if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+    const std::optional<Utf8Lead> lead = utf8_lead(b);
+    if (!lead) return i;
+    const auto len = static_cast<size_t>(lead->len);
+    if (i + len > n || p[i + 1] < lead->lo || p[i + 1] > lead->hi) return i;
     for (size_t k = 2; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return i;
     }

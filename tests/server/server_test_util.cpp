@@ -77,25 +77,10 @@ int connect_and_send(int port, const std::string& bytes) {
   return fd;
 }
 
-std::string recv_all(int fd, double seconds) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(seconds);
-  tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string got;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
+namespace {
 
-std::string stream_post(int port, const std::string& path, const json& body,
-                        const std::function<bool(const std::string&)>& on_data) {
-  const int fd = connect_and_send(port, raw_post(path, body));
-  if (fd < 0) return {};
+// Reads until the peer closes, an error or timeout, or `on_data` (given everything so far) returns false.
+std::string recv_while(int fd, const std::function<bool(const std::string&)>& on_data) {
   std::string got;
   char buf[4096];
   for (;;) {
@@ -104,6 +89,24 @@ std::string stream_post(int port, const std::string& path, const json& body,
     got.append(buf, static_cast<size_t>(n));
     if (!on_data(got)) break;
   }
+  return got;
+}
+
+}  // namespace
+
+std::string recv_all(int fd, double seconds) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(seconds);
+  tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return recv_while(fd, [](const std::string&) { return true; });
+}
+
+std::string stream_post(int port, const std::string& path, const json& body,
+                        const std::function<bool(const std::string&)>& on_data) {
+  const int fd = connect_and_send(port, raw_post(path, body));
+  if (fd < 0) return {};
+  std::string got = recv_while(fd, on_data);
   ::close(fd);
   return got;
 }
