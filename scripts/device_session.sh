@@ -35,18 +35,20 @@ if [ "${DG_PHASE:-check}" = check ]; then
     stamp "tests done" >> "$OUT/tests.txt" ) &
   tests=$!
   {
-    stamp "engine, 30 layers"
-    timeout 150 build/gpu/dg_dump_logits --out /tmp/dg_engine --layers 30 --seed 1 --prompt 1024 \
-      || echo "dg_dump_logits failed: rc $?"
-    cp -f /tmp/dg_engine.json "$OUT/engine_input.json" 2>/dev/null
-    stamp "transformers"
-    PYTHONUNBUFFERED=1 timeout 330 python3 scripts/full_shape_vs_hf.py --engine /tmp/dg_engine \
-      --out "$OUT/full_shape_vs_hf.jsonl" || echo "full_shape_vs_hf.py: rc $?"
+    for L in ${DG_FULL_LAYERS:-2 30}; do  # 2: before a deep random model amplifies rounding; 30: the whole model
+      stamp "engine, $L layers"
+      timeout 150 build/gpu/dg_dump_logits --out /tmp/dg_engine --layers "$L" --seed 1 --prompt 1024 \
+        || echo "dg_dump_logits failed: rc $?"
+      cp -f /tmp/dg_engine.json "$OUT/engine_input_$L.json" 2>/dev/null
+      stamp "transformers, $L layers"
+      PYTHONUNBUFFERED=1 timeout 330 python3 scripts/full_shape_vs_hf.py --engine /tmp/dg_engine \
+        --out "$OUT/full_shape_vs_hf_$L.jsonl" || echo "full_shape_vs_hf.py ($L layers): rc $?"
+    done
     stamp "done"
   } > "$OUT/full_shape.txt" 2>&1
   wait $tests
   grep -E "^\[  (FAILED|PASSED) |FAILED  \]|tests done" "$OUT/tests.txt"
-  tail -n 25 "$OUT/full_shape.txt"
+  grep -h -E '"(compare|verdict|done)"' "$OUT"/full_shape_vs_hf_*.jsonl | cut -c1-330
   exit 0
 fi
 

@@ -23,14 +23,17 @@ inline constexpr double kArgmaxMarginEps = 1e-3;     // top-1 minus top-2 temper
 inline constexpr double kEntropyEps = 1e-4;          // entropy gaps at the accept boundary
 inline constexpr double kDrawMarginEps = 1e-5;       // distance of the uniform draw to a CDF boundary
 
-// The same replay on the CUDA backend (bf16 activations, f16 KV, flash attention, stream MoE) against the f32
-// recording. PROVISIONAL: set from the CPU-vs-CUDA parity measurements (step-1 logit cosine 0.9956 on tiny_a with
-// flash, a routing near-tie moving a row by up to 0.46 nats of entropy); the replay prints its measured worst
-// values and these bounds become a few times those once the coordinator has run it on the GPU (docs/NUMERICS.md).
-inline constexpr double kCudaReplayMinCosine = 0.98;
-inline constexpr double kCudaArgmaxMarginEps = 2.0;  // tempered-logit top-1 minus top-2
-inline constexpr double kCudaEntropyEps = 0.5;       // accept-boundary margin, nats
-inline constexpr double kCudaDrawMarginEps = 0.05;   // CDF distance
+// The same replay on the CUDA backend (bf16 activations, f16 KV, flash attention, stream MoE) and on the CPU reference
+// in that storage precision ("cpubf16"), against the f32 recording. The random tiny fixtures amplify storage
+// rounding, so these are wide; measured (CUDA on the H200 2026-11-30 / cpubf16 here), tiny_a: worst step cosine
+// 0.9557 / 0.9721, argmax flips at recorded margins up to 3.17 / 4.50, accept 0.018 / 0.019, draws 0.41 / 0.48;
+// tiny_b: 0.9686 / 0.9915, 1.87 / 1.97, 0.016 / 0.013, 0.33 / 0.16. The CPU in bf16 moves as far as CUDA does: the
+// width is the precision's, not a kernel's (kernels are held tightly per layer in cuda_parity_test.cpp, and on the
+// trained model, which is not chaotic). A bug that breaks a layer drops the cosine far below these.
+inline constexpr double kCudaReplayMinCosine = 0.93;
+inline constexpr double kCudaArgmaxMarginEps = 6.0;  // tempered-logit top-1 minus top-2
+inline constexpr double kCudaEntropyEps = 0.1;       // accept-boundary margin, nats
+inline constexpr double kCudaDrawMarginEps = 0.65;   // CDF distance
 // The contract profile's inputs (self-embed at step 1, sparse self-conditioning after) on CUDA vs the CPU in the
 // GPU's storage precision, tiny_a's recorded canvases: measured on the H200 (2026-11-30) worst step cosine 0.9594
 // (early_stop, block 0 step 2; tiny_a's random layers amplify a routing near-tie), argmax agreement 323/352.

@@ -48,13 +48,23 @@ Steps run(Engine& e, const std::vector<int32_t>& prompt, const std::vector<int32
   return s;
 }
 
+// Rows of [rows, n] logits whose own cosine is at least `min`.
+int rows_within(const std::vector<float>& got, const std::vector<float>& want, int64_t n, double min) {
+  int ok = 0;
+  for (size_t off = 0; off + static_cast<size_t>(n) <= got.size(); off += static_cast<size_t>(n)) {
+    const std::span<const float> a(got.data() + off, static_cast<size_t>(n)), b(want.data() + off, static_cast<size_t>(n));
+    ok += compare(a, b).cosine >= min;
+  }
+  return ok;
+}
+
 class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
 
-// Bounds: step-1 logits as the bf16 backend's bound on tiny_a with the flash kernel (0.995, tests/model/
-// cuda_parity_test.cpp; measured 0.99559 there), 0.99 for q4, whose bf16 rounding of decoded weights (2^-9 each)
-// the CPU run does not make and tiny_a's random layers amplify; step 2's self-conditioned canvas (the q8 SC MLP on
-// the same input, exact weights on both sides) as the bf16 backend's dec.x0 (0.99999) less a margin. Provisional
-// until measured on the GPU machine (docs/NUMERICS.md); step 2's logits are reported.
+// Bounds: tiny_a's random layers amplify storage rounding (docs/NUMERICS.md: the CPU reference in bf16 alone moves
+// its replayed logits to cosine 0.97), and a routing near-tie moves a whole row: measured on the H200 (2026-11-30)
+// step-1 cosine q4 0.99967, fp8 0.98199 (max |diff| 12.6 in one place), nvfp4 0.99535. So the whole-step cosine is
+// held loosely and the rows tightly: nine rows in ten must agree to 0.999. Step 2's self-conditioned canvas (the q8
+// SC MLP on the same input, exact weights on both sides) is held as the bf16 backend's dec.x0.
 TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
@@ -72,7 +82,13 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
             << " step 2 dec.x0 (q8 SC MLP on the CPU's input): " << x0.str() << "\n  " << profile
             << " logits step 2 (reported): " << d2.str() << "\n";
   EXPECT_TRUE(d1.finite && d2.finite && x0.finite);
-  EXPECT_GE(d1.cosine, profile == "q4" ? 0.99 : 0.995) << d1.str();
+  const int64_t V = cpu.ck.config.vocab, C = static_cast<int64_t>(canvas.size());
+  const int rows1 = rows_within(b.logits1, a.logits1, V, 0.999), rows2 = rows_within(b.logits2, a.logits2, V, 0.999);
+  std::cout << "  " << profile << " rows within cosine 0.999: step 1 " << rows1 << "/" << C << ", step 2 " << rows2
+            << "/" << C << "\n";
+  EXPECT_GE(d1.cosine, 0.97) << d1.str();
+  EXPECT_GE(rows1 * 10, C * 9);
+  EXPECT_GE(rows2 * 10, C * 9);
   EXPECT_GE(x0.cosine, 0.9999) << x0.str();
 }
 
