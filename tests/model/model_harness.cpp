@@ -1,5 +1,7 @@
 #include "model/model_harness.h"
 
+#include "support/compare.h"
+
 namespace dg::test {
 
 Engine::Engine(const std::string& dir, Precision p, const std::string& backend, const CudaKernels& kernels)
@@ -37,6 +39,28 @@ std::vector<float> to_host(Backend& be, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   be.copy_to_host(t, out.data());
   return out;
+}
+
+RowsOff decoder_rows_off(Engine& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
+                         double min_cos) {
+  const int64_t H = e.ck.config.hidden;
+  KvCache kv = e.new_cache(1024);
+  e.model->encode(kv, prompt);
+  RowsOff r;
+  for (int l = 0; l < e.ck.config.n_layers; ++l) {
+    const std::vector<float>& in = ref.t.at(l == 0 ? "dec.x0" : "dec.l" + std::to_string(l - 1) + ".out");
+    const std::vector<float>& want = ref.t.at("dec.l" + std::to_string(l) + ".out");
+    Tensor h = e.be->alloc(Shape{rows, H});
+    e.be->copy_from_host(in.data(), h);
+    const std::vector<float> got = to_host(*e.be, e.model->decoder_layer(l, h, kv));
+    for (int64_t i = 0; i < rows; ++i) {
+      const std::span<const float> x(got.data() + i * H, static_cast<size_t>(H));
+      const std::span<const float> y(want.data() + i * H, static_cast<size_t>(H));
+      ++r.total;
+      r.off += compare(x, y).cosine < min_cos;
+    }
+  }
+  return r;
 }
 
 }  // namespace dg::test

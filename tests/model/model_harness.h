@@ -35,4 +35,14 @@ struct Capture {
   ForwardTrace fn();
 };
 
+// Each decoder layer of `e` run on the reference's own input to that layer (`ref`: a denoise step's capture holding
+// dec.x0 and dec.lN.out, of `rows` canvas rows, after `prompt` was encoded): the number of (layer, row) outputs whose
+// cosine to the reference's is below `min_cos`, and the number compared. A routing near-tie moves a row by a whole
+// expert, and a random model's attention spreads that row's difference, so layers are held one at a time.
+struct RowsOff {
+  int off = 0, total = 0;
+};
+RowsOff decoder_rows_off(Engine& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
+                         double min_cos);
+
 }  // namespace dg::test

@@ -48,23 +48,14 @@ Steps run(Engine& e, const std::vector<int32_t>& prompt, const std::vector<int32
   return s;
 }
 
-// Rows of [rows, n] logits whose own cosine is at least `min`.
-int rows_within(const std::vector<float>& got, const std::vector<float>& want, int64_t n, double min) {
-  int ok = 0;
-  for (size_t off = 0; off + static_cast<size_t>(n) <= got.size(); off += static_cast<size_t>(n)) {
-    const std::span<const float> a(got.data() + off, static_cast<size_t>(n)), b(want.data() + off, static_cast<size_t>(n));
-    ok += compare(a, b).cosine >= min;
-  }
-  return ok;
-}
-
 class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
 
 // Bounds: tiny_a's random layers amplify storage rounding (docs/NUMERICS.md: the CPU reference in bf16 alone moves
-// its replayed logits to cosine 0.97), and a routing near-tie moves a whole row: measured on the H200 (2026-11-30)
-// step-1 cosine q4 0.99967, fp8 0.98199 (max |diff| 12.6 in one place), nvfp4 0.99535. So the whole-step cosine is
-// held loosely and the rows tightly: nine rows in ten must agree to 0.999. Step 2's self-conditioned canvas (the q8
-// SC MLP on the same input, exact weights on both sides) is held as the bf16 backend's dec.x0.
+// its replayed logits to cosine 0.97) and a routing near-tie moves a whole row, so the whole step is held loosely
+// (measured on the H200 2026-11-30, step-1 cosine q4 0.99967, fp8 0.98199, nvfp4 0.99535) and the kernels tightly:
+// every decoder layer of step 2 on the CPU's own input to it, row by row, as the bf16 backend is held
+// (tests/model/cuda_parity_test.cpp). Step 2's self-conditioned canvas (the q8 SC MLP on the same input, exact
+// weights on both sides) is held as the bf16 backend's dec.x0.
 TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
@@ -82,13 +73,11 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
             << " step 2 dec.x0 (q8 SC MLP on the CPU's input): " << x0.str() << "\n  " << profile
             << " logits step 2 (reported): " << d2.str() << "\n";
   EXPECT_TRUE(d1.finite && d2.finite && x0.finite);
-  const int64_t V = cpu.ck.config.vocab, C = static_cast<int64_t>(canvas.size());
-  const int rows1 = rows_within(b.logits1, a.logits1, V, 0.999), rows2 = rows_within(b.logits2, a.logits2, V, 0.999);
-  std::cout << "  " << profile << " rows within cosine 0.999: step 1 " << rows1 << "/" << C << ", step 2 " << rows2
-            << "/" << C << "\n";
+  const RowsOff off = decoder_rows_off(gpu, prompt, a.dec2, static_cast<int64_t>(canvas.size()), 0.99);
+  std::cout << "  " << profile << " step 2 decoder rows below cosine 0.99 (each layer on the CPU's input): " << off.off
+            << "/" << off.total << "\n";
   EXPECT_GE(d1.cosine, 0.97) << d1.str();
-  EXPECT_GE(rows1 * 10, C * 9);
-  EXPECT_GE(rows2 * 10, C * 9);
+  EXPECT_LE(off.off, off.total / 20);
   EXPECT_GE(x0.cosine, 0.9999) << x0.str();
 }
 
