@@ -3,6 +3,9 @@
 # commands that fit the 10-minute limit, results in $OUT.
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
+#   DG_PHASE=final  the GPU tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON
+#                   results checked against the CPU's: DG_SAME_AS_DIR), the bf16 graphs bench, the 32-stream serving
+#                   bench with the cuBLAS grouped MoE, and transformers compiled on the same shapes (bench_reference)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -49,6 +52,33 @@ if [ "${DG_PHASE:-check}" = check ]; then
   wait $tests
   grep -E "^\[  (FAILED|PASSED) |FAILED  \]|tests done" "$OUT/tests.txt"
   grep -h -E '"(compare|verdict|done)"' "$OUT"/full_shape_vs_hf_*.jsonl | cut -c1-330
+  exit 0
+fi
+
+if [ "${DG_PHASE:-check}" = final ]; then
+  timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+    | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
+  grep -E "^\[  (FAILED|PASSED) |FAILED  \]" "$OUT/tests.txt"
+  for p in contract reference; do
+    same=()
+    [ -f "${DG_SAME_AS_DIR:-bench/results}/smoketest-cpu-$p.json" ] && same=(--same-as "${DG_SAME_AS_DIR:-bench/results}/smoketest-cpu-$p.json")
+    timeout 120 build/gpu/diffgemma smoketest --backend cuda --sampler "$p" --json "${same[@]}" > "$OUT/smoketest-cuda-$p.json"
+    echo "smoketest cuda $p: rc $?"
+  done
+  {
+    stamp "bench graphs"
+    timeout 150 build/gpu/diffgemma bench --graphs --prefill 4096 --context 1024 --label full30-graphs \
+      --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
+    stamp "serve 32, cublas MoE"
+    timeout 150 build/gpu/diffgemma bench --serve --streams 32 --moe cublas --steps 16 --prompt-tokens 1024 \
+      --serve-tokens 512 --label serve-moe-cublas --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
+    stamp "transformers compiled"
+    PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-300}" python3 scripts/bench_reference.py --mode compiled \
+      --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
+      | tail -n 5
+    python3 scripts/bench_ratios.py "$OUT/bench.jsonl"
+    stamp "done"
+  } 2>&1 | tee "$OUT/log.txt"
   exit 0
 fi
 
