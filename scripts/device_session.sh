@@ -4,8 +4,8 @@
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
 #   DG_PHASE=final  the GPU tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON
-#                   results checked against the CPU's: DG_SAME_AS_DIR), the bf16 graphs bench, the 32-stream serving
-#                   bench with the cuBLAS grouped MoE, and transformers compiled on the same shapes (bench_reference)
+#                   results checked against the CPU's: DG_SAME_AS_DIR), the bf16 graphs bench, the 8- and 32-stream serving
+#                   bench with the cuBLAS grouped MoE and --moe auto, and transformers compiled on the same shapes (bench_reference)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -69,9 +69,11 @@ if [ "${DG_PHASE:-check}" = final ]; then
     stamp "bench graphs"
     timeout 150 build/gpu/diffgemma bench --graphs --prefill 4096 --context 1024 --label full30-graphs \
       --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
-    stamp "serve 32, cublas MoE"
-    timeout 150 build/gpu/diffgemma bench --serve --streams 32 --moe cublas --steps 16 --prompt-tokens 1024 \
-      --serve-tokens 512 --label serve-moe-cublas --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
+    for m in cublas auto; do
+      stamp "serve 8 and 32, MoE $m"
+      timeout 150 build/gpu/diffgemma bench --serve --streams 8,32 --moe "$m" --steps 16 --prompt-tokens 1024 \
+        --serve-tokens 512 --label "serve-moe-$m" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
+    done
     stamp "transformers compiled"
     PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-300}" python3 scripts/bench_reference.py --mode compiled \
       --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \

@@ -107,8 +107,10 @@ struct CudaKernels {
   // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
   std::string attention = "flash";
   // stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync
-  // per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
+  // per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md) | auto: cublas for calls of at least
+  // moe_auto_rows tokens outside graph captures (large batches, prefill chunks), stream otherwise
   std::string moe = "stream";
+  int64_t moe_auto_rows = 2048;
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

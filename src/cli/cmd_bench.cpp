@@ -97,7 +97,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
@@ -227,8 +227,12 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--moe", o->kernels.moe,
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
-                  "wmma (ours, fragments from global memory)")
-      ->check(CLI::IsMember({"cublas", "stream", "wmma"}))
+                  "wmma (ours, fragments from global memory) | auto (cublas for calls of at least --moe-auto-rows "
+                  "tokens outside graph captures, stream otherwise)")
+      ->check(CLI::IsMember({"cublas", "stream", "wmma", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");

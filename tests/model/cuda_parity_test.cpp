@@ -59,7 +59,8 @@ void expect_cos(const std::string& what, const std::vector<float>& got, const st
 
 void parity(const std::string& dir, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas,
             const CudaKernels& kernels) {
-  std::cout << "  kernels: attention " << kernels.attention << ", moe " << kernels.moe << "\n";
+  std::cout << "  kernels: attention " << kernels.attention << ", moe " << kernels.moe
+            << (kernels.moe == "auto" ? " from " + std::to_string(kernels.moe_auto_rows) + " tokens" : "") << "\n";
   Engine cpu(dir, Precision{Storage::kBF16, Storage::kF16}, "cpu");
   Engine gpu(dir, {}, "cuda", kernels);
   std::vector<float> sc;
@@ -118,7 +119,9 @@ TEST_P(CudaParityKernels, EmbeddedModelMatchesTheCpuReference) {
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                          ::testing::Values(CudaKernels{"flash", "cublas"}, CudaKernels{"flash", "stream"},
                                            CudaKernels{"gemm", "wmma"}, CudaKernels{"warp", "wmma"},
-                                           CudaKernels{"gemm", "cublas"}));
+                                           CudaKernels{"gemm", "cublas"},
+                                           // auto at 100 tokens: prompts take cuBLAS, canvases the stream kernel
+                                           CudaKernels{"flash", "auto", 100}));
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

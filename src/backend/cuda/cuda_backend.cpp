@@ -52,8 +52,9 @@ class CudaBackend final : public Backend {
       : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
     DG_CHECK(kernels.attention == "flash" || kernels.attention == "gemm" || kernels.attention == "warp",
              "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
-    DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma",
-             "unknown MoE kernel '{}': expected stream, cublas or wmma", kernels.moe);
+    DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma" || kernels.moe == "auto",
+             "unknown MoE kernel '{}': expected stream, cublas, wmma or auto", kernels.moe);
+    DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
@@ -285,7 +286,9 @@ class CudaBackend final : public Backend {
     // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
     // is); other shapes take the wmma kernel, also free of host synchronisation.
     const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
-    if (packed || (kernels_.moe == "stream" && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
+    const bool cublas = kernels_.moe == "cublas" || (kernels_.moe == "auto" && !capturing_ && T >= kernels_.moe_auto_rows);
+    const bool stream = (kernels_.moe == "stream" || kernels_.moe == "auto") && !cublas;
+    if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
@@ -296,7 +299,7 @@ class CudaBackend final : public Backend {
       check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
       Tensor gu = alloc(Shape{P + 16, two_ff});
       Tensor act = alloc(Shape{P + 16, ff});
-      if (kernels_.moe == "cublas") {
+      if (cublas) {
         std::vector<int32_t> off(static_cast<size_t>(E + 1));
         check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
         check(cudaStreamSynchronize(stream_), "offsets sync");
