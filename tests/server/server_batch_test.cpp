@@ -112,18 +112,21 @@ TEST(ServerBatch, ALongPromptsPrefillInterleavesWithTheRunningJobsSteps) {
   o.log_dir = scratch_dir("oplog_interleave");
   TestServer s(o);
   // Both requests may take minutes under a sanitizer on a loaded machine: clients that wait that long.
-  auto post = [&](const json& body) {
+  auto post = [&](const char* path, const json& body) {
     httplib::Client c = s.client();
     c.set_read_timeout(600, 0);
-    return c.Post("/v1/chat/completions", body.dump(), "application/json");
+    return c.Post(path, body.dump(), "application/json");
   };
+  // The running job must outlast the long prefill: a raw completion that the embedded model continues with
+  // padding and no stop token (its chat answers all stop within a few blocks).
   auto running = std::async(std::launch::async, [&] {
-    return post(long_request(0, {{"max_tokens", 6000}, {"steps", 2}}));
+    return post("/v1/completions", {{"model", "dg-tiny"}, {"prompt", "1, 2, 3, 4, 5,"}, {"max_tokens", 6000},
+                                    {"steps", 2}, {"confidence_threshold", 1e-30}, {"seed", 10}});
   });
   ASSERT_TRUE(eventually([&] { return s.metric("diffgemma_denoise_steps_total") >= 1; }, 120));
   std::string text;
   for (int i = 0; i < 30; ++i) text += "Tell me about cats and dogs. ";  // ~30 chunks
-  EXPECT_FALSE(content(post(chat_request(text))).empty());
+  EXPECT_FALSE(content(post("/v1/chat/completions", chat_request(text))).empty());
   s.srv->stop();  // the running job is still far from its 6000 tokens: it is answered 503
   auto r = running.get();
   ASSERT_TRUE(r);
