@@ -146,7 +146,8 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
   Generation g(model.canvas(), model.vocab(), prompt, opt, events);
   // Device decisions unless a step observer needs each step's rows on the host (both paths give the same tokens).
-  const bool on_device = !opt.host_decisions && (events == nullptr || !events->on_step) && model.can_decide();
+  const bool rows_observed = events != nullptr && events->on_step && events->step_rows;
+  const bool on_device = !opt.host_decisions && !rows_observed && model.can_decide();
   g.set_device_decisions(on_device);
   if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
   std::vector<RowStats> stats;

@@ -48,6 +48,9 @@ struct StepView {
 
 struct GenerateEvents {
   std::function<void(const StepInfo&, const StepView&)> on_step;
+  // on_step reads the StepView's rows. false: it reads only the StepInfo and gets an empty view, which lets the
+  // single-stream loop keep the step decisions on the backend (docs/CUDA.md).
+  bool step_rows = true;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
   // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
   std::function<bool()> cancel;

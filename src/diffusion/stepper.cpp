@@ -121,10 +121,12 @@ void Generation::end_step_decided(const DecideStatus& st, const std::function<vo
   DG_CHECK(st.step == step_ + 1 && st.lcg == rng_.state(),
            "generation: the decide op is at step {} with RNG state {:#x}, the host at step {} with {:#x}", st.step,
            st.lcg, step_ + 1, rng_.state());
-  sc_kind_ = ScKind::kLogits;
-  ++step_;
   stop_ = static_cast<StopRule>(st.stop);
   pad_gated_ = st.pad_gated;
+  if (events_ != nullptr && events_->on_step)
+    events_->on_step(StepInfo{block_, step_ + 1, temperature_, st.mean_entropy, st.accepted, stop_}, StepView{});
+  sc_kind_ = ScKind::kLogits;
+  ++step_;
   if (stop_ == StopRule::kNone && step_ < opt_.steps) return;
   std::vector<RowStats> stats(static_cast<size_t>(len_));
   read(stats.data());

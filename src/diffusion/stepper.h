@@ -59,7 +59,8 @@ class Generation {
   void set_device_decisions(bool on);
   DecideParams decide_params() const;                   // the attempt's rules for the decide op
   std::span<const LcgJump> decide_jumps() const { return jumps_; }  // Lcg::jumps(2 * canvas)
-  // The decide op's status of the step; when the attempt ends, `read` fills the last step's row statistics [rows].
+  // The decide op's status of the step (on_step gets its StepInfo and an empty view); when the attempt ends, `read`
+  // fills the last step's row statistics [rows].
   void end_step_decided(const DecideStatus& st, const std::function<void(RowStats*)>& read);
 
   int rows() const { return len_; }  // the canvas length of the current attempt

@@ -78,21 +78,34 @@ TEST(DeviceDecisions, CpuEmbeddedModelMatchesHost) {
   std::cout << "  early stops: " << device_matches_host(e, false) << "\n";
 }
 
-TEST(DeviceDecisions, StepObserversKeepTheHostPath) {
+// Observers that read the rows get them (the host path); observers of StepInfo alone (step_rows false) get the
+// same StepInfo sequence from the device decisions, with an empty view.
+TEST(DeviceDecisions, StepObserversGetTheSameSteps) {
   Engine e(source_path("models/dg-tiny"));
-  SamplerOptions o = options(e, SamplerProfile::kContract, 5);
-  int steps = 0;
-  GenerateEvents ev;
-  ev.on_step = [&](const StepInfo&, const StepView& v) {
-    ++steps;
-    EXPECT_FALSE(v.canvas_out.empty());
-  };
-  KvCache kv = e.new_cache(), kv2 = e.new_cache();
+  const SamplerOptions o = options(e, SamplerProfile::kContract, 5);
   const std::vector<int32_t> prompt = pattern_ids(5, 1, e.ck.config.vocab);
-  const GenerateResult observed = generate(*e.model, kv, prompt, o, &ev);
-  const GenerateResult plain = generate(*e.model, kv2, prompt, o);
-  EXPECT_EQ(steps, observed.forwards);
-  expect_same(observed, plain, "observed vs device");
+  std::vector<StepInfo> steps[2];
+  GenerateResult r[2];
+  for (int device = 0; device < 2; ++device) {
+    GenerateEvents ev;
+    ev.step_rows = device == 0;
+    ev.on_step = [&, device](const StepInfo& s, const StepView& v) {
+      steps[device].push_back(s);
+      EXPECT_EQ(v.canvas_out.empty(), device == 1);
+      EXPECT_EQ(v.entropy.empty(), device == 1);
+    };
+    KvCache kv = e.new_cache();
+    r[device] = generate(*e.model, kv, prompt, o, &ev);
+  }
+  expect_same(r[0], r[1], "rows observed vs StepInfo observed");
+  ASSERT_EQ(steps[0].size(), steps[1].size());
+  EXPECT_EQ(static_cast<int>(steps[1].size()), r[1].forwards);
+  for (size_t i = 0; i < steps[0].size(); ++i) {
+    const StepInfo &a = steps[0][i], &b = steps[1][i];
+    EXPECT_TRUE(a.block == b.block && a.step == b.step && a.temperature == b.temperature &&
+                a.mean_entropy == b.mean_entropy && a.accepted == b.accepted && a.stop == b.stop)
+        << "step " << i;
+  }
 }
 
 #if defined(DG_WITH_CUDA)

@@ -108,7 +108,9 @@ void kernel_matches_twin(int rows, bool categorical, int history, uint64_t seed)
     EXPECT_TRUE(same_state(ds.get()[0], hs)) << "state, step " << step;
     EXPECT_EQ(dcanvas.get(), canvas) << "canvas, step " << step;
     EXPECT_EQ(dp.get(), hp) << "previous accept, step " << step;
-    if (history > 0) EXPECT_EQ(dh.get(), hh) << "history, step " << step;
+    if (history > 0) {
+      EXPECT_EQ(dh.get(), hh) << "history, step " << step;
+    }
     if (::testing::Test::HasFailure()) return;
   }
 }
