@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "ops/decide/decide.h"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {
@@ -21,6 +22,25 @@ namespace dg {
 struct Precision {
   Storage act = Storage::kF32;  // stored activations (the reference model dtype)
   Storage kv = Storage::kF32;   // KV cache storage
+};
+
+// The sampler's per-step decisions where the model runs (src/ops/decide/decide.h): the canvas ids, the last step's
+// row statistics, the RNG and the stop state stay on the backend, and each step hands the host one DecideStatus.
+class Decider {
+ public:
+  virtual ~Decider() = default;
+  // Starts an attempt: its initial canvas goes into ids(); lcg is the RNG state after the canvas draws; jump holds
+  // the LCG's maps of 1..2 * rows draws (Lcg::jumps).
+  virtual void start(const DecideParams& p, std::span<const int32_t> canvas, uint64_t lcg,
+                     std::span<const LcgJump> jump) = 0;
+  // [rows] i32: the canvas the next denoise reads; each step rewrites it in place (a captured graph's input).
+  virtual const Tensor& ids() const = 0;
+  // After a denoise wrote `logits` [rows, vocab] f32: the row statistics of softmax(logits / T) (the tempered
+  // logits to `tempered`, as Backend::row_stats), the categorical draws where p.categorical, then the decisions.
+  virtual DecideStatus step(const Tensor& logits, float temperature, Tensor& tempered) = 0;
+  // The last step's row statistics and the canvas, on the host.
+  virtual void read_stats(RowStats* host) = 0;
+  virtual void read_canvas(int32_t* host) = 0;
 };
 
 class Backend {
@@ -65,6 +85,9 @@ class Backend {
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
+
+  // A Decider on this backend; nullptr where the decisions stay on the host.
+  virtual std::unique_ptr<Decider> make_decider() { return nullptr; }
 
   // Fills a weight-shaped buffer with uniform values in [offset - scale, offset + scale] from `seed` (synthetic
   // full-shape models for benchmarks; deterministic per seed).

@@ -119,6 +119,7 @@ void run_ask(const AskOptions& o) {
   bool stopped = false;
   GenerateEvents ev;
   ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
+  ev.step_rows = false;
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     progress.block(b);
     if (reply) {

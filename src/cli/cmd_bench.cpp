@@ -28,6 +28,7 @@ struct BenchOptions {
   int denoise_steps = 8;   // timed denoise forwards per context
   int64_t prefill_chunk = 4096;
   bool graphs = false;     // replay denoise steps through CUDA graphs
+  bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
   bool skip_generate = false;
@@ -99,7 +100,8 @@ void run_bench(const BenchOptions& o) {
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}});
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs},
+                   {"decisions", o.host_decisions ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
     auto cache_for = [&](int64_t context) {
@@ -152,6 +154,7 @@ void run_bench(const BenchOptions& o) {
   if (!o.skip_generate) {
     SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
     so.seed = o.seed;
+    so.host_decisions = o.host_decisions;
     KvCache kv = new_cache();
     const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
     double first_block = -1;
@@ -207,6 +210,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--graphs", o->graphs, "replay denoise steps through CUDA graphs (needs a MoE kernel other than cublas)");
+  cmd->add_flag("--host-decisions", o->host_decisions,
+                "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
   cmd->add_option("--weights", o->weights,
                   "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "

@@ -19,6 +19,8 @@ void SamplerFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--t-max", t_max, "temperature at the first step");
   cmd->add_option("--confidence-threshold", confidence_threshold, "stop when mean entropy is below this and stable");
   cmd->add_option("--stability-threshold", stability_threshold, "steps the argmax must repeat before stopping");
+  cmd->add_flag("--host-decisions", host_decisions,
+                "run the per-step sampler decisions on the host instead of the backend (A/B; same tokens)");
   auto* g = cmd->add_option_group("contract", "contract-profile divergences (seed defaults; --sampler reference "
                                               "turns all of them off)");
   g->add_option("--denoise-token", denoise_token, "token taken at accepted positions: argmax | sample")
@@ -59,6 +61,7 @@ SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
   if (commit_trim_tau >= 0) o.commit_trim_tau = commit_trim_tau;
   if (commit_trim_floor >= 0) o.commit_trim_floor = commit_trim_floor;
   if (!self_conditioning.empty()) o.sc_sparse_cutoff = self_conditioning == "exact" ? 0.0 : std::exp(-10.0);
+  o.host_decisions = host_decisions;
   o.validate();
   return o;
 }

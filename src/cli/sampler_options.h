@@ -19,6 +19,7 @@ struct SamplerFlags {
   std::string denoise_token, first_step_sc, pad_gate, self_conditioning;
   int plateau_steps = -1, entropy_stop_min_steps = -1, empty_reply_retries = -1, commit_trim_floor = -1;
   double plateau_mean_entropy = -1, entropy_stop = -1, commit_trim_tau = -1;
+  bool host_decisions = false;
 
   void add_to(CLI::App* cmd);
   SamplerOptions resolve(const Engine& engine) const;  // validates; throws dg::Error naming the option

@@ -23,38 +23,74 @@ const char* finish_name(FinishReason f) {
   return "length";
 }
 
-void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
-                            float temperature, RowStats* stats) {
+void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff) {
   Backend& be = m_.backend();
-  const int64_t rows = static_cast<int64_t>(canvas.size()), V = m_.config().vocab;
+  const int64_t rows = ids.numel(), V = m_.config().vocab;
   if (kind == ScKind::kLogits)
     DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
   if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
-    m_.check_ids(canvas, "canvas");
-    if (ids_.empty() || ids_.numel() != rows) {
-      ids_ = be.ids(canvas);
-      captured_ = GraphKey{};
-    } else {
-      be.ids_into(canvas, ids_);
-    }
-    const GraphKey key{&kv, kv.len(), rows, sparse_cutoff};
+    const GraphKey key{&kv, ids.data, kv.len(), rows, sparse_cutoff};
     if (!(key == captured_)) {
       be.capture_begin();
-      m_.denoise_ids(kv, ids_, sc, logits_);
+      m_.denoise_ids(kv, ids, sc, logits_);
       be.capture_end();
       captured_ = key;
     }
     be.launch_captured();
   } else {
-    m_.denoise(kv, canvas, sc, logits_);
+    m_.denoise_ids(kv, ids, sc, logits_);
   }
+}
+
+void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                            float temperature, RowStats* stats) {
+  Backend& be = m_.backend();
+  DG_CHECK(!canvas.empty(), "denoise: empty canvas");
+  m_.check_ids(canvas, "canvas");
+  if (ids_.empty() || ids_.numel() != static_cast<int64_t>(canvas.size())) {
+    ids_ = be.ids(canvas);
+  } else {
+    be.ids_into(canvas, ids_);
+  }
+  forward_ids(kv, ids_, kind, sparse_cutoff);
   be.stage("sampler");
   be.row_stats(logits_, temperature, tempered_, stats);
   be.stage("host");
   temperature_ = temperature;
+}
+
+bool ModelDenoiser::can_decide() {
+  if (!decider_made_) {
+    decider_ = m_.backend().make_decider();
+    decider_made_ = true;
+  }
+  return decider_ != nullptr;
+}
+
+void ModelDenoiser::decide_start(const DecideParams& p, std::span<const int32_t> canvas, uint64_t lcg,
+                                 std::span<const LcgJump> jump) {
+  DG_CHECK(can_decide(), "the {} backend keeps no sampler decisions", m_.backend().name());
+  m_.check_ids(canvas, "canvas");
+  decider_->start(p, canvas, lcg, jump);
+}
+
+DecideStatus ModelDenoiser::denoise_decide(const KvCache& kv, ScKind kind, float sparse_cutoff, float temperature) {
+  DG_CHECK(decider_ != nullptr, "denoise_decide before decide_start");
+  Backend& be = m_.backend();
+  forward_ids(kv, decider_->ids(), kind, sparse_cutoff);
+  be.stage("sampler");
+  const DecideStatus st = decider_->step(logits_, temperature, tempered_);
+  be.stage("host");
+  temperature_ = temperature;
+  return st;
+}
+
+void ModelDenoiser::decided_stats(RowStats* out) {
+  DG_CHECK(decider_ != nullptr, "decided_stats before decide_start");
+  decider_->read_stats(out);
 }
 
 void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
@@ -65,6 +101,14 @@ void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
 void Denoiser::row_logits(int, std::vector<float>&) {
   fail("this denoiser keeps no logits rows, which JSON mode needs");
 }
+
+void Denoiser::decide_start(const DecideParams&, std::span<const int32_t>, uint64_t, std::span<const LcgJump>) {
+  fail("this denoiser keeps no sampler decisions");
+}
+DecideStatus Denoiser::denoise_decide(const KvCache&, ScKind, float, float) {
+  fail("this denoiser keeps no sampler decisions");
+}
+void Denoiser::decided_stats(RowStats*) { fail("this denoiser keeps no sampler decisions"); }
 
 void ModelDenoiser::row_logits(int row, std::vector<float>& out) {
   DG_CHECK(!logits_.empty() && row >= 0 && row < logits_.shape[0], "logits row {} before a denoise step of that size",
@@ -101,6 +145,10 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
   opt.validate();
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
   Generation g(model.canvas(), model.vocab(), prompt, opt, events);
+  // Device decisions unless a step observer needs each step's rows on the host (both paths give the same tokens).
+  const bool rows_observed = events != nullptr && events->on_step && events->step_rows;
+  const bool on_device = !opt.host_decisions && !rows_observed && model.can_decide();
+  g.set_device_decisions(on_device);
   if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
   std::vector<RowStats> stats;
   std::vector<int32_t> drawn;
@@ -113,6 +161,12 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     }
     StepRequest req;
     if (!g.begin_step(req)) break;
+    if (on_device) {
+      if (req.fresh) model.decide_start(g.decide_params(), req.canvas, req.lcg, g.decide_jumps());
+      const DecideStatus st = model.denoise_decide(kv, req.kind, req.sparse_cutoff, req.temperature);
+      g.end_step_decided(st, [&model](RowStats* out) { model.decided_stats(out); });
+      continue;
+    }
     stats.resize(req.canvas.size());
     model.denoise(kv, req.canvas, req.kind, req.sparse_cutoff, req.temperature, stats.data());
     if (!req.u.empty()) {

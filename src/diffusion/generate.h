@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct StepView {
 
 struct GenerateEvents {
   std::function<void(const StepInfo&, const StepView&)> on_step;
+  // on_step reads the StepView's rows. false: it reads only the StepInfo and gets an empty view, which lets the
+  // single-stream loop keep the step decisions on the backend (docs/CUDA.md).
+  bool step_rows = true;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
   // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
   std::function<bool()> cancel;
@@ -81,6 +85,16 @@ class Denoiser {
   virtual void draw(std::span<const double> u, int32_t* out) = 0;
   // JSON mode: the softcapped logits [vocab] of one row of the last denoise step. By default: an error.
   virtual void row_logits(int row, std::vector<float>& out);
+
+  // Device decisions (src/ops/decide/decide.h): where can_decide(), a step can run as one denoise_decide, whose
+  // canvas, draws and decisions stay where the model runs; the host reads the DecideStatus. By default: none.
+  virtual bool can_decide() { return false; }
+  // Starts an attempt on the initial canvas; lcg: the RNG state after its draws; jump: Lcg::jumps(2 * rows).
+  virtual void decide_start(const DecideParams& p, std::span<const int32_t> canvas, uint64_t lcg,
+                            std::span<const LcgJump> jump);
+  // Denoises the decider's canvas, then row statistics, draws and decisions; the canvas becomes the next one.
+  virtual DecideStatus denoise_decide(const KvCache& kv, ScKind kind, float sparse_cutoff, float temperature);
+  virtual void decided_stats(RowStats* out);  // the last decided step's row statistics
 };
 
 // The Denoiser of a Model on its backend.
@@ -94,6 +108,11 @@ class ModelDenoiser final : public Denoiser {
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;
   void row_logits(int row, std::vector<float>& out) override;
+  bool can_decide() override;
+  void decide_start(const DecideParams& p, std::span<const int32_t> canvas, uint64_t lcg,
+                    std::span<const LcgJump> jump) override;
+  DecideStatus denoise_decide(const KvCache& kv, ScKind kind, float sparse_cutoff, float temperature) override;
+  void decided_stats(RowStats* out) override;
   // Replays steps after a block's first through a captured graph where the backend can (CUDA): one capture per
   // block (the cache length is baked in), the ids refreshed outside it; the sampler statistics run after it.
   void set_graphs(bool on) { graphs_ = on; }
@@ -101,12 +120,18 @@ class ModelDenoiser final : public Denoiser {
  private:
   struct GraphKey {
     const KvCache* kv = nullptr;
+    const void* ids = nullptr;
     int64_t len = -1, rows = 0;
     float cutoff = 0;
     bool operator==(const GraphKey&) const = default;
   };
+  // The step's forward into logits_ from ids already on the backend (through the graph where one applies).
+  void forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff);
+
   const Model& m_;
   bool graphs_ = false;
+  bool decider_made_ = false;
+  std::unique_ptr<Decider> decider_;  // device decisions; null where the backend has none
   GraphKey captured_;
   Tensor ids_;       // [rows] canvas ids for graph replays
   Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits

@@ -52,6 +52,10 @@ struct SamplerOptions {
   // object (src/diffusion/json_commit.h). nullptr: unconstrained.
   std::shared_ptr<const JsonVocab> json;
 
+  // Run the per-step decisions on the host even where the backend could keep them (an A/B of the two paths: the
+  // same tokens). Steps observed through GenerateEvents::on_step always decide on the host.
+  bool host_decisions = false;
+
   void validate() const;  // throws dg::Error naming the bad option
 };
 

@@ -9,6 +9,10 @@ namespace {
 
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
 
+// The decide op reports StopRule's values.
+static_assert(static_cast<int>(StopRule::kNone) == 0 && static_cast<int>(StopRule::kConfident) == 1 &&
+              static_cast<int>(StopRule::kPlateau) == 2 && static_cast<int>(StopRule::kEntropy) == 3);
+
 }  // namespace
 
 Generation::Generation(int canvas, int64_t vocab, std::span<const int32_t> prompt, const SamplerOptions& opt,
@@ -60,6 +64,7 @@ void Generation::start_attempt() {
   stopper_.emplace(opt_, len_);
   step_ = 0;
   stop_ = StopRule::kNone;
+  pad_gated_ = 0;
   phase_ = Phase::kDenoise;
 }
 
@@ -73,10 +78,60 @@ bool Generation::begin_step(StepRequest& req) {
     return false;
   }
   temperature_ = schedule_temperature(opt_.steps - step_, opt_.steps, opt_.t_min, opt_.t_max);
+  if (device_) {
+    const bool fresh = step_ == 0;
+    req = StepRequest{fresh ? std::span<const int32_t>(canvas_) : std::span<const int32_t>{}, sc_kind_, temperature_,
+                      static_cast<float>(opt_.sc_sparse_cutoff), {}, fresh, rng_.state()};
+    rng_.discard(static_cast<int64_t>(u_.size()));  // the decider draws the uniforms
+    return true;
+  }
   // The draws' uniforms come before the step's noise in the RNG stream (one per row, in row order).
   for (double& x : u_) x = rng_.uniform();
   req = StepRequest{canvas_, sc_kind_, temperature_, static_cast<float>(opt_.sc_sparse_cutoff), u_};
   return true;
+}
+
+void Generation::set_device_decisions(bool on) {
+  DG_CHECK(block_ < 0, "generation: device decisions are chosen before the first step");
+  DG_CHECK(!on || opt_.stability_threshold >= 0, "generation: a negative stability threshold");
+  device_ = on;
+  if (on) jumps_ = Lcg::jumps(2 * C_);
+}
+
+DecideParams Generation::decide_params() const {
+  DecideParams p;
+  p.rows = len_;
+  p.vocab = V_;
+  p.history = std::max(0, opt_.stability_threshold);
+  p.categorical = !opt_.argmax_commit;
+  p.contract = opt_.profile == SamplerProfile::kContract;
+  p.pad_gate_id = p.contract && opt_.pad_gate && opt_.pad_id >= 0 ? opt_.pad_id : -1;
+  p.bound = static_cast<float>(opt_.entropy_bound);
+  p.confidence = opt_.confidence_threshold;
+  p.plateau_entropy = opt_.plateau_mean_entropy;
+  p.entropy_stop = opt_.entropy_stop;
+  p.plateau_steps = opt_.plateau_steps;
+  p.entropy_stop_min_steps = opt_.entropy_stop_min_steps;
+  return p;
+}
+
+void Generation::end_step_decided(const DecideStatus& st, const std::function<void(RowStats*)>& read) {
+  DG_CHECK(phase_ == Phase::kDenoise && device_, "generation: end_step_decided outside a device-decided step");
+  rng_.discard(len_);  // the renoise ids
+  DG_CHECK(st.step == step_ + 1 && st.lcg == rng_.state(),
+           "generation: the decide op is at step {} with RNG state {:#x}, the host at step {} with {:#x}", st.step,
+           st.lcg, step_ + 1, rng_.state());
+  stop_ = static_cast<StopRule>(st.stop);
+  pad_gated_ = st.pad_gated;
+  if (events_ != nullptr && events_->on_step)
+    events_->on_step(StepInfo{block_, step_ + 1, temperature_, st.mean_entropy, st.accepted, stop_}, StepView{});
+  sc_kind_ = ScKind::kLogits;
+  ++step_;
+  if (stop_ == StopRule::kNone && step_ < opt_.steps) return;
+  std::vector<RowStats> stats(static_cast<size_t>(len_));
+  read(stats.data());
+  for (int r = 0; r < len_; ++r) argmax_[static_cast<size_t>(r)] = stats[static_cast<size_t>(r)].argmax;
+  attempt_done(stats.data());
 }
 
 void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
@@ -109,6 +164,7 @@ void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
   sc_kind_ = ScKind::kLogits;  // the next step self-conditions on this step's tempered logits
   ++step_;
   stop_ = rule;
+  pad_gated_ = stopper_->pad_gated();
   if (rule != StopRule::kNone || step_ == opt_.steps) attempt_done(stats);
 }
 
@@ -127,7 +183,7 @@ void Generation::attempt_done(const RowStats* stats) {
   info_.canvas = len_;
   info_.steps = step_;
   info_.stop = stop_;
-  info_.pad_gated = stopper_->pad_gated();
+  info_.pad_gated = pad_gated_;
   info_.kept = confidence_trim(argmax_, p_max, opt_);
   info_.trimmed = info_.kept < len_;
   if (json_) {

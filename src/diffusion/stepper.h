@@ -3,10 +3,12 @@
 // own canvas, RNG, stop state, step and block index, and its stop / re-roll / trim / commit decisions. The model
 // calls it asks for are: encode these ids (the prompt, then each committed block but the last), and denoise this
 // canvas (ids, self-conditioning kind, temperature, uniforms for categorical draws). Its decisions read only the
-// per-row statistics of a step, so they could run on the device next to the row statistics.
+// per-row statistics of a step; in device-decisions mode the driver runs them on the backend (the decide op,
+// src/ops/decide/decide.h) and the Generation keeps the bookkeeping, its RNG advanced past the same draws.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -23,6 +25,10 @@ struct StepRequest {
   float temperature = 1.0f;
   float sparse_cutoff = 0.0f;
   std::span<const double> u;  // one uniform per row for categorical draws; empty under argmax commit
+  // Device decisions: fresh on an attempt's first step, when canvas is its initial canvas and lcg the RNG state
+  // after the canvas draws (the decider starts there); later steps' canvas lives on the backend (canvas empty).
+  bool fresh = false;
+  uint64_t lcg = 0;
 };
 
 class Generation {
@@ -48,6 +54,14 @@ class Generation {
   bool begin_step(StepRequest& req);
   // The step's per-row statistics of softmax(logits / T) and, when req.u was not empty, the categorical draws.
   void end_step(const RowStats* stats, const int32_t* drawn);
+
+  // Before the first step: the decide op runs the step decisions (end_step_decided instead of end_step).
+  void set_device_decisions(bool on);
+  DecideParams decide_params() const;                   // the attempt's rules for the decide op
+  std::span<const LcgJump> decide_jumps() const { return jumps_; }  // Lcg::jumps(2 * canvas)
+  // The decide op's status of the step (on_step gets its StepInfo and an empty view); when the attempt ends, `read`
+  // fills the last step's row statistics [rows].
+  void end_step_decided(const DecideStatus& st, const std::function<void(RowStats*)>& read);
 
   int rows() const { return len_; }  // the canvas length of the current attempt
   bool constrained() const { return json_.has_value(); }  // JSON mode: the driver must set_row_logits
@@ -78,6 +92,9 @@ class Generation {
   int len_ = 0, step_ = 0;
   float temperature_ = 1.0f;
   StopRule stop_ = StopRule::kNone;
+  int pad_gated_ = 0;
+  bool device_ = false;
+  std::vector<LcgJump> jumps_;
   ScKind sc_kind_ = ScKind::kZero;
   std::optional<StopState> stopper_;
   std::vector<int32_t> canvas_, argmax_, denoised_;

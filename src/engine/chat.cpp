@@ -56,6 +56,7 @@ TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatToke
     if (ev != nullptr && ev->on_step) ev->on_step(s);
     if (ev != nullptr && ev->on_canvas) ev->on_canvas(s, v);
   };
+  ge.step_rows = ev != nullptr && ev->on_canvas != nullptr;
   if (ev != nullptr && ev->cancel) ge.cancel = ev->cancel;
   size_t fed = 0;  // answer tokens streamed: the answer ends at max_new_tokens even inside a block
   const auto budget = static_cast<size_t>(std::max(0, opt.max_new_tokens));

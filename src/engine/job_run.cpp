@@ -221,6 +221,7 @@ void run_completion_job(Job& job, Session& session, int slot, const JobContext& 
     gate.step_done();
     if (spec.drafts) push_draft(job, tok, s, v);
   };
+  ge.step_rows = spec.drafts;
   ge.on_block = [&](const BlockInfo& b, std::span<const int32_t> ids) {
     log_block(job, slot, b, ids, ctx.oplog);
     for (const int32_t id : ids) {

@@ -131,6 +131,7 @@ class Replayer {
     std::vector<std::vector<int32_t>> got;
     GenerateEvents ge;
     ge.on_step = [&](const StepInfo&, const StepView&) { ++steps; };
+    ge.step_rows = false;
     ge.on_block = [&](const BlockInfo&, std::span<const int32_t> b) { got.emplace_back(b.begin(), b.end()); };
     if (cancelled) ge.cancel = [&] { return steps >= forwards; };
     const GenerateResult res = s.generate(opt, &ge);

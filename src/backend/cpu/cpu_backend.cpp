@@ -23,6 +23,53 @@ namespace {
 int64_t rows_of(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
 int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
 
+// The decide op's CPU twin behind the Decider interface: the same decisions as the host path, in host memory.
+class CpuDecider final : public Decider {
+ public:
+  explicit CpuDecider(Backend& be) : be_(be) {}
+  void start(const DecideParams& p, std::span<const int32_t> canvas, uint64_t lcg,
+             std::span<const LcgJump> jump) override {
+    DG_CHECK(p.rows > 0 && canvas.size() == static_cast<size_t>(p.rows) && jump.size() >= 2 * canvas.size(),
+             "decide: a canvas of {} for {} rows and {} jumps", canvas.size(), p.rows, jump.size());
+    p_ = p;
+    ids_ = be_.ids(canvas);
+    jump_.assign(jump.begin(), jump.end());
+    history_.assign(static_cast<size_t>(p.history) * canvas.size(), -1);
+    prev_accept_.assign(canvas.size(), 0);
+    stats_.assign(canvas.size(), RowStats{});
+    u_.assign(p.categorical ? canvas.size() : 0, 0.0);
+    drawn_.assign(u_.size(), 0);
+    decide_start_cpu(p_, lcg, buffers());
+  }
+  const Tensor& ids() const override { return ids_; }
+  DecideStatus step(const Tensor& logits, float temperature, Tensor& tempered) override {
+    DG_CHECK(logits.shape[0] == p_.rows, "decide: logits of {} rows for a canvas of {}", logits.shape[0], p_.rows);
+    be_.row_stats(logits, temperature, tempered, stats_.data());
+    if (p_.categorical) {
+      decide_uniforms_cpu(p_, buffers(), u_.data());
+      be_.categorical(logits, temperature, u_, drawn_.data());
+    }
+    DecideStatus st;
+    decide_cpu(p_, buffers(), stats_.data(), drawn_.data(), ids_.as<int32_t>(), &st);
+    return st;
+  }
+  void read_stats(RowStats* host) override { std::copy(stats_.begin(), stats_.end(), host); }
+  void read_canvas(int32_t* host) override { std::memcpy(host, ids_.data, ids_.nbytes()); }
+
+ private:
+  DecideBuffers buffers() { return DecideBuffers{&state_, history_.data(), prev_accept_.data(), jump_.data()}; }
+  Backend& be_;
+  DecideParams p_;
+  DecideState state_;
+  Tensor ids_;  // [rows] i32
+  std::vector<LcgJump> jump_;
+  std::vector<int32_t> history_;
+  std::vector<uint8_t> prev_accept_;
+  std::vector<RowStats> stats_;
+  std::vector<double> u_;
+  std::vector<int32_t> drawn_;
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(Precision p, float eps) : p_(p), eps_(eps) {}
@@ -106,6 +153,7 @@ class CpuBackend final : public Backend {
     row_stats_cpu(logits.f32(), rows_of(logits), cols_of(logits), temperature, tempered.f32(), host_stats);
     round_all(tempered);  // the reference stores the tempered logits in the model dtype for self-conditioning
   }
+  std::unique_ptr<Decider> make_decider() override { return std::make_unique<CpuDecider>(*this); }
   void configure_kv(KvOptions& o, int64_t context) override {
     o.storage = p_.kv;
     o.initial_capacity = std::min<int64_t>(context, 4096);  // host caches grow on demand

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/packed_weights.h"
 #include "core/error.h"
@@ -354,6 +355,10 @@ class CudaBackend final : public Backend {
     check(cudaMemcpyAsync(host_ids, ids.data, static_cast<size_t>(T) * 4, cudaMemcpyDeviceToHost, stream_),
           "ids copy");
     check(cudaStreamSynchronize(stream_), "categorical sync");
+  }
+
+  std::unique_ptr<Decider> make_decider() override {
+    return make_cuda_decider(stream_, [this](DType t, Shape sh) { return device(t, sh); });
   }
 
   void configure_kv(KvOptions& o, int64_t context) override {
