@@ -101,7 +101,7 @@ void run_bench(const BenchOptions& o) {
                    {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs},
-                   {"decisions", o.host_decisions ? "host" : "backend"}});
+                   {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
     auto cache_for = [&](int64_t context) {
@@ -235,6 +235,11 @@ void register_bench(CLI::App& app) {
                   "wmma (ours, fragments from global memory) | auto (cublas for calls of at least --moe-auto-rows "
                   "tokens outside graph captures, stream otherwise)")
       ->check(CLI::IsMember({"cublas", "stream", "wmma", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--decide", o->kernels.decide,
+                  "CUDA: where the sampler's per-step decisions run: host (default until the decide kernel has run on "
+                  "a GPU) | device (the decide kernel: one small status read per step)")
+      ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
       ->check(CLI::PositiveNumber)

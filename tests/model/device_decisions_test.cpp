@@ -109,17 +109,20 @@ TEST(DeviceDecisions, StepObserversGetTheSameSteps) {
 }
 
 #if defined(DG_WITH_CUDA)
+// The CUDA backend offers its decide kernel only when asked (CudaKernels::decide; host by default).
+const CudaKernels kDeviceDecide{"flash", "stream", 2048, "device"};
+
 TEST(CudaDeviceDecisions, TinyFixtureMatchesHost) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
-  Engine e(RefFixture::load("tiny_a").ckpt_dir, {}, "cuda");
+  Engine e(RefFixture::load("tiny_a").ckpt_dir, {}, "cuda", kDeviceDecide);
   for (const bool graphs : {false, true})
     std::cout << "  graphs " << graphs << ", early stops: " << device_matches_host(e, graphs) << "\n";
 }
 
 TEST(CudaDeviceDecisions, EmbeddedModelMatchesHost) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Engine e(source_path("models/dg-tiny"), {}, "cuda");
+  Engine e(source_path("models/dg-tiny"), {}, "cuda", kDeviceDecide);
   for (const bool graphs : {false, true})
     std::cout << "  graphs " << graphs << ", early stops: " << device_matches_host(e, graphs) << "\n";
 }

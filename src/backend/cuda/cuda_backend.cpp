@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
              "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
     DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma" || kernels.moe == "auto",
              "unknown MoE kernel '{}': expected stream, cublas, wmma or auto", kernels.moe);
+    DG_CHECK(kernels.decide == "host" || kernels.decide == "device",
+             "unknown decide mode '{}': expected host or device", kernels.decide);
     DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
@@ -358,6 +360,7 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<Decider> make_decider() override {
+    if (kernels_.decide != "device") return nullptr;  // the host decides (CudaKernels::decide)
     return make_cuda_decider(stream_, [this](DType t, Shape sh) { return device(t, sh); });
   }
 
