@@ -4,7 +4,7 @@
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
 #   DG_PHASE=final  the GPU tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON
-#                   results checked against the CPU's: DG_SAME_AS_DIR), the bf16 graphs bench, the 8- and 32-stream serving
+#                   results checked against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench, the 8- and 32-stream serving
 #                   bench with the cuBLAS grouped MoE and --moe auto, and transformers compiled on the same shapes (bench_reference)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
@@ -61,7 +61,8 @@ if [ "${DG_PHASE:-check}" = final ]; then
   grep -E "^\[  (FAILED|PASSED) |FAILED  \]" "$OUT/tests.txt"
   for p in contract reference; do
     same=()
-    [ -f "${DG_SAME_AS_DIR:-bench/results}/smoketest-cpu-$p.json" ] && same=(--same-as "${DG_SAME_AS_DIR:-bench/results}/smoketest-cpu-$p.json")
+    cpu_json="${DG_SAME_AS_PREFIX:-bench/results/2026-11-30-run4-smoketest-cpu-}$p.json"
+    [ -f "$cpu_json" ] && same=(--same-as "$cpu_json")
     timeout 120 build/gpu/diffgemma smoketest --backend cuda --sampler "$p" --json "${same[@]}" > "$OUT/smoketest-cuda-$p.json"
     echo "smoketest cuda $p: rc $?"
   done
