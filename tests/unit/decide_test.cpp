@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "diffusion/options.h"
 #include "diffusion/stepper.h"
 #include "ops/decide/decide.h"
 
@@ -143,18 +144,7 @@ Outcome run_both(const SamplerOptions& opt, int canvas, int64_t vocab, uint64_t 
 }
 
 SamplerOptions options(SamplerProfile profile, uint64_t seed) {
-  SamplerOptions o;
-  if (profile == SamplerProfile::kReference) {
-    o.profile = profile;
-    o.argmax_commit = false;
-    o.first_step_self_embed = false;
-    o.plateau_steps = 0;
-    o.pad_gate = false;
-    o.entropy_stop = 0.0;
-    o.empty_reply_retries = 0;
-    o.commit_trim_tau = 0.0;
-    o.sc_sparse_cutoff = 0.0;
-  }
+  SamplerOptions o = make_sampler_options(profile, GenerationConfig{}, 0, 2);  // the profile's switches
   o.seed = seed;
   o.stop_ids = {1};
   o.max_new_tokens = 96;
