@@ -3,9 +3,11 @@
 # commands that fit the 10-minute limit, results in $OUT.
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
-#   DG_PHASE=final  the GPU tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON
-#                   results checked against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench, the 8- and 32-stream serving
-#                   bench with the cuBLAS grouped MoE and --moe auto, and transformers compiled on the same shapes (bench_reference)
+#   DG_PHASE=final  the parts named in DG_FINAL_PARTS (default all of: tests smoke graphs serve reference): the GPU
+#                   tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON results
+#                   checked against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench with decisions on the host
+#                   and on the device, the 8- and 32-stream serving bench with the cuBLAS grouped MoE and --moe auto,
+#                   and transformers compiled on the same shapes (bench_reference)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -56,10 +58,15 @@ if [ "${DG_PHASE:-check}" = check ]; then
 fi
 
 if [ "${DG_PHASE:-check}" = final ]; then
-  timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
-    | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
-  grep -E "^\[  (FAILED|PASSED) |FAILED  \]" "$OUT/tests.txt"
-  for p in contract reference; do
+  parts=" ${DG_FINAL_PARTS:-tests smoke graphs serve reference} "  # a subset fits one 10-minute command
+  has() { [[ "$parts" == *" $1 "* ]]; }
+  if has tests; then
+    timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+      | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
+    grep -E "^\[  (FAILED|PASSED) |FAILED  \]" "$OUT/tests.txt"
+    stamp "tests done"
+  fi
+  has smoke && for p in contract reference; do
     same=()
     cpu_json="${DG_SAME_AS_PREFIX:-bench/results/2026-11-30-run4-smoketest-cpu-}$p.json"
     [ -f "$cpu_json" ] && same=(--same-as "$cpu_json")
@@ -67,17 +74,18 @@ if [ "${DG_PHASE:-check}" = final ]; then
     echo "smoketest cuda $p: rc $?"
   done
   {
-    stamp "bench graphs"
-    timeout 150 build/gpu/diffgemma bench --graphs --prefill 4096 --context 1024 --label full30-graphs \
-      --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
-    for m in cublas auto; do
+    has graphs && for d in host device; do
+      stamp "bench graphs, decisions on the $d"
+      timeout 150 build/gpu/diffgemma bench --graphs --decide "$d" --prefill 512,4096 --context 1024 \
+        --label "full30-graphs-decide-$d" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
+    done
+    has serve && for m in cublas auto; do
       stamp "serve 8 and 32, MoE $m"
       timeout 150 build/gpu/diffgemma bench --serve --streams 8,32 --moe "$m" --steps 16 --prompt-tokens 1024 \
         --serve-tokens 512 --label "serve-moe-$m" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
     done
-    stamp "transformers compiled"
-    PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-300}" python3 scripts/bench_reference.py --mode compiled \
-      --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
+    has reference && stamp "transformers compiled" && PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-300}" \
+      python3 scripts/bench_reference.py --mode compiled --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
       | tail -n 5
     python3 scripts/bench_ratios.py "$OUT/bench.jsonl"
     stamp "done"
