@@ -134,9 +134,9 @@ struct CudaKernels {
   // moe_auto_rows tokens outside graph captures (large batches, prefill chunks), stream otherwise
   std::string moe = "stream";
   int64_t moe_auto_rows = 2048;
-  // host: the sampler's per-step decisions run on the host (one row-statistics read per step) | device: the decide
-  // kernel (src/ops/decide). Host by default until the kernel has run on a GPU (docs/CUDA.md).
-  std::string decide = "host";
+  // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
+  // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
+  std::string decide = "device";
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

@@ -237,8 +237,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"cublas", "stream", "wmma", "auto"}))
       ->capture_default_str();
   cmd->add_option("--decide", o->kernels.decide,
-                  "CUDA: where the sampler's per-step decisions run: host (default until the decide kernel has run on "
-                  "a GPU) | device (the decide kernel: one small status read per step)")
+                  "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
+                  "per step) | host (row statistics and draws read every step; A/B, same tokens)")
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")

@@ -109,7 +109,7 @@ TEST(DeviceDecisions, StepObserversGetTheSameSteps) {
 }
 
 #if defined(DG_WITH_CUDA)
-// The CUDA backend offers its decide kernel only when asked (CudaKernels::decide; host by default).
+// The decide kernel (CudaKernels::decide, the default) against the host decisions.
 const CudaKernels kDeviceDecide{"flash", "stream", 2048, "device"};
 
 TEST(CudaDeviceDecisions, TinyFixtureMatchesHost) {
