@@ -3,11 +3,12 @@
 # commands that fit the 10-minute limit, results in $OUT.
 #   DG_PHASE=check  builds everything, then runs every GPU test while, in parallel, the 30-layer engine logits
 #                   (dg_dump_logits) and transformers on the same weights (full_shape_vs_hf.py) are compared
-#   DG_PHASE=final  the parts named in DG_FINAL_PARTS (default all of: tests smoke graphs serve reference): the GPU
-#                   tests of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON results
-#                   checked against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench with decisions on the host
-#                   and on the device, the 8- and 32-stream serving bench with the cuBLAS grouped MoE and --moe auto,
-#                   and transformers compiled on the same shapes (bench_reference)
+#   DG_PHASE=final  the parts named in DG_FINAL_PARTS (default: tests smoke graphs serve reference): the GPU tests
+#                   of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON results checked
+#                   against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench with decisions on the host and on the
+#                   device (DG_DECIDE), the 8- and 32-stream serving bench with the cuBLAS grouped MoE and --moe auto,
+#                   and transformers compiled on the same shapes (bench_reference); on request, `variants` (the
+#                   graphs bench once per option=value of DG_VARIANTS) and `nsys` (a per-kernel summary, diagnosis)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -74,11 +75,24 @@ if [ "${DG_PHASE:-check}" = final ]; then
     echo "smoketest cuda $p: rc $?"
   done
   {
-    has graphs && for d in host device; do
+    has graphs && for d in ${DG_DECIDE:-host device}; do
       stamp "bench graphs, decisions on the $d"
-      timeout 150 build/gpu/diffgemma bench --graphs --decide "$d" --prefill 512,4096 --context 1024 \
+      timeout 150 build/gpu/diffgemma bench --graphs --decide "$d" --prefill 512,4096 --context 1024,8192 \
         --label "full30-graphs-decide-$d" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
     done
+    has variants && for v in ${DG_VARIANTS:-attention-cols=128 moe=auto}; do  # option=value: one A/B each
+      stamp "bench graphs, --${v/=/ }"
+      timeout 150 build/gpu/diffgemma bench --graphs "--${v%%=*}" "${v#*=}" --prefill 512,4096 --context 1024,8192 \
+        --skip-generate --label "full30-graphs-$v" --out "$OUT/bench.jsonl" 2>&1 | grep -c '"event"'
+    done
+    if has nsys; then  # a kernel summary for choosing the next optimisation (diagnosis only, not a result)
+      nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+      stamp "nsys: ${nsys:-not found}"
+      [ -n "$nsys" ] && timeout 200 "$nsys" profile -o /tmp/dg_prof --force-overwrite true -t cuda \
+        build/gpu/diffgemma bench --prefill 512 --context 1024 --denoise-steps 48 --skip-generate > /dev/null 2>&1 &&
+        "$nsys" stats -q --report cuda_gpu_kern_sum --format csv -o "$OUT/nsys" /tmp/dg_prof.nsys-rep > /dev/null 2>&1
+      ls "$OUT"/nsys* 2>/dev/null && head -n 40 "$OUT"/nsys*.csv | cut -c1-220
+    fi
     has serve && for m in cublas auto; do
       stamp "serve 8 and 32, MoE $m"
       timeout 150 build/gpu/diffgemma bench --serve --streams 8,32 --moe "$m" --steps 16 --prompt-tokens 1024 \
@@ -87,7 +101,8 @@ if [ "${DG_PHASE:-check}" = final ]; then
     has reference && stamp "transformers compiled" && PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-300}" \
       python3 scripts/bench_reference.py --mode compiled --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
       | tail -n 5
-    python3 scripts/bench_ratios.py "$OUT/bench.jsonl"
+    decide=(${DG_DECIDE:-host device})
+    python3 scripts/bench_ratios.py "$OUT/bench.jsonl" --engine-label "full30-graphs-decide-${decide[-1]}"
     stamp "done"
   } 2>&1 | tee "$OUT/log.txt"
   exit 0

@@ -137,6 +137,8 @@ struct CudaKernels {
   // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
   // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
   std::string decide = "device";
+  // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
+  int attention_cols = 256;
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

@@ -98,7 +98,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
@@ -229,6 +229,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--label", o->label, "free text recorded with every line");
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
       ->check(CLI::IsMember({"flash", "gemm", "warp"}))
+      ->capture_default_str();
+  cmd->add_option("--attention-cols", o->kernels.attention_cols,
+                  "--attention flash: output columns per block, 128 | 256 (head dims above it recompute the scores "
+                  "once per slice)")
+      ->check(CLI::IsMember({128, 256}))
       ->capture_default_str();
   cmd->add_option("--moe", o->kernels.moe,
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -99,9 +100,11 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
     void* dout = nullptr;
     ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
     const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
-    for (const int max_splits : {1, 16}) {  // one block per row tile, and keys split over blocks (canvas only)
+    // One block per row tile, and keys split over blocks (canvas only); 256 or 128 output columns per block.
+    for (const auto& [max_splits, cols] : {std::pair{1, 256}, std::pair{16, 256}, std::pair{16, 128}}) {
+      ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
       const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
-                                            c.window, dout, nullptr, max_splits);
+                                            c.window, dout, nullptr, max_splits, cols);
       ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
       std::vector<uint16_t> raw(want.size());
@@ -111,9 +114,10 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
       // Output rounded to bf16 (2^-9 relative) and probabilities to f16 inside P V: a few bf16 ulps of |out| <= 1.
       const test::Diff d = test::compare(got, want, 2e-2);
       EXPECT_TRUE(d.finite) << c.name;
-      EXPECT_LE(d.max_abs, 2e-2) << c.name << " splits " << max_splits << " " << d.str();
-      EXPECT_GE(d.cosine, 0.99995) << c.name << " splits " << max_splits << " " << d.str();
-      std::printf("  %-28s splits<=%-2d max|d| %.2e cos %.7f\n", c.name, max_splits, d.max_abs, d.cosine);
+      EXPECT_LE(d.max_abs, 2e-2) << c.name << " splits " << max_splits << " cols " << cols << " " << d.str();
+      EXPECT_GE(d.cosine, 0.99995) << c.name << " splits " << max_splits << " cols " << cols << " " << d.str();
+      std::printf("  %-28s splits<=%-2d cols %d max|d| %.2e cos %.7f\n", c.name, max_splits, cols, d.max_abs,
+                  d.cosine);
     }
     for (void* p : {dq, dkf, dvf, dck, dcv, dout}) cudaFree(p);
   }
@@ -127,6 +131,10 @@ TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
                                         0, nullptr, nullptr);
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("gemm"), std::string::npos) << s.message();
+  const Status cols = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{1, 1, 256},
+                                           true, 0, nullptr, nullptr, 16, 64);
+  EXPECT_FALSE(cols.is_ok());
+  EXPECT_NE(cols.message().find("128 or 256"), std::string::npos) << cols.message();
 }
 
 }  // namespace

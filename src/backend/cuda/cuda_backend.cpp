@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
              "unknown MoE kernel '{}': expected stream, cublas, wmma or auto", kernels.moe);
     DG_CHECK(kernels.decide == "host" || kernels.decide == "device",
              "unknown decide mode '{}': expected host or device", kernels.decide);
+    DG_CHECK(kernels.attention_cols == 128 || kernels.attention_cols == 256,
+             "--attention-cols must be 128 or 256, not {}", kernels.attention_cols);
     DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
@@ -252,7 +254,7 @@ class CudaBackend final : public Backend {
         check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, fresh_elems, stream_));
       }
       check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, n_fresh, fresh_pos0, sh, causal,
-                                 window, out.data, stream_));
+                                 window, out.data, stream_, 16, kernels_.attention_cols));
       return;
     }
     if (kernels_.attention != "warp") {  // gemm, and flash for head dims it does not cover

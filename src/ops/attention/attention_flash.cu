@@ -1,6 +1,7 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
 // multiples of 16 up to 512. One block = 64 query rows (16 per warp) x one query head x one slice of kDv output
-// columns; it walks the visible keys in tiles of 64: S = Q K^T for the warp's rows, an online softmax in f32
+// columns (kDv = the head dim up to 128 or 256, the caller's choice: a wider slice holds more accumulators per
+// thread, a narrower one recomputes S once per slice); it walks the visible keys in tiles of 64: S = Q K^T for the warp's rows, an online softmax in f32
 // registers, then O += P V with P packed to f16 straight from the score fragments. Nothing of size [rows, keys]
 // is ever written. Keys come from the f16 cache (ring slots) then the fresh rows (f16, converted by the caller),
 // loaded with cp.async; tiles that the causal/window mask hides entirely are skipped.
@@ -45,8 +46,6 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
 }
-
-__device__ __forceinline__ uint32_t lds32(const f16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
 // row stride `ld`; key j of the tile is global key j0 + j.
@@ -118,6 +117,12 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   for (int n = 0; n < kDv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   constexpr float kLog2e = 1.4426950408889634f;
+  // Fragments by ldmatrix (lane l addresses row l % 8 of matrix l / 8): Q's A fragment from rows 0-7 / 8-15 x
+  // columns 0-7 / 8-15 of the warp's 16 rows; K's B fragments for two groups of 8 keys at once (keys n*8.. with
+  // columns 0-7 and 8-15, then keys (n+1)*8..).
+  const int mat = lane >> 3, mrow = lane & 7;
+  const uint32_t qa = cuda::smem_u32(qs + (warp * 16 + mrow + (mat & 1) * 8) * kLdQ + (mat >> 1) * 8);
+  const uint32_t kb = cuda::smem_u32(ks + ((mat >> 1) * 8 + mrow) * kLdQ + (mat & 1) * 8);
 
   for (int64_t j0 = j_begin; j0 < S; j0 += kKeys) {
     const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kKeys - 1;
@@ -138,18 +143,16 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
     float s[kKeys / 8][4];
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    const f16* qw = qs + (warp * 16) * kLdQ;
 #pragma unroll 4
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t af[4];
-      af[0] = lds32(qw + g * kLdQ + k0 + 2 * t);
-      af[1] = lds32(qw + (g + 8) * kLdQ + k0 + 2 * t);
-      af[2] = lds32(qw + g * kLdQ + k0 + 2 * t + 8);
-      af[3] = lds32(qw + (g + 8) * kLdQ + k0 + 2 * t + 8);
+      cuda::ldmatrix_x4(af, qa + k0 * 2);
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        const f16* kr = ks + (n * 8 + g) * kLdQ + k0 + 2 * t;
-        cuda::mma_f16_16816(s[n], af, lds32(kr), lds32(kr + 8));
+      for (int n = 0; n < kKeys / 8; n += 2) {
+        uint32_t bf[4];
+        cuda::ldmatrix_x4(bf, kb + (n * 8 * kLdQ + k0) * 2);
+        cuda::mma_f16_16816(s[n], af, bf[0], bf[1]);
+        cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
       }
     }
 
@@ -211,7 +214,6 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
       pf[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
       pf[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pf[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const int mat = lane >> 3;
       const f16* vrow = vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * kLdV + (mat >> 1) * 8;
 #pragma unroll
       for (int n = 0; n < kDv / 16; ++n) {
@@ -293,9 +295,8 @@ int sm_count() {
   return n;
 }
 
-template <int kD>
+template <int kD, int kDv>
 Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
-  constexpr int kDv = kD < 128 ? kD : 128;
   constexpr size_t smem = sizeof(f16) * (static_cast<size_t>(kRows + kKeys) * (kD + 8) + kKeys * (kDv + 8));
   static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -339,9 +340,12 @@ bool attention_flash_supports(int64_t head_dim) {
 
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
-                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits) {
+                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits, int out_cols) {
   const int64_t n_cached = cached.to - cached.from;
   if (rows == 0) return Status::ok();
+  if (out_cols != 128 && out_cols != 256)
+    return Status::error("attention_flash_cuda: output columns per block must be 128 or 256, not " +
+                         std::to_string(out_cols));
   if (n_cached > 0 && n_fresh > 0 && cached.to != fresh_pos0)
     return Status::error("attention_flash_cuda: cached and fresh keys are not contiguous");
   if (!attention_flash_supports(shape.head_dim))
@@ -366,13 +370,14 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.n_kv = static_cast<int>(shape.n_kv_heads);
   a.ring = cached.ring;
   a.causal = causal;
+  const bool wide = out_cols >= 256;
   switch (shape.head_dim) {
-    case 16: return launch<16>(a, max_splits, s);
-    case 32: return launch<32>(a, max_splits, s);
-    case 64: return launch<64>(a, max_splits, s);
-    case 128: return launch<128>(a, max_splits, s);
-    case 256: return launch<256>(a, max_splits, s);
-    default: return launch<512>(a, max_splits, s);
+    case 16: return launch<16, 16>(a, max_splits, s);
+    case 32: return launch<32, 32>(a, max_splits, s);
+    case 64: return launch<64, 64>(a, max_splits, s);
+    case 128: return launch<128, 128>(a, max_splits, s);
+    case 256: return wide ? launch<256, 256>(a, max_splits, s) : launch<256, 128>(a, max_splits, s);
+    default: return wide ? launch<512, 256>(a, max_splits, s) : launch<512, 128>(a, max_splits, s);
   }
 }
 
