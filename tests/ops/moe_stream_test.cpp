@@ -331,6 +331,36 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
   EXPECT_GE(d.cosine, q4 ? 0.9995 : 0.9999) << d.str();
 }
 
+// moe_group_cuda against the host's stable counting sort, element for element: the one-block kernel (up to 256
+// experts; pair counts from none to a 32-canvas batch, and all pairs on one expert) and the per-expert kernels.
+TEST(MoeGroupCuda, MatchesTheStableHostSort) {
+  DG_NEED_GPU();
+  struct Case {
+    int64_t rows;
+    int top_k;
+    int64_t n_exp;
+  };
+  for (const Case& c : {Case{0, 8, 128}, Case{1, 1, 1}, Case{37, 3, 5}, Case{256, 8, 128}, Case{4096, 8, 128},
+                        Case{8192, 8, 128}, Case{100, 4, 256}, Case{300, 6, 300}, Case{1000, 1, 1}}) {
+    const int64_t pairs = c.rows * c.top_k;
+    const Routing want = route_random(c.rows, c.top_k, c.n_exp, 41 + static_cast<uint64_t>(pairs));
+    const DeviceBuf didx(want.idx), counts(static_cast<size_t>(c.n_exp) * 4);
+    const DeviceBuf offsets(static_cast<size_t>(c.n_exp + 1) * 4), perm(static_cast<size_t>(pairs) * 4);
+    const DeviceBuf inv(static_cast<size_t>(pairs) * 4);
+    const Status s = moe_group_cuda(didx.as<int32_t>(), pairs, c.n_exp, counts.as<int32_t>(), offsets.as<int32_t>(),
+                                    perm.as<int32_t>(), inv.as<int32_t>(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::string name = std::to_string(c.rows) + " rows, top " + std::to_string(c.top_k) + ", " +
+                             std::to_string(c.n_exp) + " experts";
+    EXPECT_EQ(offsets.get<int32_t>(static_cast<size_t>(c.n_exp + 1)), want.offsets) << name;
+    EXPECT_EQ(perm.get<int32_t>(static_cast<size_t>(pairs)), want.perm) << name;
+    const auto got_inv = inv.get<int32_t>(static_cast<size_t>(pairs));
+    for (int64_t i = 0; i < pairs; ++i)
+      ASSERT_EQ(got_inv[static_cast<size_t>(want.perm[static_cast<size_t>(i)])], i) << name << " position " << i;
+  }
+}
+
 TEST(MoeStreamCuda, PipelineMatchesMoeExpertsCpu) {
   DG_NEED_GPU();
   run_pipeline(64, 128, 64, 8, 2);       // dg-tiny

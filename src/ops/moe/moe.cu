@@ -106,6 +106,80 @@ __global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_
   }
 }
 
+// The same stable grouping in one block of kGroupWarps warps, for n_exp <= kGroupMaxExperts: warp w owns a
+// contiguous range of pairs (whole steps of 32, in order), so a pair's position is its expert's offset + the
+// expert's pairs in earlier warps + those earlier in its own range + its rank among equal lanes of its step
+// (__match_any_sync). Two passes over the range (count, place) and one scan, all in shared memory; no loop is
+// longer than pairs / (32 * kGroupWarps) steps.
+constexpr int kGroupWarps = 32;
+constexpr int64_t kGroupMaxExperts = 256;
+
+__global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int32_t* idx, int64_t pairs, int n_exp,
+                                                                      int32_t* counts, int32_t* offsets,
+                                                                      int32_t* perm, int32_t* inv) {
+  extern __shared__ int32_t gsm[];
+  int32_t* run = gsm;                      // [kGroupWarps][n_exp]: counts, then each warp's running base
+  int32_t* off = gsm + kGroupWarps * n_exp;  // [n_exp]: expert totals, then offsets
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  for (int i = threadIdx.x; i < kGroupWarps * n_exp; i += blockDim.x) run[i] = 0;
+  __syncthreads();
+  const int64_t per = (pairs + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
+  const int64_t begin = warp * per, end = begin + per < pairs ? begin + per : pairs;
+  int32_t* mine = run + warp * n_exp;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t p = base + lane;
+    const int e = p < end ? idx[p] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && (peers & lower) == 0) mine[e] += __popc(peers);  // the group's lowest lane counts it
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {  // per expert: exclusive prefix over the warps
+    int32_t total = 0;
+    for (int w = 0; w < kGroupWarps; ++w) {
+      const int32_t c = run[w * n_exp + e];
+      run[w * n_exp + e] = total;
+      total += c;
+    }
+    counts[e] = total;
+    off[e] = total;
+  }
+  __syncthreads();
+  if (warp == 0) {  // exclusive scan of the counts: each lane a contiguous chunk of experts
+    const int chunk = (n_exp + 31) / 32, e0 = lane * chunk, e1 = e0 + chunk < n_exp ? e0 + chunk : n_exp;
+    int32_t sum = 0;
+    for (int e = e0; e < e1; ++e) sum += off[e];
+    int32_t incl = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    int32_t at = incl - sum;
+    for (int e = e0; e < e1; ++e) {
+      const int32_t c = off[e];
+      off[e] = at;
+      offsets[e] = at;
+      at += c;
+    }
+    if (lane == 31) offsets[n_exp] = incl;
+  }
+  __syncthreads();
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t p = base + lane;
+    const int e = p < end ? idx[p] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0) {
+      const int32_t pos = off[e] + mine[e] + __popc(peers & lower);
+      perm[pos] = static_cast<int32_t>(p);
+      inv[p] = pos;
+    }
+    __syncwarp();
+    if (e >= 0 && (peers & lower) == 0) mine[e] += __popc(peers);
+    __syncwarp();
+  }
+}
+
 __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int64_t hidden, bf16* xg, int64_t n) {
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n) return;
@@ -193,6 +267,13 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
 
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
                       int32_t* perm, int32_t* inv, cudaStream_t s) {
+  if (pairs > INT32_MAX) return Status::error("moe_group_cuda: more than 2^31 routed pairs");
+  if (n_exp <= kGroupMaxExperts) {
+    const size_t smem = static_cast<size_t>((kGroupWarps + 1) * n_exp) * sizeof(int32_t);
+    group_block_kernel<<<1, kGroupWarps * 32, smem, s>>>(idx, pairs, static_cast<int>(n_exp), counts, offsets, perm,
+                                                         inv);
+    return cuda_status(cudaGetLastError(), "moe_group_cuda");
+  }
   constexpr int kWarpsPerBlock = 8;
   const unsigned grid = cuda::blocks_for(n_exp, kWarpsPerBlock);
   group_count_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(idx, pairs, n_exp, counts);

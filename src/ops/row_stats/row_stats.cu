@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/row_stats/row_stats.h"
@@ -45,38 +47,100 @@ __device__ double block_sum(double v, double* sh) {
   return t;
 }
 
-__global__ void row_stats_kernel(const float* raw, int64_t vocab, float temperature, cuda::bf16* tempered,
-                                 RowStats* stats) {
+// Row statistics in slices: block (row, slice) walks its slice of the vocabulary once with a running max per
+// thread (when the max grows, the f64 sums s = sum e^d and sx = sum e^d d, d = y - max, are rescaled), then the
+// block merges its threads in a fixed order; stats_merge_kernel merges the slices of a row, again in order. Same
+// quantities as row_stats_cpu; summation order differs, so the f64 sums agree to rounding, not bit for bit.
+struct Partial {
+  float m;
+  int i;
+  double s, sx;
+};
+
+__device__ __forceinline__ void online_add(float y, int v, float& m, int& mi, double& s, double& sx) {
+  if (y > m) {
+    if (s > 0.0) {
+      const double d = static_cast<double>(m) - static_cast<double>(y), r = exp(d);
+      sx = r * (sx + d * s);
+      s *= r;
+    }
+    m = y;
+    mi = v;
+  }
+  if (y == -INFINITY) return;  // weighs nothing (and m may still be -inf)
+  const double d = static_cast<double>(y) - static_cast<double>(m), e = exp(d);
+  s += e;
+  sx += e * d;
+}
+
+// (s, sx) measured from max m, re-expressed from max M >= m.
+__device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) {
+  if (s <= 0.0) return;
+  const double d = static_cast<double>(m) - static_cast<double>(M), r = exp(d);
+  sx = r * (sx + d * s);
+  s *= r;
+}
+
+template <bool kVec4>
+__global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
+                                                             float temperature, cuda::bf16* tempered,
+                                                             Partial* part) {
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
   __shared__ double sd[kThreads / 32];
-  const float* x = raw + blockIdx.x * vocab;
-  cuda::bf16* t = tempered + blockIdx.x * vocab;
-  float best = -INFINITY;
-  int best_i = 0x7fffffff;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const float y = x[v] / temperature;
-    t[v] = __float2bfloat16_rn(y);
-    if (y > best) {
-      best = y;
-      best_i = static_cast<int>(v);
+  const int64_t row = blockIdx.x, v0 = blockIdx.y * slice;
+  const int64_t v1 = v0 + slice < vocab ? v0 + slice : vocab;
+  const float* x = raw + row * vocab;
+  cuda::bf16* t = tempered + row * vocab;
+  float m = -INFINITY;
+  int mi = 0x7fffffff;
+  double s = 0.0, sx = 0.0;
+  if (kVec4) {  // vocab and slice are multiples of 4: 16-byte loads, 8-byte stores
+    for (int64_t v = v0 + 4 * threadIdx.x; v < v1; v += 4 * kThreads) {
+      const float4 q = *reinterpret_cast<const float4*>(x + v);
+      const float y[4] = {q.x / temperature, q.y / temperature, q.z / temperature, q.w / temperature};
+      __nv_bfloat162 b[2] = {__floats2bfloat162_rn(y[0], y[1]), __floats2bfloat162_rn(y[2], y[3])};
+      *reinterpret_cast<uint2*>(t + v) = *reinterpret_cast<const uint2*>(b);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) online_add(y[k], static_cast<int>(v + k), m, mi, s, sx);
+    }
+  } else {
+    for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
+      const float y = x[v] / temperature;
+      t[v] = __float2bfloat16_rn(y);
+      online_add(y, static_cast<int>(v), m, mi, s, sx);
     }
   }
-  block_argmax(best, best_i, sv, si);
-  double s = 0.0, sx = 0.0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const double y = static_cast<double>(x[v] / temperature) - best;
-    const double e = exp(y);
-    s += e;
-    sx += e * y;
-  }
+  float M = m;
+  int MI = mi;
+  block_argmax(M, MI, sv, si);
+  rebase(m, M, s, sx);
   s = block_sum(s, sd);
   sx = block_sum(sx, sd);
-  if (threadIdx.x == 0) {
-    stats[blockIdx.x].argmax = best_i;
-    stats[blockIdx.x].entropy = static_cast<float>(log(s) - sx / s);
-    stats[blockIdx.x].p_max = static_cast<float>(1.0 / s);
+  if (threadIdx.x == 0) part[row * gridDim.y + blockIdx.y] = Partial{M, MI, s, sx};
+}
+
+__global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices, RowStats* stats) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  const Partial* p = part + row * slices;
+  float M = -INFINITY;
+  int MI = 0x7fffffff;
+  for (int k = 0; k < slices; ++k)
+    if (p[k].m > M || (p[k].m == M && p[k].i < MI)) {
+      M = p[k].m;
+      MI = p[k].i;
+    }
+  double s = 0.0, sx = 0.0;
+  for (int k = 0; k < slices; ++k) {
+    double ks = p[k].s, ksx = p[k].sx;
+    rebase(p[k].m, M, ks, ksx);
+    s += ks;
+    sx += ksx;
   }
+  stats[row].argmax = MI;
+  stats[row].entropy = static_cast<float>(log(s) - sx / s);
+  stats[row].p_max = static_cast<float>(1.0 / s);
 }
 
 __global__ void categorical_kernel(const float* raw, int64_t vocab, float temperature, const double* u, int32_t* ids) {
@@ -147,8 +211,23 @@ __global__ void categorical_kernel(const float* raw, int64_t vocab, float temper
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
                       RowStats* stats, cudaStream_t s) {
   if (rows == 0) return Status::ok();
-  row_stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(raw, vocab, temperature,
-                                                                      static_cast<cuda::bf16*>(tempered_bf16), stats);
+  if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error("row_stats_cuda: shape too large");
+  // Slices of at least 4,096 entries, enough of them that the grid holds about eight blocks per SM.
+  const int64_t want = (8 * static_cast<int64_t>(cuda::sm_count()) + rows - 1) / rows;
+  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, want, vocab / 4096}));
+  const int64_t slice = ((vocab + slices - 1) / slices + 3) / 4 * 4;
+  const int n = static_cast<int>((vocab + slice - 1) / slice);
+  Partial* part = nullptr;
+  const cudaError_t e = cudaMallocAsync(&part, sizeof(Partial) * static_cast<size_t>(rows * n), s);
+  if (e != cudaSuccess) return cuda_status(e, "row_stats_cuda (slice scratch)");
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n));
+  auto* t = static_cast<cuda::bf16*>(tempered_bf16);
+  if (vocab % 4 == 0)
+    row_slice_kernel<true><<<grid, kThreads, 0, s>>>(raw, vocab, slice, temperature, t, part);
+  else
+    row_slice_kernel<false><<<grid, kThreads, 0, s>>>(raw, vocab, slice, temperature, t, part);
+  stats_merge_kernel<<<cuda::blocks_for(rows, 128), 128, 0, s>>>(part, rows, n, stats);
+  cudaFreeAsync(part, s);
   return cuda_status(cudaGetLastError(), "row_stats_cuda");
 }
 
