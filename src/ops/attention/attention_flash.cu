@@ -1,11 +1,10 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
 // multiples of 16 up to 512. One block = 64 query rows (16 per warp) x one query head x one slice of kDv output
 // columns (kDv = the head dim up to 128 or 256, the caller's choice: a wider slice holds more accumulators per
-// thread, a narrower one recomputes S once per slice). It walks the visible keys in tiles of 64: S = Q K^T for the
-// warp's rows, an online softmax in f32 registers, then O += P V with P packed to f16 straight from the score
-// fragments; the next tile's K and V load while this one computes. Nothing of size [rows, keys] is ever written.
-// Keys come from the f16 cache (ring slots) then the fresh rows (f16, converted by the caller), loaded with
-// cp.async; tiles that the causal/window mask hides entirely are skipped.
+// thread, a narrower one recomputes S once per slice); it walks the visible keys in tiles of 64: S = Q K^T for the warp's rows, an online softmax in f32
+// registers, then O += P V with P packed to f16 straight from the score fragments. Nothing of size [rows, keys]
+// is ever written. Keys come from the f16 cache (ring slots) then the fresh rows (f16, converted by the caller),
+// loaded with cp.async; tiles that the causal/window mask hides entirely are skipped.
 #include <algorithm>
 #include <cstdint>
 
@@ -125,32 +124,21 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   const uint32_t qa = cuda::smem_u32(qs + (warp * 16 + mrow + (mat & 1) * 8) * kLdQ + (mat >> 1) * 8);
   const uint32_t kb = cuda::smem_u32(ks + ((mat >> 1) * 8 + mrow) * kLdQ + (mat & 1) * 8);
 
-  // The first visible tile at or after j (S when none is left): tiles the causal/window mask hides entirely are
-  // skipped.
-  auto visible_from = [&](int64_t j) -> int64_t {
-    for (; j < S; j += kKeys) {
-      if (!a.causal) return j;
-      const int64_t lo = a.key_pos0 + j, hi = lo + kKeys - 1;
-      if (lo > tile_qp_max) return S;
-      if (a.window <= 0 || hi > tile_qp_min - a.window) return j;
-    }
-    return S;
-  };
-  // Pipeline with one K and one V buffer: K of the next tile loads while this tile's softmax and P V run, V of the
-  // next tile while its S = Q K^T runs. Commit groups stay in K, V order (empty ones past the last tile), so
-  // wait_group 1 always means "the older of the two has landed".
-  int64_t j0 = visible_from(j_begin);
-  if (j0 < S) load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
-  cp_async_commit();
-  if (j0 < S) load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, col0);
-  cp_async_commit();
-  while (j0 < S) {
+  for (int64_t j0 = j_begin; j0 < S; j0 += kKeys) {
     const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kKeys - 1;
-    const bool need_mask = j0 + kKeys > S || (a.causal && (kp_hi > tile_qp_min ||
-                                                           (a.window > 0 && kp_lo <= tile_qp_max - a.window)));
-    const int64_t next = visible_from(j0 + kKeys);
-    cp_async_wait<1>();  // K of this tile has landed
-    __syncthreads();     // ... for every thread (and the Q tile is stored)
+    bool need_mask = j0 + kKeys > S;
+    if (a.causal) {
+      if (kp_lo > tile_qp_max) break;
+      if (a.window > 0 && kp_hi <= tile_qp_min - a.window) continue;
+      need_mask = need_mask || kp_hi > tile_qp_min || (a.window > 0 && kp_lo <= tile_qp_max - a.window);
+    }
+    __syncthreads();  // the previous tile's readers are done (and the Q tile is stored)
+    load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
+    cp_async_commit();
+    load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, col0);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
 
     float s[kKeys / 8][4];
 #pragma unroll
@@ -167,9 +155,6 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
         cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
       }
     }
-    __syncthreads();  // every warp is done with this K tile
-    if (next < S) load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, next, 0);
-    cp_async_commit();
 
     // Mask, then the online softmax update for the warp's two rows per thread (g and g + 8).
     float mx_lo = m_lo, mx_hi = m_hi;
@@ -220,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
       o[n][3] *= alpha_hi;
     }
 
-    cp_async_wait<1>();  // V of this tile has landed (the next K may still be in flight)
+    cp_async_wait<0>();
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -238,12 +223,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
         cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
       }
     }
-    __syncthreads();  // every warp is done with this V tile
-    if (next < S) load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, next, col0);
-    cp_async_commit();
-    j0 = next;
   }
-  cp_async_wait<0>();
 
 #pragma unroll
   for (int off = 1; off <= 2; off <<= 1) {
