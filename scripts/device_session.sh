@@ -6,9 +6,10 @@
 #   DG_PHASE=final  the parts named in DG_FINAL_PARTS (default: tests smoke graphs serve reference): the GPU tests
 #                   of DG_TEST_FILTER, the embedded model's smoketest on CUDA in both profiles (JSON results checked
 #                   against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench with decisions on the host and on the
-#                   device (DG_DECIDE), the 8- and 32-stream serving bench with the cuBLAS grouped MoE and --moe auto,
+#                   device (DG_DECIDE), the 8- and 32-stream serving bench with each MoE kernel of DG_SERVE_MOE,
 #                   and transformers compiled on the same shapes (bench_reference); on request, `variants` (the
-#                   graphs bench once per option=value of DG_VARIANTS) and `nsys` (a per-kernel summary, diagnosis)
+#                   graphs bench once per option=value of DG_VARIANTS), `probe` (dg_gemm_probe: cuBLAS on the dense
+#                   linear shapes) and `nsys` (a per-kernel summary; the machine had no nsys on 2026-11-30)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -26,7 +27,7 @@ stamp() { echo "[$((SECONDS - t0)) s] $*"; }
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
     -DDG_WERROR=OFF > /dev/null || { echo "configure failed"; exit 1; }
-  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_tests dg_dump_logits 2>&1 | grep -E "error|FAILED"
+  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_tests dg_dump_logits dg_gemm_probe 2>&1 | grep -E "error|FAILED"
   stamp "built"
 } 2>&1 | tee -a "$OUT/build.txt"
 test -x build/gpu/diffgemma && test -x build/gpu/tests/dg_tests || { echo "build failed"; exit 1; }
@@ -93,7 +94,11 @@ if [ "${DG_PHASE:-check}" = final ]; then
         "$nsys" stats -q --report cuda_gpu_kern_sum --format csv -o "$OUT/nsys" /tmp/dg_prof.nsys-rep > /dev/null 2>&1
       ls "$OUT"/nsys* 2>/dev/null && head -n 40 "$OUT"/nsys*.csv | cut -c1-220
     fi
-    has serve && for m in cublas auto; do
+    if has probe; then
+      stamp "cuBLAS on the dense linear shapes (dg_gemm_probe)"
+      timeout 60 build/gpu/dg_gemm_probe --rows 256 | tee "$OUT/gemm_probe.jsonl" | cut -c1-120
+    fi
+    has serve && for m in ${DG_SERVE_MOE:-stream auto}; do
       stamp "serve 8 and 32, MoE $m"
       timeout 150 build/gpu/diffgemma bench --serve --streams 8,32 --moe "$m" --steps 16 --prompt-tokens 1024 \
         --serve-tokens 512 --label "serve-moe-$m" --out "$OUT/bench.jsonl" 2>&1 | tail -n 3
