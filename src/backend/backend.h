@@ -66,6 +66,11 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void scale(Tensor& x, float s) = 0;
   virtual void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // Linears that share an input (q/k/v): out[i] = x w[i]^T as linear() computes them; a backend may run them as one
+  // product over weights it stores side by side (same products, summation order aside). Null entries are skipped.
+  virtual void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out);
+  // out = gelu_mul(x gate^T, x up^T): the first half of the dense and self-conditioning MLPs, likewise.
+  virtual void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over cached positions [cache_from, cache_to) of layer l
   // followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
@@ -129,10 +134,10 @@ struct CudaKernels {
   // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
   // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
   std::string attention = "flash";
-  // stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync
-  // per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md) | auto: cublas for calls of at least
-  // moe_auto_rows tokens outside graph captures (large batches, prefill chunks), stream otherwise
-  std::string moe = "stream";
+  // auto: cublas for calls of at least moe_auto_rows tokens outside graph captures (large batches, prefill chunks),
+  // stream otherwise | stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas:
+  // cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
+  std::string moe = "auto";
   int64_t moe_auto_rows = 2048;
   // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
   // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).

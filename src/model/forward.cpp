@@ -58,15 +58,14 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   Tensor a = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h, &w.input_norm, a);
   emit(trace, p + "input_layernorm", a);
-  Tensor k = be_.alloc(Shape{rows, n_kv * D});
-  be_.linear(a, w.k, k);
+  Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
+  if (spec.sliding) v = be_.alloc(Shape{rows, n_kv * D});
+  if (!kv_only) q = be_.alloc(Shape{rows, n_heads * D});
+  const Tensor* ws[] = {kv_only ? nullptr : &w.q, &w.k, spec.sliding ? &w.v : nullptr};
+  Tensor* outs[] = {&q, &k, &v};
+  be_.linears(a, ws, outs);
   emit(trace, p + "self_attn.k_proj", k);
-  Tensor v = k;
-  if (spec.sliding) {
-    v = be_.alloc(Shape{rows, n_kv * D});
-    be_.linear(a, w.v, v);
-    emit(trace, p + "self_attn.v_proj", v);
-  }
+  if (spec.sliding) emit(trace, p + "self_attn.v_proj", v);
   Tensor kn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
   emit(trace, p + "self_attn.k_norm", kn);
@@ -88,8 +87,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     kv_write();
     return h;
   }
-  Tensor q = be_.alloc(Shape{rows, n_heads * D});
-  be_.linear(a, w.q, q);
   emit(trace, p + "self_attn.q_proj", q);
   Tensor qn = be_.alloc(Shape{rows, n_heads, D});
   be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
@@ -127,10 +124,8 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   Tensor u = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h1, &w.pre_ff_norm, u);
   emit(trace, p + "pre_feedforward_layernorm", u);
-  Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate}), up = be_.alloc(Shape{rows, cfg_.intermediate});
-  be_.linear(u, w.gate, gate);
-  be_.linear(u, w.up, up);
-  be_.gelu_mul(gate, up, gate);
+  Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
+  be_.gated_linear(u, w.gate, w.up, gate);
   Tensor m1 = be_.alloc(Shape{rows, hidden});
   be_.linear(gate, w.down, m1);
   emit(trace, p + "mlp", m1);
@@ -262,10 +257,8 @@ void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const
     }
     Tensor n = be_.alloc(Shape{rows, cfg_.hidden});
     be_.rmsnorm(soft, &w_.sc_pre_norm, n);
-    Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate}), up = be_.alloc(Shape{rows, cfg_.intermediate});
-    be_.linear(n, w_.sc_gate, gate);
-    be_.linear(n, w_.sc_up, up);
-    be_.gelu_mul(gate, up, gate);
+    Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
+    be_.gated_linear(n, w_.sc_gate, w_.sc_up, gate);
     Tensor s = be_.alloc(Shape{rows, cfg_.hidden});
     be_.linear(gate, w_.sc_down, s);
     emit(trace, "dec.sc_mlp", s);

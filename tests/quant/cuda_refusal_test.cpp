@@ -24,7 +24,7 @@ TEST(CudaQuant, PackedExpertsNeedTheStreamingKernel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string pack = quantize_fixture("cuda-refusal-moe", source_path("tests/fixtures/tiny_a"), "q4");
   DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda", CudaKernels{"flash", "cublas"}), "experts of this .dgq pack",
-                  "--moe stream");
+                  "--moe auto");
 }
 
 }  // namespace

@@ -184,6 +184,19 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  DG_CHECK(w.size() == out.size(), "linears: {} weights for {} outputs", w.size(), out.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] != nullptr) linear(x, *w[i], *out[i]);
+}
+
+void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+  Tensor g = alloc(out.shape), u = alloc(out.shape);
+  linear(x, gate, g);
+  linear(x, up, u);
+  gelu_mul(g, u, out);
+}
+
 void Backend::fail_no_graphs() const {
   fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
 }

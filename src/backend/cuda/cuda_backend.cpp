@@ -127,12 +127,16 @@ class CudaBackend final : public Backend {
       t = dst;
     };
     for (Tensor* t : {&d.embed, &d.final_norm, &d.sc_pre_norm, &d.sc_gate, &d.sc_up, &d.sc_down}) up(*t);
-    for (LayerWeights& L : d.layers)
+    side_by_side({&d.sc_gate, &d.sc_up});
+    for (LayerWeights& L : d.layers) {
       for (Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.gate, &L.up, &L.down, &L.router_proj,
                         &L.router_scale, &L.per_expert_scale, &L.experts_gate_up, &L.experts_down, &L.input_norm,
                         &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1, &L.post_ff_norm_2,
                         &L.pre_ff_norm_2})
         up(*t);
+      side_by_side({&L.q, &L.k, &L.v});  // linears(): one product for the projections of a layer
+      side_by_side({&L.gate, &L.up});     // gated_linear(): one product and the gated GELU of its halves
+    }
     check(cudaStreamSynchronize(stream_), "upload sync");
     d.dtype = DType::kBF16;
     return d;
@@ -236,6 +240,45 @@ class CudaBackend final : public Backend {
     check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
   }
   void scale(Tensor& x, float s) override { check(scale_cuda(x.data, s, x.numel(), stream_)); }
+  // Weights that upload() stored side by side take one product; the split (or the gated GELU of the two halves)
+  // follows. Others take linear() each.
+  void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
+    std::vector<void*> dst;
+    std::vector<int64_t> widths;
+    const Tensor* first = nullptr;
+    const char* next = nullptr;
+    bool fused = true;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (w[i] == nullptr) continue;
+      const Tensor& t = *w[i];
+      fused = fused && t.dtype == DType::kBF16 && t.shape[1] == cols_of(x) && t.shape[0] % 8 == 0 &&
+              (next == nullptr || t.data == next);
+      next = static_cast<const char*>(t.data) + t.nbytes();
+      if (first == nullptr) first = &t;
+      dst.push_back(out[i]->data);
+      widths.push_back(t.shape[0]);
+    }
+    if (!fused || dst.size() < 2 || dst.size() > 4) {
+      Backend::linears(x, w, out);
+      return;
+    }
+    int64_t total = 0;
+    for (int64_t n : widths) total += n;
+    Tensor y = alloc(Shape{rows_of(x), total});
+    gemm_xwt(x.data, rows_of(x), cols_of(x), first->data, total, y.data, CUDA_R_16BF);
+    check(split_cols_cuda(y.data, rows_of(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
+  }
+  void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
+    const int64_t I = gate.shape[0];
+    if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || up.shape[0] != I ||
+        up.data != static_cast<const char*>(gate.data) + gate.nbytes()) {
+      Backend::gated_linear(x, gate, up, out);
+      return;
+    }
+    Tensor gu = alloc(Shape{rows_of(x), 2 * I});
+    gemm_xwt(x.data, rows_of(x), cols_of(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
+    check(gelu_mul_split_cuda(gu.data, rows_of(x), I, out.data, stream_));
+  }
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
   }
@@ -279,7 +322,11 @@ class CudaBackend final : public Backend {
     check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
                                static_cast<float>(std::pow(static_cast<double>(H), -0.5)), stream_));
     Tensor scores = alloc(Shape{T, E});
-    gemm_xwt(r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
+    // Up to a few canvases our kernel spreads the small product over the GPU; beyond, cuBLAS has tiles enough.
+    if (T <= 1024 && moe_router_scores_supports(H) && w.router_proj.dtype == DType::kBF16)
+      check(moe_router_scores_cuda(r.data, w.router_proj.data, T, H, E, scores.data, stream_));
+    else
+      gemm_xwt(r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
     Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
     check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), stream_));
     Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
@@ -430,6 +477,29 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
+  // become views of it. Empty or packed tensors leave the group as it is.
+  void side_by_side(std::initializer_list<Tensor*> group) {
+    std::vector<Tensor*> ts;
+    for (Tensor* t : group)
+      if (!t->empty()) ts.push_back(t);
+    if (ts.size() < 2) return;
+    int64_t rows = 0;
+    for (Tensor* t : ts) {
+      if (t->dtype != DType::kBF16 || t->shape.rank != 2 || t->shape[1] != ts[0]->shape[1]) return;
+      rows += t->shape[0];
+    }
+    Tensor all = device(DType::kBF16, Shape{rows, ts[0]->shape[1]});
+    char* at = static_cast<char*>(all.data);
+    for (Tensor* t : ts) {
+      check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
+      Tensor view = *t;
+      view.data = at;
+      view.owner = all.owner;
+      *t = view;
+      at += t->nbytes();
+    }
+  }
   CublasCtx blas_ctx() {
     return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }};
   }

@@ -24,9 +24,9 @@ void cuda_validate_packed(const ModelWeights& h, const CudaKernels& kernels) {
       fail("this .dgq pack stores {} as {} with input dimension {}, and the CUDA {} kernel needs a multiple of {}; "
            "quantize that class to another format or run with --backend cpu",
            what, fmt, K, fmt, align);
-    if (experts && kernels.moe != "stream")
+    if (experts && kernels.moe != "stream" && kernels.moe != "auto")
       fail("the experts of this .dgq pack are {}: only the streaming MoE kernel reads packed experts (not --moe "
-           "{}); use --moe stream",
+           "{}); use --moe auto (the default) or stream",
            fmt, kernels.moe);
   };
   check_one(h.sc_gate, "the self-conditioning MLP (sc_gate)", false);

@@ -42,6 +42,22 @@ Status convert_to(const void* src, void* dst, DType dt, int64_t n, cudaStream_t 
   return cuda_status(cudaGetLastError(), "convert_cuda");
 }
 
+struct SplitArgs {
+  void* dst[4];
+  int64_t begin[5];  // column offsets of the outputs in 16-byte chunks; begin[n] = chunks per row
+  int n;
+};
+
+__global__ void split_cols_kernel(const uint4* src, int64_t chunks, SplitArgs a) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= chunks) return;
+  const int64_t row = i / a.begin[a.n], c = i % a.begin[a.n];
+  int o = 0;
+  while (c >= a.begin[o + 1]) ++o;
+  const int64_t w = a.begin[o + 1] - a.begin[o];
+  static_cast<uint4*>(a.dst[o])[row * w + c - a.begin[o]] = src[i];
+}
+
 }  // namespace
 
 Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
@@ -71,6 +87,21 @@ Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, c
     case DType::kF32: return convert_to<float>(src, dst, dt, n, s);
     default: return Status::error("convert_cuda: unsupported source dtype");
   }
+}
+
+Status split_cols_cuda(const void* src, int64_t rows, void* const* dst, const int64_t* widths, int n, cudaStream_t s) {
+  if (n < 1 || n > 4) return Status::error("split_cols_cuda: 1 to 4 outputs");
+  SplitArgs a{};
+  a.n = n;
+  for (int i = 0; i < n; ++i) {
+    if (widths[i] % 8 != 0) return Status::error("split_cols_cuda: widths must be multiples of 8");
+    a.dst[i] = dst[i];
+    a.begin[i + 1] = a.begin[i] + widths[i] / 8;
+  }
+  const int64_t chunks = rows * a.begin[n];
+  if (chunks == 0) return Status::ok();
+  split_cols_kernel<<<cuda::blocks_for(chunks, 256), 256, 0, s>>>(static_cast<const uint4*>(src), chunks, a);
+  return cuda_status(cudaGetLastError(), "split_cols_cuda");
 }
 
 }  // namespace dg
