@@ -1,7 +1,5 @@
 #include <mma.h>
 
-#include <string>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/moe/moe.h"
@@ -16,62 +14,6 @@ __global__ void router_prep_kernel(bf16* x, const bf16* scale, int64_t hidden, f
   if (i >= n) return;
   const float v = cuda::rbf(__bfloat162float(x[i]) * __bfloat162float(scale[i % hidden]));
   x[i] = __float2bfloat16_rn(v * root);
-}
-
-// Router scores [T, E] = x [T, H] W [E, H]^T, f32 sums rounded to bf16 (what cuBLAS gives the linear). A block
-// takes kRouterRows rows (staged in shared memory) x kRouterExperts experts; each warp a quarter of those experts,
-// its lanes striding the hidden dimension in 16-byte chunks, then a warp sum per (row, expert). cuBLAS tiles this
-// [256 x 128] product into two output tiles; this spreads it over 64 x 4 blocks.
-constexpr int kRouterRows = 4, kRouterExperts = 32, kRouterThreads = 256;
-
-__global__ void __launch_bounds__(kRouterThreads) router_scores_kernel(const bf16* x, const bf16* w, int64_t T,
-                                                                      int64_t H, int64_t E, bf16* scores) {
-  extern __shared__ uint4 xs[];  // [kRouterRows][H / 8]
-  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kRouterRows), e0 = blockIdx.y * kRouterExperts;
-  const int64_t chunks = H / 8;
-  for (int64_t i = threadIdx.x; i < kRouterRows * chunks; i += kRouterThreads) {
-    const int64_t r = r0 + i / chunks;
-    xs[i] = r < T ? reinterpret_cast<const uint4*>(x + r * H)[i % chunks] : make_uint4(0, 0, 0, 0);
-  }
-  __syncthreads();
-  constexpr int kPerWarp = kRouterExperts / (kRouterThreads / 32);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float acc[kRouterRows][kPerWarp] = {};
-  for (int64_t c = lane; c < chunks; c += 32) {
-    float xv[kRouterRows][8];
-#pragma unroll
-    for (int r = 0; r < kRouterRows; ++r) {
-      const uint4 q = xs[r * chunks + c];
-      const auto* b = reinterpret_cast<const __nv_bfloat162*>(&q);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(b[j]);
-        xv[r][2 * j] = f.x;
-        xv[r][2 * j + 1] = f.y;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kPerWarp; ++k) {
-      const int64_t e = e0 + warp * kPerWarp + k;
-      if (e >= E) break;
-      const uint4 q = reinterpret_cast<const uint4*>(w + e * H)[c];
-      const auto* b = reinterpret_cast<const __nv_bfloat162*>(&q);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(b[j]);
-#pragma unroll
-        for (int r = 0; r < kRouterRows; ++r) acc[r][k] += xv[r][2 * j] * f.x + xv[r][2 * j + 1] * f.y;
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRouterRows; ++r)
-#pragma unroll
-    for (int k = 0; k < kPerWarp; ++k) {
-      const float v = cuda::warp_sum(acc[r][k]);
-      const int64_t row = r0 + r, e = e0 + warp * kPerWarp + k;
-      if (lane == 0 && row < T && e < E) scores[row * E + e] = __float2bfloat16_rn(v);
-    }
 }
 
 // One warp per row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index).
@@ -310,21 +252,6 @@ Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64
   router_prep_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(normed),
                                                               static_cast<const bf16*>(scale), hidden, root, n);
   return cuda_status(cudaGetLastError(), "moe_router_prep_cuda");
-}
-
-bool moe_router_scores_supports(int64_t hidden) { return hidden % 8 == 0 && hidden <= 6144; }
-
-Status moe_router_scores_cuda(const void* x, const void* w, int64_t rows, int64_t hidden, int64_t n_exp, void* scores,
-                              cudaStream_t s) {
-  if (rows == 0) return Status::ok();
-  if (!moe_router_scores_supports(hidden))
-    return Status::error("moe_router_scores_cuda: hidden " + std::to_string(hidden) +
-                         " is not a multiple of 8 up to 6144 (use the cuBLAS product)");
-  const size_t smem = sizeof(uint4) * static_cast<size_t>(kRouterRows * (hidden / 8));
-  const dim3 grid(cuda::blocks_for(rows, kRouterRows), cuda::blocks_for(n_exp, kRouterExperts));
-  router_scores_kernel<<<grid, kRouterThreads, smem, s>>>(static_cast<const bf16*>(x), static_cast<const bf16*>(w),
-                                                          rows, hidden, n_exp, static_cast<bf16*>(scores));
-  return cuda_status(cudaGetLastError(), "moe_router_scores_cuda");
 }
 
 Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,

@@ -37,11 +37,6 @@ namespace dg {
 
 // normed (bf16 [rows, hidden], rmsnorm without weight) becomes bf16(bf16(normed * scale) * root) in place.
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s);
-// Router scores: bf16 [rows, n_exp] = x [rows, hidden] w [n_exp, hidden]^T with f32 sums (the router linear at
-// canvas sizes, where cuBLAS leaves most of the GPU idle); hidden a multiple of 8 up to 6144.
-bool moe_router_scores_supports(int64_t hidden);
-Status moe_router_scores_cuda(const void* x, const void* w, int64_t rows, int64_t hidden, int64_t n_exp, void* scores,
-                              cudaStream_t s);
 // scores bf16 [rows, n_exp] -> idx [rows, top_k], weight f32 [rows, top_k] (softmax f32, top-k with ties to the lower
 // index, renormalised, times per_expert_scale).
 Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
