@@ -8,8 +8,8 @@
 #                   against the CPU's: DG_SAME_AS_PREFIX), the bf16 graphs bench with decisions on the host and on the
 #                   device (DG_DECIDE), the 8- and 32-stream serving bench with each MoE kernel of DG_SERVE_MOE,
 #                   and transformers compiled on the same shapes (bench_reference); on request, `variants` (the
-#                   graphs bench once per option=value of DG_VARIANTS), `probe` (dg_gemm_probe: cuBLAS on the dense
-#                   linear shapes) and `nsys` (a per-kernel summary; the machine had no nsys on 2026-11-30)
+#                   graphs bench once per option=value of DG_VARIANTS) and `probe` (dg_gemm_probe: cuBLAS on the
+#                   dense linear shapes)
 #   DG_PHASE=bench  the full-shape benches, most wanted first: bf16 and q4 experts (graphs), the batched serving
 #                   bench (bench --serve, DG_STREAMS), fp8 and nvfp4 (DG_WEIGHTS), serving with q4 experts; a warm
 #                   machine reuses the check phase's build
@@ -86,14 +86,6 @@ if [ "${DG_PHASE:-check}" = final ]; then
       timeout 150 build/gpu/diffgemma bench --graphs "--${v%%=*}" "${v#*=}" --prefill 512,4096 --context 1024,8192 \
         --skip-generate --label "full30-graphs-$v" --out "$OUT/bench.jsonl" 2>&1 | grep -c '"event"'
     done
-    if has nsys; then  # a kernel summary for choosing the next optimisation (diagnosis only, not a result)
-      nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-      stamp "nsys: ${nsys:-not found}"
-      [ -n "$nsys" ] && timeout 200 "$nsys" profile -o /tmp/dg_prof --force-overwrite true -t cuda \
-        build/gpu/diffgemma bench --prefill 512 --context 1024 --denoise-steps 48 --skip-generate > /dev/null 2>&1 &&
-        "$nsys" stats -q --report cuda_gpu_kern_sum --format csv -o "$OUT/nsys" /tmp/dg_prof.nsys-rep > /dev/null 2>&1
-      ls "$OUT"/nsys* 2>/dev/null && head -n 40 "$OUT"/nsys*.csv | cut -c1-220
-    fi
     if has probe; then
       stamp "cuBLAS on the dense linear shapes (dg_gemm_probe)"
       timeout 60 build/gpu/dg_gemm_probe --rows 256 | tee "$OUT/gemm_probe.jsonl" | cut -c1-120

@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "diffusion/rng.h"
 #include "model/weights.h"
+#include "support/compare.h"
 
 namespace dg {
 namespace {
@@ -26,14 +27,13 @@ std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
   return v;
 }
 
-float max_abs_diff(Backend& be, const Tensor& a, const Tensor& b) {
+test::Diff diff(Backend& be, const Tensor& a, const Tensor& b) {
   std::vector<float> x(static_cast<size_t>(a.numel())), y(x.size());
   be.copy_to_host(a, x.data());
   be.copy_to_host(b, y.data());
-  float d = 0;
-  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
-  return d;
+  return test::compare(x, y);
 }
+double max_abs_diff(Backend& be, const Tensor& a, const Tensor& b) { return diff(be, a, b).max_abs; }
 
 TEST(FusedLinearsCuda, MatchTheSeparateProducts) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
@@ -72,22 +72,23 @@ TEST(FusedLinearsCuda, MatchTheSeparateProducts) {
   be->linear(x, D.v, v1);
   // The same bf16 inputs and f32 sums: equal up to the summation order of whichever GEMM cuBLAS picks.
   for (auto [a, b] : {std::pair{&q, &q1}, std::pair{&k, &k1}, std::pair{&v, &v1}})
-    EXPECT_LE(max_abs_diff(*be, *a, *b), 2e-2f);
+    EXPECT_LE(max_abs_diff(*be, *a, *b), 2e-2);
   // k and v alone (the encoder's cache-only pass) are side by side too.
   const Tensor* kv_only[] = {nullptr, &D.k, &D.v};
   Tensor k2 = be->alloc(Shape{rows, Nkv}), v2 = be->alloc(Shape{rows, Nkv});
   Tensor* outs2[] = {&q, &k2, &v2};
   be->linears(x, kv_only, outs2);
-  EXPECT_LE(max_abs_diff(*be, k2, k1), 2e-2f);
-  EXPECT_LE(max_abs_diff(*be, v2, v1), 2e-2f);
+  EXPECT_LE(max_abs_diff(*be, k2, k1), 2e-2);
+  EXPECT_LE(max_abs_diff(*be, v2, v1), 2e-2);
 
   Tensor g = be->alloc(Shape{rows, I}), g1 = be->alloc(Shape{rows, I});
   be->gated_linear(x, D.gate, D.up, g);
   be->Backend::gated_linear(x, D.gate, D.up, g1);
-  EXPECT_LE(max_abs_diff(*be, g, g1), 2e-2f);
+  const test::Diff dg = diff(*be, g, g1);
+  EXPECT_LE(dg.max_abs, 2e-2);
+  EXPECT_TRUE(dg.finite);
   std::vector<float> gv(static_cast<size_t>(g.numel()));
   be->copy_to_host(g, gv.data());
-  EXPECT_TRUE(std::all_of(gv.begin(), gv.end(), [](float f) { return std::isfinite(f); }));
   EXPECT_GT(*std::max_element(gv.begin(), gv.end()), 0.1f);  // not all zero
 }
 

@@ -191,10 +191,10 @@ void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::sp
 }
 
 void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
-  Tensor g = alloc(out.shape), u = alloc(out.shape);
-  linear(x, gate, g);
+  Tensor u = alloc(out.shape);
+  linear(x, gate, out);
   linear(x, up, u);
-  gelu_mul(g, u, out);
+  gelu_mul(out, u, out);  // elementwise: in place, as the forward did before this op existed
 }
 
 void Backend::fail_no_graphs() const {
