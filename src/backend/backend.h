@@ -151,6 +151,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_pre
                                       const CudaKernels& kernels = {});
 #if defined(DG_WITH_CUDA)
 std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels = {});
+// Opens (true) or closes the range a profiler started with --profile-from-start off records (cudaProfilerStart/Stop).
+void cuda_profiler_range(bool on);
 #endif
 
 }  // namespace dg

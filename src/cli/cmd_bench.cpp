@@ -37,6 +37,9 @@ struct BenchOptions {
   std::string label;
   std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
   CudaKernels kernels;
+  // "prefill": the second pass of the last prefill length; "denoise": the first timed step of each context; the
+  // range a profiler started with --profile-from-start off records (ncu: docs/CUDA.md)
+  std::string profile_range;
   bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
   ServeBenchOptions serve_opt;
 };
@@ -51,6 +54,15 @@ std::string git_sha() {
   std::string s(buf, n);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s.empty() ? "unknown" : s;
+}
+
+void profiler_range(Backend& be, bool on) {
+#if defined(DG_WITH_CUDA)
+  if (be.name() == "cuda") cuda_profiler_range(on);
+#else
+  (void)be;
+  (void)on;
+#endif
 }
 
 double now_s() {
@@ -119,9 +131,12 @@ void run_bench(const BenchOptions& o) {
     for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
       KvCache kv = new_cache();
       be->synchronize();
+      const bool profiled = rep_i == 1 && o.profile_range == "prefill" && P == o.prefill.back();
+      if (profiled) profiler_range(*be, true);
       const double t0 = now_s();
       model.encode(kv, ids);
       be->synchronize();
+      if (profiled) profiler_range(*be, false);
       const double dt = now_s() - t0;
       if (rep_i == 1) rep.emit({{"event", "prefill"}, {"tokens", P}, {"seconds", dt}, {"tok_per_s", P / dt}});
     }
@@ -138,7 +153,15 @@ void run_bench(const BenchOptions& o) {
     d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
     be->synchronize();
     const double t0 = now_s();
-    for (int i = 0; i < o.denoise_steps; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    for (int i = 0; i < o.denoise_steps; ++i) {
+      const bool profiled = i == 0 && o.profile_range == "denoise";
+      if (profiled) profiler_range(*be, true);
+      d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+      if (profiled) {
+        be->synchronize();
+        profiler_range(*be, false);
+      }
+    }
     be->synchronize();
     const double ms = (now_s() - t0) * 1000.0 / o.denoise_steps;
     be->set_profiling(true);  // stage times need the ops issued one by one
@@ -251,6 +274,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
+  cmd->add_option("--profile-range", o->profile_range,
+                  "CUDA: record only this part under a profiler started with --profile-from-start off (ncu): "
+                  "prefill (the last --prefill length's timed pass) | denoise (one timed step per --context)")
+      ->check(CLI::IsMember({"prefill", "denoise"}));
   auto streams = std::make_shared<std::string>("1,4,8,16,32");
   cmd->add_flag("--serve", o->serve,
                 "load benchmark: N concurrent requests through the batched generator at each N of --streams "

@@ -3,6 +3,7 @@
 // kernels in src/ops/*/*.cu. Buffers come from the stream-ordered allocator, so per-op allocations reuse memory
 // without synchronising.
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 
 #include <cmath>
 #include <cstring>
@@ -543,6 +544,10 @@ class CudaBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels) {
   return std::make_unique<CudaBackend>(rms_eps, device, kernels);
+}
+
+void cuda_profiler_range(bool on) {
+  cuda_host::check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
 }  // namespace dg
