@@ -8,8 +8,9 @@ import re
 import sys
 from collections import OrderedDict
 
-UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-         "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "%": 1.0}
+UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3,
+         "s": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "B": 1.0, "KB": 1e3,
+         "MB": 1e6, "GB": 1e9, "TB": 1e12, "%": 1.0}
 
 
 def rows_of(path):
@@ -38,7 +39,7 @@ def value(row, key):
 
 
 def short(name):
-    name = re.sub(r"\(anonymous namespace\)::|dg::|cuda::|moe_stream::", "", name)
+    name = re.sub(r"\(anonymous namespace\)::|<unnamed>::|dg::|cuda::|moe_stream::", "", name)
     depth, cut = 0, len(name)
     for i, ch in enumerate(name):  # drop the parameter list: the first '(' outside template brackets
         if ch == "<":

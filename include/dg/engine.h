@@ -27,6 +27,8 @@ struct EngineOptions {
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
+  bool graphs = true;            // CUDA: denoise steps replay captured graphs (Model::set_graphs)
+  std::string expert_act = "auto";  // the experts' activation operand (set_expert_act): auto | bf16 | fp8
 };
 
 class Engine {

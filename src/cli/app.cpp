@@ -27,6 +27,14 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--graphs,!--no-graphs", o.graphs,
+                "CUDA: replay denoise steps through captured graphs (default); --no-graphs issues every step op by op "
+                "(slower; for A/B and diagnosis)");
+  cmd->add_option("--expert-act", o.expert_act,
+                  "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
+                  "otherwise) | bf16 | fp8")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -38,6 +46,8 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
   e.prefill_chunk = o.prefill_chunk;
+  e.graphs = o.graphs;
+  e.expert_act = o.expert_act;
   return e;
 }
 

@@ -21,6 +21,8 @@ struct ModelOptions {
   std::string precision = "f32";
   std::string kv_precision = "f32";
   int64_t prefill_chunk = 4096;
+  bool graphs = true;
+  std::string expert_act = "auto";
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);

@@ -27,7 +27,8 @@ struct BenchOptions {
   std::vector<int> context{1024};
   int denoise_steps = 8;   // timed denoise forwards per context
   int64_t prefill_chunk = 4096;
-  bool graphs = false;     // replay denoise steps through CUDA graphs
+  bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
+  std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
@@ -98,8 +99,10 @@ void run_bench(const BenchOptions& o) {
   BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
   const ModelConfig& cfg = bm.cfg;
   const std::unique_ptr<Backend>& be = bm.be;
+  set_expert_act(bm.w, o.expert_act);
   Model model(cfg, bm.w, *be);
   model.set_prefill_chunk(o.prefill_chunk);
+  model.set_graphs(o.graphs);
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
   for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
@@ -112,7 +115,7 @@ void run_bench(const BenchOptions& o) {
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
@@ -146,7 +149,6 @@ void run_bench(const BenchOptions& o) {
     KvCache kv = new_cache();
     model.encode(kv, synthetic_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
-    d.set_graphs(o.graphs);
     const auto canvas = synthetic_ids(cfg.canvas, cfg.vocab, o.seed + 9);
     std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
     d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up (and the graph capture)
@@ -188,7 +190,6 @@ void run_bench(const BenchOptions& o) {
       if (first_block < 0) first_block = now_s() - t0;
     };
     ModelDenoiser d(model);
-    d.set_graphs(o.graphs);
     const GenerateResult r = generate(d, kv, prompt, so, &ev);
     be->synchronize();
     const double total = now_s() - t0;
@@ -232,7 +233,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_flag("--graphs", o->graphs, "replay denoise steps through CUDA graphs (needs a MoE kernel other than cublas)");
+  cmd->add_flag("--graphs,!--no-graphs", o->graphs,
+                "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
+                "other than cublas); --no-graphs issues them op by op");
+  cmd->add_option("--expert-act", o->expert_act,
+                  "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");

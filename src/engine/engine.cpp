@@ -20,8 +20,10 @@ Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), op
   if (std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
   be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
   weights_ = be_->upload(ck_.weights);
+  set_expert_act(weights_, opt.expert_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);
+  model_->set_graphs(opt.graphs);
 }
 
 const Tokenizer& Engine::tokenizer() const {

@@ -140,7 +140,7 @@ class CpuBackend final : public Backend {
     moe_route_cpu(h.f32(), rows, w.router_scale, w.router_proj, w.per_expert_scale, top_k, eps_, p_.act, idx.data(),
                   wt.data());
     moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, w.experts_gate_up, w.experts_down, p_.act,
-                    out.f32());
+                    out.f32(), w.experts_act == DType::kFp8);
   }
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());

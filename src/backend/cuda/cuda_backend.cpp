@@ -340,7 +340,18 @@ class CudaBackend final : public Backend {
     const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
     const bool cublas = kernels_.moe == "cublas" || (kernels_.moe == "auto" && !capturing_ && T >= kernels_.moe_auto_rows);
     const bool stream = (kernels_.moe == "stream" || kernels_.moe == "auto") && !cublas;
-    if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
+    if (w.experts_act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
+      Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
+      check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), stream_));
+      Tensor act = alloc(Shape{P, ff});
+      check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
+                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
+                                    zs.f32()));
+      Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
+      check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), stream_));
+      check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+                                 offsets.as<int32_t>(), y.data, stream_, as.f32()));
+    } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
@@ -377,7 +388,8 @@ class CudaBackend final : public Backend {
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
     const int64_t T = rows_of(sc_logits), V = cols_of(sc_logits), H = embed.shape[1];
     Tensor probs = alloc(Shape{T, V});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, stream_));
+    Tensor part = device(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, stream_));
     const float one = 1.0f, zero = 0.0f;
     check(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T), static_cast<int>(V),
                        &one, embed.data, CUDA_R_16BF, static_cast<int>(H), probs.data, CUDA_R_16BF,
