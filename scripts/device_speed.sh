@@ -47,17 +47,7 @@ if has bench; then
     label=${cfg%%:*} opts=${cfg#*:}
     stamp "bench $label ($opts)"
     timeout 200 $dg bench --prefill 4096 --context 1024,8192 ${opts//,/ } --label "speed-$label" \
-      --out "$OUT/bench.jsonl" 2>&1 | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try: j = json.loads(line)
-    except ValueError: print(line.rstrip()[:200]); continue
-    e = j.get("event")
-    if e == "prefill": print(f"  prefill {j[\"tokens\"]}: {j[\"tok_per_s\"]:.0f} tok/s")
-    elif e == "denoise": print(f"  step @{j[\"context\"]}: {j[\"ms_per_step\"]:.2f} ms  " + " ".join(f"{k} {v:.2f}" for k, v in sorted(j["stages_ms"].items(), key=lambda kv: -kv[1])[:6]))
-    elif e == "generate": print(f"  generate: {j[\"committed_tok_per_s\"]:.0f} tok/s, first block {j[\"time_to_first_block_s\"]:.3f} s")
-    elif e == "memory": print(f"  peak {j[\"peak_gib\"]:.1f} GiB")
-'
+      --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
   done
 fi
 if has smoke; then
