@@ -113,7 +113,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
@@ -275,6 +275,10 @@ void register_bench(CLI::App& app) {
                   "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
                   "per step) | host (row statistics and draws read every step; A/B, same tokens)")
       ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
+  cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
+                  "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
+      ->check(CLI::IsMember({3, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
       ->check(CLI::PositiveNumber)

@@ -197,6 +197,25 @@ void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up
   gelu_mul(out, u, out);  // elementwise: in place, as the forward did before this op existed
 }
 
+void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());
+  rmsnorm(attn, &w_post, attn);
+  add(h, attn, h1);
+  for (size_t i = 0; i < w.size(); ++i) rmsnorm(h1, w[i], *out[i]);
+}
+
+void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
+                       float s, Tensor& out) {
+  rmsnorm(m1, &w1, m1);
+  rmsnorm(m2, &w2, m2);
+  Tensor f = alloc(m1.shape);
+  add(m1, m2, f);
+  rmsnorm(f, &w, f);
+  add(h1, f, out);
+  scale(out, s);
+}
+
 void Backend::fail_no_graphs() const {
   fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
 }

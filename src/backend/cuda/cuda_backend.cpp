@@ -24,6 +24,7 @@
 #include "ops/glu/glu.h"
 #include "ops/logits/logits.h"
 #include "ops/moe/moe.h"
+#include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
 #include "ops/row_stats/row_stats.h"
@@ -60,6 +61,8 @@ class CudaBackend final : public Backend {
              "unknown decide mode '{}': expected host or device", kernels.decide);
     DG_CHECK(kernels.attention_cols == 128 || kernels.attention_cols == 256,
              "--attention-cols must be 128 or 256, not {}", kernels.attention_cols);
+    DG_CHECK(kernels.moe_a8_stages == 3 || kernels.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}",
+             kernels.moe_a8_stages);
     DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
@@ -283,6 +286,24 @@ class CudaBackend final : public Backend {
     gemm_xwt(x.data, rows_of(x), cols_of(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
     check(gelu_mul_split_cuda(gu.data, rows_of(x), I, out.data, stream_));
   }
+  void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                      std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
+    DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
+             out.size());
+    const void* ws[3] = {};
+    void* outs[3] = {};
+    for (size_t i = 0; i < w.size(); ++i) {
+      ws[i] = w[i] != nullptr ? w[i]->data : nullptr;
+      outs[i] = out[i]->data;
+    }
+    check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
+                              rows_of(h), cols_of(h), eps_, stream_));
+  }
+  void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
+                Tensor& out) override {
+    check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, rows_of(h1), cols_of(h1),
+                        eps_, stream_));
+  }
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
   }
@@ -346,11 +367,11 @@ class CudaBackend final : public Backend {
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
-                                    zs.f32()));
+                                    zs.f32(), kernels_.moe_a8_stages));
       Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
       check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), stream_));
       check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
-                                 offsets.as<int32_t>(), y.data, stream_, as.f32()));
+                                 offsets.as<int32_t>(), y.data, stream_, as.f32(), kernels_.moe_a8_stages));
     } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,

@@ -245,7 +245,8 @@ bool device_has_fp8_mma() {
 }
 
 template <bool kGated>
-Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what) {
+Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
+                   int a8_stages = 4) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
@@ -259,7 +260,10 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
     if (!fp8_mma)
       return Status::error(std::string(what) + ": fp8 activations need a GPU of compute capability 8.9 or later "
                                                "(Ada, Hopper); use --expert-act bf16");
-    return launch_checked<WeightFp8Act8, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (a8_stages == 3) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (a8_stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
+    return Status::error(std::string(what) + ": fp8-activation pipelines have 3 or 4 stages, not " +
+                         std::to_string(a8_stages));
   }
   switch (w_dtype) {
     case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
@@ -283,10 +287,10 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale) {
+                            cudaStream_t s, const float* x_scale, int a8_stages) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda");
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", a8_stages);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -299,10 +303,10 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale) {
+                               cudaStream_t s, const float* x_scale, int a8_stages) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda");
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", a8_stages);
 }
 
 }  // namespace dg

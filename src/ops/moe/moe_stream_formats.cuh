@@ -221,10 +221,12 @@ using WeightQ8 = WeightByteRow<false>;
 // fp8 weights times fp8 activations (W8A8, kAct8): the activation rows arrive as E4M3 codes with an f32 scale per
 // row (moe_act_quant_fp8_cuda), so both operands go to the tensor cores as stored (mma m16n8k32 e4m3, sm_89+). A
 // stage is [kTileN][kTileK] code bytes, swizzled like bf16's 128-byte rows; one ldmatrix.x4 per m16k32 A fragment.
-// The weight row's scale here and the activation row's scale (the kernel's) multiply the f32 sums.
+// The weight row's scale here and the activation row's scale (the kernel's) multiply the f32 sums. kStages_ 4: 96 KB
+// of shared memory, two CTAs per SM on the H200; 3: 72 KB, three.
+template <int kStages_>
 struct WeightFp8Act8 {
   static constexpr bool kAct8 = true;
-  static constexpr int kTileK = 128, kStages = 4;
+  static constexpr int kTileK = 128, kStages = kStages_;
   static constexpr int kStageBytes = kTileN * kTileK;
   static constexpr int kKAlign = 16;
   __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
