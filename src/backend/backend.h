@@ -78,6 +78,9 @@ class Backend {
                               std::span<const Tensor* const> w, std::span<Tensor* const> out);
   virtual void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
                         float s, Tensor& out);
+  // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
+  virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                            const std::vector<float>& inv_freq);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over cached positions [cache_from, cache_to) of layer l
   // followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
@@ -153,6 +156,9 @@ struct CudaKernels {
   int attention_cols = 256;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   int moe_a8_stages = 4;
+  // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
+  // composed ops (A/B)
+  bool fused_norms = true;
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.

@@ -113,7 +113,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
@@ -276,6 +276,8 @@ void register_bench(CLI::App& app) {
                   "per step) | host (row statistics and draws read every step; A/B, same tokens)")
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
+  cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
+                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)");
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
       ->check(CLI::IsMember({3, 4}))

@@ -66,12 +66,20 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   be_.linears(a, ws, outs);
   emit(trace, p + "self_attn.k_proj", k);
   if (spec.sliding) emit(trace, p + "self_attn.v_proj", v);
+  // One sequence and no trace: the per-head norm and the rotation as one op (rmsnorm_rope); otherwise op by op,
+  // each sequence rotated at its own positions.
+  const bool traced = trace != nullptr && *trace;
+  const bool one_rope = segs.size() == 1 && !traced;
   Tensor kn = be_.alloc(Shape{rows, n_kv, D});
-  be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
-  emit(trace, p + "self_attn.k_norm", kn);
-  for (const Segment& sg : segs) {
-    Tensor part = row_slice(kn, sg.row0, sg.rows);
-    be_.rope(part, sg.pos0, inv_freq);
+  if (one_rope) {
+    be_.rmsnorm_rope(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn, segs[0].pos0, inv_freq);
+  } else {
+    be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
+    emit(trace, p + "self_attn.k_norm", kn);
+    for (const Segment& sg : segs) {
+      Tensor part = row_slice(kn, sg.row0, sg.rows);
+      be_.rope(part, sg.pos0, inv_freq);
+    }
   }
   Tensor vn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
@@ -89,8 +97,12 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   }
   emit(trace, p + "self_attn.q_proj", q);
   Tensor qn = be_.alloc(Shape{rows, n_heads, D});
-  be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
-  emit(trace, p + "self_attn.q_norm", qn);
+  if (one_rope) {
+    be_.rmsnorm_rope(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn, segs[0].pos0, inv_freq);
+  } else {
+    be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
+    emit(trace, p + "self_attn.q_norm", qn);
+  }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
   // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
@@ -98,7 +110,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // cached tokens for every canvas row in the decoder.
   for (const Segment& sg : segs) {
     Tensor q_part = row_slice(qn, sg.row0, sg.rows);
-    be_.rope(q_part, sg.pos0, inv_freq);
+    if (!one_rope) be_.rope(q_part, sg.pos0, inv_freq);
     const KvCache& kv = *sg.kv;
     const int64_t len = kv.len();
     int64_t cache_from = 0;
@@ -116,7 +128,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   emit(trace, p + "self_attn.o_proj", attn);
   // A traced forward issues the residual chains op by op, so every intermediate has its name; otherwise each chain
   // is one op (residual_norms, ffn_tail: the same composition, src/ops/residual/residual.h).
-  const bool traced = trace != nullptr && *trace;
   Tensor h1 = be_.alloc(Shape{rows, hidden}), u = be_.alloc(Shape{rows, hidden}), z = be_.alloc(Shape{rows, hidden});
   if (traced) {
     be_.rmsnorm(attn, &w.post_attn_norm, attn);

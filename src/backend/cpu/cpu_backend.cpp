@@ -216,6 +216,12 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
   scale(out, s);
 }
 
+void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                           const std::vector<float>& inv_freq) {
+  rmsnorm(x, w, out);
+  rope(out, pos0, inv_freq);
+}
+
 void Backend::fail_no_graphs() const {
   fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
 }

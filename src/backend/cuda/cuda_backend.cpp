@@ -240,6 +240,15 @@ class CudaBackend final : public Backend {
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
   }
+  void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                    const std::vector<float>& inv_freq) override {
+    if (!kernels_.fused_norms || x.shape.rank != 3 || x.shape[2] % 16 != 0 || x.shape[2] > 1024) {
+      Backend::rmsnorm_rope(x, w, out, pos0, inv_freq);
+      return;
+    }
+    check(rmsnorm_rope_cuda(x.data, w ? w->data : nullptr, out.data, x.shape[0], x.shape[1], x.shape[2], eps_, pos0,
+                            device_inv_freq(inv_freq), stream_));
+  }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
   }
@@ -288,6 +297,10 @@ class CudaBackend final : public Backend {
   }
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                       std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
+    if (!kernels_.fused_norms) {
+      Backend::residual_norms(h, attn, w_post, h1, w, out);
+      return;
+    }
     DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
              out.size());
     const void* ws[3] = {};
@@ -301,6 +314,10 @@ class CudaBackend final : public Backend {
   }
   void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
                 Tensor& out) override {
+    if (!kernels_.fused_norms) {
+      Backend::ffn_tail(h1, m1, w1, m2, w2, w, s, out);
+      return;
+    }
     check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, rows_of(h1), cols_of(h1),
                         eps_, stream_));
   }

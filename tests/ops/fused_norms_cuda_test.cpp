@@ -1,6 +1,7 @@
-// The fused residual chains on the GPU (residual_norms, ffn_tail: src/ops/residual/) against the CPU reference's
-// composition of rmsnorm, add and scale with bf16 storage (the Backend defaults), at the 26B-A4B hidden size over
-// one canvas, a width above one block's stride and odd ones. Skipped without a GPU.
+// The fused norm kernels on the GPU against the CPU reference's composition with bf16 storage (the Backend
+// defaults): the residual chains (residual_norms, ffn_tail: src/ops/residual/) at the 26B-A4B hidden size over one
+// canvas and odd widths, and the per-head norm (one warp per head row) with and without RoPE (rmsnorm_rope) at the
+// sliding and full head dims. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
@@ -100,7 +101,33 @@ void run_ffn_tail(int64_t rows, int64_t dim, float scalar) {
   c.expect_close(out, "ffn_tail");
 }
 
-TEST(ResidualCuda, MatchesTheCpuComposition) {
+// Per-head rows [rows, heads, D]: rmsnorm alone (the warp kernel for D <= 1024) and rmsnorm_rope at positions
+// pos0..; full layers' inv_freq is zero above the rotated pairs.
+void run_head_norms(int64_t rows, int64_t heads, int64_t D, int64_t rotated, int64_t pos0) {
+  ResidualCase c(rows * heads, D);
+  Pair x = c.input(Shape{rows, heads, D}, 21, -3, 3), w = c.input(Shape{D}, 22, 0.5f, 1.5f);
+  std::vector<float> inv_freq(static_cast<size_t>(D / 2), 0.0f);
+  for (int64_t i = 0; i < rotated; ++i)
+    inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / D));
+  Pair n{c.cpu().alloc(Shape{rows, heads, D}), c.gpu().alloc(Shape{rows, heads, D})};
+  Pair nr{c.cpu().alloc(Shape{rows, heads, D}), c.gpu().alloc(Shape{rows, heads, D})};
+  c.cpu().rmsnorm(x.cpu, &w.cpu, n.cpu);
+  c.gpu().rmsnorm(x.gpu, &w.gpu, n.gpu);
+  c.expect_close(n, "rmsnorm D" + std::to_string(D));
+  c.cpu().rmsnorm_rope(x.cpu, &w.cpu, nr.cpu, pos0, inv_freq);
+  c.gpu().rmsnorm_rope(x.gpu, &w.gpu, nr.gpu, pos0, inv_freq);
+  c.expect_close(nr, "rmsnorm_rope D" + std::to_string(D));
+}
+
+TEST(FusedNormsCuda, HeadNormsMatchTheCpuComposition) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
+  run_head_norms(256, 16, 256, 128, 1024);  // sliding q: every pair rotated
+  run_head_norms(256, 2, 512, 64, 8191);    // full k: 64 of 256 pairs rotated
+  run_head_norms(5, 3, 16, 8, 0);           // the smallest head dim
+  run_head_norms(7, 1, 1024, 512, 3);       // the widest warp row
+}
+
+TEST(FusedNormsCuda, ResidualChainsMatchTheCpuComposition) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
   run_residual_norms(256, 2816);  // 26B-A4B, one canvas
   run_residual_norms(3, 7);
