@@ -74,18 +74,21 @@ def main():
         g["sm"] += t * value(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed")
         total += t
     print(f"{len(rows)} kernels, {total * 1e3:.3f} ms of kernel time ({a.csv})\n")
-    print("| kernel | launches | total ms | share | mean µs | DRAM read GB | GB/s | DRAM % | SM % |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    extra = any(value(r, "dram__bytes_read.sum") for r in rows)  # only when those metrics were collected
+    print("| kernel | launches | total ms | share | mean µs |" + (" DRAM read GB | GB/s | DRAM % | SM % |" if extra else ""))
+    print("|---|---|---|---|---|" + ("---|---|---|---|" if extra else ""))
     ranked = sorted(groups.items(), key=lambda kv: -kv[1]["t"])
     for i, (name, g) in enumerate(ranked):
         if a.top and i >= a.top:
             rest = sum(x["t"] for _, x in ranked[i:])
-            print(f"| ({len(ranked) - i} more kernels) | | {rest * 1e3:.3f} | {rest / total:.1%} | | | | | |")
+            print(f"| ({len(ranked) - i} more kernels) | | {rest * 1e3:.3f} | {rest / total:.1%} | |" + (" | | | |" if extra else ""))
             break
         t = g["t"]
-        print(f"| `{name}` | {g['n']} | {t * 1e3:.3f} | {t / total:.1%} | {t / g['n'] * 1e6:.1f} | "
-              f"{g['bytes'] / 1e9:.2f} | {g['bytes'] / t / 1e9 if t else 0:.0f} | {g['dram'] / t if t else 0:.0f} | "
-              f"{g['sm'] / t if t else 0:.0f} |")
+        line = f"| `{name}` | {g['n']} | {t * 1e3:.3f} | {t / total:.1%} | {t / g['n'] * 1e6:.1f} |"
+        if extra:
+            line += (f" {g['bytes'] / 1e9:.2f} | {g['bytes'] / t / 1e9 if t else 0:.0f} | {g['dram'] / t if t else 0:.0f} |"
+                     f" {g['sm'] / t if t else 0:.0f} |")
+        print(line)
 
 
 if __name__ == "__main__":

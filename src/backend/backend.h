@@ -155,7 +155,8 @@ struct CudaKernels {
   // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
   int attention_cols = 256;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
-  int moe_a8_stages = 4;
+  // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
+  int moe_a8_stages = 3;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
