@@ -1,7 +1,6 @@
-// Rows whose width is a multiple of 8 (16-byte aligned): one warp per row, 16-byte loads and stores, the row in
-// shared memory as f32 between the passes (each lane reads back only what it wrote: no barrier). Other rows: one
-// block per row, the per-thread sums of squares walking i = tid, tid + 256, ... and reducing as rmsnorm_kernel does
-// (warp butterfly, then warp 0 over the warp sums).
+// One block per row. Rows of a multiple of 8 elements up to kVecMaxDim (16-byte aligned) move as 16-byte vectors
+// held in registers; other rows live in shared memory as f32 between the passes, the per-thread sums of squares
+// walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/residual/residual.h"
@@ -40,14 +39,13 @@ struct NormOuts {
   bf16* y[3];
 };
 
-constexpr int kVecRows = 2;  // rows (warps) per block of the vectorised kernels
+// The vectorised kernels: a block per row, each thread holds up to kVecPerThread 8-element vectors of the row in
+// registers (rows up to 256 * 8 * kVecPerThread elements), every load of a pass issued before its first use.
+constexpr int kVecPerThread = 2;
+constexpr int64_t kVecMaxDim = int64_t{kThreads} * 8 * kVecPerThread;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 // Eight bf16 at p (16-byte aligned) as f32.
-__device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
+__device__ __forceinline__ void load8(const bf16* p, float* f) {
   const uint4 v = *reinterpret_cast<const uint4*>(p);
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -57,7 +55,7 @@ __device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
     f[2 * j + 1] = t.y;
   }
 }
-__device__ __forceinline__ void store8(bf16* p, const float (&f)[8]) {
+__device__ __forceinline__ void store8(bf16* p, const float* f) {
   uint4 v;
   auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
 #pragma unroll
@@ -65,94 +63,115 @@ __device__ __forceinline__ void store8(bf16* p, const float (&f)[8]) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
+// Element offset of this thread's vector q in the row, or -1 past its end.
+__device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
+  const int64_t i = 8 * (threadIdx.x + static_cast<int64_t>(q) * kThreads);
+  return i < dim ? i : -1;
+}
+
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
-                                          int n_out, int64_t rows, int64_t dim, float eps) {
-  extern __shared__ float rows_f[];  // [kVecRows][dim] f32
-  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t r = blockIdx.x * static_cast<int64_t>(kVecRows) + warp;
-  if (r >= rows) return;
-  float* row = rows_f + warp * dim;
-  const int64_t base = r * dim;
-  float ss = 0.0f, f[8], g[8], x[8];
-  for (int64_t i = 8 * lane; i < dim; i += 256) {
-    load8(attn + base + i, f);
+                                          int n_out, int64_t dim, float eps) {
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  constexpr int kV = kVecPerThread;
+  float x[kV][8], f[kV][8], g[kV][8];
+  float ss = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
-  }
-  const float inv_a = inv_rms(warp_sum(ss), dim, eps);
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) load8(attn + base + i, f[q]);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += f[q][j] * f[q][j];
+  const float inv_a = inv_rms(block_sum(ss, sh), dim, eps);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(w_post + i, g[q]);
+      load8(h + base + i, x[q]);
+    }
   ss = 0.0f;
-  for (int64_t i = 8 * lane; i < dim; i += 256) {
-    load8(attn + base + i, f);
-    load8(w_post + i, g);
-    load8(h + base + i, x);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      x[j] = rbf(x[j] + rbf(f[j] * inv_a * g[j]));
-      row[i + j] = x[j];
-      ss += x[j] * x[j];
-    }
-    store8(h1 + base + i, x);
-  }
-  const float inv_h = inv_rms(warp_sum(ss), dim, eps);
-  for (int k = 0; k < n_out; ++k)
-    for (int64_t i = 8 * lane; i < dim; i += 256) {
-      if (o.w[k] != nullptr) {
-        load8(o.w[k] + i, g);
-      } else {
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) g[j] = 1.0f;
+      for (int j = 0; j < 8; ++j) {
+        x[q][j] = rbf(x[q][j] + rbf(f[q][j] * inv_a * g[q][j]));
+        ss += x[q][j] * x[q][j];
       }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) f[j] = row[i + j] * inv_h * g[j];
-      store8(o.y[k] + base + i, f);
+      store8(h1 + base + i, x[q]);
     }
+  const float inv_h = inv_rms(block_sum(ss, sh), dim, eps);
+  for (int k = 0; k < n_out; ++k) {
+#pragma unroll
+    for (int q = 0; q < kV; ++q)
+      if (const int64_t i = vec_at(q, dim); i >= 0) {
+        if (o.w[k] != nullptr) {
+          load8(o.w[k] + i, g[q]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) g[q][j] = 1.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * g[q][j];
+        store8(o.y[k] + base + i, f[q]);
+      }
+  }
 }
 
 __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
-                                    const bf16* w, float scalar, bf16* out, int64_t rows, int64_t dim, float eps) {
-  extern __shared__ float rows_f[];  // [kVecRows][dim] f32: f
-  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t r = blockIdx.x * static_cast<int64_t>(kVecRows) + warp;
-  if (r >= rows) return;
-  float* row = rows_f + warp * dim;
-  const int64_t base = r * dim;
-  float s1 = 0.0f, s2 = 0.0f, a[8], b[8], wa[8], wb[8];
-  for (int64_t i = 8 * lane; i < dim; i += 256) {
-    load8(m1 + base + i, a);
-    load8(m2 + base + i, b);
+                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  constexpr int kV = kVecPerThread;
+  float a[kV][8], b[kV][8], wa[kV][8], wb[kV][8];
+  float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      s1 += a[j] * a[j];
-      s2 += b[j] * b[j];
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(m1 + base + i, a[q]);
+      load8(m2 + base + i, b[q]);
+      load8(w1 + i, wa[q]);
+      load8(w2 + i, wb[q]);
     }
-  }
-  const float inv1 = inv_rms(warp_sum(s1), dim, eps), inv2 = inv_rms(warp_sum(s2), dim, eps);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s1 += a[q][j] * a[q][j];
+        s2 += b[q][j] * b[q][j];
+      }
+  const float inv1 = inv_rms(block_sum(s1, sh), dim, eps), inv2 = inv_rms(block_sum(s2, sh), dim, eps);
   float ss = 0.0f;
-  for (int64_t i = 8 * lane; i < dim; i += 256) {
-    load8(m1 + base + i, a);
-    load8(m2 + base + i, b);
-    load8(w1 + i, wa);
-    load8(w2 + i, wb);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float fj = rbf(rbf(a[j] * inv1 * wa[j]) + rbf(b[j] * inv2 * wb[j]));
-      row[i + j] = fj;
-      ss += fj * fj;
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        a[q][j] = rbf(rbf(a[q][j] * inv1 * wa[q][j]) + rbf(b[q][j] * inv2 * wb[q][j]));  // f
+        ss += a[q][j] * a[q][j];
+      }
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(w + i, wa[q]);
+      load8(h1 + base + i, b[q]);
     }
-  }
-  const float inv = inv_rms(warp_sum(ss), dim, eps);
-  for (int64_t i = 8 * lane; i < dim; i += 256) {
-    load8(w + i, wa);
-    load8(h1 + base + i, a);
+  const float inv = inv_rms(block_sum(ss, sh), dim, eps);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) a[j] = rbf(a[j] + rbf(row[i + j] * inv * wa[j])) * scalar;
-    store8(out + base + i, a);
-  }
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[q][j] = rbf(b[q][j] + rbf(a[q][j] * inv * wa[q][j])) * scalar;
+      store8(out + base + i, b[q]);
+    }
 }
 
 // Whether every pointer is 16-byte aligned and rows are whole 16-byte vectors.
 bool vec_ok(int64_t dim, std::initializer_list<const void*> ptrs) {
-  if (dim % 8 != 0) return false;
+  if (dim % 8 != 0 || dim > kVecMaxDim) return false;
   for (const void* p : ptrs)
     if (p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
   return true;
@@ -239,12 +258,9 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     o.y[j] = static_cast<bf16*>(out[j]);
   }
   if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2]})) {
-    const auto* k = reinterpret_cast<const void*>(residual_norms_vec_kernel);
-    if (Status st = with_smem(k, kVecRows * dim, "residual_norms_cuda"); !st.is_ok()) return st;
-    residual_norms_vec_kernel<<<static_cast<unsigned>((rows + kVecRows - 1) / kVecRows), 32 * kVecRows,
-                                static_cast<size_t>(kVecRows * dim * 4), s>>>(
+    residual_norms_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
         static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
-        static_cast<bf16*>(h1), o, n_out, rows, dim, eps);
+        static_cast<bf16*>(h1), o, n_out, dim, eps);
     return cuda_status(cudaGetLastError(), "residual_norms_cuda");
   }
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
@@ -260,13 +276,10 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
   if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out})) {
-    const auto* k = reinterpret_cast<const void*>(ffn_tail_vec_kernel);
-    if (Status st = with_smem(k, kVecRows * dim, "ffn_tail_cuda"); !st.is_ok()) return st;
-    ffn_tail_vec_kernel<<<static_cast<unsigned>((rows + kVecRows - 1) / kVecRows), 32 * kVecRows,
-                          static_cast<size_t>(kVecRows * dim * 4), s>>>(
+    ffn_tail_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
         static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
         static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
-        static_cast<bf16*>(out), rows, dim, eps);
+        static_cast<bf16*>(out), dim, eps);
     return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
   }
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
