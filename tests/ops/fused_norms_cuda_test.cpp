@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cuda/cuda_check.h"
+#include "backend/registry.h"
+#include "core/cuda/cuda_check.h"
 #include "core/dtype.h"
 #include "diffusion/rng.h"
 #include "support/compare.h"
@@ -33,8 +33,8 @@ struct Pair {  // one input on both backends
 class ResidualCase {
  public:
   ResidualCase(int64_t rows, int64_t dim) : rows_(rows), dim_(dim) {
-    cpu_ = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, kEps);
-    gpu_ = make_cuda_backend(kEps, 0);
+    cpu_ = make_backend("cpu", BackendOptions{Precision{Storage::kBF16, Storage::kF16}, kEps});
+    gpu_ = make_backend("cuda", BackendOptions{Precision{}, kEps});
   }
   Pair input(Shape s, uint64_t seed, float lo, float hi) {
     const std::vector<float> v = uniform(static_cast<size_t>(s.numel()), seed, lo, hi);

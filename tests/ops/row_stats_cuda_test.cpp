@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "core/dtype.h"
 #include "diffusion/rng.h"
 #include "ops/row_stats/row_stats.h"

@@ -1,7 +1,7 @@
 // One block per row; the row lives in shared memory as f32 between the passes. The per-thread sums of squares
 // walk i = tid, tid + 256, ... and reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/residual/residual.h"
 
 namespace dg {
