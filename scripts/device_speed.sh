@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (device tool; carry .carry/deps and .carry/git_sha): builds diffgemma and dg_tests, then
+# Runs on the GPU machine (device tool; carry .carry/deps and .carry/git_sha): builds diffgemma and dg_cuda_tests (the
+# test files whose code differs in a CUDA build: every GPU test), then
 # the parts of DG_PARTS (default: tests bench ask serve smoke), results in $OUT (log.txt, tests.txt, bench.jsonl,
 # ask.jsonl, smoke.tgz; the machine returns at most 8 files):
 #   tests  the GPU tests of DG_TEST_FILTER, while the embedded model is quantized to each pack of DG_PACKS and the
@@ -27,7 +28,7 @@ stamp "configure + build"
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
   -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
-cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_tests 2>&1 | grep -E "error|FAILED" | head -20
+cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_cuda_tests 2>&1 | grep -E "error|FAILED" | head -20
 stamp "built"
 test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
 dg=build/gpu/diffgemma
@@ -35,7 +36,7 @@ packs="${DG_PACKS:-fp8 fp8-a16@--expert-act,bf16 q4}"
 pack_dir() { local n=${1%%@*}; echo "/tmp/tiny-${n%-a16}"; }  # fp8-a16 runs the fp8 pack
 pack_opts() { [[ "$1" == *@* ]] && echo "${1#*@}" | tr , ' '; }
 if has tests; then
-  ( timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+  ( timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_cuda_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
       | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"; stamp "tests done" >> "$OUT/tests.txt" ) &
   tests=$!
   for p in $packs; do

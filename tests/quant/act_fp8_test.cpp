@@ -104,7 +104,7 @@ TEST(ActFp8, SetExpertActChoosesByFormat) {
   ModelWeights mixed = two_layers(DType::kFp8, DType::kQ4);
   set_expert_act(mixed, "auto");
   EXPECT_EQ(mixed.layers[0].experts_act, DType::kBF16);
-  DG_EXPECT_ERROR(set_expert_act(bf, "fp8"), "--expert-act fp8 needs fp8 experts", "layer 0", "bf16");
+  DG_EXPECT_ERROR(set_expert_act(bf, "fp8"), "--expert-act fp8 needs fp8 experts", "layer 0", "BF16");
   DG_EXPECT_ERROR(set_expert_act(bf, "int8"), "unknown expert activation 'int8'");
 }
 
