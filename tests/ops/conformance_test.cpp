@@ -4,7 +4,9 @@
 // the case's bound for that backend, and a bound without the measurement behind it fails after printing what was
 // measured. Every backend also runs each case twice and must give the same bits. The CPU reference's own run (its
 // twin is itself: bit-identical) leaves out the 26B-A4B shapes; device backends run them all. Bounds and their
-// measurements: docs/NUMERICS.md, "Op conformance".
+// measurements: docs/NUMERICS.md, "Op conformance". Its tests differ in a build with DG_WITH_CUDA (the cuda backend's
+// cases run where a GPU is present), so this file builds into dg_cuda_tests (tests/CMakeLists.txt), which the GPU
+// machine's scripts run with the filter *Cuda*.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -29,6 +29,9 @@ std::vector<OpCase> self_cond_cases() {
           soft("tiny_a canvas", 16, 512, 64, 0.0),
           soft("tiny_a canvas, survivors", 16, 512, 64, kSurvivors),
           soft("dg-tiny vocabulary", 8, 4096, 128, kSurvivors),
+          // One row cut into many slices (soft_probs_slices), the last one ragged: the per-row merge of the slices.
+          soft("one row, odd vocabulary 100,003 in slices", 1, 100003, 8, 0.0),
+          soft("3 rows, odd vocabulary 50,001 in slices, survivors", 3, 50001, 8, kSurvivors),
           soft("26B-A4B full vocabulary, 8 rows", 8, 262144, 2816, 0.0, true),
           soft("26B-A4B full vocabulary, 8 rows, survivors", 8, 262144, 2816, kSurvivors, true)};
 }
