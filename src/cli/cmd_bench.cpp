@@ -1,10 +1,12 @@
 // `diffgemma bench`: prefill throughput, denoise step latency with a per-stage breakdown, and end-to-end committed
 // tokens per second at a fixed step count, on a checkpoint or on the full DiffusionGemma 26B-A4B shape with
 // weights generated on the device. One JSON object per line to stdout (and appended to --out).
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "cli/bench_serve.h"
 #include "core/error.h"
 #include "diffusion/generate.h"
+#include "diffusion/rng.h"
 #include "model/synthetic.h"
 
 namespace dg::cli {
@@ -57,13 +60,12 @@ std::string git_sha() {
   return s.empty() ? "unknown" : s;
 }
 
-void profiler_range(Backend& be, bool on) {
-#if defined(DG_WITH_CUDA)
-  if (be.name() == "cuda") cuda_profiler_range(on);
-#else
-  (void)be;
-  (void)on;
-#endif
+// A kernel-choice table (backend/cuda/cuda_kernels.h) as CLI11's name -> value map.
+template <class E, size_t N>
+std::map<std::string, E> choices(const std::array<std::pair<std::string_view, E>, N>& names) {
+  std::map<std::string, E> m;
+  for (const auto& [n, v] : names) m.emplace(n, v);
+  return m;
 }
 
 double now_s() {
@@ -113,10 +115,10 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
-                   {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
+                   {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
     auto cache_for = [&](int64_t context) {
@@ -135,11 +137,11 @@ void run_bench(const BenchOptions& o) {
       KvCache kv = new_cache();
       be->synchronize();
       const bool profiled = rep_i == 1 && o.profile_range == "prefill" && P == o.prefill.back();
-      if (profiled) profiler_range(*be, true);
+      if (profiled) be->profiler_range(true);
       const double t0 = now_s();
       model.encode(kv, ids);
       be->synchronize();
-      if (profiled) profiler_range(*be, false);
+      if (profiled) be->profiler_range(false);
       const double dt = now_s() - t0;
       if (rep_i == 1) rep.emit({{"event", "prefill"}, {"tokens", P}, {"seconds", dt}, {"tok_per_s", P / dt}});
     }
@@ -157,11 +159,11 @@ void run_bench(const BenchOptions& o) {
     const double t0 = now_s();
     for (int i = 0; i < o.denoise_steps; ++i) {
       const bool profiled = i == 0 && o.profile_range == "denoise";
-      if (profiled) profiler_range(*be, true);
+      if (profiled) be->profiler_range(true);
       d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
       if (profiled) {
         be->synchronize();
-        profiler_range(*be, false);
+        be->profiler_range(false);
       }
     }
     be->synchronize();
@@ -258,8 +260,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
-      ->check(CLI::IsMember({"flash", "gemm", "warp"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kAttentionKernelNames)))
+      ->default_str("flash");
   cmd->add_option("--attention-cols", o->kernels.attention_cols,
                   "--attention flash: output columns per block, 128 | 256 (head dims above it recompute the scores "
                   "once per slice)")
@@ -269,13 +271,13 @@ void register_bench(CLI::App& app) {
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
                   "wmma (ours, fragments from global memory) | auto (cublas for calls of at least --moe-auto-rows "
                   "tokens outside graph captures, stream otherwise)")
-      ->check(CLI::IsMember({"cublas", "stream", "wmma", "auto"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kMoeKernelNames)))
+      ->default_str("auto");
   cmd->add_option("--decide", o->kernels.decide,
                   "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
                   "per step) | host (row statistics and draws read every step; A/B, same tokens)")
-      ->check(CLI::IsMember({"host", "device"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kDecideModeNames)))
+      ->default_str("device");
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
                 "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)");
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,

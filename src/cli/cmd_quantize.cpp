@@ -1,4 +1,4 @@
-// `diffgemma quantize`: a Hugging Face checkpoint directory to a self-contained .dgq pack (src/quant/quantize.h).
+// `diffgemma quantize`: a Hugging Face checkpoint directory to a self-contained .dgq pack (src/model/quantize.h).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "cli/app.h"
 #include "cli/progress.h"
 #include "core/parallel.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 
 namespace dg::cli {
 namespace {

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "backend/registry.h"
 #include "core/parallel.h"
 #include "model/synthetic.h"
 
@@ -29,7 +30,7 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
-  DG_CHECK(opt.backend == "cpu" || opt.backend == "cuda", "unknown backend '{}': expected cpu or cuda", opt.backend);
+  backend_entry(opt.backend);  // an unknown name fails before the checkpoint is read
   DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
   if (synthetic_profile(opt.model_dir)) {  // the full shape with random weights: no files, no tokenizer
     Checkpoint ck;
@@ -44,8 +45,8 @@ Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), op
   const std::optional<std::string> synthetic = synthetic_profile(ck_.dir);
   const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
   if (!synthetic && std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
-  be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
-  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, 1, *synthetic) : be_->upload(ck_.weights);
+  be_ = make_backend(opt.backend, BackendOptions{opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device});
+  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, 1, *synthetic) : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);

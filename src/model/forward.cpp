@@ -89,7 +89,8 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   const auto kv_write = [&] {
     for (const Segment& sg : segs)
       if (sg.write != nullptr)
-        be_.kv_write(*sg.write, l, sg.pos0, row_slice(kn, sg.row0, sg.rows), row_slice(vn, sg.row0, sg.rows));
+        be_.kv_write(sg.write->prepare_write(l, sg.pos0, sg.rows), sg.pos0, row_slice(kn, sg.row0, sg.rows),
+                     row_slice(vn, sg.row0, sg.rows));
   };
   if (kv_only) {
     kv_write();
@@ -117,7 +118,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
     Tensor o_part = row_slice(o, sg.row0, sg.rows);
     be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-    be_.attention(q_part, sg.pos0, kv, l, cache_from, len, row_slice(kn, sg.row0, sg.rows),
+    be_.attention(q_part, sg.pos0, kv.layer(l), cache_from, len, row_slice(kn, sg.row0, sg.rows),
                   row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, spec.sliding && causal ? cfg_.window : 0,
                   o_part);
     be_.stage("attention");
@@ -152,7 +153,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   emit(trace, p + "mlp", m1);
   be_.stage("moe");
   Tensor m2 = be_.alloc(Shape{rows, hidden});
-  be_.moe(h1, z, w, cfg_.top_k, m2);
+  be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
   emit(trace, p + "experts", m2);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 
 namespace dg {
 

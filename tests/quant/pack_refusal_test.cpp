@@ -11,7 +11,7 @@
 #include "quant/pack_reader.h"
 #include "quant/policy.h"
 #include "quant/quant_test_util.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/tiny_checkpoint.h"

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mma.cuh"
 #include "ops/attention/attention.h"
 
 namespace dg {

@@ -1,8 +1,8 @@
 #include <cuda_fp8.h>
 #include <mma.h>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/moe/moe.h"
 
 namespace dg {

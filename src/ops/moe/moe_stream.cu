@@ -4,12 +4,12 @@
 // are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
 // weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
 // Design and parameters: docs/CUDA.md ("The streaming MoE kernel"). Oracle: moe_experts_cpu.
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mma.cuh"
+#include "core/packed_layout.h"
 #include "ops/moe/moe.h"
 #include "ops/moe/moe_stream_formats.cuh"
-#include "quant/layout.h"
 
 namespace dg {
 namespace {

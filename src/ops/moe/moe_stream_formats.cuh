@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma.cuh"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mma.cuh"
 
 namespace dg::moe_stream {
 
@@ -40,7 +40,7 @@ struct TileRows {
   }
 };
 
-// The weight stack [n_exp * w_rows, K] as planes (src/quant/layout.h): row w of plane i starts at
+// The weight stack [n_exp * w_rows, K] as planes (src/core/packed_layout.h): row w of plane i starts at
 // p[i] + w * row_bytes[i]; a matrix plane (nvfp4's global scales) holds 4 bytes per expert. limit[i]: bytes that
 // may be read from p[i] (the plane's padding included). bf16 weights are plane 0 with row_bytes 2 K.
 struct Planes {

@@ -1,8 +1,8 @@
 // One block per row. Rows of a multiple of 8 elements up to kVecMaxDim (16-byte aligned) move as 16-byte vectors
 // held in registers; other rows live in shared memory as f32 between the passes, the per-thread sums of squares
 // walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/residual/residual.h"
 
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "quant/quantize.h"
+#include "model/quantize.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/packed_layout.h"
 #include "model/checkpoint.h"
-#include "quant/layout.h"
 #include "quant/pack_reader.h"
 #include "quant/pack_writer.h"
 
