@@ -23,7 +23,7 @@ struct EngineOptions {
   std::string backend = "cpu";  // "cpu" | "cuda"
   int device = 0;               // CUDA device index
   Precision precision;          // the CPU reference's storage roundings (the CUDA backend is bf16 / f16 KV)
-  int threads = 0;              // 0: all hardware threads
+  int threads = 0;              // 0: the CPUs this process may use (core/cpus.h)
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/option_checks.h"
 #include "core/error.h"
 
 namespace dg::cli {
@@ -16,8 +17,12 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->envname("DG_BACKEND")
       ->capture_default_str();
-  cmd->add_option("--device", o.device, "CUDA device index")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "CPU threads (0: the CPUs this process may use: affinity mask, cgroup quota)")->envname("DG_THREADS");
+  cmd->add_option("--device", o.device, "CUDA device index")->check(non_negative_int())->capture_default_str();
+  cmd->add_option("--threads", o.threads,
+                  "CPU threads (default: the CPUs this process may use: affinity mask, cgroup quota; more are clamped "
+                  "to them)")
+      ->check(positive_int())
+      ->envname("DG_THREADS");
   cmd->add_option("--precision", o.precision, "activation storage of the CPU reference: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
@@ -34,7 +39,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.model_dir = o.model;
   e.backend = o.backend;
   e.device = o.device;
-  e.threads = o.threads;
+  e.threads = threads_for(o.threads);
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
   e.prefill_chunk = o.prefill_chunk;

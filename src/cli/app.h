@@ -2,6 +2,7 @@
 // are accepted only as aliases of declared options (DG_MODEL, DG_THREADS, ...), and only here in src/cli/.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -17,7 +18,7 @@ struct ModelOptions {
   std::string model = "models/dg-tiny";
   std::string backend = "cpu";
   int device = 0;
-  int threads = 0;
+  std::optional<int> threads;  // unset: the CPUs this process may use
   std::string precision = "f32";
   std::string kv_precision = "f32";
   int64_t prefill_chunk = 4096;
