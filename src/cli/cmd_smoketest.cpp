@@ -93,7 +93,7 @@ void run_smoketest(const SmokeOptions& o) {
   SamplerFlags flags = o.sampler;
   if (o.cmd->get_option("--sampler")->count() == 0) flags.profile = battery.sampler;
   if (o.cmd->get_option("--seed")->count() == 0) flags.seed = battery.seed;
-  if (flags.max_new_tokens == 0) flags.max_new_tokens = battery.max_new_tokens;
+  if (!flags.max_new_tokens) flags.max_new_tokens = battery.max_new_tokens;
   const SamplerOptions opt = flags.resolve(*engine);
   const smoke::StopIds ids = smoke::stop_ids(*engine);
   if (battery.canvas_length > 0 && battery.canvas_length != engine->config().canvas && !o.quiet)

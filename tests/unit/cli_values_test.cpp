@@ -1,8 +1,10 @@
 // Option values through the diffgemma binary: a thread count above the usable CPUs is clamped with a warning, and a
-// count below one is a usage error naming the option.
+// value that means nothing (zero steps, a non-finite or negative temperature, a negative threshold or seed) is a
+// usage error naming the option, rejected before any model loads, instead of a silent default.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -44,6 +46,56 @@ TEST(CliValues, ThreadCountsBelowOneAreRejected) {
                               "/pack --threads 0");
   EXPECT_EQ(q.code, 2) << q.out;
   EXPECT_NE(q.out.find("--threads"), std::string::npos) << q.out;
+}
+
+TEST(CliValues, MeaninglessSamplerValuesAreUsageErrors) {
+  struct Case {
+    std::string arg, option;
+  };
+  const std::vector<Case> cases = {
+      {"--steps 0", "--steps"},
+      {"--steps -3", "--steps"},
+      {"--max-new-tokens 0", "--max-new-tokens"},
+      {"--t-max inf", "--t-max"},
+      {"--t-max nan", "--t-max"},
+      {"--t-max -1", "--t-max"},
+      {"--t-min -0.5", "--t-min"},
+      {"--t-min nan", "--t-min"},
+      {"--entropy-bound 0", "--entropy-bound"},
+      {"--entropy-bound inf", "--entropy-bound"},
+      {"--confidence-threshold -0.1", "--confidence-threshold"},
+      {"--confidence-threshold 0", "--confidence-threshold"},
+      {"--stability-threshold -1", "--stability-threshold"},
+      {"--plateau-steps -1", "--plateau-steps"},
+      {"--plateau-entropy -1", "--plateau-entropy"},
+      {"--entropy-stop -0.05", "--entropy-stop"},
+      {"--entropy-stop-min-steps -2", "--entropy-stop-min-steps"},
+      {"--empty-reply-retries -1", "--empty-reply-retries"},
+      {"--commit-trim-tau 1.5", "--commit-trim-tau"},
+      {"--commit-trim-tau -1", "--commit-trim-tau"},
+      {"--commit-trim-floor 0", "--commit-trim-floor"},
+      {"--seed -1", "--seed"},
+      {"--device -1", "--device"},
+  };
+  for (const Case& c : cases) {
+    const ProcessResult r = run("ask " + model() + " -p hi -q " + c.arg);
+    EXPECT_EQ(r.code, 2) << c.arg << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.option + ": '"), std::string::npos) << c.arg << "\n" << r.out;
+  }
+  // The same table serves chat and smoketest.
+  const ProcessResult chat = run("chat " + model() + " --steps 0 < /dev/null");
+  EXPECT_EQ(chat.code, 2) << chat.out;
+  EXPECT_NE(chat.out.find("--steps: '0'"), std::string::npos) << chat.out;
+  const ProcessResult smoke = run("smoketest " + model() + " --max-new-tokens 0");
+  EXPECT_EQ(smoke.code, 2) << smoke.out;
+}
+
+TEST(CliValues, EveryValidValueIsTakenAsGiven) {
+  // Values at the edges of their ranges, a seed above INT64_MAX and explicit zeros that mean "off" are accepted.
+  const ProcessResult r = run("ask " + model() + " -p hi -q --show-ids --max-new-tokens 8 --steps 1 --t-min 0 "
+                              "--t-max 0.8 --stability-threshold 0 --plateau-steps 0 --entropy-stop 0 "
+                              "--commit-trim-tau 0 --empty-reply-retries 0 --seed 18446744073709551615");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 }  // namespace
