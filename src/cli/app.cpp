@@ -4,13 +4,16 @@
 
 #include <fmt/format.h>
 
+#include "cli/data_paths.h"
 #include "cli/option_checks.h"
 #include "core/error.h"
 
 namespace dg::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "model directory: a Hugging Face checkpoint or a .dgq pack")
+  o.model = embedded_model_dir();
+  cmd->add_option("-m,--model", o.model,
+                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model)")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")

@@ -15,7 +15,7 @@ int run(int argc, char** argv);
 
 // Options every model-loading subcommand takes.
 struct ModelOptions {
-  std::string model = "models/dg-tiny";
+  std::string model;  // add_model_options sets the embedded model (cli/data_paths.h)
   std::string backend = "cpu";
   int device = 0;
   std::optional<int> threads;  // unset: the CPUs this process may use

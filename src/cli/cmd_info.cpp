@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 
@@ -14,7 +15,7 @@ namespace dg::cli {
 namespace {
 
 struct InfoOptions {
-  std::string model = "models/dg-tiny";
+  std::string model = embedded_model_dir();
   bool json = false;
 };
 

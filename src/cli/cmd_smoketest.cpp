@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
 #include "smoketest/battery.h"
@@ -22,7 +23,7 @@ namespace {
 struct SmokeOptions {
   ModelOptions model;
   SamplerFlags sampler;
-  std::string battery = "tests/fixtures/smoketest/battery.json";
+  std::string battery = smoketest_battery();
   std::vector<std::string> only;
   std::string same_as;
   bool json = false, quiet = false;
