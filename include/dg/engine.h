@@ -27,6 +27,8 @@ struct EngineOptions {
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
+  bool check_tensors = false;    // check that every weight is finite before use (model/integrity.h)
+  bool verify = false;           // check a .dgq pack's per-tensor checksums before use (model/integrity.h)
 };
 
 class Engine {

@@ -35,6 +35,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--check-tensors", o.check_tensors,
+                "check that every weight is finite before use (a pass over all of them; packed weights decoded)");
+  cmd->add_flag("--verify", o.verify, "check a .dgq pack's per-tensor checksums before use (a pass over the blob)");
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -46,6 +49,8 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
   e.prefill_chunk = o.prefill_chunk;
+  e.check_tensors = o.check_tensors;
+  e.verify = o.verify;
   return e;
 }
 
@@ -62,13 +67,14 @@ int run(int argc, char** argv) {
   register_quantize(app);
   register_serve(app);
   register_replay(app);
+  register_verify(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
       fmt::print(stderr,
                  "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize, "
-                 "serve, replay; see --help)\n",
+                 "serve, replay, verify; see --help)\n",
                  argv[1]);
       return 2;
     }

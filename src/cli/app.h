@@ -22,6 +22,8 @@ struct ModelOptions {
   std::string precision = "f32";
   std::string kv_precision = "f32";
   int64_t prefill_chunk = 4096;
+  bool check_tensors = false;
+  bool verify = false;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);
@@ -40,5 +42,6 @@ void register_smoketest(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_replay(CLI::App& app);
+void register_verify(CLI::App& app);
 
 }  // namespace dg::cli

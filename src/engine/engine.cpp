@@ -1,10 +1,12 @@
 #include "dg/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "model/integrity.h"
 
 namespace dg {
 
@@ -12,7 +14,13 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   DG_CHECK(opt.backend == "cpu" || opt.backend == "cuda", "unknown backend '{}': expected cpu or cuda", opt.backend);
   DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
-  return std::unique_ptr<Engine>(new Engine(Checkpoint::open(opt.model_dir), opt));
+  Checkpoint ck = Checkpoint::open(opt.model_dir);
+  if (opt.verify && ck.pack) verify_pack_checksums(ck);
+  if (opt.verify && !ck.pack)
+    fmt::print(stderr, "warning: --verify: '{}' is not a .dgq pack; safetensors files store no checksums to check\n",
+               ck.dir);
+  if (opt.check_tensors) check_weights_finite(ck);
+  return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
 }
 
 Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
