@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/build_info.h"
 #include "cli/data_paths.h"
 #include "cli/option_checks.h"
 #include "core/error.h"
@@ -56,7 +57,7 @@ EngineOptions engine_options(const ModelOptions& o) {
 
 int run(int argc, char** argv) {
   CLI::App app{"diffgemma: inference engine for DiffusionGemma block-diffusion models", "diffgemma"};
-  app.set_version_flag("--version", "diffgemma 0.1.0");
+  app.set_version_flag("--version", version_text(), "print the version, commit, backends and build, and exit");
   app.require_subcommand(1);
   register_ask(app);
   register_chat(app);

@@ -73,7 +73,7 @@ constexpr const char* kHelp =
 class Repl {
  public:
   Repl(ChatSession& chat, const ChatCliOptions& o)
-      : chat_(chat), o_(o), tty_in_(::isatty(STDIN_FILENO) != 0), tty_out_(::isatty(STDOUT_FILENO) != 0) {}
+      : chat_(chat), o_(o), tty_in_(::isatty(STDIN_FILENO) != 0), color_out_(color_terminal(STDOUT_FILENO)) {}
 
   int run() {
     if (tty_in_) std::setlocale(LC_CTYPE, "");  // the line editor decodes typed UTF-8 under the user's locale only
@@ -125,13 +125,13 @@ class Repl {
     chat_.rewind();
     fmt::print("\n");
     std::fflush(stdout);
-    const char* clear_line = ::isatty(STDERR_FILENO) != 0 ? "\r\033[K" : "";  // the live progress line
+    const char* clear_line = live_terminal(STDERR_FILENO) ? "\r\033[K" : "";  // the live progress line
     fmt::print(stderr, "{}(interrupted: the exchange was dropped; kv {} tokens)\n", clear_line, chat_.kv_tokens());
     return true;
   }
 
   void print(const std::string& s, bool dim) {
-    if (dim && tty_out_) {
+    if (dim && color_out_) {
       fmt::print("\033[2m{}\033[0m", s);
     } else {
       fmt::print("{}", s);
@@ -236,7 +236,7 @@ class Repl {
 
   ChatSession& chat_;
   const ChatCliOptions& o_;
-  bool tty_in_, tty_out_;
+  bool tty_in_, color_out_;
 };
 
 }  // namespace

@@ -177,6 +177,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
       const std::span<const int32_t> ids = g.pending_encode();
       model.encode(kv, ids);
       g.encoded(ids.size());
+      if (events != nullptr && events->on_encoded) events->on_encoded(ids.size());
       continue;
     }
     StepRequest req;

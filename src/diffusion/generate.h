@@ -52,6 +52,8 @@ struct GenerateEvents {
   // single-stream loop keep the step decisions on the backend (docs/CUDA.md).
   bool step_rows = true;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
+  // After each encode into the cache: the prompt first (before the first denoising step), then each committed block.
+  std::function<void(size_t tokens)> on_encoded;
   // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
   std::function<bool()> cancel;
 };

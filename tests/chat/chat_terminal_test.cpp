@@ -1,6 +1,7 @@
 // `diffgemma chat` under a terminal, driven as a user types: Ctrl-C stops the answer being generated and returns to
 // the prompt with the exchange dropped and the KV cache back at its length before it; Ctrl-C at the prompt (with or
-// without a half-typed line) keeps the session; Ctrl-D ends it with status 0.
+// without a half-typed line) keeps the session; Ctrl-D ends it with status 0. The reasoning is dimmed unless
+// NO_COLOR is set.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,7 +17,7 @@ namespace {
 
 constexpr size_t kNone = std::string::npos;
 
-TEST(ChatInterrupt, CtrlCStopsTheAnswerAndKeepsTheSession) {
+TEST(ChatTerminal, CtrlCStopsTheAnswerAndKeepsTheSession) {
   const std::string chat = cli_path() + " chat -m " + source_path("models/dg-tiny") + " --history ''";
   // The empty conversation's cache length, as the JSONL mode reports it.
   const ProcessResult ready = run_command(chat + " -q --jsonl < /dev/null", false);
@@ -53,6 +54,23 @@ TEST(ChatInterrupt, CtrlCStopsTheAnswerAndKeepsTheSession) {
   ASSERT_NE(at, kNone) << p.output();
   p.send("\x04");  // Ctrl-D
   EXPECT_EQ(p.wait(20), 0) << p.output();
+}
+
+TEST(ChatTerminal, NoColorTurnsTheDimmedReasoningPlain) {
+  const std::string chat = cli_path() + " chat -m " + source_path("models/dg-tiny") + " --history '' --think -q " +
+                           "--steps 4 --max-new-tokens 32";
+  for (const bool no_color : {false, true}) {
+    PtyProcess p((no_color ? "env NO_COLOR=1 " : "") + chat);
+    size_t at = p.expect("> ", 0, 60);
+    ASSERT_NE(at, kNone) << p.output();
+    p.send("What is two plus two?\r");
+    at = p.expect("> ", at, 60);  // the answer is done
+    ASSERT_NE(at, kNone) << p.output();
+    p.send("\x04");
+    EXPECT_EQ(p.wait(20), 0) << p.output();
+    EXPECT_EQ(p.output().find("\033[2m") != std::string::npos, !no_color) << "NO_COLOR=" << no_color << "\n"
+                                                                            << p.output();
+  }
 }
 
 }  // namespace
