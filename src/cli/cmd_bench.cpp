@@ -1,6 +1,7 @@
 // `diffgemma bench`: prefill throughput, denoise step latency with a per-stage breakdown, and end-to-end committed
 // tokens per second at a fixed step count, on a checkpoint or on the full DiffusionGemma 26B-A4B shape with
-// weights generated on the device. One JSON object per line to stdout (and appended to --out).
+// weights generated on the device. A table on stdout (one JSON object per line with --json), what is being measured
+// on stderr, and the JSON lines appended to --out.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "cli/app.h"
 #include "cli/bench_serve.h"
+#include "cli/data_paths.h"
 #include "core/error.h"
 #include "diffusion/generate.h"
 #include "model/synthetic.h"
@@ -18,9 +20,15 @@
 namespace dg::cli {
 namespace {
 
+#if defined(DG_WITH_CUDA)
+constexpr const char* kDefaultBackend = "cuda";
+#else
+constexpr const char* kDefaultBackend = "cpu";
+#endif
+
 struct BenchOptions {
-  std::string model;       // empty: synthetic
-  std::string backend = "cuda";
+  std::string model;       // empty: synthetic on cuda; the embedded model on cpu unless --layers
+  std::string backend = kDefaultBackend;
   int layers = 0;          // synthetic: keep the first N layers (0: all 30)
   std::string weights = "bf16";  // synthetic: bf16 | q4 | fp8 | nvfp4 (experts; the SC MLP q8)
   std::vector<int> prefill{512, 4096};
@@ -39,6 +47,8 @@ struct BenchOptions {
   CudaKernels kernels;
   bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
   ServeBenchOptions serve_opt;
+  bool json = false;   // JSON lines on stdout instead of the table
+  bool quiet = false;  // no progress on stderr
 };
 
 std::string git_sha() {
@@ -57,22 +67,81 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// One result line per measurement: a row of the table (or the JSON line) on stdout, the JSON line in --out.
 class Reporter {
  public:
-  Reporter(const BenchOptions& o, nlohmann::json base) : base_(std::move(base)) {
+  Reporter(const BenchOptions& o, nlohmann::json base) : json_(o.json), base_(std::move(base)) {
     if (!o.out.empty()) out_.open(o.out, std::ios::app);
     DG_CHECK(o.out.empty() || out_.good(), "cannot append to '{}'", o.out);
+    const std::string label = base_["label"], backend = base_["backend"], device = base_["device"];
+    if (!json_)
+      std::cout << fmt::format("diffgemma bench · {} · {} · {} layers · weights {} · commit {}{}\n",
+                               base_["model"].get<std::string>(),
+                               device == backend ? backend : fmt::format("{} on {}", backend, device),
+                               base_["layers"].get<int>(),
+                               base_["weights"].get<std::string>(), base_["git_sha"].get<std::string>(),
+                               label.empty() ? "" : " · " + label)
+                << std::flush;
   }
   void emit(nlohmann::json j) {
     for (auto& [k, v] : base_.items()) j[k] = v;
     const std::string line = j.dump();
-    std::cout << line << "\n" << std::flush;
+    std::cout << (json_ ? line : row(j)) << "\n" << std::flush;
     if (out_.is_open()) out_ << line << "\n" << std::flush;
   }
 
  private:
+  static std::string stages(const nlohmann::json& s) {
+    std::string out;
+    for (const auto& [name, ms] : s.items())
+      out += fmt::format("{}{} {:.2f}", out.empty() ? "" : ", ", name, ms.get<double>());
+    return out.empty() ? "" : "\n  " + std::string(12, ' ') + "stages (ms): " + out;
+  }
+  static std::string row(const nlohmann::json& j) {
+    const std::string ev = j["event"];
+    auto d = [&](const char* k) { return j[k].get<double>(); };
+    if (ev == "loaded")
+      return fmt::format("  {:<10} {:.2f} s, {:.2f} GiB on the device", ev, d("seconds"), d("weight_gib"));
+    if (ev == "prefill")
+      return fmt::format("  {:<10} {:>7} tokens       {:>9.2f} ms   {:>10.1f} tokens/s", ev, j["tokens"].get<int>(),
+                         1000 * d("seconds"), d("tok_per_s"));
+    if (ev == "denoise")
+      return fmt::format("  {:<10} {:>7} context      {:>9.2f} ms/step (canvas {}){}", ev, j["context"].get<int>(),
+                         d("ms_per_step"), j["canvas"].get<int>(), stages(j["stages_ms"]));
+    if (ev == "generate")
+      return fmt::format("  {:<10} {:>7} in / {} out  {:>9.2f} s      {:>10.1f} tokens/s committed, {} steps/block, "
+                         "first block {:.3f} s",
+                         ev, j["prompt_tokens"].get<int>(), j["new_tokens"].get<int>(), d("seconds"),
+                         d("committed_tok_per_s"), j["steps_per_block"].get<int>(), d("time_to_first_block_s"));
+    if (ev == "serve")
+      return fmt::format("  {:<10} {:>7} streams      {:>9.2f} s      {:>10.1f} tokens/s in all, first block p50 "
+                         "{:.3f} s p99 {:.3f} s, occupancy {:.2f}, {:.1f} TFLOP/s",
+                         ev, j["streams"].get<int>(), d("seconds"), d("aggregate_tok_per_s"), d("first_block_p50_s"),
+                         d("first_block_p99_s"), d("mean_occupancy"), d("tflop_per_s"));
+    if (ev == "serve_step")
+      return fmt::format("  {:<10} {:>7} streams      {:>9.2f} ms/step ({} rows, {:.1f} TFLOP/s){}", "step",
+                         j["streams"].get<int>(), d("ms_per_step"), j["rows"].get<int>(), d("tflop_per_s"),
+                         stages(j["stages_ms"]));
+    if (ev == "memory") return fmt::format("  {:<10} peak {:.2f} GiB", ev, d("peak_gib"));
+    return "  " + j.dump();
+  }
+
+  bool json_;
   nlohmann::json base_;
   std::ofstream out_;
+};
+
+// What is being measured, on stderr: "[i/n] what".
+class BenchProgress {
+ public:
+  BenchProgress(bool quiet, int total) : quiet_(quiet), total_(total) {}
+  void next(const std::string& what) {
+    if (!quiet_) fmt::print(stderr, "bench [{}/{}] {}\n", ++at_, total_, what);
+  }
+
+ private:
+  bool quiet_;
+  int total_, at_ = 0;
 };
 
 nlohmann::json stage_json(Backend& be, double scale) {
@@ -82,6 +151,11 @@ nlohmann::json stage_json(Backend& be, double scale) {
 }
 
 void run_bench(const BenchOptions& o) {
+  const int stages = 1 + (o.serve ? static_cast<int>(o.serve_opt.streams.size()) + 1
+                                  : static_cast<int>(o.prefill.size() + o.context.size()) + (o.skip_generate ? 0 : 1));
+  BenchProgress progress(o.quiet, stages);
+  progress.next(o.model.empty() ? fmt::format("loading the synthetic 26B-A4B shape on {}", o.backend)
+                                : fmt::format("loading {} on {}", o.model, o.backend));
   const double t_load = now_s();
   BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
   const ModelConfig& cfg = bm.cfg;
@@ -109,12 +183,21 @@ void run_bench(const BenchOptions& o) {
       be->configure_kv(ko, context);
       return KvCache(cfg, ko);
     };
-    run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) { rep.emit(std::move(j)); });
+    progress.next(fmt::format("serving {} concurrent requests", o.serve_opt.streams.front()));
+    size_t done = 0;
+    run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) {
+      if (j["event"] == "serve" && ++done <= o.serve_opt.streams.size())
+        progress.next(done < o.serve_opt.streams.size()
+                          ? fmt::format("serving {} concurrent requests", o.serve_opt.streams[done])
+                          : std::string("one batched step of the largest count, by stage"));
+      rep.emit(std::move(j));
+    });
     rep.emit({{"event", "memory"}, {"peak_gib", be->peak_memory() / 1073741824.0}});
     return;
   }
 
   for (int P : o.prefill) {
+    progress.next(fmt::format("prefill of {} tokens", P));
     const auto ids = synthetic_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
     for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
       KvCache kv = new_cache();
@@ -128,6 +211,7 @@ void run_bench(const BenchOptions& o) {
   }
 
   for (int L : o.context) {
+    progress.next(fmt::format("denoise steps over {} tokens of context", L));
     KvCache kv = new_cache();
     model.encode(kv, synthetic_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
@@ -152,6 +236,8 @@ void run_bench(const BenchOptions& o) {
   }
 
   if (!o.skip_generate) {
+    progress.next(fmt::format("generation of {} tokens after {}, {} steps per block", o.gen_tokens, o.prompt_tokens,
+                              o.steps));
     SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
     so.seed = o.seed;
     so.host_decisions = o.host_decisions;
@@ -204,8 +290,14 @@ void register_bench(CLI::App& app) {
   auto prefill = std::make_shared<std::string>("512,4096");
   auto context = std::make_shared<std::string>("1024");
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill, denoise steps and generation throughput");
-  cmd->add_option("-m,--model", o->model, "checkpoint directory (default: the 26B-A4B shape with random weights)");
-  cmd->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("-m,--model", o->model,
+                  "checkpoint directory (default: on cuda the 26B-A4B shape with random weights, on cpu the embedded "
+                  "model; --layers N: that shape's first N layers)");
+  cmd->add_option("--backend", o->backend, "cpu | cuda (default: cuda when built in)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of the table (--out always gets them)");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -263,6 +355,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->callback([o, prefill, context, streams] {
+    // The synthetic full shape is a GPU benchmark: on the CPU the default is the embedded model.
+    if (o->model.empty() && o->backend == "cpu" && o->layers == 0) o->model = embedded_model_dir();
     o->prefill = parse_list(*prefill);
     o->context = parse_list(*context);
     o->serve_opt.streams = parse_list(*streams);
