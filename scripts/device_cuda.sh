@@ -18,7 +18,7 @@ export DG_GIT_SHA
       -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF -DDG_WERROR=OFF > /dev/null \
       || { echo "configure failed"; exit 1; }
     cmake --build build/gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|FAILED" ; test -x build/gpu/diffgemma || exit 1
-    timeout 300 build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
+    timeout 300 build/gpu/tests/dg_cuda_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*:RmsNorm*}" 2>&1 | grep -v "^\[ RUN\|^\[       OK"
     # The batched load benchmark (DG_SERVE=1; DG_SERVE_ONLY=1 skips the benches below): N concurrent 1k-in / 512-out
     # requests at 16 steps per block through one batched forward per step, N in DG_STREAMS.
     if [ "${DG_SERVE:-0}" = 1 ]; then

@@ -27,16 +27,16 @@ stamp() { echo "[$((SECONDS - t0)) s] $*"; }
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
     -DDG_WERROR=OFF > /dev/null || { echo "configure failed"; exit 1; }
-  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_tests dg_dump_logits dg_gemm_probe 2>&1 | grep -E "error|FAILED"
+  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_cuda_tests dg_dump_logits dg_gemm_probe 2>&1 | grep -E "error|FAILED"
   stamp "built"
 } 2>&1 | tee -a "$OUT/build.txt"
-test -x build/gpu/diffgemma && test -x build/gpu/tests/dg_tests || { echo "build failed"; exit 1; }
+test -x build/gpu/diffgemma && test -x build/gpu/tests/dg_cuda_tests || { echo "build failed"; exit 1; }
 
 if [ "${DG_PHASE:-check}" = check ]; then
   # Only the GPU tests: the CPU-only batch tests with dg-tiny ran past 300 s on that machine (2026-11-30; they take
   # 23 s on a 2-core VM). Suspected: the CPU pool was sized by the host's online processors, beyond the container's
   # quota; it now takes usable_cpus() (src/core/cpus.h) and the line above prints what the machine reports.
-  ( timeout "${DG_TEST_TIMEOUT:-300}" build/gpu/tests/dg_tests \
+  ( timeout "${DG_TEST_TIMEOUT:-300}" build/gpu/tests/dg_cuda_tests \
       --gtest_filter="${DG_TEST_FILTER:-*Cuda*:SyntheticUniform*:RmsNorm*}" 2>&1 \
       | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
     stamp "tests done" >> "$OUT/tests.txt" ) &
@@ -63,7 +63,7 @@ if [ "${DG_PHASE:-check}" = final ]; then
   parts=" ${DG_FINAL_PARTS:-tests smoke graphs serve reference} "  # a subset fits one 10-minute command
   has() { [[ "$parts" == *" $1 "* ]]; }
   if has tests; then
-    timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+    timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_cuda_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
       | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"
     grep -E "^\[  (FAILED|PASSED) |FAILED  \]" "$OUT/tests.txt"
     stamp "tests done"

@@ -16,7 +16,7 @@ python3 scripts/train_tiny.py --data data/chat.jsonl --tokenizer data/tokenizer.
   | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" | grep -v "^\[.*step [0-9]*/"
 wait $build || { echo "build failed"; grep -E "error|FAILED" /tmp/build.log | head -20; exit 1; }
 echo "== CUDA tests"
-timeout 120 build/gpu/tests/dg_tests --gtest_filter='*Cuda*:MoeStream*' 2>&1 | grep -E "FAILED|PASSED|Failure|logits step 1|argmax agreement|pipeline" | head -40
+timeout 120 build/gpu/tests/dg_cuda_tests --gtest_filter='*Cuda*:MoeStream*' 2>&1 | grep -E "FAILED|PASSED|Failure|logits step 1|argmax agreement|pipeline" | head -40
 echo "== smoketest on CUDA"
 cp data/tokenizer.json "$OUT/dg-tiny/tokenizer.json"
 for p in contract reference; do

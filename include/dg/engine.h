@@ -29,6 +29,8 @@ struct EngineOptions {
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
   bool check_tensors = false;    // check that every weight is finite before use (model/integrity.h)
   bool verify = false;           // check a .dgq pack's per-tensor checksums before use (model/integrity.h)
+  bool graphs = true;            // CUDA: denoise steps replay captured graphs (Model::set_graphs)
+  std::string expert_act = "auto";  // the experts' activation operand (set_expert_act): auto | bf16 | fp8
 };
 
 class Engine {

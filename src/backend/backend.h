@@ -71,6 +71,16 @@ class Backend {
   virtual void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out);
   // out = gelu_mul(x gate^T, x up^T): the first half of the dense and self-conditioning MLPs, likewise.
   virtual void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out);
+  // The residual chains of src/ops/residual/residual.h; the defaults are their compositions of rmsnorm, add and
+  // scale (attn, m1 and m2 may be overwritten). residual_norms: h1 = h + rmsnorm(attn) w_post, out[i] =
+  // rmsnorm(h1) w[i] (w[i] null: no scale). ffn_tail: out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) s.
+  virtual void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                              std::span<const Tensor* const> w, std::span<Tensor* const> out);
+  virtual void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
+                        float s, Tensor& out);
+  // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
+  virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                            const std::vector<float>& inv_freq);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over cached positions [cache_from, cache_to) of layer l
   // followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
@@ -144,6 +154,12 @@ struct CudaKernels {
   std::string decide = "device";
   // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
   int attention_cols = 256;
+  // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
+  // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
+  int moe_a8_stages = 3;
+  // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
+  // composed ops (A/B)
+  bool fused_norms = true;
 };
 std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
 // "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.
@@ -151,6 +167,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_pre
                                       const CudaKernels& kernels = {});
 #if defined(DG_WITH_CUDA)
 std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels = {});
+// Opens (true) or closes the range a profiler started with --profile-from-start off records (cudaProfilerStart/Stop).
+void cuda_profiler_range(bool on);
 #endif
 
 }  // namespace dg

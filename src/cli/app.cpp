@@ -14,7 +14,9 @@ namespace dg::cli {
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   o.model = embedded_model_dir();
   cmd->add_option("-m,--model", o.model,
-                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model)")
+                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model); "
+                  "synthetic:26b-a4b[:bf16|q4|fp8|nvfp4] is the full 26B-A4B shape with random weights made on the "
+                  "device (timing; --prompt-ids, no tokenizer, no stop tokens)")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")
@@ -39,6 +41,14 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_flag("--check-tensors", o.check_tensors,
                 "check that every weight is finite before use (a pass over all of them; packed weights decoded)");
   cmd->add_flag("--verify", o.verify, "check a .dgq pack's per-tensor checksums before use (a pass over the blob)");
+  cmd->add_flag("--graphs,!--no-graphs", o.graphs,
+                "CUDA: replay denoise steps through captured graphs (default); --no-graphs issues every step op by op "
+                "(slower; for A/B and diagnosis)");
+  cmd->add_option("--expert-act", o.expert_act,
+                  "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
+                  "otherwise) | bf16 | fp8")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -52,6 +62,8 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.prefill_chunk = o.prefill_chunk;
   e.check_tensors = o.check_tensors;
   e.verify = o.verify;
+  e.graphs = o.graphs;
+  e.expert_act = o.expert_act;
   return e;
 }
 

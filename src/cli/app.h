@@ -24,6 +24,8 @@ struct ModelOptions {
   int64_t prefill_chunk = 4096;
   bool check_tensors = false;
   bool verify = false;
+  bool graphs = true;
+  std::string expert_act = "auto";
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);

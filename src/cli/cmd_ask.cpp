@@ -1,5 +1,6 @@
 // `diffgemma ask`: one prompt in, one answer out (streamed block by block to stdout).
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <optional>
@@ -120,6 +121,9 @@ void run_ask(const AskOptions& o) {
   };
   size_t emitted = 0;
   bool stopped = false;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  double first_block = -1;  // seconds from the request (prefill included) to the first committed block
   GenerateEvents ev;
   ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
   ev.step_rows = false;
@@ -131,6 +135,7 @@ void run_ask(const AskOptions& o) {
     progress.prompt_encoded(n);
   };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
+    if (first_block < 0) first_block = std::chrono::duration<double>(Clock::now() - t0).count();
     progress.block(b);
     if (reply) {
       const size_t room = static_cast<size_t>(opt.max_new_tokens) - std::min(emitted, static_cast<size_t>(opt.max_new_tokens));
@@ -153,6 +158,7 @@ void run_ask(const AskOptions& o) {
     std::cout.flush();
   };
   const GenerateResult res = engine->generate(prompt, opt, &ev);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (stream) std::cout << stream->flush() << "\n";
   if (reply) {
     show(reply->finish());
@@ -182,6 +188,8 @@ void run_ask(const AskOptions& o) {
     j["finish_reason"] = res.finish == FinishReason::kStop ? "stop" : "length";
     j["stop_token"] = res.stop_token;
     j["forwards"] = res.forwards;
+    j["seconds"] = seconds;  // prefill and generation
+    j["first_block_seconds"] = first_block;
     j["sampler"] = sampler_profile_name(opt.profile);
     j["seed"] = opt.seed;
     for (const BlockInfo& b : res.blocks)

@@ -35,7 +35,8 @@ struct BenchOptions {
   std::vector<int> context{1024};
   int denoise_steps = 8;   // timed denoise forwards per context
   int64_t prefill_chunk = 4096;
-  bool graphs = false;     // replay denoise steps through CUDA graphs
+  bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
+  std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
@@ -45,6 +46,9 @@ struct BenchOptions {
   std::string label;
   std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
   CudaKernels kernels;
+  // "prefill": the second pass of the last prefill length; "denoise": the first timed step of each context; the
+  // range a profiler started with --profile-from-start off records (ncu: docs/CUDA.md)
+  std::string profile_range;
   bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
   ServeBenchOptions serve_opt;
   bool json = false;   // JSON lines on stdout instead of the table
@@ -61,6 +65,15 @@ std::string git_sha() {
   std::string s(buf, n);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s.empty() ? "unknown" : s;
+}
+
+void profiler_range(Backend& be, bool on) {
+#if defined(DG_WITH_CUDA)
+  if (be.name() == "cuda") cuda_profiler_range(on);
+#else
+  (void)be;
+  (void)on;
+#endif
 }
 
 double now_s() {
@@ -160,8 +173,10 @@ void run_bench(const BenchOptions& o) {
   BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
   const ModelConfig& cfg = bm.cfg;
   const std::unique_ptr<Backend>& be = bm.be;
+  set_expert_act(bm.w, o.expert_act);
   Model model(cfg, bm.w, *be);
   model.set_prefill_chunk(o.prefill_chunk);
+  model.set_graphs(o.graphs);
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
   for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
@@ -172,9 +187,9 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
@@ -202,9 +217,12 @@ void run_bench(const BenchOptions& o) {
     for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
       KvCache kv = new_cache();
       be->synchronize();
+      const bool profiled = rep_i == 1 && o.profile_range == "prefill" && P == o.prefill.back();
+      if (profiled) profiler_range(*be, true);
       const double t0 = now_s();
       model.encode(kv, ids);
       be->synchronize();
+      if (profiled) profiler_range(*be, false);
       const double dt = now_s() - t0;
       if (rep_i == 1) rep.emit({{"event", "prefill"}, {"tokens", P}, {"seconds", dt}, {"tok_per_s", P / dt}});
     }
@@ -215,14 +233,21 @@ void run_bench(const BenchOptions& o) {
     KvCache kv = new_cache();
     model.encode(kv, synthetic_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
-    d.set_graphs(o.graphs);
     const auto canvas = synthetic_ids(cfg.canvas, cfg.vocab, o.seed + 9);
     std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
     d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up (and the graph capture)
     d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
     be->synchronize();
     const double t0 = now_s();
-    for (int i = 0; i < o.denoise_steps; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    for (int i = 0; i < o.denoise_steps; ++i) {
+      const bool profiled = i == 0 && o.profile_range == "denoise";
+      if (profiled) profiler_range(*be, true);
+      d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+      if (profiled) {
+        be->synchronize();
+        profiler_range(*be, false);
+      }
+    }
     be->synchronize();
     const double ms = (now_s() - t0) * 1000.0 / o.denoise_steps;
     be->set_profiling(true);  // stage times need the ops issued one by one
@@ -251,7 +276,6 @@ void run_bench(const BenchOptions& o) {
       if (first_block < 0) first_block = now_s() - t0;
     };
     ModelDenoiser d(model);
-    d.set_graphs(o.graphs);
     const GenerateResult r = generate(d, kv, prompt, so, &ev);
     be->synchronize();
     const double total = now_s() - t0;
@@ -301,7 +325,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_flag("--graphs", o->graphs, "replay denoise steps through CUDA graphs (needs a MoE kernel other than cublas)");
+  cmd->add_flag("--graphs,!--no-graphs", o->graphs,
+                "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
+                "other than cublas); --no-graphs issues them op by op");
+  cmd->add_option("--expert-act", o->expert_act,
+                  "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
@@ -338,11 +368,21 @@ void register_bench(CLI::App& app) {
                   "per step) | host (row statistics and draws read every step; A/B, same tokens)")
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
+  cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
+                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)");
+  cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
+                  "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
+      ->check(CLI::IsMember({3, 4}))
+      ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
+  cmd->add_option("--profile-range", o->profile_range,
+                  "CUDA: record only this part under a profiler started with --profile-from-start off (ncu): "
+                  "prefill (the last --prefill length's timed pass) | denoise (one timed step per --context)")
+      ->check(CLI::IsMember({"prefill", "denoise"}));
   auto streams = std::make_shared<std::string>("1,4,8,16,32");
   cmd->add_flag("--serve", o->serve,
                 "load benchmark: N concurrent requests through the batched generator at each N of --streams "

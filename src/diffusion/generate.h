@@ -104,7 +104,7 @@ class Denoiser {
 // The Denoiser of a Model on its backend.
 class ModelDenoiser final : public Denoiser {
  public:
-  explicit ModelDenoiser(const Model& m) : m_(m) {}
+  explicit ModelDenoiser(const Model& m) : m_(m), graphs_(m.graphs()) {}
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
   int64_t max_positions() const override { return m_.config().max_positions; }
@@ -120,6 +120,7 @@ class ModelDenoiser final : public Denoiser {
   void decided_stats(RowStats* out) override;
   // Replays steps after a block's first through a captured graph where the backend can (CUDA): one capture per
   // block (the cache length is baked in), the ids refreshed outside it; the sampler statistics run after it.
+  // Default: the model's (Model::graphs).
   void set_graphs(bool on) { graphs_ = on; }
 
  private:
@@ -134,7 +135,7 @@ class ModelDenoiser final : public Denoiser {
   void forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff);
 
   const Model& m_;
-  bool graphs_ = false;
+  bool graphs_;
   bool decider_made_ = false;
   std::unique_ptr<Decider> decider_;  // device decisions; null where the backend has none
   GraphKey captured_;

@@ -3,17 +3,46 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/parallel.h"
 #include "model/integrity.h"
+#include "model/synthetic.h"
 
 namespace dg {
+
+namespace {
+
+constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
+
+// "synthetic:26b-a4b[:PROFILE]" -> PROFILE (bf16 when absent); nullopt for a directory.
+std::optional<std::string> synthetic_profile(const std::string& model) {
+  if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
+  const std::string rest = model.substr(kSynthetic.size());
+  if (rest.empty()) return "bf16";
+  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4",
+           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4]", model, kSynthetic);
+  return rest.substr(1);
+}
+
+}  // namespace
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   DG_CHECK(opt.backend == "cpu" || opt.backend == "cuda", "unknown backend '{}': expected cpu or cuda", opt.backend);
   DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
+  if (synthetic_profile(opt.model_dir)) {  // the full shape with random weights: no files, no tokenizer
+    DG_CHECK(!opt.verify && !opt.check_tensors,
+             "--verify and --check-tensors check a checkpoint's files; '{}' has none (its weights are made on the "
+             "device)",
+             opt.model_dir);
+    Checkpoint ck;
+    ck.dir = opt.model_dir;
+    ck.config = diffusiongemma_26b_config();
+    return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
+  }
   Checkpoint ck = Checkpoint::open(opt.model_dir);
   if (opt.verify && ck.pack) verify_pack_checksums(ck);
   if (opt.verify && !ck.pack)
@@ -24,12 +53,15 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
 }
 
 Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
+  const std::optional<std::string> synthetic = synthetic_profile(ck_.dir);
   const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
-  if (std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
+  if (!synthetic && std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
   be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
-  weights_ = be_->upload(ck_.weights);
+  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, 1, *synthetic) : be_->upload(ck_.weights);
+  set_expert_act(weights_, opt.expert_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);
+  model_->set_graphs(opt.graphs);
 }
 
 const Tokenizer& Engine::tokenizer() const {

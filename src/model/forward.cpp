@@ -73,12 +73,20 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   be_.linears(a, ws, outs);
   emit(trace, p + "self_attn.k_proj", k);
   if (spec.sliding) emit(trace, p + "self_attn.v_proj", v);
+  // One sequence and no trace: the per-head norm and the rotation as one op (rmsnorm_rope); otherwise op by op,
+  // each sequence rotated at its own positions.
+  const bool traced = trace != nullptr && *trace;
+  const bool one_rope = segs.size() == 1 && !traced;
   Tensor kn = be_.alloc(Shape{rows, n_kv, D});
-  be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
-  emit(trace, p + "self_attn.k_norm", kn);
-  for (const Segment& sg : segs) {
-    Tensor part = row_slice(kn, sg.row0, sg.rows);
-    be_.rope(part, sg.pos0, inv_freq);
+  if (one_rope) {
+    be_.rmsnorm_rope(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn, segs[0].pos0, inv_freq);
+  } else {
+    be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
+    emit(trace, p + "self_attn.k_norm", kn);
+    for (const Segment& sg : segs) {
+      Tensor part = row_slice(kn, sg.row0, sg.rows);
+      be_.rope(part, sg.pos0, inv_freq);
+    }
   }
   Tensor vn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
@@ -96,8 +104,12 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   }
   emit(trace, p + "self_attn.q_proj", q);
   Tensor qn = be_.alloc(Shape{rows, n_heads, D});
-  be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
-  emit(trace, p + "self_attn.q_norm", qn);
+  if (one_rope) {
+    be_.rmsnorm_rope(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn, segs[0].pos0, inv_freq);
+  } else {
+    be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
+    emit(trace, p + "self_attn.q_norm", qn);
+  }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
   // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
@@ -105,7 +117,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // cached tokens for every canvas row in the decoder.
   for (const Segment& sg : segs) {
     Tensor q_part = row_slice(qn, sg.row0, sg.rows);
-    be_.rope(q_part, sg.pos0, inv_freq);
+    if (!one_rope) be_.rope(q_part, sg.pos0, inv_freq);
     const KvCache& kv = *sg.kv;
     const int64_t len = kv.len();
     int64_t cache_from = 0;
@@ -121,40 +133,51 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   Tensor attn = be_.alloc(Shape{rows, hidden});
   be_.linear(o, w.o, attn);
   emit(trace, p + "self_attn.o_proj", attn);
-  be_.rmsnorm(attn, &w.post_attn_norm, attn);
-  emit(trace, p + "post_attention_layernorm", attn);
-  Tensor h1 = be_.alloc(Shape{rows, hidden});
-  be_.add(h, attn, h1);
+  // A traced forward issues the residual chains op by op, so every intermediate has its name; otherwise each chain
+  // is one op (residual_norms, ffn_tail: the same composition, src/ops/residual/residual.h).
+  Tensor h1 = be_.alloc(Shape{rows, hidden}), u = be_.alloc(Shape{rows, hidden}), z = be_.alloc(Shape{rows, hidden});
+  if (traced) {
+    be_.rmsnorm(attn, &w.post_attn_norm, attn);
+    emit(trace, p + "post_attention_layernorm", attn);
+    be_.add(h, attn, h1);
+    be_.rmsnorm(h1, &w.pre_ff_norm, u);
+    emit(trace, p + "pre_feedforward_layernorm", u);
+    be_.rmsnorm(h1, &w.pre_ff_norm_2, z);
+    emit(trace, p + "pre_feedforward_layernorm_2", z);
+  } else {
+    const Tensor* norms[] = {&w.pre_ff_norm, &w.pre_ff_norm_2};
+    Tensor* normed[] = {&u, &z};
+    be_.residual_norms(h, attn, w.post_attn_norm, h1, norms, normed);
+  }
 
-  // Feed-forward: the dense MLP and the MoE both read the post-attention residual h1.
+  // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.
   be_.stage("dense_mlp");
-  Tensor u = be_.alloc(Shape{rows, hidden});
-  be_.rmsnorm(h1, &w.pre_ff_norm, u);
-  emit(trace, p + "pre_feedforward_layernorm", u);
   Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
   be_.gated_linear(u, w.gate, w.up, gate);
   Tensor m1 = be_.alloc(Shape{rows, hidden});
   be_.linear(gate, w.down, m1);
   emit(trace, p + "mlp", m1);
-  be_.rmsnorm(m1, &w.post_ff_norm_1, m1);
-  emit(trace, p + "post_feedforward_layernorm_1", m1);
   be_.stage("moe");
-  Tensor z = be_.alloc(Shape{rows, hidden});
-  be_.rmsnorm(h1, &w.pre_ff_norm_2, z);
-  emit(trace, p + "pre_feedforward_layernorm_2", z);
   Tensor m2 = be_.alloc(Shape{rows, hidden});
   be_.moe(h1, z, w, cfg_.top_k, m2);
   emit(trace, p + "experts", m2);
-  be_.rmsnorm(m2, &w.post_ff_norm_2, m2);
-  emit(trace, p + "post_feedforward_layernorm_2", m2);
-  Tensor f = be_.alloc(Shape{rows, hidden});
-  be_.add(m1, m2, f);
-  be_.rmsnorm(f, &w.post_ff_norm, f);
-  emit(trace, p + "post_feedforward_layernorm", f);
-  Tensor out = be_.alloc(Shape{rows, hidden});
-  be_.add(h1, f, out);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
-  be_.scale(out, phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar);
+  const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
+  Tensor out = be_.alloc(Shape{rows, hidden});
+  if (traced) {
+    be_.rmsnorm(m1, &w.post_ff_norm_1, m1);
+    emit(trace, p + "post_feedforward_layernorm_1", m1);
+    be_.rmsnorm(m2, &w.post_ff_norm_2, m2);
+    emit(trace, p + "post_feedforward_layernorm_2", m2);
+    Tensor f = be_.alloc(Shape{rows, hidden});
+    be_.add(m1, m2, f);
+    be_.rmsnorm(f, &w.post_ff_norm, f);
+    emit(trace, p + "post_feedforward_layernorm", f);
+    be_.add(h1, f, out);
+    be_.scale(out, scalar);
+  } else {
+    be_.ffn_tail(h1, m1, w.post_ff_norm_1, m2, w.post_ff_norm_2, w.post_ff_norm, scalar, out);
+  }
   emit(trace, p + "out", out);
   return out;
 }

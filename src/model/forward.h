@@ -63,6 +63,10 @@ class Model {
   // all rows, RoPE, causal attention and the cache writes per sequence. Same result as encoding each alone.
   void encode_batch(std::span<const EncodeSeq> seqs) const;
   int64_t prefill_chunk() const { return prefill_chunk_; }
+  // Whether denoisers of this model replay steps through captured graphs where the backend can (CUDA): the default
+  // of every ModelDenoiser (ask, chat, serve, bench); --no-graphs turns it off.
+  void set_graphs(bool on) { graphs_ = on; }
+  bool graphs() const { return graphs_; }
 
   // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
@@ -115,6 +119,7 @@ class Model {
   Backend& be_;
   std::vector<std::vector<float>> inv_freq_;  // per layer, [head_dim / 2]
   int64_t prefill_chunk_ = 4096;
+  bool graphs_ = true;
 };
 
 }  // namespace dg

@@ -220,6 +220,19 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store) {
   return w;
 }
 
+void set_expert_act(ModelWeights& w, const std::string& mode) {
+  DG_CHECK(mode == "auto" || mode == "bf16" || mode == "fp8", "unknown expert activation '{}': expected auto, bf16 "
+           "or fp8", mode);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    LayerWeights& L = w.layers[l];
+    const bool fp8 = L.experts_gate_up.dtype == DType::kFp8 && L.experts_down.dtype == DType::kFp8;
+    DG_CHECK(mode != "fp8" || fp8, "--expert-act fp8 needs fp8 experts, and layer {} stores them as {} / {} "
+             "(quantize with the fp8 profile, or use --expert-act auto)", l, dtype_name(L.experts_gate_up.dtype),
+             dtype_name(L.experts_down.dtype));
+    L.experts_act = (mode == "fp8" || (mode == "auto" && fp8)) ? DType::kFp8 : DType::kBF16;
+  }
+}
+
 ParamCounts count_params(const ModelConfig& cfg) {
   ParamCounts p;
   const int64_t H = cfg.hidden, I = cfg.intermediate, E = cfg.n_experts, F = cfg.expert_ff;

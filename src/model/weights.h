@@ -22,6 +22,8 @@ struct LayerWeights {
   Tensor per_expert_scale;  // [E]
   Tensor experts_gate_up;   // [E, 2*expert_ff, H]: rows [0, ff) gate, [ff, 2ff) up
   Tensor experts_down;      // [E, H, expert_ff]
+  // The experts' activation operand: bf16, or kFp8 (per-row E4M3, the W8A8 products of fp8 experts; set_expert_act)
+  DType experts_act = DType::kBF16;
   Tensor input_norm, post_attn_norm, pre_ff_norm, post_ff_norm, post_ff_norm_1, post_ff_norm_2, pre_ff_norm_2;  // [H]
   float decoder_scalar = 1.0f;  // model.decoder.layers.{i}.layer_scalar
   float encoder_scalar = 1.0f;  // model.encoder.language_model.layers.{i}.layer_scalar
@@ -54,6 +56,10 @@ ModelWeights assemble_weights(const ModelConfig& cfg, const std::function<Tensor
 // Checks every expected tensor by name, dtype (bf16/f16/f32) and shape, and binds views into the store.
 // Throws dg::Error naming the tensor and file on the first problem. Unknown names are reported on stderr.
 ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store);
+
+// The experts' activation operand by `mode`: "auto" (fp8 where a layer's experts are fp8 weights: the W8A8
+// products; bf16 otherwise), "bf16", or "fp8" (every layer's experts must be fp8). Throws naming the mode or layer.
+void set_expert_act(ModelWeights& w, const std::string& mode);
 
 // Parameter counts by class, for `diffgemma info`.
 struct ParamCounts {

@@ -19,8 +19,10 @@ struct Engine {
   ModelWeights weights;  // as the backend reads them
   std::unique_ptr<Model> model;
 
+  // expert_act: set_expert_act's mode ("auto", as dg::Engine: fp8 experts take fp8 activations; "bf16" isolates a
+  // pack's weight format).
   explicit Engine(const std::string& dir, Precision p = {}, const std::string& backend = "cpu",
-                  const CudaKernels& kernels = {});
+                  const CudaKernels& kernels = {}, const std::string& expert_act = "auto");
   KvCache new_cache(int64_t context = 4096) const;
 };
 

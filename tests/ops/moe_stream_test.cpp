@@ -18,6 +18,7 @@
 #include "diffusion/rng.h"
 #include "ops/glu/glu.h"
 #include "ops/moe/moe.h"
+#include "quant/codec.h"
 #include "quant/packed_tensor.h"
 #include "support/compare.h"
 
@@ -115,7 +116,27 @@ struct GemmCase {
   int top_k;
   bool gather;  // x has `rows` rows, read through perm / top_k; else x has one row per sorted position
   DType fmt = DType::kBF16;
+  bool act8 = false;  // fp8 activations (W8A8): x quantised per row to E4M3 on the host, codes + scales uploaded
+  int a8_stages = 3;  // ... through a pipeline of this many stages
 };
+
+// Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.
+struct Act8 {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, values;
+};
+Act8 act8_rows(const std::vector<uint16_t>& x, int64_t rows, int64_t K) {
+  Act8 a;
+  a.codes.resize(static_cast<size_t>(rows * K));
+  a.scales.resize(static_cast<size_t>(rows));
+  a.values = to_f32(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* const planes[kMaxPlanes] = {a.codes.data() + r * K, reinterpret_cast<uint8_t*>(&a.scales[static_cast<size_t>(r)])};
+    encode_rows(DType::kFp8, a.values.data() + r * K, 1, K, 0.0f, planes);
+  }
+  act_quant_fp8_rows(a.values.data(), rows, K);
+  return a;
+}
 
 // Weights of shape s in `fmt` for the device (bf16 bits or the packed planes) and their values as the CPU reads
 // them (decode_rows for packed formats).
@@ -189,6 +210,7 @@ void run_gemm_case(const GemmCase& c) {
   const int64_t pairs = static_cast<int64_t>(rt.perm.size()), K = c.K, N = c.N, ff = N / 2;
   const int64_t x_rows = c.gather ? (pairs + c.top_k - 1) / c.top_k : pairs;
   const auto x = rand_bf16(static_cast<size_t>(x_rows * K), 21, 2.0f);
+  const Act8 x8 = c.act8 ? act8_rows(x, x_rows, K) : Act8{};
   const TestWeights W = make_weights(c.fmt, Shape{c.n_exp, N, K}, 22, 0.1f);
   const double w_rel = weight_rel_error(c.fmt);
 
@@ -198,7 +220,9 @@ void run_gemm_case(const GemmCase& c) {
     std::vector<float> xr(static_cast<size_t>(K));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t src = c.gather ? rt.perm[static_cast<size_t>(i)] / c.top_k : i;
-      for (int64_t k = 0; k < K; ++k) xr[static_cast<size_t>(k)] = bf16_to_f32(x[static_cast<size_t>(src * K + k)]);
+      for (int64_t k = 0; k < K; ++k)
+        xr[static_cast<size_t>(k)] = c.act8 ? x8.values[static_cast<size_t>(src * K + k)]
+                                            : bf16_to_f32(x[static_cast<size_t>(src * K + k)]);
       const float* we = W.values.data() + rt.expert[static_cast<size_t>(i)] * N * K;
       for (int64_t n = 0; n < N; ++n) {
         double s = 0, a = 0;
@@ -213,14 +237,18 @@ void run_gemm_case(const GemmCase& c) {
     }
   });
 
-  const DeviceBuf dx(x), dw(W.bytes), doff(rt.offsets), dperm(rt.perm);
+  const DeviceBuf dx(x), dw(W.bytes), doff(rt.offsets), dperm(rt.perm), dx8(x8.codes), dsc(x8.scales);
+  const void* xin = c.act8 ? dx8.p : dx.p;
+  const float* xsc = c.act8 ? dsc.as<float>() : nullptr;
   const DeviceBuf dy(static_cast<size_t>(pairs * N) * 2), da(static_cast<size_t>(pairs * ff) * 2);
   ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);  // NaN where never written
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
-  Status s = moe_stream_gemm_cuda(dx.p, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr);
+  Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
+                                  xsc, c.a8_stages);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  s = moe_stream_gate_up_cuda(dx.p, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr);
+  s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
+                              c.a8_stages);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -243,7 +271,7 @@ void run_gemm_case(const GemmCase& c) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(want.begin(), want.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();
@@ -287,7 +315,8 @@ TEST(MoeStreamCuda, FullShapeRandomRouting) {
 // The pipeline as CudaBackend::moe runs it with --moe stream, against the composed CPU reference with bf16
 // storage. Bound (a priori): an f32 summation-order difference can flip a bf16 rounding of g, u, the activation or
 // an expert output by one ulp, which moves an output by a few bf16 ulps of its size: max_abs <= 2^-6 max|want|.
-void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16) {
+void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16,
+                  bool act8 = false) {
   const int64_t pairs = rows * top_k;
   const Routing rt = route_random(rows, top_k, n_exp, 31);
   const auto z = rand_bf16(static_cast<size_t>(rows * hidden), 32, 2.0f);
@@ -299,7 +328,8 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
 
   std::vector<float> want(static_cast<size_t>(rows * hidden));
   const std::vector<float> zf = to_f32(z);
-  moe_experts_cpu(zf.data(), rows, rt.idx.data(), wts.data(), top_k, gu.host, dn.host, Storage::kBF16, want.data());
+  moe_experts_cpu(zf.data(), rows, rt.idx.data(), wts.data(), top_k, gu.host, dn.host, Storage::kBF16, want.data(),
+                  act8);
 
   const DeviceBuf dz(z), dgu(gu.bytes), ddn(dn.bytes), didx(rt.idx), dwts(wts);
   const DeviceBuf counts(static_cast<size_t>(n_exp) * 4), offsets(static_cast<size_t>(n_exp + 1) * 4);
@@ -309,11 +339,27 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
   Status s = moe_group_cuda(didx.as<int32_t>(), pairs, n_exp, counts.as<int32_t>(), offsets.as<int32_t>(),
                             perm.as<int32_t>(), inv.as<int32_t>(), nullptr);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  s = moe_stream_gate_up_cuda(dz.p, perm.as<int32_t>(), top_k, hidden, dgu.p, fmt, ff, n_exp, offsets.as<int32_t>(),
-                              act.p, nullptr);
-  ASSERT_TRUE(s.is_ok()) << s.message();
-  s = moe_stream_gemm_cuda(act.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr);
-  ASSERT_TRUE(s.is_ok()) << s.message();
+  if (act8) {  // as CudaBackend::moe: z and the gated activation quantised per row on the device
+    const DeviceBuf zq(static_cast<size_t>(rows * hidden)), zs(static_cast<size_t>(rows) * 4);
+    const DeviceBuf aq(static_cast<size_t>(pairs * ff)), as(static_cast<size_t>(pairs) * 4);
+    s = moe_act_quant_fp8_cuda(dz.p, rows, hidden, zq.p, zs.as<float>(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    s = moe_stream_gate_up_cuda(zq.p, perm.as<int32_t>(), top_k, hidden, dgu.p, fmt, ff, n_exp,
+                                offsets.as<int32_t>(), act.p, nullptr, zs.as<float>());
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    s = moe_act_quant_fp8_cuda(act.p, pairs, ff, aq.p, as.as<float>(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    s = moe_stream_gemm_cuda(aq.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr,
+                             as.as<float>());
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  } else {
+    s = moe_stream_gate_up_cuda(dz.p, perm.as<int32_t>(), top_k, hidden, dgu.p, fmt, ff, n_exp,
+                                offsets.as<int32_t>(), act.p, nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    s = moe_stream_gemm_cuda(act.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+  }
   s = moe_combine_cuda(y.p, inv.as<int32_t>(), dwts.as<float>(), rows, top_k, hidden, out.p, nullptr);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -322,9 +368,11 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
   for (float v : want) peak = std::max(peak, static_cast<double>(std::fabs(v)));
   // q4 feeds bf16-rounded weights (2^-9 relative each, weight_rel_error): one more power of two on the bound,
   // provisional until measured on the GPU machine (docs/NUMERICS.md).
-  const bool q4 = fmt == DType::kQ4;
+  // fp8 activations: a bf16 ulp of difference in an expert input can move its E4M3 code by a step (2^-3 relative)
+  // where it sits on a rounding boundary, as q4's bound allows for.
+  const bool q4 = fmt == DType::kQ4 || act8;
   const test::Diff d = test::compare(got, want, std::ldexp(peak, q4 ? -5 : -6));
-  std::cout << "  pipeline " << dtype_name(fmt) << " " << rows << "x" << hidden << " ff " << ff << " experts " << n_exp << " top " << top_k
+  std::cout << "  pipeline " << dtype_name(fmt) << (act8 ? "/a8" : "") << " " << rows << "x" << hidden << " ff " << ff << " experts " << n_exp << " top " << top_k
             << ": " << d.str() << "\n";
   EXPECT_TRUE(d.finite);
   EXPECT_EQ(d.first_bad, -1) << d.str();
@@ -402,6 +450,43 @@ TEST(MoeStreamQuantCuda, PipelineMatchesMoeExpertsCpu) {
     run_pipeline(64, 64, 32, 8, 2, fmt);        // tiny_a
     run_pipeline(37, 96, 64, 5, 3, fmt);        // odd row and expert counts
     run_pipeline(256, 2816, 704, 128, 8, fmt);  // 26B-A4B, one canvas
+  }
+}
+
+// fp8 weights times fp8 activations (W8A8, sm_89+): the GEMMs against f64 over the decoded codes of both operands
+// (the plain and gated bounds above hold: e4m3 products are exact in f32), the pipeline against moe_experts_cpu
+// with act_fp8, and the per-row quantisation kernel against encode_rows byte for byte.
+TEST(MoeStreamFp8ActCuda, Gemms) {
+  DG_NEED_GPU();
+  run_gemm_case({"K96 N40 gather", 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true});
+  run_gemm_case({"K32 N40", 32, 40, 5, {64, 65, 0, 0, 16}, 0, 1, false, DType::kFp8, true});
+  run_gemm_case({"dg-tiny down", 128, 256, 8, {}, 64, 2, false, DType::kFp8, true});
+  run_gemm_case({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kFp8, true});
+  run_gemm_case({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false, DType::kFp8, true});
+  run_gemm_case({"4 stages, K96 N40 gather", 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true, 4});
+  run_gemm_case({"4 stages, 26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kFp8, true, 4});
+}
+
+TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {
+  DG_NEED_GPU();
+  run_pipeline(64, 64, 32, 8, 2, DType::kFp8, true);
+  run_pipeline(37, 96, 64, 5, 3, DType::kFp8, true);
+  run_pipeline(256, 2816, 704, 128, 8, DType::kFp8, true);
+}
+
+TEST(MoeStreamFp8ActCuda, QuantisationMatchesEncodeRows) {
+  DG_NEED_GPU();
+  for (auto [rows, K] : {std::pair<int64_t, int64_t>{3, 7}, {256, 2816}, {2048, 704}, {5, 1000}}) {
+    auto x = rand_bf16(static_cast<size_t>(rows * K), 51 + static_cast<uint64_t>(K), 3.0f);
+    std::fill_n(x.begin(), K, uint16_t{0});  // an all-zero row: scale 0, codes 0
+    x[static_cast<size_t>(K)] = f32_to_bf16(1e6f);  // a large outlier in row 1
+    const Act8 want = act8_rows(x, rows, K);
+    const DeviceBuf dx(x), dq(static_cast<size_t>(rows * K)), ds(static_cast<size_t>(rows) * 4);
+    const Status s = moe_act_quant_fp8_cuda(dx.p, rows, K, dq.p, ds.as<float>(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(dq.get<uint8_t>(static_cast<size_t>(rows * K)), want.codes) << rows << "x" << K;
+    EXPECT_EQ(ds.get<float>(static_cast<size_t>(rows)), want.scales) << rows << "x" << K;
   }
 }
 

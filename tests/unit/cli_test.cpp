@@ -32,6 +32,19 @@ TEST(Cli, AskAnswersAndReportsJson) {
   EXPECT_GT(j["prompt_tokens"].get<int>(), 5);
   EXPECT_GE(j["blocks"].size(), 1u);
   EXPECT_EQ(j["sampler"], "contract");
+  EXPECT_GT(j["seconds"].get<double>(), 0.0);
+  EXPECT_GT(j["first_block_seconds"].get<double>(), 0.0);
+  EXPECT_LE(j["first_block_seconds"].get<double>(), j["seconds"].get<double>());
+}
+
+// The CUDA path switches (graphs, the experts' activations) are accepted by every model command; on the CPU and a
+// bf16 model they change nothing.
+TEST(Cli, GraphAndExpertActSwitchesKeepTheAnswer) {
+  const std::string ask = "ask " + model() + " -p 'What is the capital of France?' --max-new-tokens 32 --steps 4 --json -q";
+  const Result a = run_stdout(ask), b = run_stdout(ask + " --no-graphs --expert-act bf16");
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
 }
 
 TEST(Cli, AskJsonObjectAnswersWithAJsonPrefix) {
@@ -196,6 +209,9 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
       {"frobnicate", "frobnicate", 2},
       {"info -m " + scratch, "config.json", 1},
       {"tokenize " + model() + " --decode 'abc'", "abc", 1},
+      {"ask -m synthetic:26b-a4b:int3 --prompt-ids 5", "unknown synthetic model 'synthetic:26b-a4b:int3'", 1},
+      {"ask " + model() + " -p hi --expert-act fp8", "--expert-act fp8 needs fp8 experts", 1},
+      {"ask " + model() + " -p hi --expert-act int8", "int8", 2},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);

@@ -140,7 +140,7 @@ class CpuBackend final : public Backend {
     moe_route_cpu(h.f32(), rows, w.router_scale, w.router_proj, w.per_expert_scale, top_k, eps_, p_.act, idx.data(),
                   wt.data());
     moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, w.experts_gate_up, w.experts_down, p_.act,
-                    out.f32());
+                    out.f32(), w.experts_act == DType::kFp8);
   }
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
@@ -195,6 +195,31 @@ void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up
   linear(x, gate, out);
   linear(x, up, u);
   gelu_mul(out, u, out);  // elementwise: in place, as the forward did before this op existed
+}
+
+void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());
+  rmsnorm(attn, &w_post, attn);
+  add(h, attn, h1);
+  for (size_t i = 0; i < w.size(); ++i) rmsnorm(h1, w[i], *out[i]);
+}
+
+void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
+                       float s, Tensor& out) {
+  rmsnorm(m1, &w1, m1);
+  rmsnorm(m2, &w2, m2);
+  Tensor f = alloc(m1.shape);
+  add(m1, m2, f);
+  rmsnorm(f, &w, f);
+  add(h1, f, out);
+  scale(out, s);
+}
+
+void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                           const std::vector<float>& inv_freq) {
+  rmsnorm(x, w, out);
+  rope(out, pos0, inv_freq);
 }
 
 void Backend::fail_no_graphs() const {

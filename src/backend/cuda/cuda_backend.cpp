@@ -3,6 +3,7 @@
 // kernels in src/ops/*/*.cu. Buffers come from the stream-ordered allocator, so per-op allocations reuse memory
 // without synchronising.
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 
 #include <cmath>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "ops/glu/glu.h"
 #include "ops/logits/logits.h"
 #include "ops/moe/moe.h"
+#include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
 #include "ops/row_stats/row_stats.h"
@@ -59,6 +61,8 @@ class CudaBackend final : public Backend {
              "unknown decide mode '{}': expected host or device", kernels.decide);
     DG_CHECK(kernels.attention_cols == 128 || kernels.attention_cols == 256,
              "--attention-cols must be 128 or 256, not {}", kernels.attention_cols);
+    DG_CHECK(kernels.moe_a8_stages == 3 || kernels.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}",
+             kernels.moe_a8_stages);
     DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
@@ -236,6 +240,15 @@ class CudaBackend final : public Backend {
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
   }
+  void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                    const std::vector<float>& inv_freq) override {
+    if (!kernels_.fused_norms || x.shape.rank != 3 || x.shape[2] % 16 != 0 || x.shape[2] > 1024) {
+      Backend::rmsnorm_rope(x, w, out, pos0, inv_freq);
+      return;
+    }
+    check(rmsnorm_rope_cuda(x.data, w ? w->data : nullptr, out.data, x.shape[0], x.shape[1], x.shape[2], eps_, pos0,
+                            device_inv_freq(inv_freq), stream_));
+  }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
   }
@@ -281,6 +294,32 @@ class CudaBackend final : public Backend {
     Tensor gu = alloc(Shape{rows_of(x), 2 * I});
     gemm_xwt(x.data, rows_of(x), cols_of(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
     check(gelu_mul_split_cuda(gu.data, rows_of(x), I, out.data, stream_));
+  }
+  void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                      std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
+    if (!kernels_.fused_norms) {
+      Backend::residual_norms(h, attn, w_post, h1, w, out);
+      return;
+    }
+    DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
+             out.size());
+    const void* ws[3] = {};
+    void* outs[3] = {};
+    for (size_t i = 0; i < w.size(); ++i) {
+      ws[i] = w[i] != nullptr ? w[i]->data : nullptr;
+      outs[i] = out[i]->data;
+    }
+    check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
+                              rows_of(h), cols_of(h), eps_, stream_));
+  }
+  void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
+                Tensor& out) override {
+    if (!kernels_.fused_norms) {
+      Backend::ffn_tail(h1, m1, w1, m2, w2, w, s, out);
+      return;
+    }
+    check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, rows_of(h1), cols_of(h1),
+                        eps_, stream_));
   }
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
@@ -339,7 +378,18 @@ class CudaBackend final : public Backend {
     const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
     const bool cublas = kernels_.moe == "cublas" || (kernels_.moe == "auto" && !capturing_ && T >= kernels_.moe_auto_rows);
     const bool stream = (kernels_.moe == "stream" || kernels_.moe == "auto") && !cublas;
-    if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
+    if (w.experts_act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
+      Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
+      check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), stream_));
+      Tensor act = alloc(Shape{P, ff});
+      check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
+                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
+                                    zs.f32(), kernels_.moe_a8_stages));
+      Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
+      check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), stream_));
+      check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+                                 offsets.as<int32_t>(), y.data, stream_, as.f32(), kernels_.moe_a8_stages));
+    } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
                                     w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
@@ -376,7 +426,8 @@ class CudaBackend final : public Backend {
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
     const int64_t T = rows_of(sc_logits), V = cols_of(sc_logits), H = embed.shape[1];
     Tensor probs = alloc(Shape{T, V});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, stream_));
+    Tensor part = device(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, stream_));
     const float one = 1.0f, zero = 0.0f;
     check(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T), static_cast<int>(V),
                        &one, embed.data, CUDA_R_16BF, static_cast<int>(H), probs.data, CUDA_R_16BF,
@@ -543,6 +594,10 @@ class CudaBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels) {
   return std::make_unique<CudaBackend>(rms_eps, device, kernels);
+}
+
+void cuda_profiler_range(bool on) {
+  cuda_host::check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
 }  // namespace dg

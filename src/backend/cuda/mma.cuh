@@ -1,6 +1,7 @@
 // PTX wrappers for the sm_80+ tensor-core path: cp.async global->shared copies (zero-filling, with an optional L2
-// eviction policy; 16 or 4 bytes), ldmatrix fragment loads and the bf16 m16n8k16 mma.sync with f32 accumulation.
-// Reference: PTX ISA, "cp.async", "createpolicy", "ldmatrix", "mma.sync.aligned.m16n8k16".
+// eviction policy; 16 or 4 bytes), ldmatrix fragment loads, the bf16/f16 m16n8k16 mma.sync with f32 accumulation
+// and (sm_89+) the e4m3 m16n8k32 one. Reference: PTX ISA, "cp.async", "createpolicy", "ldmatrix",
+// "mma.sync.aligned.m16n8k16", "mma.sync.aligned.m16n8k32" (.e4m3).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,6 +71,23 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c[16x8] += a[16x32] (row-major) * b[32x8] (column-major), FP8 E4M3 inputs, f32 accumulation. Fragments: a0/a1
+// rows g / g + 8 at k = 4t .. 4t + 3, a2/a3 the same rows at k + 16; b0 column g at k = 4t .., b1 at k + 16 (four
+// codes per register, low k in the low byte): ldmatrix of the byte rows gives exactly these. Needs sm_89+; the
+// launchers refuse older devices, so the body traps there.
+__device__ __forceinline__ void mma_e4m3_16832(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)c, (void)a, (void)b0, (void)b1;
+  __trap();
+#endif
 }
 
 }  // namespace dg::cuda

@@ -1,3 +1,4 @@
+#include <cuda_fp8.h>
 #include <mma.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -244,7 +245,58 @@ __global__ void combine_kernel(const bf16* y, const int32_t* inv, const float* w
   out[t] = __float2bfloat16_rn(acc);
 }
 
+// One warp per row: the row's amax, then each element divided by amax / 448 and rounded to E4M3 (as
+// encode_fp8_rows). With `vec` (K a multiple of 8, x and q 16-byte aligned) rows move as 16-byte loads and 8-byte
+// stores (the second pass reads what the first left in L1).
+__device__ __forceinline__ uint8_t e4m3_of(float v, float s) {
+  return s > 0.0f ? static_cast<uint8_t>(__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3)) : uint8_t{0};
+}
+
+__global__ void act_quant_fp8_kernel(const bf16* x, int64_t rows, int64_t K, bool vec, uint8_t* q, float* scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const bf16* xr = x + r * K;
+  uint8_t* qr = q + r * K;
+  float amax = 0.0f;
+  if (vec) {
+    for (int64_t k = 8 * lane; k < K; k += 256) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(xr + k);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(__bfloat162float(e[i])));
+    }
+  } else {
+    for (int64_t k = lane; k < K; k += 32) amax = fmaxf(amax, fabsf(__bfloat162float(xr[k])));
+  }
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float s = amax / 448.0f;
+  if (vec) {
+    for (int64_t k = 8 * lane; k < K; k += 256) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(xr + k);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+      uint2 o;
+      auto* ob = reinterpret_cast<uint8_t*>(&o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ob[i] = e4m3_of(__bfloat162float(e[i]), s);
+      *reinterpret_cast<uint2*>(qr + k) = o;
+    }
+  } else {
+    for (int64_t k = lane; k < K; k += 32) qr[k] = e4m3_of(__bfloat162float(xr[k]), s);
+  }
+  if (lane == 0) scale[r] = s;
+}
+
 }  // namespace
+
+Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, float* scale, cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  constexpr int kWarpsPerBlock = 4;
+  const bool vec = K % 8 == 0 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(q)) & 15) == 0;
+  act_quant_fp8_kernel<<<cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
+      static_cast<const bf16*>(x), rows, K, vec, static_cast<uint8_t*>(q), scale);
+  return cuda_status(cudaGetLastError(), "moe_act_quant_fp8_cuda");
+}
 
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s) {
   const int64_t n = rows * hidden;

@@ -3,7 +3,8 @@
 // Router (input: the raw residual h): r = rmsnorm_noscale(h) * scale * hidden^-1/2; p = softmax_f32(proj(r));
 //   top_k by probability (ties: lower expert index first), renormalised to sum 1, times per_expert_scale.
 // Experts (input: z = pre_feedforward_layernorm_2(h)): g|u = gate_up[e] z (gate rows first), y_e = down[e] (gelu(g) u)
-//   in the activation storage; out = sum_k w_k y_{e_k} accumulated in f32 in rank order, rounded once.
+//   in the activation storage; out = sum_k w_k y_{e_k} accumulated in f32 in rank order, rounded once. fp8 experts
+//   may take fp8 activations (W8A8, LayerWeights::experts_act): both expert inputs quantised per row to E4M3.
 // Reference: DiffusionGemmaTextRouter, DiffusionGemmaTextExperts (grouped_mm mixing semantics).
 #pragma once
 
@@ -19,8 +20,13 @@ void moe_route_cpu(const float* h, int64_t rows, const Tensor& scale, const Tens
                    int top_k, float eps, Storage act, int32_t* idx, float* weight);
 
 // z: [rows, hidden]; gate_up: [E, 2*ff, hidden]; down: [E, hidden, ff]; out: [rows, hidden].
+// act_fp8 (the W8A8 arithmetic of fp8 experts): each expert input row (z, then the gated activation) is replaced by
+// its per-row FP8 E4M3 quantisation (act_quant_fp8_rows) before the product.
 void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const float* weight, int top_k,
-                     const Tensor& gate_up, const Tensor& down, Storage act, float* out);
+                     const Tensor& gate_up, const Tensor& down, Storage act, float* out, bool act_fp8 = false);
+// Rows of x [rows, K] replaced in place by their FP8 quantisation: scale = amax / 448, code = e4m3(x / scale)
+// (encode_rows), value = e4m3(code) * scale.
+void act_quant_fp8_rows(float* x, int64_t rows, int64_t K);
 
 }  // namespace dg
 
@@ -59,8 +65,12 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // scales and nvfp4's expert scale applied to the f32 sums). Reads the offsets on the device only (no host
 // synchronisation); each expert's weights are read once per 64 of its rows. Needs K % 8 == 0 (q4, nvfp4: 32;
 // fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
+// x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
+// (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
+// a8_stages (3 or 4) is that pipeline's depth.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
-                            DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s);
+                            DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
+                            const float* x_scale = nullptr, int a8_stages = 3);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -72,7 +82,11 @@ bool moe_stream_supports(DType w_dtype);
 // gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s);
+                               cudaStream_t s, const float* x_scale = nullptr, int a8_stages = 3);
+// Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
+// (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
+// weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.
+Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, float* scale, cudaStream_t s);
 // out[r, c] = bf16(sum_k weight[r, k] * y[inv[r * top_k + k], c]), summed in rank order.
 Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
                         void* out, cudaStream_t s);

@@ -10,6 +10,7 @@
 #include "ops/glu/glu.h"
 #include "ops/linear/linear.h"
 #include "ops/rmsnorm/rmsnorm.h"
+#include "quant/codec.h"
 
 namespace dg {
 
@@ -53,8 +54,18 @@ void moe_route_cpu(const float* h, int64_t rows, const Tensor& scale, const Tens
   }
 }
 
+void act_quant_fp8_rows(float* x, int64_t rows, int64_t K) {
+  std::vector<uint8_t> codes(static_cast<size_t>(K));
+  float scale = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* const planes[kMaxPlanes] = {codes.data(), reinterpret_cast<uint8_t*>(&scale)};
+    encode_rows(DType::kFp8, x + r * K, 1, K, 0.0f, planes);
+    decode_rows(DType::kFp8, planes, 1, K, 0.0f, x + r * K);
+  }
+}
+
 void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const float* weight, int top_k,
-                     const Tensor& gate_up, const Tensor& down, Storage act, float* out) {
+                     const Tensor& gate_up, const Tensor& down, Storage act, float* out, bool act_fp8) {
   const int64_t n_exp = gate_up.shape[0], two_ff = gate_up.shape[1], hidden = gate_up.shape[2];
   const int64_t ff = two_ff / 2;
   DG_CHECK(down.shape[0] == n_exp && down.shape[1] == hidden && down.shape[2] == ff,
@@ -76,6 +87,7 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
       zin.resize(static_cast<size_t>(m * hidden));
       for (int64_t j = 0; j < m; ++j)
         std::copy_n(z + (list[static_cast<size_t>(j)] / top_k) * hidden, hidden, zin.data() + j * hidden);
+      if (act_fp8) act_quant_fp8_rows(zin.data(), m, hidden);
       gu.resize(static_cast<size_t>(m * two_ff));
       linear_cpu_rows(zin.data(), m, hidden, gate_up, e * two_ff, two_ff, gu.data());
       a.resize(static_cast<size_t>(m * ff));
@@ -86,6 +98,7 @@ void moe_experts_cpu(const float* z, int64_t rows, const int32_t* idx, const flo
           a[static_cast<size_t>(j * ff + f)] = round_to(act, round_to(act, gelu_tanh(gv)) * uv);
         }
       }
+      if (act_fp8) act_quant_fp8_rows(a.data(), m, ff);
       std::vector<float> ye(static_cast<size_t>(m * hidden));
       linear_cpu_rows(a.data(), m, ff, down, e * hidden, hidden, ye.data());
       for (int64_t j = 0; j < m; ++j)

@@ -1,7 +1,8 @@
 // Streaming grouped GEMMs for the MoE experts at few routed rows per expert (bandwidth-bound): one CTA per
 // (expert, tile of output columns) streams its slice of the expert's weights once through a multi-stage cp.async
 // pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
-// are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation.
+// are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
+// weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
 // Design and parameters: docs/CUDA.md ("The streaming MoE kernel"). Oracle: moe_experts_cpu.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -16,7 +17,8 @@ namespace {
 using namespace moe_stream;
 
 struct StreamArgs {
-  const bf16* x;           // activation rows [*, K]
+  const uint8_t* x;        // activation rows [*, K]: bf16, or E4M3 codes when x_scale is set (Fmt::kAct8)
+  const float* x_scale;    // kAct8: the f32 scale of each x row (indexed like x's rows); null otherwise
   const int32_t* x_rows;   // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
   int x_rows_div;
   int K;
@@ -28,18 +30,23 @@ struct StreamArgs {
   bf16* y;                 // [pairs, n_out], row i = sorted position i
 };
 
-// Per stage: the weight tile, then the pass's x rows [kRowCap][Fmt::kTileK] bf16 (swizzled).
-template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + kRowCap * Fmt::kTileK * 2;
+// Bytes of one activation element: 2 (bf16), 1 (E4M3 codes of the kAct8 formats).
+template <class Fmt> constexpr int kXElem = Fmt::kAct8 ? 1 : 2;
+// Per stage: the weight tile, then the pass's x rows [kRowCap][Fmt::kTileK] (swizzled).
+template <class Fmt> constexpr int kXRowBytes = Fmt::kTileK * kXElem<Fmt>;
+template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + kRowCap * kXRowBytes<Fmt>;
 template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt>;
 
-// One K step of kTileK for the warp's two m16 tiles over the pass's n_pairs pairs of n8 row tiles.
+// One K step of kTileK for the warp's two m16 tiles over the pass's n_pairs pairs of n8 row tiles: bf16 m16n8k16
+// products, or e4m3 m16n8k32 ones for kAct8 (a 16-byte chunk is 8 bf16 or 16 codes; ldmatrix reads either).
 template <class Fmt>
 __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
                                           float (&acc)[2][kRowCap / 8][4]) {
   const uint32_t xs = ws + Fmt::kStageBytes;
   const int mi = lane >> 3;  // which 8x8 matrix of the x4 load this lane addresses
+  constexpr int kStepK = Fmt::kAct8 ? 32 : 16, kChunkElems = 16 / kXElem<Fmt>;
 #pragma unroll
-  for (int kk = 0; kk < Fmt::kTileK; kk += 16) {
+  for (int kk = 0; kk < Fmt::kTileK; kk += kStepK) {
     uint32_t af[2][4];
 #pragma unroll
     for (int t = 0; t < 2; ++t) Fmt::load_a(ws, src, 16 * (warp + t * kWarps), kk, lane, af[t]);
@@ -47,11 +54,17 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
     for (int jp = 0; jp < kRowCap / 16; ++jp) {
       if (jp >= n_pairs) break;
       uint32_t b[4];  // rows 16jp .. +7 (k lo, k hi), rows 16jp + 8 .. +15 (k lo, k hi)
-      cuda::ldmatrix_x4(b, xs + swizzle<Fmt::kTileK * 2>(jp * 16 + ((mi >> 1) << 3) + (lane & 7), kk / 8 + (mi & 1)));
+      cuda::ldmatrix_x4(b, xs + swizzle<kXRowBytes<Fmt>>(jp * 16 + ((mi >> 1) << 3) + (lane & 7),
+                                                        kk / kChunkElems + (mi & 1)));
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        cuda::mma_bf16_16816(acc[t][2 * jp], af[t], b[0], b[1]);
-        cuda::mma_bf16_16816(acc[t][2 * jp + 1], af[t], b[2], b[3]);
+        if constexpr (Fmt::kAct8) {
+          cuda::mma_e4m3_16832(acc[t][2 * jp], af[t], b[0], b[1]);
+          cuda::mma_e4m3_16832(acc[t][2 * jp + 1], af[t], b[2], b[3]);
+        } else {
+          cuda::mma_bf16_16816(acc[t][2 * jp], af[t], b[0], b[1]);
+          cuda::mma_bf16_16816(acc[t][2 * jp + 1], af[t], b[2], b[3]);
+        }
       }
     }
   }
@@ -61,6 +74,7 @@ template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
+  __shared__ float x_sc[kRowCap];     // kAct8: each pass row's activation scale
   const int e = static_cast<int>(blockIdx.y);
   const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
   const int r1 = a.offsets ? a.offsets[e + 1] : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
@@ -76,15 +90,19 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   const uint64_t policy = cuda::l2_evict_first();
   const uint32_t base = cuda::smem_u32(smem);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kTileK / 8;
+  constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
+  constexpr int kChunkElems = 16 / kXElem<Fmt>;
   const int n_k = (a.K + kTileK - 1) / kTileK;
 
   for (int p0 = r0; p0 < r1; p0 += kRowCap) {
     const int m = r1 - p0 < kRowCap ? r1 - p0 : kRowCap;
     const int m_load = (m + 15) & ~15;  // rows up to the next n8 pair are zero-filled
     const int n_pairs = m_load / 16;
-    for (int i = tid; i < kRowCap; i += kThreads)
-      x_off[i] = i < m ? static_cast<int64_t>(a.x_rows ? a.x_rows[p0 + i] / a.x_rows_div : p0 + i) * a.K : -1;
+    for (int i = tid; i < kRowCap; i += kThreads) {
+      const int64_t src = i < m ? (a.x_rows ? a.x_rows[p0 + i] / a.x_rows_div : p0 + i) : -1;
+      x_off[i] = src >= 0 ? src * a.K : -1;
+      if constexpr (Fmt::kAct8) x_sc[i] = src >= 0 ? a.x_scale[src] : 0.0f;
+    }
     __syncthreads();
 
     auto load = [&](int kt) {
@@ -93,10 +111,10 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
       const int k0 = kt * kTileK;
       Fmt::load_stage(ws, StageSrc{&a.W, e_row0, a.K, rows, k0}, policy);
       for (int id = tid; id < m_load * kChunks; id += kThreads) {
-        const int i = id / kChunks, c = id % kChunks, k = k0 + c * 8;
+        const int i = id / kChunks, c = id % kChunks, k = k0 + c * kChunkElems;
         const int64_t off = x_off[i];
         const bool ok = off >= 0 && k < a.K;
-        cuda::cp_async16(xs + swizzle<kTileK * 2>(i, c), ok ? a.x + off + k : a.x, ok);
+        cuda::cp_async16(xs + swizzle<kXRowBytes<Fmt>>(i, c), ok ? a.x + (off + k) * kXElem<Fmt> : a.x, ok);
       }
     };
 
@@ -143,12 +161,17 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
       for (int q = 0; q < 4; ++q) {
         const int i = 8 * j + 2 * (lane & 3) + (q & 1);
         const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+        float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
+        if constexpr (Fmt::kAct8) {
+          f0 *= x_sc[i];
+          f1 *= x_sc[i];
+        }
         if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
-          const float g = cuda::rbf(acc[0][j][q] * rs[0][q >> 1]), u = cuda::rbf(acc[1][j][q] * rs[1][q >> 1]);
+          const float g = cuda::rbf(f0), u = cuda::rbf(f1);
           out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
         } else {
-          out[i * kOutStride + c] = __float2bfloat16_rn(acc[0][j][q] * rs[0][q >> 1]);
-          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(acc[1][j][q] * rs[1][q >> 1]);
+          out[i * kOutStride + c] = __float2bfloat16_rn(f0);
+          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(f1);
         }
       }
     }
@@ -212,13 +235,36 @@ Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cud
   return launch<Fmt, kGated>(a, n_exp, s, what);
 }
 
+// Whether the current device runs the e4m3 tensor-core products (compute capability 8.9 and later).
+bool device_has_fp8_mma() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor >= 89;
+}
+
 template <bool kGated>
-Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what) {
+Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
+                   int a8_stages = 3) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
   if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
+  if (a.x_scale != nullptr) {  // fp8 activations (W8A8)
+    if (w_dtype != DType::kFp8)
+      return Status::error(std::string(what) + ": fp8 activations need fp8 weights, not " +
+                           std::string(dtype_name(w_dtype)) + " (use --expert-act bf16)");
+    static const bool fp8_mma = device_has_fp8_mma();
+    if (!fp8_mma)
+      return Status::error(std::string(what) + ": fp8 activations need a GPU of compute capability 8.9 or later "
+                                               "(Ada, Hopper); use --expert-act bf16");
+    if (a8_stages == 3) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (a8_stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
+    return Status::error(std::string(what) + ": fp8-activation pipelines have 3 or 4 stages, not " +
+                         std::to_string(a8_stages));
+  }
   switch (w_dtype) {
     case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
@@ -241,26 +287,26 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s) {
-  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), {}, N, N, offsets, 0,
-                     static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda");
+                            cudaStream_t s, const float* x_scale, int a8_stages) {
+  const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
+                     offsets, 0, static_cast<bf16*>(y)};
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", a8_stages);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
                           cudaStream_t s) {
   if (rows == 0) return Status::ok();
-  const StreamArgs a{static_cast<const bf16*>(x), nullptr, 1, static_cast<int>(K), {}, N, N, nullptr, rows,
-                     static_cast<bf16*>(y)};
+  const StreamArgs a{static_cast<const uint8_t*>(x), nullptr, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
+                     rows, static_cast<bf16*>(y)};
   return stream_gemm<false>(a, W, w_dtype, (rows + kRowCap - 1) / kRowCap, s, "stream_linear_cuda");
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s) {
-  const StreamArgs a{static_cast<const bf16*>(x), x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
-                     offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda");
+                               cudaStream_t s, const float* x_scale, int a8_stages) {
+  const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
+                     ff, offsets, 0, static_cast<bf16*>(out)};
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", a8_stages);
 }
 
 }  // namespace dg

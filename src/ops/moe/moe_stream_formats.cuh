@@ -1,6 +1,7 @@
 // Weight formats of the streaming grouped GEMM (moe_stream.cu): how one pipeline stage of a CTA's [kTileN, kTileK]
-// weight tile lands in shared memory, how a warp turns it into bf16 m16k16 mma.sync A fragments (quantised formats
-// dequantise here, in registers), and the f32 factor the epilogue applies per weight row. Byte layouts of the
+// weight tile lands in shared memory, how a warp turns it into mma.sync A fragments (bf16 m16k16, the quantised
+// formats dequantised here in registers; or, with kAct8, e4m3 m16k32 straight from the codes), and the f32 factor
+// the epilogue applies per weight row. Byte layouts of the
 // packed planes: docs/FORMATS.md; the GPU reads them as stored. CPU twins: decode_rows (src/quant/codec.h).
 #pragma once
 
@@ -83,6 +84,7 @@ __device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
 
 // bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
 struct WeightBf16 {
+  static constexpr bool kAct8 = false;
   static constexpr int kTileK = 64, kStages = 4;
   static constexpr int kStageBytes = kTileN * kTileK * 2;
   static constexpr int kKAlign = 8;
@@ -108,6 +110,7 @@ struct WeightBf16 {
 // row's chunk, eight rows per warp access: conflict-free), then kScaleWords 4-byte scale words per row.
 template <int kTileK_, int kElemsPerChunk, int kScaleWords_>
 struct PackedStage {
+  static constexpr bool kAct8 = false;
   static constexpr int kTileK = kTileK_;
   static constexpr int kChunks = kTileK / kElemsPerChunk;
   static constexpr int kScaleWords = kScaleWords_;
@@ -214,6 +217,38 @@ struct WeightByteRow : PackedStage<128, 16, 0> {
 };
 using WeightFp8 = WeightByteRow<true>;
 using WeightQ8 = WeightByteRow<false>;
+
+// fp8 weights times fp8 activations (W8A8, kAct8): the activation rows arrive as E4M3 codes with an f32 scale per
+// row (moe_act_quant_fp8_cuda), so both operands go to the tensor cores as stored (mma m16n8k32 e4m3, sm_89+). A
+// stage is [kTileN][kTileK] code bytes, swizzled like bf16's 128-byte rows; one ldmatrix.x4 per m16k32 A fragment.
+// The weight row's scale here and the activation row's scale (the kernel's) multiply the f32 sums. kStages_ 4: 96 KB
+// of shared memory, two CTAs per SM on the H200; 3: 72 KB, three.
+template <int kStages_>
+struct WeightFp8Act8 {
+  static constexpr bool kAct8 = true;
+  static constexpr int kTileK = 128, kStages = kStages_;
+  static constexpr int kStageBytes = kTileN * kTileK;
+  static constexpr int kKAlign = 16;
+  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
+    const uint8_t* codes = s.w->p[0];
+    constexpr int kChunks = kTileK / 16;
+#pragma unroll
+    for (int it = 0; it < kTileN * kChunks / kThreads; ++it) {
+      const int id = it * kThreads + static_cast<int>(threadIdx.x);
+      const int r = id / kChunks, c = id % kChunks, k = s.k0 + c * 16;
+      int64_t wr;
+      const bool ok = s.rows.row(r, wr) && k < s.K;
+      cuda::cp_async16(dst + swizzle<kTileK>(r, c), ok ? codes + (s.e_row0 + wr) * s.K + k : codes, ok, policy);
+    }
+  }
+  // kk: the k32 step's first code (byte) within the stage.
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+    cuda::ldmatrix_x4(a, src + swizzle<kTileK>(row0 + (lane & 15), kk / 16 + (lane >> 4)));
+  }
+  __device__ static float row_scale(const Planes& w, int64_t, int64_t row) {
+    return *reinterpret_cast<const float*>(w.p[1] + row * 4);
+  }
+};
 
 // nvfp4: E2M1 codes (two per byte, like q4), an E4M3 scale per 16 and an f32 global scale per expert (epilogue).
 // w = e2m1 * e4m3 is exact in bf16. A row's kTileK / 16 scale bytes start at any byte: the stage copies the four

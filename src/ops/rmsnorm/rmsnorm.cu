@@ -2,6 +2,8 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/rmsnorm/rmsnorm.h"
 
+#include <string>
+
 namespace dg {
 namespace {
 
@@ -37,6 +39,93 @@ __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TW* __restrict__ 
     if (w != nullptr) v *= to_f32(w[i]);
     yr[i] = from_f32<TY>(v);
   }
+}
+
+// bf16 rows of at most kWarpMaxDim elements (a multiple of 8): one warp per row, 16-byte loads held in registers,
+// the sum of squares by warp butterfly. With kRope the normed row (rounded to bf16, as stored) is rotated as
+// rope_kernel does, position pos0 + row / heads, through a per-warp shared copy for the partner elements.
+constexpr int kWarpMaxDim = 1024, kWarpVecs = kWarpMaxDim / 256, kRowsPerBlock = 8;
+
+template <bool kRope>
+__global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w,
+                                    cuda::bf16* __restrict__ y, int64_t rows, int dim, float eps, int64_t heads,
+                                    int64_t pos0, const float* __restrict__ inv_freq) {
+  __shared__ float normed[kRope ? kRowsPerBlock : 1][kRope ? kWarpMaxDim : 1];
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + wi;
+  if (row >= rows) return;
+  const cuda::bf16* xr = x + row * dim;
+  float v[kWarpVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+    const uint4 raw = *reinterpret_cast<const uint4*>(xr + d0);
+    const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[s][i] = __bfloat162float(e[i]);
+      ss += v[s][i] * v[s][i];
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float n = v[s][i] * inv;
+      if (w != nullptr) n *= __bfloat162float(w[d0 + i]);
+      v[s][i] = cuda::rbf(n);
+      if constexpr (kRope) normed[wi][d0 + i] = v[s][i];
+    }
+  }
+  if constexpr (kRope) {
+    __syncwarp();
+    const int half = dim / 2;
+    const float pos = static_cast<float>(pos0 + row / heads);
+#pragma unroll
+    for (int s = 0; s < kWarpVecs; ++s) {
+      const int d0 = 8 * (lane + 32 * s);
+      if (d0 >= dim) continue;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int d = d0 + i, j = d < half ? d : d - half;
+        const float ang = pos * inv_freq[j];
+        const float c = cuda::rbf(cosf(ang)), sn = cuda::rbf(sinf(ang));
+        const float a = normed[wi][j], b = normed[wi][j + half];
+        v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
+      }
+    }
+  }
+  cuda::bf16* yr = y + row * dim;
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+    uint4 raw;
+    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(v[s][i]);
+    *reinterpret_cast<uint4*>(yr + d0) = raw;
+  }
+}
+
+bool warp_shape(const void* x, const void* y, int64_t dim) {
+  return dim % 8 == 0 && dim <= kWarpMaxDim && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+}
+
+template <bool kRope>
+Status launch_warp(const void* x, const void* w, void* y, int64_t rows, int64_t dim, float eps, int64_t heads,
+                   int64_t pos0, const float* inv_freq, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  rmsnorm_warp_kernel<kRope><<<blocks, kRowsPerBlock * 32, 0, s>>>(
+      static_cast<const cuda::bf16*>(x), static_cast<const cuda::bf16*>(w), static_cast<cuda::bf16*>(y), rows,
+      static_cast<int>(dim), eps, heads, pos0, inv_freq);
+  return cuda_status(cudaGetLastError(), kRope ? "rmsnorm_rope_cuda" : "rmsnorm_cuda launch");
 }
 
 template <typename TX, typename TW, typename TY>
@@ -76,12 +165,24 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
   if (rows > 0x7fffffff) return Status::error("rmsnorm_cuda: too many rows for one grid");
   if (x == nullptr || y == nullptr) return Status::error("rmsnorm_cuda: null input or output");
   if (w == nullptr) wt = DType::kF32;
+  if (xt == DType::kBF16 && yt == DType::kBF16 && (w == nullptr || wt == DType::kBF16) && warp_shape(x, y, dim))
+    return launch_warp<false>(x, w, y, rows, dim, eps, 1, 0, nullptr, stream);
   switch (xt) {
     case DType::kBF16: return dispatch_y<__nv_bfloat16>(x, w, wt, y, yt, rows, dim, eps, stream);
     case DType::kF16: return dispatch_y<__half>(x, w, wt, y, yt, rows, dim, eps, stream);
     case DType::kF32: return dispatch_y<float>(x, w, wt, y, yt, rows, dim, eps, stream);
     default: return Status::error("rmsnorm_cuda: input dtype must be bf16, f16 or f32");
   }
+}
+
+Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t heads, int64_t dim, float eps,
+                         int64_t pos0, const float* inv_freq, cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0 || dim <= 0) return Status::error("rmsnorm_rope_cuda: empty shape");
+  if (!warp_shape(x, y, dim) || dim % 16 != 0)
+    return Status::error("rmsnorm_rope_cuda: head_dim " + std::to_string(dim) +
+                         " must be a multiple of 16 up to 1024, with 16-byte aligned rows");
+  if (rows * heads / kRowsPerBlock >= 0x7fffffff) return Status::error("rmsnorm_rope_cuda: too many rows");
+  return launch_warp<true>(x, w, y, rows * heads, dim, eps, heads, pos0, inv_freq, stream);
 }
 
 }  // namespace dg

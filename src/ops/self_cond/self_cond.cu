@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "ops/self_cond/self_cond.h"
@@ -8,52 +10,106 @@ namespace {
 using cuda::bf16;
 constexpr int kThreads = 256;
 
-__device__ float block_reduce(float v, bool is_max, float* sh) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float t = threadIdx.x < kThreads / 32 ? sh[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
-    for (int off = 16; off > 0; off >>= 1) {
-      const float o = __shfl_xor_sync(0xffffffffu, t, off);
-      t = is_max ? fmaxf(t, o) : t + o;
-    }
-    if (threadIdx.x == 0) sh[0] = t;
-  }
-  __syncthreads();
-  const float r = sh[0];
-  __syncthreads();
-  return r;
+// A running (max, sum of exp(x - max)) pair: merging two rescales the sum of the smaller max.
+struct MaxSum {
+  float m, s;
+};
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0f};
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-__global__ void soft_probs_kernel(const bf16* x, int64_t vocab, float cutoff, bf16* p) {
-  __shared__ float sh[kThreads / 32];
+// Slice `blockIdx.y` of row `blockIdx.x`: 16-byte loads, a running pair per thread, merged over the block in a fixed
+// order (warp butterfly, then warp 0 over the warps).
+__global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, MaxSum* part) {
+  __shared__ MaxSum sh[kThreads / 32];
+  const bf16* row = x + blockIdx.x * vocab;
+  const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
+  MaxSum acc{-INFINITY, 0.0f};
+  auto add = [&](float v) {
+    if (v > acc.m) {
+      acc.s = acc.s * expf(acc.m - v) + 1.0f;
+      acc.m = v;
+    } else {
+      acc.s += expf(v - acc.m);
+    }
+  };
+  const bool vec = vocab % 8 == 0;  // rows stay 16-byte aligned; slices are multiples of 8 (soft_probs_cuda)
+  if (vec) {
+    for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) add(__bfloat162float(e[i]));
+    }
+  } else {
+    for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) add(__bfloat162float(row[v]));
+  }
+  for (int off = 16; off > 0; off >>= 1)
+    acc = merge(acc, MaxSum{__shfl_xor_sync(0xffffffffu, acc.m, off), __shfl_xor_sync(0xffffffffu, acc.s, off)});
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    MaxSum t = sh[0];
+    for (int w = 1; w < kThreads / 32; ++w) t = merge(t, sh[w]);
+    part[blockIdx.x * gridDim.y + blockIdx.y] = t;
+  }
+}
+
+// Every block merges its row's slice pairs in slice order (the same result in each), then writes its slice.
+__global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff,
+                                  bf16* p) {
+  __shared__ MaxSum row_stat;
+  if (threadIdx.x == 0) {
+    MaxSum t = part[blockIdx.x * gridDim.y];
+    for (unsigned j = 1; j < gridDim.y; ++j) t = merge(t, part[blockIdx.x * gridDim.y + j]);
+    row_stat = t;
+  }
+  __syncthreads();
+  const float mx = row_stat.m, inv = 1.0f / row_stat.s;
+  const float floor = cutoff > 0.0f ? cutoff * inv : 0.0f;  // p_max = 1 / sum
   const bf16* row = x + blockIdx.x * vocab;
   bf16* out = p + blockIdx.x * vocab;
-  float mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) mx = fmaxf(mx, __bfloat162float(row[v]));
-  mx = block_reduce(mx, true, sh);
-  float sum = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) sum += expf(__bfloat162float(row[v]) - mx);
-  sum = block_reduce(sum, false, sh);
-  const float inv = 1.0f / sum;
-  const float floor = cutoff > 0.0f ? cutoff * inv : 0.0f;  // p_max = 1 / sum
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const float pr = cuda::rbf(expf(__bfloat162float(row[v]) - mx) * inv);
-    out[v] = __float2bfloat16_rn(pr >= floor ? pr : 0.0f);
+  const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
+  auto prob = [&](bf16 v) {
+    const float pr = cuda::rbf(expf(__bfloat162float(v) - mx) * inv);
+    return __float2bfloat16_rn(pr >= floor ? pr : 0.0f);
+  };
+  if (vocab % 8 == 0) {
+    for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+      uint4 o;
+      bf16* oe = reinterpret_cast<bf16*>(&o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) oe[i] = prob(e[i]);
+      *reinterpret_cast<uint4*>(out + v) = o;
+    }
+  } else {
+    for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = prob(row[v]);
   }
 }
 
 }  // namespace
 
+int64_t soft_probs_slices(int64_t rows, int64_t vocab) {
+  const int64_t want = (8 * static_cast<int64_t>(cuda::sm_count()) + rows - 1) / rows;  // about eight blocks per SM
+  const int64_t most = (vocab + 8 * kThreads - 1) / (8 * kThreads);                     // a slice: >= 8 per thread
+  return std::max<int64_t>(1, std::min(want, most));
+}
+
 Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
-                       cudaStream_t s) {
+                       void* scratch, cudaStream_t s) {
   if (rows == 0) return Status::ok();
-  soft_probs_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const bf16*>(logits), vocab,
-                                                                       sparse_cutoff, static_cast<bf16*>(probs));
+  if (rows > 0x7fffffff) return Status::error("soft_probs_cuda: too many rows");
+  const int64_t n = soft_probs_slices(rows, vocab);
+  const int64_t slice = ((vocab + n - 1) / n + 7) / 8 * 8;  // multiples of 8 keep the 16-byte loads aligned
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vocab + slice - 1) / slice));
+  auto* part = static_cast<MaxSum*>(scratch);
+  soft_stats_kernel<<<grid, kThreads, 0, s>>>(static_cast<const bf16*>(logits), vocab, slice, part);
+  soft_write_kernel<<<grid, kThreads, 0, s>>>(static_cast<const bf16*>(logits), vocab, slice, part, sparse_cutoff,
+                                               static_cast<bf16*>(probs));
   return cuda_status(cudaGetLastError(), "soft_probs_cuda");
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool; carry .carry/deps and .carry/git_sha): builds diffgemma and dg_cuda_tests (the
+# test files whose code differs in a CUDA build: every GPU test), then
+# the parts of DG_PARTS (default: tests bench ask serve smoke), results in $OUT (log.txt, tests.txt, bench.jsonl,
+# ask.jsonl, smoke.tgz; the machine returns at most 8 files):
+#   tests  the GPU tests of DG_TEST_FILTER, while the embedded model is quantized to each pack of DG_PACKS and the
+#          CPU runs their smoketests in both profiles (the oracle's JSON)
+#   bench  the full-shape bench for each config of DG_BENCH ("label:options", options comma-separated; graphs on,
+#          as ask, chat and serve run)
+#   ask    `diffgemma ask` end to end on the full shape with random weights (-m synthetic:26b-a4b:PROFILE) for each
+#          "profile:prompt tokens" of DG_ASK: 1,024 new tokens at 16 steps per block (the contract sampler without
+#          its commit-time trim, which random weights would fire on every row), the JSON with its timings
+#   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps)
+#   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
+# A pack is "name" (quantize --profile name) or "name@OPTIONS" (run options, comma-separated, e.g.
+# fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations).
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT" /tmp/smoke
+exec > >(tee "$OUT/log.txt") 2>&1
+export DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
+t0=$SECONDS
+stamp() { echo "[$((SECONDS - t0)) s] $*"; }
+parts=" ${DG_PARTS:-tests bench ask serve smoke} "
+has() { [[ "$parts" == *" $1 "* ]]; }
+score() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['passed'], '/', j['total'])" "$1" 2>/dev/null; }
+stamp "configure + build"
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
+  -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
+cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_cuda_tests 2>&1 | grep -E "error|FAILED" | head -20
+stamp "built"
+test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
+dg=build/gpu/diffgemma
+packs="${DG_PACKS:-fp8 fp8-a16@--expert-act,bf16 q4}"
+pack_dir() { local n=${1%%@*}; echo "/tmp/tiny-${n%-a16}"; }  # fp8-a16 runs the fp8 pack
+pack_opts() { [[ "$1" == *@* ]] && echo "${1#*@}" | tr , ' '; }
+if has tests; then
+  ( timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_cuda_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+      | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"; stamp "tests done" >> "$OUT/tests.txt" ) &
+  tests=$!
+  for p in $packs; do
+    d=$(pack_dir "$p")
+    [ -d "$d" ] || $dg quantize -m models/dg-tiny -o "$d" --profile "$(basename "$d" | cut -d- -f2)" --force -q \
+      || echo "quantize $p failed"
+    for s in contract reference; do
+      timeout 200 $dg smoketest -m "$d" $(pack_opts "$p") --backend cpu --sampler "$s" --json \
+        > "/tmp/smoke/cpu-${p%%@*}-$s.json" 2> /dev/null
+      echo "smoketest cpu ${p%%@*} $s: rc $? $(score "/tmp/smoke/cpu-${p%%@*}-$s.json")"
+    done
+  done
+  wait $tests
+  grep -E "^\[  (FAILED|PASSED) |FAILED  \]|tests done|^  [a-zA-Z0-9]" "$OUT/tests.txt" | cut -c1-200 | head -80
+fi
+if has bench; then
+  for cfg in ${DG_BENCH:-bf16: fp8:--weights,fp8 q4:--weights,q4}; do
+    label=${cfg%%:*} opts=${cfg#*:}
+    stamp "bench $label ($opts)"
+    timeout 150 $dg bench --prefill 4096 --context 1024,8192 ${opts//,/ } --label "speed-$label" \
+      --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
+  done
+fi
+if has ask; then
+  for a in ${DG_ASK:-bf16:1024 fp8:1024 q4:1024 bf16:4096 fp8:4096}; do
+    prof=${a%%:*} n=${a#*:}
+    ids=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(3 + (i * 7919 + 17) % 262000) for i in range(n)))" "$n")
+    stamp "ask synthetic:26b-a4b:$prof, $n prompt tokens"
+    timeout 120 $dg ask -m "synthetic:26b-a4b:$prof" --backend cuda --prompt-ids "$ids" --max-new-tokens 1024 \
+      --steps 16 --commit-trim-tau 0 --json -q > /tmp/ask.json 2> /tmp/ask.err || { echo "ask failed: $(tail -2 /tmp/ask.err)"; continue; }
+    python3 - "$prof" "$n" "$DG_GIT_SHA" <<'EOF' | tee -a "$OUT/ask.jsonl"
+import json, sys
+j = json.load(open("/tmp/ask.json"))
+n = len(j["tokens"])
+print(json.dumps({"event": "ask", "weights": sys.argv[1], "prompt_tokens": int(sys.argv[2]), "git_sha": sys.argv[3],
+                  "new_tokens": n, "forwards": j["forwards"], "seconds": j["seconds"],
+                  "committed_tok_per_s": n / j["seconds"], "first_block_s": j["first_block_seconds"],
+                  "device": "NVIDIA H200", "path": "diffgemma ask --backend cuda --steps 16 --commit-trim-tau 0 (contract sampler, graphs, device decisions)"}))
+EOF
+  done
+fi
+if has serve; then
+  stamp "serve ${DG_STREAMS:-8,32}"
+  timeout 200 $dg bench --serve --streams "${DG_STREAMS:-8,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 \
+    --label speed-serve --out "$OUT/bench.jsonl" 2>&1 | grep -E '"serve"|error' | cut -c1-300
+fi
+if has smoke; then
+  for p in $packs; do
+    for s in contract reference; do
+      n=${p%%@*} same=()
+      [ -s "/tmp/smoke/cpu-$n-$s.json" ] && same=(--same-as "/tmp/smoke/cpu-$n-$s.json")
+      timeout 120 $dg smoketest -m "$(pack_dir "$p")" $(pack_opts "$p") --backend cuda --sampler "$s" --json \
+        "${same[@]}" > "/tmp/smoke/cuda-$n-$s.json" 2> "/tmp/smoke/cuda-$n-$s.err"
+      echo "smoketest cuda $n $s: rc $? $(score "/tmp/smoke/cuda-$n-$s.json") $(tail -1 "/tmp/smoke/cuda-$n-$s.err" | cut -c1-150)"
+    done
+  done
+  tar -czf "$OUT/smoke.tgz" -C /tmp smoke 2>/dev/null
+fi
+stamp "done"

@@ -1,0 +1,140 @@
+// One block per row; the row lives in shared memory as f32 between the passes. The per-thread sums of squares
+// walk i = tid, tid + 256, ... and reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "ops/residual/residual.h"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+using cuda::rbf;
+constexpr int kThreads = 256;
+
+// The block's total of per-thread partial sums, in rmsnorm_kernel's order; every thread gets it.
+__device__ float block_sum(float v, float* sh) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < kThreads / 32 ? sh[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (threadIdx.x == 0) sh[kThreads / 32] = t;
+  }
+  __syncthreads();
+  const float r = sh[kThreads / 32];
+  __syncthreads();  // sh is reused by the next sum
+  return r;
+}
+
+__device__ __forceinline__ float inv_rms(float ss, int64_t dim, float eps) {
+  return rsqrtf(ss / static_cast<float>(dim) + eps);
+}
+
+struct NormOuts {
+  const bf16* w[3];
+  bf16* y[3];
+};
+
+__global__ void residual_norms_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
+                                      int n_out, int64_t dim, float eps) {
+  extern __shared__ float row[];  // [dim] f32
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+    const float v = __bfloat162float(attn[base + i]);
+    ss += v * v;
+  }
+  const float inv_a = inv_rms(block_sum(ss, sh), dim, eps);
+  ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+    const float a = rbf(__bfloat162float(attn[base + i]) * inv_a * __bfloat162float(w_post[i]));
+    const float r = rbf(__bfloat162float(h[base + i]) + a);
+    h1[base + i] = __float2bfloat16_rn(r);
+    row[i] = r;
+    ss += r * r;
+  }
+  const float inv_h = inv_rms(block_sum(ss, sh), dim, eps);
+  for (int j = 0; j < n_out; ++j)
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+      float v = row[i] * inv_h;
+      if (o.w[j] != nullptr) v *= __bfloat162float(o.w[j][i]);
+      o.y[j][base + i] = __float2bfloat16_rn(v);
+    }
+}
+
+__global__ void ffn_tail_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
+                                const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+  extern __shared__ float row[];  // [dim] f32: f
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+    const float a = __bfloat162float(m1[base + i]), b = __bfloat162float(m2[base + i]);
+    s1 += a * a;
+    s2 += b * b;
+  }
+  const float inv1 = inv_rms(block_sum(s1, sh), dim, eps), inv2 = inv_rms(block_sum(s2, sh), dim, eps);
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+    const float a = rbf(__bfloat162float(m1[base + i]) * inv1 * __bfloat162float(w1[i]));
+    const float b = rbf(__bfloat162float(m2[base + i]) * inv2 * __bfloat162float(w2[i]));
+    const float f = rbf(a + b);
+    row[i] = f;
+    ss += f * f;
+  }
+  const float inv = inv_rms(block_sum(ss, sh), dim, eps);
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+    const float fn = rbf(row[i] * inv * __bfloat162float(w[i]));
+    const float r = rbf(__bfloat162float(h1[base + i]) + fn);
+    out[base + i] = __float2bfloat16_rn(r * scalar);
+  }
+}
+
+Status check_shape(int64_t rows, int64_t dim, const char* what) {
+  if (rows <= 0 || dim <= 0) return Status::error(std::string(what) + ": empty shape");
+  if (rows > 0x7fffffff) return Status::error(std::string(what) + ": too many rows for one grid");
+  if (dim * 4 > 96 * 1024) return Status::error(std::string(what) + ": rows wider than 24,576 elements");
+  return Status::ok();
+}
+
+Status with_smem(const void* kernel, int64_t dim, const char* what) {
+  const int bytes = static_cast<int>(dim * 4);
+  if (bytes <= 48 * 1024) return Status::ok();
+  return cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
+}
+
+}  // namespace
+
+Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
+                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  if (Status st = check_shape(rows, dim, "residual_norms_cuda"); !st.is_ok()) return st;
+  if (n_out < 0 || n_out > 3) return Status::error("residual_norms_cuda: 0 to 3 normed outputs");
+  NormOuts o{};
+  for (int j = 0; j < n_out; ++j) {
+    o.w[j] = static_cast<const bf16*>(w_out[j]);
+    o.y[j] = static_cast<bf16*>(out[j]);
+  }
+  if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
+      !st.is_ok())
+    return st;
+  residual_norms_kernel<<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s>>>(
+      static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
+      static_cast<bf16*>(h1), o, n_out, dim, eps);
+  return cuda_status(cudaGetLastError(), "residual_norms_cuda");
+}
+
+Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
+                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
+  if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
+    return st;
+  ffn_tail_kernel<<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s>>>(
+      static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
+      static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
+      static_cast<bf16*>(out), dim, eps);
+  return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
+}
+
+}  // namespace dg

@@ -1,0 +1,28 @@
+// The residual-stream chains around a decoder layer's feed-forward, as single ops (no reference of their own: each
+// is the composition of rmsnorm, add and scale that src/model/forward.cpp would otherwise issue one by one, and the
+// Backend's default implementations are exactly that composition, which the CPU reference runs):
+//   residual_norms: a = rmsnorm(attn) * w_post; h1 = h + a; out_i = rmsnorm(h1) * w_i (w_i null: no scale)
+//   ffn_tail:       f = rmsnorm(m1) * w1 + rmsnorm(m2) * w2; out = (h1 + rmsnorm(f) * w) * scalar
+// Every intermediate is rounded to the activation storage where the composition stores it.
+// Reference: DiffusionGemmaDecoderLayer.forward (post_attention_layernorm, the residual, pre_feedforward_layernorm,
+// pre_feedforward_layernorm_2, post_feedforward_layernorm{,_1,_2}, layer_scalar).
+#pragma once
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace dg {
+
+// bf16 rows [rows, dim] (weights bf16 [dim]); one block per row, with the sums of squares in the order rmsnorm_cuda
+// uses, so the result equals the unfused kernels' bit for bit. n_out <= 3 normed copies of h1.
+Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
+                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
+                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+
+}  // namespace dg
+#endif

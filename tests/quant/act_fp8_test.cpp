@@ -1,0 +1,112 @@
+// fp8 activations (the W8A8 arithmetic of fp8 experts, LayerWeights::experts_act): the per-row E4M3 quantisation
+// of the CPU twin on known values, moe_experts_cpu with act_fp8 as the composition of that quantisation with the
+// plain expert products, and set_expert_act's choices and refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "model/weights.h"
+#include "ops/glu/glu.h"
+#include "ops/linear/linear.h"
+#include "ops/moe/moe.h"
+#include "quant/packed_tensor.h"
+#include "support/expect_error.h"
+
+namespace dg {
+namespace {
+
+TEST(ActFp8, QuantisesEachRowByItsAmax) {
+  // Row 0: amax 448 (scale 1): E4M3 values stay; 1.0625 lies halfway between 1 and 1.125 and rounds to even (1);
+  // 1.07 rounds up to 1.125. Row 1: all zero (scale 0). Row 2: amax 4.48 (scale 0.01): 2.24 is 224 * 0.01.
+  std::vector<float> x = {448.0f, 1.0f, -0.5f, 1.0625f, 1.07f, 0.0f,  //
+                          0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,         //
+                          4.48f, 2.24f, -4.48f, 0.0f, 0.0f, 0.0f};
+  act_quant_fp8_rows(x.data(), 3, 6);
+  EXPECT_EQ(x[0], 448.0f);
+  EXPECT_EQ(x[1], 1.0f);
+  EXPECT_EQ(x[2], -0.5f);
+  EXPECT_EQ(x[3], 1.0f);
+  EXPECT_EQ(x[4], 1.125f);
+  for (int i = 6; i < 12; ++i) EXPECT_EQ(x[static_cast<size_t>(i)], 0.0f);
+  const float s = 4.48f / 448.0f;
+  EXPECT_EQ(x[12], 448.0f * s);
+  EXPECT_EQ(x[13], 224.0f * s);
+  EXPECT_EQ(x[14], -448.0f * s);
+}
+
+Tensor random_tensor(Shape s, uint32_t seed, float sd) {
+  Tensor t = host_tensor(DType::kF32, s);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, sd);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = n(rng);
+  return t;
+}
+
+// The experts with act_fp8 equal the same computation written out: each routed row's z quantised, gate_up, the
+// gated GELU, the activation quantised, down, and the weighted sum in rank order (f32 storage).
+TEST(ActFp8, ExpertsQuantiseBothInputsPerRow) {
+  const int64_t rows = 5, hidden = 48, ff = 32, n_exp = 3;
+  const int top_k = 2;
+  const Tensor z = random_tensor(Shape{rows, hidden}, 7, 1.0f);
+  const Tensor gate_up = pack_tensor(random_tensor(Shape{n_exp, 2 * ff, hidden}, 8, 0.05f), DType::kFp8);
+  const Tensor down = pack_tensor(random_tensor(Shape{n_exp, hidden, ff}, 9, 0.05f), DType::kFp8);
+  const Tensor gu = unpack_tensor(gate_up), dn = unpack_tensor(down);
+  std::vector<int32_t> idx = {0, 1, 2, 0, 1, 2, 2, 1, 0, 2};
+  std::vector<float> wt = {0.6f, 0.4f, 0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.2f, 0.8f};
+  std::vector<float> got(static_cast<size_t>(rows * hidden)), plain(got.size());
+  moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, gate_up, down, Storage::kF32, got.data(), true);
+  moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, gate_up, down, Storage::kF32, plain.data(), false);
+
+  std::vector<float> want(got.size(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> zq(z.f32() + r * hidden, z.f32() + (r + 1) * hidden);
+    act_quant_fp8_rows(zq.data(), 1, hidden);
+    std::vector<float> acc(static_cast<size_t>(hidden), 0.0f);
+    for (int k = 0; k < top_k; ++k) {
+      const int32_t e = idx[static_cast<size_t>(r * top_k + k)];
+      std::vector<float> g(static_cast<size_t>(2 * ff)), a(static_cast<size_t>(ff)), y(static_cast<size_t>(hidden));
+      linear_cpu_rows(zq.data(), 1, hidden, gu, e * 2 * ff, 2 * ff, g.data());
+      for (int64_t f = 0; f < ff; ++f) a[static_cast<size_t>(f)] = gelu_tanh(g[static_cast<size_t>(f)]) * g[static_cast<size_t>(ff + f)];
+      act_quant_fp8_rows(a.data(), 1, ff);
+      linear_cpu_rows(a.data(), 1, ff, dn, e * hidden, hidden, y.data());
+      for (int64_t c = 0; c < hidden; ++c)
+        acc[static_cast<size_t>(c)] += wt[static_cast<size_t>(r * top_k + k)] * y[static_cast<size_t>(c)];
+    }
+    std::copy(acc.begin(), acc.end(), want.begin() + r * hidden);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, plain) << "the activation quantisation should be visible";
+}
+
+ModelWeights two_layers(DType gate_up_fmt, DType down_fmt) {
+  ModelWeights w;
+  w.layers.resize(2);
+  for (LayerWeights& L : w.layers) {  // set_expert_act reads the formats only
+    L.experts_gate_up.dtype = gate_up_fmt;
+    L.experts_gate_up.shape = Shape{2, 32, 32};
+    L.experts_down.dtype = down_fmt;
+    L.experts_down.shape = Shape{2, 32, 16};
+  }
+  return w;
+}
+
+TEST(ActFp8, SetExpertActChoosesByFormat) {
+  ModelWeights fp8 = two_layers(DType::kFp8, DType::kFp8), bf = two_layers(DType::kBF16, DType::kBF16);
+  set_expert_act(fp8, "auto");
+  set_expert_act(bf, "auto");
+  EXPECT_EQ(fp8.layers[1].experts_act, DType::kFp8);
+  EXPECT_EQ(bf.layers[1].experts_act, DType::kBF16);
+  set_expert_act(fp8, "bf16");
+  EXPECT_EQ(fp8.layers[0].experts_act, DType::kBF16);
+  ModelWeights mixed = two_layers(DType::kFp8, DType::kQ4);
+  set_expert_act(mixed, "auto");
+  EXPECT_EQ(mixed.layers[0].experts_act, DType::kBF16);
+  DG_EXPECT_ERROR(set_expert_act(bf, "fp8"), "--expert-act fp8 needs fp8 experts", "layer 0", "BF16");
+  DG_EXPECT_ERROR(set_expert_act(bf, "int8"), "unknown expert activation 'int8'");
+}
+
+}  // namespace
+}  // namespace dg
