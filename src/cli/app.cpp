@@ -36,7 +36,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_flag("--check-tensors", o.check_tensors,
                 "check that every weight is finite before use (a pass over all of them; packed weights decoded)");

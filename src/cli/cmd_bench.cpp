@@ -13,6 +13,7 @@
 #include "cli/app.h"
 #include "cli/bench_serve.h"
 #include "cli/data_paths.h"
+#include "cli/option_checks.h"
 #include "core/error.h"
 #include "diffusion/generate.h"
 #include "model/synthetic.h"
@@ -323,7 +324,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of the table (--out always gets them)");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_flag("--graphs,!--no-graphs", o->graphs,
                 "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
@@ -334,19 +335,32 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
-  cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
+  cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)")->check(non_negative_int());
   cmd->add_option("--weights", o->weights,
                   "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "
                   "MLP, as the quantize profiles store them)")
+      ->check(CLI::IsMember({"bf16", "q4", "fp8", "nvfp4"}))
       ->capture_default_str();
-  cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")->capture_default_str();
-  cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")->capture_default_str();
-  cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "denoising steps per block in the generation run")->capture_default_str();
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "generation run: prompt length")->capture_default_str();
-  cmd->add_option("--gen-tokens", o->gen_tokens, "generation run: tokens to generate")->capture_default_str();
+  cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")
+      ->check(positive_int_list())
+      ->capture_default_str();
+  cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")
+      ->check(positive_int_list())
+      ->capture_default_str();
+  cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "denoising steps per block in the generation run")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "generation run: prompt length")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--gen-tokens", o->gen_tokens, "generation run: tokens to generate")
+      ->check(positive_int())
+      ->capture_default_str();
   cmd->add_flag("--skip-generate", o->skip_generate, "skip the end-to-end generation run");
-  cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "weights and token seed")->check(non_negative_int())->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
@@ -375,7 +389,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({3, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
@@ -387,12 +401,14 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--serve", o->serve,
                 "load benchmark: N concurrent requests through the batched generator at each N of --streams "
                 "(--steps, --prompt-tokens; answers of --serve-tokens)");
-  cmd->add_option("--streams", *streams, "--serve: concurrent request counts")->capture_default_str();
+  cmd->add_option("--streams", *streams, "--serve: concurrent request counts")
+      ->check(positive_int_list())
+      ->capture_default_str();
   cmd->add_option("--serve-tokens", o->serve_opt.gen_tokens, "--serve: tokens each request generates")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--logit-rows", o->serve_opt.logit_rows, "--serve: lm_head rows per chunk")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->callback([o, prefill, context, streams] {
     // The synthetic full shape is a GPU benchmark: on the CPU the default is the embedded model.

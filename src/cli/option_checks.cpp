@@ -57,6 +57,25 @@ CLI::Validator positive_finite() { return number_check(0, true, HUGE_VAL, "a fin
 CLI::Validator non_negative_finite() { return number_check(0, false, HUGE_VAL, "a finite number >= 0"); }
 CLI::Validator unit_interval() { return number_check(0, false, 1, "a number in [0, 1]"); }
 
+CLI::Validator positive_int_list() {
+  const char* desc = "a comma-separated list of integers >= 1";
+  return CLI::Validator(
+      [desc](std::string& s) -> std::string {
+        size_t pos = 0, n = 0;
+        for (;;) {
+          const size_t comma = s.find(',', pos);
+          const std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+          int v = 0;
+          if (!parse_int(part, v) || v < 1) return fmt::format("'{}' is not {}", s, desc);
+          ++n;
+          if (comma == std::string::npos) break;
+          pos = comma + 1;
+        }
+        return n > 0 ? std::string() : fmt::format("'{}' is not {}", s, desc);
+      },
+      desc);
+}
+
 int threads_for(const std::optional<int>& requested) {
   if (!requested) return 0;
   const int usable = usable_cpus();

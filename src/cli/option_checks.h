@@ -15,6 +15,7 @@ CLI::Validator non_negative_int();        // an integer >= 0 (a uint64 seed too:
 CLI::Validator positive_finite();         // a finite number > 0
 CLI::Validator non_negative_finite();     // a finite number >= 0
 CLI::Validator unit_interval();           // a finite number in [0, 1]
+CLI::Validator positive_int_list();       // comma-separated integers >= 1 ("512,4096"), at least one
 
 // --threads: unset -> 0 (the CPUs this process may use); a count above them is clamped to them with a warning on
 // stderr (threads beyond the usable CPUs only switch between each other; tens of thousands exhaust the host).

@@ -151,12 +151,12 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events = nullptr);
 
-// The commit-time confidence trim (seed §9 #11): the first row at index >= floor, before the first stop or pad
-// row, whose p_max is below tau and whose argmax equals a neighbour's; returns the row count to keep.
 // `opt` with max_new_tokens cut so that every canvas after `context` tokens stays within `max_positions` (0: no
 // limit); throws dg::Error naming max_position_embeddings when the context leaves no room for one canvas.
 SamplerOptions within_positions(const SamplerOptions& opt, int64_t context, int canvas, int64_t max_positions);
 
+// The commit-time confidence trim (seed §9 #11): the first row at index >= floor, before the first stop or pad
+// row, whose p_max is below tau and whose argmax equals a neighbour's; returns the row count to keep.
 int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_max, const SamplerOptions& opt);
 
 }  // namespace dg

@@ -310,6 +310,7 @@ Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
     DG_CHECK(s.kv != nullptr && !s.canvas.empty(), "denoise_batch: sequence {} has no cache or an empty canvas",
              segs.size());
     check_ids(s.canvas, "canvas");
+    check_positions(s.kv->len() + static_cast<int64_t>(s.canvas.size()), "canvas");
     segs.push_back(Segment{rows, static_cast<int64_t>(s.canvas.size()), s.kv->len(), s.kv});
     all_ids.insert(all_ids.end(), s.canvas.begin(), s.canvas.end());
     rows += static_cast<int64_t>(s.canvas.size());

@@ -1,8 +1,10 @@
 // max_position_embeddings bounds every position the model is run at: a prompt beyond it is an error naming the
 // field, an answer is cut (finish "length") so that its last canvas still fits, and the forward refuses positions
-// past it on every other path (a session's sync).
+// past it on every other path (a session's sync). Batched requests are bounded when they join the batch, so one
+// request near the limit never fails the others' step.
 #include <gtest/gtest.h>
 
+#include "diffusion/batch.h"
 #include "dg/engine.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
@@ -35,6 +37,19 @@ TEST(MaxPositions, APromptBeyondThemIsAnErrorAndAnAnswerStopsBeforeThem) {
 
   Session s = engine->open_session();
   DG_EXPECT_ERROR(s.sync(std::vector<int32_t>(41, 3)), "position 41", "40 positions", "max_position_embeddings");
+
+  // Batched: the request near the limit is cut as it is alone; the one beyond it is refused as it is added.
+  ModelBatchDenoiser d(engine->model());
+  KvCache near = engine->new_cache(), other = engine->new_cache(), beyond = engine->new_cache();
+  std::vector<BatchJob> jobs = {{&near, std::vector<int32_t>(30, 3), so, nullptr},
+                                {&other, std::vector<int32_t>(5, 3), fixed_step_options(2, 16), nullptr}};
+  const std::vector<GenerateResult> got = generate_batch(d, jobs);
+  EXPECT_EQ(got[0].tokens.size(), 3u);
+  EXPECT_EQ(got[0].finish, FinishReason::kLength);
+  EXPECT_EQ(got[1].tokens.size(), 16u);
+  BatchRunner runner(d, BatchOptions{});
+  const std::vector<int32_t> long_prompt(33, 3);
+  DG_EXPECT_ERROR(runner.add(beyond, long_prompt, so), "33 tokens", "max_position_embeddings");
 }
 
 }  // namespace

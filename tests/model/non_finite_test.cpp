@@ -88,6 +88,11 @@ TEST(NonFinite, TheCliRefusesTheCheckpoint) {
   const test::ProcessResult run = test::run_command(ask, true);
   EXPECT_EQ(run.code, 1) << run.out;
   EXPECT_NE(run.out.find("logits are not finite"), std::string::npos) << run.out;
+  // A synthetic model has no files to check: asking to is an error, not a silent pass.
+  const test::ProcessResult synthetic = test::run_command(
+      test::cli_path() + " ask -m synthetic:26b-a4b --prompt-ids 2,5 -q --steps 1 --check-tensors", true);
+  EXPECT_EQ(synthetic.code, 1) << synthetic.out;
+  EXPECT_NE(synthetic.out.find("'synthetic:26b-a4b' has none"), std::string::npos) << synthetic.out;
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Option values through the diffgemma binary: a thread count above the usable CPUs is clamped with a warning, and a
-// value that means nothing (zero steps, a non-finite or negative temperature, a negative threshold or seed) is a
-// usage error naming the option, rejected before any model loads, instead of a silent default.
+// value that means nothing (zero steps, a non-finite or negative temperature, a negative threshold or seed, a kernel
+// variant that does not exist, a zero in a bench length list) is a usage error naming the option, rejected before
+// any model loads, instead of a silent default.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -88,6 +90,40 @@ TEST(CliValues, MeaninglessSamplerValuesAreUsageErrors) {
   EXPECT_NE(chat.out.find("--steps: '0'"), std::string::npos) << chat.out;
   const ProcessResult smoke = run("smoketest " + model() + " --max-new-tokens 0");
   EXPECT_EQ(smoke.code, 2) << smoke.out;
+}
+
+TEST(CliValues, MeaninglessModelKernelAndBenchValuesAreUsageErrors) {
+  // Rejected as the line is parsed (no model loads): exit 2 and the option named. Each is a parse only.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ask " + model() + " -p hi --expert-act fp4", "--expert-act"},
+      {"ask " + model() + " -p hi --graphs=maybe", "--graphs"},
+      {"ask " + model() + " -p hi --no-graphs=2", "--no-graphs"},
+      {"ask " + model() + " -p hi --prefill-chunk 0", "--prefill-chunk: '0'"},
+      {"chat " + model() + " --max-tool-rounds -1", "--max-tool-rounds: '-1'"},
+      {"bench --backend cpu --moe-a8-stages 5", "--moe-a8-stages"},
+      {"bench --backend cpu --moe-a8-stages three", "--moe-a8-stages"},
+      {"bench --backend cpu --expert-act fp16", "--expert-act"},
+      {"bench --backend cpu --no-graphs=yes,no", "--no-graphs"},
+      {"bench --backend cpu --denoise-steps 0", "--denoise-steps: '0'"},
+      {"bench --backend cpu --steps 0", "--steps: '0'"},
+      {"bench --backend cpu --prompt-tokens 0", "--prompt-tokens: '0'"},
+      {"bench --backend cpu --gen-tokens -4", "--gen-tokens: '-4'"},
+      {"bench --backend cpu --layers -1", "--layers: '-1'"},
+      {"bench --backend cpu --seed -1", "--seed: '-1'"},
+      {"bench --backend cpu --weights q3", "--weights"},
+      {"bench --backend cpu --prefill 512,0", "--prefill: '512,0'"},
+      {"bench --backend cpu --context 1024,x", "--context: '1024,x'"},
+      {"bench --backend cpu --serve --streams 1,-2", "--streams: '1,-2'"},
+      {"bench --backend cpu --serve --serve-tokens 0", "--serve-tokens: '0'"},
+      {"bench --backend cpu --serve --logit-rows 0", "--logit-rows: '0'"},
+      {"bench --backend cpu --moe-auto-rows 0", "--moe-auto-rows: '0'"},
+      {"bench --backend cpu --prefill-chunk -1", "--prefill-chunk: '-1'"},
+  };
+  for (const auto& [args, named] : cases) {
+    const ProcessResult r = run(args + " < /dev/null");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(named), std::string::npos) << args << "\n" << r.out;
+  }
 }
 
 TEST(CliValues, EveryValidValueIsTakenAsGiven) {
