@@ -91,6 +91,7 @@ class Repl {
         std::fflush(stdout);
         continue;
       }
+      g_interrupted = 0;  // a Ctrl-C that came after the last answer had ended is not meant for this line
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       if (tty_in_) add_history(line.c_str());
       try {
