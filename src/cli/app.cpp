@@ -43,7 +43,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_flag("--verify", o.verify, "check a .dgq pack's per-tensor checksums before use (a pass over the blob)");
   cmd->add_flag("--graphs,!--no-graphs", o.graphs,
                 "CUDA: replay denoise steps through captured graphs (default); --no-graphs issues every step op by op "
-                "(slower; for A/B and diagnosis)");
+                "(slower; for A/B and diagnosis)")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o.expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
                   "otherwise) | bf16 | fp8")

@@ -328,7 +328,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--graphs,!--no-graphs", o->graphs,
                 "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
-                "other than cublas); --no-graphs issues them op by op");
+                "other than cublas); --no-graphs issues them op by op")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
@@ -383,7 +384,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
-                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)");
+                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)")
+      ->check(switch_value());
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
       ->check(CLI::IsMember({3, 4}))

@@ -76,6 +76,19 @@ CLI::Validator positive_int_list() {
       desc);
 }
 
+CLI::Validator switch_value() {
+  const char* desc = "a switch: bare, or true|false, on|off, yes|no, 1|0";
+  return CLI::Validator(
+      [desc](std::string& s) -> std::string {
+        // CLI11 hands a negated switch's value over negated ("--no-x=2" arrives as "-2").
+        static const char* const kWords[] = {"true", "false", "on", "off", "yes", "no", "1", "0", "-1"};
+        for (const char* w : kWords)
+          if (CLI::detail::to_lower(s) == w) return {};
+        return fmt::format("'{}' is not {}", s, desc);
+      },
+      desc);
+}
+
 int threads_for(const std::optional<int>& requested) {
   if (!requested) return 0;
   const int usable = usable_cpus();

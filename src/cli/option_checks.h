@@ -16,6 +16,9 @@ CLI::Validator positive_finite();         // a finite number > 0
 CLI::Validator non_negative_finite();     // a finite number >= 0
 CLI::Validator unit_interval();           // a finite number in [0, 1]
 CLI::Validator positive_int_list();       // comma-separated integers >= 1 ("512,4096"), at least one
+// A switch (add_flag): bare, or given a boolean (--graphs=false, --no-graphs=on); a count such as --no-graphs=2
+// means nothing for a switch.
+CLI::Validator switch_value();
 
 // --threads: unset -> 0 (the CPUs this process may use); a count above them is clamped to them with a warning on
 // stderr (threads beyond the usable CPUs only switch between each other; tens of thousands exhaust the host).

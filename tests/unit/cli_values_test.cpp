@@ -97,13 +97,15 @@ TEST(CliValues, MeaninglessModelKernelAndBenchValuesAreUsageErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"ask " + model() + " -p hi --expert-act fp4", "--expert-act"},
       {"ask " + model() + " -p hi --graphs=maybe", "--graphs"},
-      {"ask " + model() + " -p hi --no-graphs=2", "--no-graphs"},
+      {"ask " + model() + " -p hi --no-graphs=2", "--graphs: '-2' is not a switch"},
+      {"ask " + model() + " -p hi --graphs=3", "--graphs: '3' is not a switch"},
       {"ask " + model() + " -p hi --prefill-chunk 0", "--prefill-chunk: '0'"},
       {"chat " + model() + " --max-tool-rounds -1", "--max-tool-rounds: '-1'"},
       {"bench --backend cpu --moe-a8-stages 5", "--moe-a8-stages"},
       {"bench --backend cpu --moe-a8-stages three", "--moe-a8-stages"},
       {"bench --backend cpu --expert-act fp16", "--expert-act"},
-      {"bench --backend cpu --no-graphs=yes,no", "--no-graphs"},
+      {"bench --backend cpu --no-graphs=yes,no", "--graphs"},
+      {"bench --backend cpu --unfused-norms=7", "--unfused-norms"},
       {"bench --backend cpu --denoise-steps 0", "--denoise-steps: '0'"},
       {"bench --backend cpu --steps 0", "--steps: '0'"},
       {"bench --backend cpu --prompt-tokens 0", "--prompt-tokens: '0'"},
@@ -130,6 +132,7 @@ TEST(CliValues, EveryValidValueIsTakenAsGiven) {
   // Values at the edges of their ranges, a seed above INT64_MAX and explicit zeros that mean "off" are accepted.
   const ProcessResult r = run("ask " + model() + " -p hi -q --show-ids --max-new-tokens 8 --steps 1 --t-min 0 "
                               "--t-max 0.8 --stability-threshold 0 --plateau-steps 0 --entropy-stop 0 "
+                              "--graphs=off --no-graphs=false --expert-act bf16 "
                               "--commit-trim-tau 0 --empty-reply-retries 0 --seed 18446744073709551615");
   EXPECT_EQ(r.code, 0) << r.out;
 }
