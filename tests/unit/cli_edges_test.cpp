@@ -22,13 +22,15 @@ ProcessResult run_stdout(const std::string& args) { return run_command(cli_path(
 std::string model() { return "-m " + source_path("models/dg-tiny"); }
 
 TEST(CliEdges, VersionNamesTheCommitAndTheBackends) {
-  const ProcessResult git = run_command("git -C '" + source_path("") + "' rev-parse --short=12 HEAD", false);
+  const std::string git = "git -C '" + source_path("") + "' ";
   const ProcessResult r = run_stdout("--version");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("diffgemma 0."), std::string::npos) << r.out;
-  if (git.code == 0 && git.out.size() >= 12) {
-    EXPECT_NE(r.out.find("commit    "), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(git.out.substr(0, 12)), std::string::npos) << r.out;
+  if (run_command(git + "rev-parse HEAD", false).code == 0) {
+    // The commit the binary was built from: this checkout's HEAD or (built before a later commit) one before it.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(commit    ([0-9a-f]{12})(-dirty)?\n)"))) << r.out;
+    EXPECT_EQ(run_command(git + "merge-base --is-ancestor " + m[1].str() + " HEAD", false).code, 0) << r.out;
   }
 #if defined(DG_WITH_CUDA)
   EXPECT_NE(r.out.find("backends  cpu, cuda (CUDA architectures "), std::string::npos) << r.out;
