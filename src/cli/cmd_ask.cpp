@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <filesystem>
 #include <optional>
 #include <fstream>
 #include <iostream>
@@ -51,6 +52,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  DG_CHECK(!std::filesystem::is_directory(path, ec), "--prompt-file '{}' is a directory, not a file", path);
   std::ifstream in(path, std::ios::binary);
   DG_CHECK(in.good(), "cannot read prompt file '{}'", path);
   std::stringstream ss;
@@ -124,6 +127,13 @@ void run_ask(const AskOptions& o) {
   GenerateEvents ev;
   ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
   ev.step_rows = false;
+  bool prompt_timed = false;
+  ev.on_encoded = [&](size_t n) {
+    if (prompt_timed) return;  // later calls: committed blocks
+    prompt_timed = true;
+    engine->backend().synchronize();  // the prompt's time ends when the device is done with it
+    progress.prompt_encoded(n);
+  };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     if (first_block < 0) first_block = std::chrono::duration<double>(Clock::now() - t0).count();
     progress.block(b);
@@ -156,10 +166,15 @@ void run_ask(const AskOptions& o) {
     std::cout << "\n";
   }
   progress.done(res);
-  if (o.show_ids) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));
+  if (o.show_ids && !o.json) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));  // --json has "tokens"
   if (o.json) {
+    const GenerationProgress::Timing t = progress.timing();
     nlohmann::json j;
     j["prompt_tokens"] = prompt.size();
+    j["timing"] = {{"prompt_seconds", t.prompt_s}, {"generation_seconds", t.generation_s},
+                   {"prompt_tokens_per_s", t.prompt_s > 0 ? static_cast<double>(prompt.size()) / t.prompt_s : 0.0},
+                   {"generation_tokens_per_s",
+                    t.generation_s > 0 ? static_cast<double>(res.tokens.size()) / t.generation_s : 0.0}};
     j["tokens"] = res.tokens;
     if (engine->has_tokenizer()) j["text"] = engine->tokenizer().decode(res.tokens, true);
     if (chat) {
@@ -196,7 +211,7 @@ void register_ask(CLI::App& app) {
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), no tokenizer needed");
   cmd->add_flag("--raw", o->raw, "encode the prompt as is: no chat turn, special-token literals are recognised");
   cmd->add_flag("--think,!--no-think", o->think, "thinking mode: the reasoning streams to stderr, the answer to stdout");
-  cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text");
+  cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text (with --json: its \"tokens\")");
   cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
   cmd->add_flag("--json-object", o->json_object,
                 "JSON mode: the answer is one JSON object (the server's response_format json_object)");

@@ -1,6 +1,7 @@
 #include "dg/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "core/error.h"
 #include "backend/registry.h"
 #include "core/parallel.h"
+#include "model/integrity.h"
 #include "model/synthetic.h"
 
 namespace dg {
@@ -33,12 +35,22 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   backend_entry(opt.backend);  // an unknown name fails before the checkpoint is read
   DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
   if (synthetic_profile(opt.model_dir)) {  // the full shape with random weights: no files, no tokenizer
+    DG_CHECK(!opt.verify && !opt.check_tensors,
+             "--verify and --check-tensors check a checkpoint's files; '{}' has none (its weights are made on the "
+             "device)",
+             opt.model_dir);
     Checkpoint ck;
     ck.dir = opt.model_dir;
     ck.config = diffusiongemma_26b_config();
     return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
   }
-  return std::unique_ptr<Engine>(new Engine(Checkpoint::open(opt.model_dir), opt));
+  Checkpoint ck = Checkpoint::open(opt.model_dir);
+  if (opt.verify && ck.pack) verify_pack_checksums(ck);
+  if (opt.verify && !ck.pack)
+    fmt::print(stderr, "warning: --verify: '{}' is not a .dgq pack; safetensors files store no checksums to check\n",
+               ck.dir);
+  if (opt.check_tensors) check_weights_finite(ck);
+  return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
 }
 
 Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
