@@ -94,6 +94,26 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")->capture_default_str();
+  // Hostile clients (docs/SERVER.md, "Security").
+  cmd->add_option("--header-timeout", s.header_timeout_s,
+                  "seconds a client has to send a whole request head (then 408); idle connections close after it")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", s.body_timeout_s, "seconds a client has to send a request body after its head")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections", s.max_connections,
+                  "open connections in total; at the bound the one waiting longest for a request is closed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-peer", s.max_connections_per_peer,
+                  "open connections from one IP address (0: no bound; raise it behind a reverse proxy)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--allowed-hosts", s.allowed_hosts,
+                  "host names (comma-separated) the Host header may carry besides IP addresses and localhost; "
+                  "'*': any (behind a reverse proxy that checks it)")
+      ->delimiter(',');
   cmd->add_option("--log-dir", s.log_dir, "write an op-log (JSONL of engine ops with token ids) here; see replay");
   cmd->add_option("--model-id", s.model_id, "the model id /v1/models lists (default: the directory's name)");
   cmd->add_flag("--allow-special-literals", s.allow_special_literals,

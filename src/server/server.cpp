@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,20 +8,10 @@
 #include <random>
 #include <thread>
 
-#include <httplib.h>
-
 #include "core/error.h"
 
 namespace dg::server {
 namespace {
-
-// httplib's listen backlog is compiled into the Debian library (5): a burst of clients past it gets connections
-// reset after the SYN-ACK retries. Linux lets listen() raise the backlog of a socket that already listens.
-class HttpServer final : public httplib::Server {
- public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
-};
-constexpr int kListenBacklog = 1024;
 
 std::string default_model_id(const Engine& engine) {
   const std::string name = std::filesystem::path(engine.checkpoint().dir).lexically_normal().filename().string();
@@ -75,11 +64,14 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   }
   worker_ = std::make_unique<Worker>(engine_, queue_, worker_stats_, wo);
 
-  http_ = std::make_unique<HttpServer>();
-  const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads) : opt_.max_queue + 16;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(opt_.max_body_bytes);
-  install_routes();
+  HttpLimits limits;
+  limits.max_body = opt_.max_body_bytes;
+  limits.header_timeout_s = opt_.header_timeout_s;
+  limits.body_timeout_s = opt_.body_timeout_s;
+  limits.max_connections = opt_.max_connections;
+  limits.max_connections_per_peer = opt_.max_connections_per_peer;
+  limits.handler_threads = opt_.http_threads > 0 ? opt_.http_threads : static_cast<int>(opt_.max_queue) + 16;
+  http_ = std::make_unique<HttpServer>(limits, handlers());
 }
 
 Server::~Server() { stop(); }
@@ -88,32 +80,17 @@ void Server::say(const std::string& line) const {
   if (log_) log_(line);
 }
 
-int Server::bind() {
-  int port = opt_.port;
-  if (port == 0) {
-    port = http_->bind_to_any_port(opt_.host);
-  } else if (!http_->bind_to_port(opt_.host, port)) {
-    port = -1;
-  }
-  DG_CHECK(port > 0, "cannot listen on {}:{} (the port is in use, or the host is not an address of this machine)",
-           opt_.host, opt_.port);
-  static_cast<HttpServer&>(*http_).raise_backlog(kListenBacklog);
-  return port;
-}
+int Server::bind() { return http_->bind(opt_.host, opt_.port); }
 
 void Server::run() {
   worker_->start();
-  running_ = true;
-  if (!stopping_) http_->listen_after_bind();
-  returned_ = true;
+  http_->run();
 }
 
 void Server::stop() {
   stopping_ = true;
-  worker_->stop();
-  // A stop that comes while run() is starting must not be lost: wait until httplib listens (or run() gave up).
-  while (running_ && !returned_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  http_->stop();
+  worker_->stop();  // queued and running jobs are answered 503 ...
+  http_->stop();    // ... and those answers go out before the connections close
 }
 
 }  // namespace dg::server

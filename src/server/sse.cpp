@@ -13,7 +13,7 @@ std::string SseEncoder::start() {
 
 std::string SseEncoder::error(int status, const std::string& message) {
   finished_ = true;
-  return sse_data(error_body(message, error_type_of(status), std::to_string(status)));
+  return sse_data(error_body(message, error_type_of(status), error_code_of(status)));
 }
 
 std::string SseEncoder::encode(const JobEvent& e) {

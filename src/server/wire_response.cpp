@@ -31,6 +31,16 @@ std::string error_type_of(int status) {
   }
 }
 
+std::string error_code_of(int status) {
+  switch (status) {
+    case 429: return "queue_full";
+    case 499: return "client_closed";
+    case 503: return "shutting_down";
+    case 504: return "timeout";
+    default: return "";
+  }
+}
+
 Json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt},
           {"completion_tokens", u.completion},
