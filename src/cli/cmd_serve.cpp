@@ -92,6 +92,14 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
       ->capture_default_str();
+  cmd->add_option("--max-steps", s.max_steps,
+                  "denoising steps per block one request may ask for (more: 400); with --max-tokens and --timeout "
+                  "it bounds a request's work")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", s.max_tokens, "answer tokens one request may ask for (more: 400; 0: the context)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")->capture_default_str();
   // Hostile clients (docs/SERVER.md, "Security").
@@ -114,7 +122,11 @@ void register_serve(CLI::App& app) {
                   "host names (comma-separated) the Host header may carry besides IP addresses and localhost; "
                   "'*': any (behind a reverse proxy that checks it)")
       ->delimiter(',');
-  cmd->add_option("--log-dir", s.log_dir, "write an op-log (JSONL of engine ops with token ids) here; see replay");
+  cmd->add_option("--log-dir", s.log_dir,
+                  "write an op-log (JSONL of engine ops with token ids: the conversations) here, readable by this "
+                  "user only; see replay");
+  cmd->add_flag("!--log-without-content", s.log_content,
+                "with --log-dir: log token counts instead of token ids (no conversation text; cannot be replayed)");
   cmd->add_option("--model-id", s.model_id, "the model id /v1/models lists (default: the directory's name)");
   cmd->add_flag("--allow-special-literals", s.allow_special_literals,
                 "accept chat text holding special-token literals such as <|turn> (encoded as plain text) instead "

@@ -19,7 +19,7 @@ std::string default_model_id(const Engine& engine) {
 }
 
 std::string open_oplog_path(const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  create_private_dirs(dir);
   return (std::filesystem::path(dir) / fmt::format("ops-{}-{}.jsonl", std::time(nullptr), ::getpid())).string();
 }
 
@@ -37,6 +37,12 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   DG_CHECK(opt_.prefill_per_step >= 1, "--prefill-per-step must be at least 1 (got {})", opt_.prefill_per_step);
   DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
   DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");
+  DG_CHECK(opt_.max_tokens >= 0, "--max-tokens must be 0 (the context) or positive (got {})", opt_.max_tokens);
+  for (const SamplerOptions* d : {&wire_.contract, &wire_.reference})
+    DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",
+             opt_.max_steps, d->steps);
+  wire_.max_steps = opt_.max_steps;
+  wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
   std::random_device rd;
   id_prefix_ = fmt::format("{:08x}", rd());
@@ -49,11 +55,12 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   wo.log = [this](const std::string& line) { say(line); };
   wo.denoiser = std::move(denoiser);
   if (!opt_.log_dir.empty()) {
-    oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir));
+    oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir), opt_.log_content);
     wo.oplog = oplog_.get();
     const EngineOptions& eo = engine.options();
     oplog_->write({{"op", "open"},
                    {"version", 1},
+                   {"content", opt_.log_content},
                    {"model", engine.checkpoint().dir},
                    {"backend", eo.backend},
                    {"precision", std::string(storage_name(eo.precision.act))},
