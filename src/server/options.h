@@ -11,7 +11,10 @@ namespace dg::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless asked otherwise
   int port = 8080;                 // 0: any free port (printed at start)
-  std::string api_key;             // "": no authentication; else every route but /health needs "Bearer KEY"
+  // None: no authentication; else every route but /health needs "Bearer KEY" with one of them, and each key is a
+  // tenant of its own (its requests never reuse another key's KV cache).
+  std::vector<std::string> api_keys;
+  bool prefix_reuse = true;        // false: no request reuses another's KV cache (every prompt is encoded whole)
   int64_t context = 8192;          // prompt + answer tokens one request may use
   int max_batch = 1;               // jobs denoised together in one batched forward (capped by slots)
   int slots = 4;                   // resident sessions (KV caches) for prefix reuse

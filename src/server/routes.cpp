@@ -89,8 +89,8 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
     reply_json(res, {{"status", "ok"}});
     return true;
   }
-  const bool keyed = !opt_.api_key.empty();
-  if (keyed && !same_secret(bearer_token(req.header("Authorization")), opt_.api_key)) {
+  const bool keyed = !opt_.api_keys.empty();
+  if (keyed && key_of(req) < 0) {
     reply_error(res, 401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
                 "invalid_api_key");
     return true;
@@ -120,6 +120,21 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
   return true;
 }
 
+int Server::key_of(const HttpRequest& req) const {
+  const std::string token = bearer_token(req.header("Authorization"));
+  int found = -1;
+  for (size_t i = 0; i < opt_.api_keys.size(); ++i)  // every key compared in full: the time says nothing
+    if (same_secret(token, opt_.api_keys[i])) found = static_cast<int>(i);
+  return found;
+}
+
+std::string Server::tenant_of(const HttpRequest& req, const std::string& user, uint64_t job) const {
+  if (!opt_.prefix_reuse) return fmt::format("#{}", job);  // a tenant of its own: nothing is reused
+  std::string t = opt_.api_keys.empty() ? std::string() : fmt::format("key{}", key_of(req));
+  if (!user.empty()) t += "\x1fuser:" + user;
+  return t;
+}
+
 void Server::slow(const HttpRequest& req, HttpResponse& res) {
   handle_generate(req, res, req.path == "/v1/chat/completions");
 }
@@ -140,6 +155,7 @@ void Server::handle_generate(const HttpRequest& req, HttpResponse& res, bool cha
   job->id = next_job_++;
   job->spec = std::move(p.spec);
   job->spec.call_id_prefix = fmt::format("call_{}{}_", id_prefix_, job->id);
+  job->spec.tenant = tenant_of(req, p.user, job->id);
   job->enqueued = Clock::now();
   job->deadline = job->enqueued + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(opt_.timeout_s));

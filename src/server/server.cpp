@@ -37,6 +37,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   DG_CHECK(opt_.prefill_per_step >= 1, "--prefill-per-step must be at least 1 (got {})", opt_.prefill_per_step);
   DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
   DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");
+  for (const std::string& key : opt_.api_keys) DG_CHECK(!key.empty(), "an API key must not be empty");
   DG_CHECK(opt_.max_tokens >= 0, "--max-tokens must be 0 (the context) or positive (got {})", opt_.max_tokens);
   for (const SamplerOptions* d : {&wire_.contract, &wire_.reference})
     DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",

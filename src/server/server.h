@@ -41,6 +41,9 @@ class Server {
   // Answers on the network thread what needs no waiting (health, models, metrics, refusals); false: `slow`.
   bool quick(const HttpRequest& req, HttpResponse& res);
   void slow(const HttpRequest& req, HttpResponse& res);
+  int key_of(const HttpRequest& req) const;  // the index of the API key the request carries; -1: none of them
+  // Whose KV cache a request may reuse: its API key and its `user`, or only itself without prefix reuse.
+  std::string tenant_of(const HttpRequest& req, const std::string& user, uint64_t job) const;
   void handle_generate(const HttpRequest& req, HttpResponse& res, bool chat);
   // The JSON answer once the job is done; a client that hangs up meanwhile cancels the job (answered 499).
   void wait_for_answer(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Job>& job,

@@ -120,6 +120,11 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
   r.spec.sampler = get_sampler(b, ctx);
   r.spec.stop = get_stop(b);
   r.spec.drafts = get_bool(b, "drafts", false);
+  if (const Json* u = field(b, "user")) {
+    if (!u->is_string() || u->get_ref<const std::string&>().size() > 256)
+      bad("user", "'user' must be a string of at most 256 bytes");
+    r.user = u->get<std::string>();
+  }
 
   const auto prompt = static_cast<int64_t>(r.spec.prompt.size());
   if (prompt >= ctx.context)

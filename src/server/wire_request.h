@@ -42,6 +42,7 @@ struct ParsedRequest {
   JobSpec spec;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  std::string user;            // the end user the client names: KV-cache reuse stays within one user
 };
 
 // The body as JSON; malformed JSON (invalid UTF-8 included) or a non-object throws ApiError 400.

@@ -109,7 +109,7 @@ TEST(ServerErrors, OversizedBodiesGet413) {
 
 TEST(ServerErrors, TheApiKeyIsRequiredEverywhereButHealth) {
   server::ServerOptions o;
-  o.api_key = "sk-test-123";
+  o.api_keys = {"sk-test-123"};
   TestServer s(o);
   auto c = s.client();
   auto h = c.Get("/health");

@@ -77,7 +77,7 @@ TEST(ServerGuard, APageOfAnotherSiteIsRefused) {
 
 TEST(ServerGuard, TheBearerSchemeIsCaseInsensitive) {
   server::ServerOptions o;
-  o.api_key = "sk-case";
+  o.api_keys = {"sk-case"};
   TestServer s(o, true);
   for (const char* scheme : {"Bearer", "bearer", "BEARER"}) {
     auto r = s.post(kChat, chat_request("key"), {{"Authorization", std::string(scheme) + " sk-case"}});

@@ -64,7 +64,7 @@ TEST(ServerTransport, ChunkedBodiesCountAgainstMaxBodyAsTheyArrive) {
 
 TEST(ServerTransport, FormEncodedBodiesAreReadUpToMaxBody) {
   server::ServerOptions o;
-  o.api_key = "sk-form";
+  o.api_keys = {"sk-form"};
   TestServer s(o, true);
   // curl -d sends application/x-www-form-urlencoded; 100 KB is far below --max-body (4 MiB).
   const std::string body = chat_request("form").dump() + std::string(100'000, ' ');
