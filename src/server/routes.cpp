@@ -8,6 +8,7 @@
 
 #include "server/guard.h"
 #include "server/peer_socket.h"
+#include "server/responses.h"
 #include "server/server.h"
 #include "server/sse.h"
 
@@ -40,12 +41,33 @@ void reply_json(HttpResponse& res, const Json& j) {
 
 // A fixed set of labels for /metrics (unknown paths share one).
 std::string route_label(const std::string& path) {
-  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health",
+                        "/metrics"})
     if (path == r) return r;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
 }
 
-bool is_json_route(const std::string& path) { return path == "/v1/chat/completions" || path == "/v1/completions"; }
+bool is_json_route(const std::string& path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses";
+}
+
+// OpenAI sampling fields the entropy-bound sampler has no counterpart for: a request that sets one is answered with
+// their names (X-Diffgemma-Ignored-Fields, diffgemma_ignored_fields), never silently.
+constexpr const char* kIgnoredSamplingFields[] = {"temperature", "top_p", "presence_penalty", "frequency_penalty",
+                                                  "logit_bias", "top_k", "min_p", "repetition_penalty"};
+
+// A finished job as a response object (POST /v1/responses).
+Json responses_answer_of(const ResponseMeta& meta, const Json& request, const JobEvent& done) {
+  Json r = response_object(meta, request, response_status(done.finish), response_items(meta, done.reply),
+                           &done.usage, done.finish);
+  if (!done.reply.errors.empty()) {
+    r["diffgemma_tool_call_errors"] = Json::array();
+    for (const ToolCallError& e : done.reply.errors)
+      r["diffgemma_tool_call_errors"].push_back({{"message", e.message}, {"raw", e.raw}});
+  }
+  return r;
+}
 
 bool same_secret(const std::string& a, const std::string& b) {
   unsigned diff = a.size() == b.size() ? 0u : 1u;
@@ -106,6 +128,13 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
   }
   if (path == "/v1/models" && get) {
     reply_json(res, model_list(opt_.model_id, started_));
+  } else if (path.rfind("/v1/models/", 0) == 0 && get) {
+    const std::string id = path.substr(std::string("/v1/models/").size());
+    if (id == opt_.model_id)
+      reply_json(res, model_object(opt_.model_id, started_));
+    else
+      reply_error(res, 404, fmt::format("this server serves the model '{}', not '{}'", opt_.model_id, id),
+                  "model_not_found", "model");
   } else if (path == "/metrics" && get) {
     const QueueGauges q{queue_.size(), queue_.capacity(), opt_.slots, opt_.max_batch};
     res.content_type = "text/plain; version=0.0.4";
@@ -136,14 +165,20 @@ std::string Server::tenant_of(const HttpRequest& req, const std::string& user, u
 }
 
 void Server::slow(const HttpRequest& req, HttpResponse& res) {
-  handle_generate(req, res, req.path == "/v1/chat/completions");
+  handle_generate(req, res, req.path == "/v1/chat/completions" ? Api::kChat
+                            : req.path == "/v1/responses"      ? Api::kResponses
+                                                               : Api::kCompletion);
 }
 
-void Server::handle_generate(const HttpRequest& req, HttpResponse& res, bool chat) {
+void Server::handle_generate(const HttpRequest& req, HttpResponse& res, Api api) {
   ParsedRequest p;
+  Answer a;
+  a.api = api;
   try {
-    const Json body = parse_body(req.body);
-    p = chat ? parse_chat_request(body, wire_) : parse_completion_request(body, wire_);
+    a.request = parse_body(req.body);
+    p = api == Api::kChat         ? parse_chat_request(a.request, wire_)
+        : api == Api::kCompletion ? parse_completion_request(a.request, wire_)
+                                  : parse_responses_request(a.request, wire_);
   } catch (const ApiError& e) {
     reply_error(res, e.status, e.what(), e.code, e.param, e.type);
     return;
@@ -159,8 +194,19 @@ void Server::handle_generate(const HttpRequest& req, HttpResponse& res, bool cha
   job->enqueued = Clock::now();
   job->deadline = job->enqueued + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(opt_.timeout_s));
-  const ResponseMeta meta{fmt::format("{}-{}{}", chat ? "chatcmpl" : "cmpl", id_prefix_, job->id),
-                          static_cast<int64_t>(std::time(nullptr)), opt_.model_id};
+  const char* kind = api == Api::kChat ? "chatcmpl-" : api == Api::kCompletion ? "cmpl-" : "resp_";
+  a.meta = {fmt::format("{}{}{}", kind, id_prefix_, job->id), static_cast<int64_t>(std::time(nullptr)),
+            opt_.model_id};
+  a.include_usage = p.include_usage;
+  for (const char* k : kIgnoredSamplingFields)
+    if (const auto it = a.request.find(k); it != a.request.end() && !it->is_null()) a.ignored.push_back(k);
+  res.headers.emplace_back("X-Request-Id", a.meta.id);
+  if (!a.ignored.empty()) {
+    std::string names;
+    for (const Json& k : a.ignored) names += (names.empty() ? "" : ", ") + k.get<std::string>();
+    res.headers.emplace_back("X-Diffgemma-Ignored-Fields", names);
+    say(fmt::format("job {}: ignored {} (the entropy-bound sampler has its own knobs)", job->id, names));
+  }
   if (!queue_.push(job)) {
     if (queue_.closed()) {
       reply_error(res, 503, "the server is shutting down");
@@ -171,19 +217,23 @@ void Server::handle_generate(const HttpRequest& req, HttpResponse& res, bool cha
     return;
   }
   if (p.stream)
-    stream_answer(res, job, meta, chat, p.include_usage);
+    stream_answer(res, job, a);
   else
-    wait_for_answer(req, res, job, meta, chat);
+    wait_for_answer(req, res, job, a);
 }
 
 void Server::wait_for_answer(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Job>& job,
-                             const ResponseMeta& meta, bool chat) {
+                             const Answer& a) {
   // Nothing is written until the answer is ready, so a hang-up is seen on the socket itself (docs/SERVER.md).
   Clock::time_point next_look = Clock::now() + kPoll;
   for (;;) {
     std::optional<JobEvent> e = job->events.pop(kPoll);
     if (e && e->kind == JobEvent::Kind::kDone) {
-      reply_json(res, chat ? chat_completion(meta, *e) : text_completion(meta, *e));
+      Json body = a.api == Api::kChat         ? chat_completion(a.meta, *e)
+                  : a.api == Api::kCompletion ? text_completion(a.meta, *e)
+                                              : responses_answer_of(a.meta, a.request, *e);
+      if (!a.ignored.empty()) body["diffgemma_ignored_fields"] = a.ignored;
+      reply_json(res, body);
       return;
     }
     if (e && e->kind == JobEvent::Kind::kError) {
@@ -209,11 +259,17 @@ void Server::wait_for_answer(const HttpRequest& req, HttpResponse& res, const st
   }
 }
 
-void Server::stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta, bool chat,
-                           bool include_usage) {
+void Server::stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a) {
   res.content_type = "text/event-stream";
-  res.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  res.stream = [job, enc = SseEncoder(meta, chat, include_usage)](const StreamWrite& sink) mutable {
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.headers.emplace_back("X-Accel-Buffering", "no");
+  const Json first = a.ignored.empty() ? Json::object() : Json{{"diffgemma_ignored_fields", a.ignored}};
+  std::shared_ptr<StreamEncoder> enc;
+  if (a.api == Api::kResponses)
+    enc = std::make_shared<ResponsesStream>(a.meta, a.request, first);
+  else
+    enc = std::make_shared<SseEncoder>(a.meta, a.api == Api::kChat, a.include_usage, first);
+  res.stream = [job, enc](const StreamWrite& sink) {
     Clock::time_point last_write = Clock::now();
     auto write = [&](const std::string& s) {
       if (s.empty()) return true;
@@ -224,19 +280,19 @@ void Server::stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, c
       last_write = Clock::now();
       return true;
     };
-    if (!write(enc.start())) return;  // the first bytes go out at once, before the worker takes the job
-    while (!enc.finished()) {
+    if (!write(enc->start())) return;  // the first bytes go out at once, before the worker takes the job
+    while (!enc->finished()) {
       std::optional<JobEvent> e = job->events.pop(kPoll);
       if (!e) {
         if (Clock::now() > job->deadline + kDeadlineGrace) {
           job->cancelled = true;
-          write(enc.error(504, "the request timed out"));
+          write(enc->error(504, "the request timed out"));
           return;
         }
         if (Clock::now() - last_write >= kHeartbeat && !write(kSseHeartbeat)) return;
         continue;
       }
-      if (!write(enc.encode(*e))) return;
+      if (!write(enc->encode(*e))) return;
     }
   };
 }

@@ -46,7 +46,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
   std::random_device rd;
-  id_prefix_ = fmt::format("{:08x}", rd());
+  id_prefix_ = fmt::format("{:08x}{:08x}", rd(), rd());
   started_ = static_cast<int64_t>(std::time(nullptr));
 
   WorkerOptions wo;

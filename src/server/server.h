@@ -1,7 +1,8 @@
 // dg::server::Server: the OpenAI-compatible HTTP front of one Engine. HTTP handler threads (server/http.h) parse and
 // validate requests, render prompts to token ids, push jobs to a bounded queue (429 when full) and stream the
 // job's events back; one device worker (src/engine/worker.h) owns the model and the KV caches. Routes:
-// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (docs/SERVER.md).
+// POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models[/ID], GET /health,
+// GET /metrics (docs/SERVER.md).
 #pragma once
 
 #include <atomic>
@@ -44,12 +45,20 @@ class Server {
   int key_of(const HttpRequest& req) const;  // the index of the API key the request carries; -1: none of them
   // Whose KV cache a request may reuse: its API key and its `user`, or only itself without prefix reuse.
   std::string tenant_of(const HttpRequest& req, const std::string& user, uint64_t job) const;
-  void handle_generate(const HttpRequest& req, HttpResponse& res, bool chat);
+  enum class Api : uint8_t { kChat, kCompletion, kResponses };
+  // How a job's answer goes out: which API, its id, the request (echoed by a response object), the request's
+  // fields this server does not use (reported, never silently ignored).
+  struct Answer {
+    Api api = Api::kChat;
+    ResponseMeta meta;
+    Json request;
+    bool include_usage = false;
+    Json ignored = Json::array();
+  };
+  void handle_generate(const HttpRequest& req, HttpResponse& res, Api api);
   // The JSON answer once the job is done; a client that hangs up meanwhile cancels the job (answered 499).
-  void wait_for_answer(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Job>& job,
-                       const ResponseMeta& meta, bool chat);
-  void stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta, bool chat,
-                     bool include_usage);
+  void wait_for_answer(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a);
+  void stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a);
   void say(const std::string& line) const;
 
   const Engine& engine_;
@@ -65,7 +74,7 @@ class Server {
   std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_job_{1};
   std::atomic<bool> stopping_{false};
-  std::string id_prefix_;  // random per process: response and call ids do not repeat across restarts
+  std::string id_prefix_;  // 64 random bits per process: response and call ids do not repeat across restarts
   int64_t started_ = 0;
 };
 

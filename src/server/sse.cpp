@@ -8,7 +8,9 @@ std::string sse_data(const Json& j) {
 
 std::string SseEncoder::start() {
   if (!chat_) return {};
-  return sse_data(chat_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, ""));
+  Json c = chat_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, "");
+  c.update(first_);
+  return sse_data(c);
 }
 
 std::string SseEncoder::error(int status, const std::string& message) {

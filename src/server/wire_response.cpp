@@ -115,10 +115,12 @@ Json text_usage_chunk(const ResponseMeta& m, const Usage& u) {
           {"model", m.model}, {"choices", Json::array()},    {"usage", usage_json(u)}};
 }
 
+Json model_object(const std::string& model, int64_t created) {
+  return {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "diffgemma"}};
+}
+
 Json model_list(const std::string& model, int64_t created) {
-  return {{"object", "list"},
-          {"data", Json::array({{{"id", model}, {"object", "model"}, {"created", created},
-                                 {"owned_by", "diffgemma"}}})}};
+  return {{"object", "list"}, {"data", Json::array({model_object(model, created)})}};
 }
 
 }  // namespace dg::server

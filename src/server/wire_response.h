@@ -37,6 +37,7 @@ Json chat_usage_chunk(const ResponseMeta& m, const Usage& u);
 Json text_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish);
 Json text_usage_chunk(const ResponseMeta& m, const Usage& u);
 
+Json model_object(const std::string& model, int64_t created);  // GET /v1/models/{id}
 Json model_list(const std::string& model, int64_t created);
 
 }  // namespace dg::server

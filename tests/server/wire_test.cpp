@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/template.h"
+#include "server/responses.h"
 #include "server/sse.h"
 #include "server/wire_request.h"
 #include "server_test_util.h"
@@ -142,6 +143,39 @@ TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
   EXPECT_EQ(refusal({{"messages", msgs}, {"steps", 64}, {"max_tokens", 100}}).status, 200);
   EXPECT_EQ(server::parse_chat_request({{"messages", msgs}}, w).spec.sampler.max_new_tokens, 100)
       << "no max_tokens: the rest of the context, capped by --max-tokens";
+}
+
+TEST(WireRequest, ResponsesBodiesBecomeChatRequests) {
+  const json input = json::array(
+      {{{"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", "weather?"}}})}},
+       {{"type", "reasoning"}, {"content", json::array({{{"type", "reasoning_text"}, {"text", "I will call."}}})}},
+       {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}},
+       {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "18 C"}}});
+  const server::ParsedRequest r = server::parse_responses_request(
+      {{"instructions", "Be brief."}, {"input", input}, {"max_output_tokens", 7}, {"reasoning", {{"effort", "low"}}},
+       {"tools", json::array({{{"type", "function"}, {"name", "get_weather"}}})}},
+      wire());
+  const std::vector<Message>& m = r.spec.conversation.messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].role, Role::kSystem);
+  EXPECT_EQ(m[0].content, "Be brief.");
+  EXPECT_EQ(m[1].content, "weather?");
+  EXPECT_EQ(m[2].role, Role::kAssistant);
+  EXPECT_EQ(m[2].reasoning, "I will call.");
+  ASSERT_EQ(m[2].tool_calls.size(), 1u);
+  EXPECT_EQ(m[2].tool_calls[0].id, "c1");
+  EXPECT_EQ(m[2].tool_calls[0].arguments, json({{"city", "Paris"}}));
+  EXPECT_EQ(m[3].role, Role::kTool);
+  EXPECT_EQ(m[3].tool_call_id, "c1");
+  EXPECT_TRUE(r.spec.render.thinking) << "reasoning.effort low: thinking on";
+  EXPECT_EQ(r.spec.sampler.max_new_tokens, 7);
+  EXPECT_EQ(r.spec.conversation.tools[0]["function"]["name"], "get_weather");
+  try {
+    server::parse_responses_request({{"input", "x"}, {"max_output_tokens", 100000}}, wire());
+    ADD_FAILURE() << "over the context";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "max_output_tokens") << "the Responses name of the field";
+  }
 }
 
 TEST(WireRequest, CompletionPromptsAddBosOnce) {
