@@ -116,6 +116,7 @@ void oversize_chunked_client(int port, Hostile& h, Tally& t) {
     ::close(fd);
     if (got.rfind("HTTP/1.1 413", 0) != 0) return t.fail("oversize client: no 413: " + got.substr(0, 200));
     ++h.oversize_refused;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 
@@ -133,6 +134,7 @@ void pipelining_client(int port, Hostile& h, Tally& t) {
     if (a == std::string::npos || b == std::string::npos || c == std::string::npos || !(a < b && b < c))
       return t.fail("pipelining client: not three answers in order: " + got.substr(0, 400));
     ++h.pipelined;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a steady trickle, not a second load
   }
 }
 
