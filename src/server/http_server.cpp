@@ -315,6 +315,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     msg->body() = std::move(res.body);
     msg->keep_alive(keep);
     msg->prepare_payload();
+    if (request_->method == "HEAD") msg->body().clear();  // the head only (Content-Length stays the body's)
     phase_ = Phase::kWrite;
     timed_out_ = false;
     arm(s_.limits.write_timeout_s);

@@ -101,13 +101,7 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
                 "host_not_allowed");
     return true;
   }
-  if (!origin_allowed(req.header("Origin"), host)) {
-    reply_error(res, 403, fmt::format("requests from web pages of other sites are refused (Origin '{}'); this "
-                                      "server does not do CORS", req.header("Origin")),
-                "cross_origin");
-    return true;
-  }
-  if (path == "/health" && get) {
+  if (path == "/health" && (get || req.method == "HEAD")) {
     reply_json(res, {{"status", "ok"}});
     return true;
   }
@@ -115,6 +109,14 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
   if (keyed && key_of(req) < 0) {
     reply_error(res, 401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
                 "invalid_api_key");
+    return true;
+  }
+  // Without an API key, nothing but the network stands between a web page and the server: a page of another site
+  // (its Origin) is refused. With a key a page cannot send the key, and a proxy may do CORS for pages it trusts.
+  if (!keyed && !origin_allowed(req.header("Origin"), host)) {
+    reply_error(res, 403, fmt::format("requests from web pages of other sites are refused (Origin '{}'); this "
+                                      "server does not do CORS", req.header("Origin")),
+                "cross_origin");
     return true;
   }
   // Without an API key, a JSON body must say so: a page of another site can send a form or text/plain body to a

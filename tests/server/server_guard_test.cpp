@@ -84,6 +84,11 @@ TEST(ServerGuard, TheBearerSchemeIsCaseInsensitive) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << scheme << " " << r->body;
   }
+  // With a key, a page cannot send it unless a proxy lets it (CORS): Origin and content type are the key's business.
+  auto proxied = s.client().Post(kChat, {{"Authorization", "Bearer sk-case"}, {"Origin", "https://app.example"}},
+                                 chat_request("key").dump(), "text/plain");
+  ASSERT_TRUE(proxied);
+  EXPECT_EQ(proxied->status, 200) << proxied->body;
   for (const char* bad : {"Bearer sk-Case", "Basic sk-case", "Bearersk-case", "sk-case"}) {
     auto r = s.post(kChat, chat_request("key"), {{"Authorization", bad}});
     ASSERT_TRUE(r);
