@@ -165,11 +165,12 @@ TEST(ServerTransport, ConnectionsAreBoundedPerPeerAndInTotal) {
       ASSERT_GE(idle.back(), 0);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the server sees them in this order
     }
-    // The 12 that waited longest made room for the last 8, then one more for /health.
+    // The 12 that waited longest made room for the last 8, then one more for /health; those evictions happened
+    // before /health was answered, so the survivors need no long look.
     EXPECT_GE(health_seconds(s.port), 0) << (per_peer ? "per peer" : "in total");
     int closed = 0;
     for (size_t i = 0; i < idle.size(); ++i) {
-      const bool gone = closed_by_server(idle[i], i < 13 ? 2 : 0.2);
+      const bool gone = closed_by_server(idle[i], i < 13 ? 2 : 0.02);
       closed += gone ? 1 : 0;
       EXPECT_EQ(gone, i < 13) << "connection " << i << (per_peer ? " (per peer)" : " (in total)");
       ::close(idle[i]);
