@@ -9,10 +9,12 @@
 //   {"op":"clear", "job", "slot"}                                             (after an engine error)
 // A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
 // with finish "cancelled" after `forwards` denoise steps; replay cancels it at the same step.
+// The token ids are the conversations themselves (the model's tokenizer decodes them verbatim): the file is created
+// readable by its owner only (0600). Written without content, `append` and `ids` are replaced by their lengths
+// (`append_count`, `ids_count`), the open record says "content": false, and the log cannot be replayed.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -24,15 +26,26 @@ namespace dg {
 
 class OpLog {
  public:
-  explicit OpLog(const std::string& path);  // throws dg::Error when the file cannot be created
-  void write(const Json& record);            // one line, flushed (a crash keeps every record before it)
+  // Creates (or appends to) `path`, mode 0600; throws dg::Error when it cannot. `content` false: token ids are
+  // written as counts.
+  explicit OpLog(const std::string& path, bool content = true);
+  ~OpLog();
+  OpLog(const OpLog&) = delete;
+  OpLog& operator=(const OpLog&) = delete;
+  void write(const Json& record);  // one line, written through (a crash keeps every record before it)
   const std::string& path() const { return path_; }
+  bool content() const { return content_; }
 
  private:
   std::mutex mu_;
   std::string path_;
-  std::ofstream out_;
+  bool content_ = true;
+  int fd_ = -1;
 };
+
+// Creates `dir` and any missing parent, each readable by its owner only (0700); a directory that exists is left
+// as it is. Throws dg::Error when it cannot.
+void create_private_dirs(const std::string& dir);
 
 Json sampler_to_json(const SamplerOptions& o);
 // Throws dg::Error naming a missing or mistyped field. A JSON-mode record ("json_object": true) takes `json` as its
