@@ -115,9 +115,9 @@ void ChatSession::check_room(size_t tokens) const {
   const auto n = static_cast<int64_t>(tokens);
   DG_CHECK(limit <= 0 || n + canvas <= limit,
            "the conversation no longer fits: with its latest message it is {} tokens, and the model takes {} "
-           "positions (max_position_embeddings in config.json), the answer's {}-token canvas included; clear or "
-           "rewind the conversation to make room, or send a shorter message",
-           n, limit, canvas);
+           "positions (max_position_embeddings in config.json), a {}-token canvas for the answer included, so at "
+           "most {} fit; clear or rewind the conversation to make room, or send a shorter message",
+           n, limit, canvas, limit - canvas);
 }
 
 void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }

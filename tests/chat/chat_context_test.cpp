@@ -15,7 +15,7 @@ namespace {
 
 std::string words(int n) {
   std::string s;
-  for (int i = 0; i < n; ++i) s += i % 2 ? " river" : " stone";
+  for (int i = 0; i < n; ++i) s += " river";  // one token each
   return s;
 }
 
@@ -52,7 +52,8 @@ TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
   // The history with the next message no longer fits: the error, then the session as it was.
   const uint64_t fp = chat.fingerprint();
   const int64_t kv = chat.kv_tokens();
-  DG_EXPECT_ERROR(chat.user(words(60)), "no longer fits", "160 positions", "32-token canvas");
+  DG_EXPECT_ERROR(chat.user(words(60)), "no longer fits", "160 positions", "32-token canvas",
+                  "at most 128 fit");
   EXPECT_EQ(chat.conversation().messages.size(), 2u);
   EXPECT_EQ(chat.kv_tokens(), kv);
   EXPECT_EQ(chat.fingerprint(), fp);
