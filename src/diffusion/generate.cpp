@@ -98,7 +98,7 @@ void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
   m_.backend().categorical(logits_, temperature_, u, out);
 }
 
-void Denoiser::encode_prompt(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) {
+void Denoiser::encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) {
   const auto n = static_cast<int64_t>(ids.size());
   if (progress) progress(0, n);
   encode(kv, ids);
@@ -181,7 +181,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     if (g.phase() == Generation::Phase::kEncode) {
       const std::span<const int32_t> ids = g.pending_encode();
       if (prompt_next && events != nullptr && events->on_prefill)
-        model.encode_prompt(kv, ids, events->on_prefill);
+        model.encode_reporting(kv, ids, events->on_prefill);
       else
         model.encode(kv, ids);
       prompt_next = false;

@@ -85,7 +85,7 @@ class Denoiser {
   virtual int64_t max_positions() const { return 0; }
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
   // The prompt's encode, reporting its progress. By default: one encode, reported before and after.
-  virtual void encode_prompt(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress);
+  virtual void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress);
   // Denoises `canvas` at positions kv.len()...; `kind` says what self-conditions this step (kLogits: the previous
   // step's tempered logits). Writes argmax / entropy / p_max of softmax(logits / temperature) per row to `stats`.
   virtual void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
@@ -114,7 +114,7 @@ class ModelDenoiser final : public Denoiser {
   int64_t vocab() const override { return m_.config().vocab; }
   int64_t max_positions() const override { return m_.config().max_positions; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
-  void encode_prompt(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) override {
+  void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) override {
     m_.encode(kv, ids, nullptr, progress);
   }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
