@@ -41,7 +41,7 @@ TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
 TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
                           const SamplerOptions& opt, const ChatEvents* ev, Denoiser* denoiser) {
   TurnResult r;
-  r.prompt = session.sync(p.ids);
+  r.prompt = session.sync(p.ids, ev != nullptr ? ev->on_prefill : PrefillProgress{});
   const std::string prefix = ev != nullptr ? ev->call_id_prefix : std::string("call_");
   ReplyStream stream(tok, t, opt.stop_ids, p.end == PromptEnd::kThought);
   int n_calls = 0;
@@ -100,12 +100,24 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   const std::vector<ToolCall> pending = pending_calls();
   DG_CHECK(pending.empty(), "tool call '{}' ({}) is waiting for its result", pending.empty() ? "" : pending[0].id,
            pending.empty() ? "" : pending[0].name);
-  TurnResult r = generate_reply(session_, tok_, t_, render(true), opt_.sampler, ev);
+  const RenderedPrompt prompt = render(true);
+  check_room(prompt.ids.size());
+  TurnResult r = generate_reply(session_, tok_, t_, prompt, opt_.sampler, ev);
   conv_.messages.push_back(assistant_message(r.reply));
   settle();
   r.kv_tokens = session_.size();
   r.kv_fingerprint = session_.fingerprint();
   return r;
+}
+
+void ChatSession::check_room(size_t tokens) const {
+  const int64_t limit = engine_.config().max_positions, canvas = engine_.config().canvas;
+  const auto n = static_cast<int64_t>(tokens);
+  DG_CHECK(limit <= 0 || n + canvas <= limit,
+           "the conversation no longer fits: with its latest message it is {} tokens, and the model takes {} "
+           "positions (max_position_embeddings in config.json), a {}-token canvas for the answer included, so at "
+           "most {} fit; clear or rewind the conversation to make room, or send a shorter message",
+           n, limit, canvas, limit - canvas);
 }
 
 void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }
