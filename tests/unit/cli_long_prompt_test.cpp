@@ -96,23 +96,23 @@ TEST(CliLongPrompt, ChatOnATerminalShowsThePrefillAndKeepsTheSessionPastAnOverlo
                " chat --history '' --steps 2 --max-new-tokens 8 --prefill-chunk 16 -m " + model);
   size_t at = p.expect("> ", 0, 60);
   ASSERT_NE(at, kNone) << p.output();
-  p.send(words(60) + "\r");
+  ASSERT_TRUE(p.type(words(60) + "\r")) << p.output();
   at = p.expect("prompt 16 / ", at, 60);
   ASSERT_NE(at, kNone) << p.output();
   at = p.expect("> ", at, 60);
   ASSERT_NE(at, kNone) << p.output();
-  p.send(words(60) + "\r");
+  ASSERT_TRUE(p.type(words(60) + "\r")) << p.output();
   at = p.expect("error: the conversation no longer fits", at, 60);
   ASSERT_NE(at, kNone) << p.output();
   at = p.expect("> ", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("/clear\r");
+  ASSERT_TRUE(p.type("/clear\r")) << p.output();
   at = p.expect("(conversation cleared)", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send(words(60) + "\r");
+  ASSERT_TRUE(p.type(words(60) + "\r")) << p.output();
   at = p.expect("tokens · ", at, 60);  // the turn's summary line: it was answered
   ASSERT_NE(at, kNone) << p.output();
-  p.send("\x04");
+  ASSERT_TRUE(p.type("\x04")) << p.output();
   EXPECT_EQ(p.wait(20), 0) << p.output();
 }
 
