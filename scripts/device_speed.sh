@@ -5,6 +5,8 @@
 # ask.jsonl, smoke.tgz; the machine returns at most 8 files):
 #   tests  the GPU tests of DG_TEST_FILTER, while the embedded model is quantized to each pack of DG_PACKS and the
 #          CPU runs their smoketests in both profiles (the oracle's JSON)
+# DG_PREBUILT=/path/of/the/source/tree/where/they/were/built runs binaries carried from the development machine
+# instead of building (see below).
 #   bench  the full-shape bench for each config of DG_BENCH ("label:options", options comma-separated; graphs on,
 #          as ask, chat and serve run)
 #   ask    `diffgemma ask` end to end on the full shape with random weights (-m synthetic:26b-a4b:PROFILE) for each
@@ -24,19 +26,30 @@ stamp() { echo "[$((SECONDS - t0)) s] $*"; }
 parts=" ${DG_PARTS:-tests bench ask serve smoke} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 score() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['passed'], '/', j['total'])" "$1" 2>/dev/null; }
-stamp "configure + build"
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
-  -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
-cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_cuda_tests 2>&1 | grep -E "error|FAILED" | head -20
-stamp "built"
-test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
-dg=build/gpu/diffgemma
+if [ -n "${DG_PREBUILT:-}" ]; then
+  # Binaries built on the development machine by the cuda-ci preset (carry build/cuda-ci/diffgemma,
+  # build/cuda-ci/tests/dg_cuda_tests and .carry/lib, the shared libraries they need beyond glibc and CUDA): no build
+  # here. The tests find their fixtures under the source path compiled into them, DG_PREBUILT.
+  export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
+  [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
+  dg=build/cuda-ci/diffgemma tests_bin=build/cuda-ci/tests/dg_cuda_tests
+  $dg --version > /dev/null || { echo "the prebuilt diffgemma does not run here"; exit 1; }
+  stamp "prebuilt binaries"
+else
+  stamp "configure + build"
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
+    -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
+  cmake --build build/gpu -j"$(nproc)" --target diffgemma dg_cuda_tests 2>&1 | grep -E "error|FAILED" | head -20
+  stamp "built"
+  test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
+  dg=build/gpu/diffgemma tests_bin=build/gpu/tests/dg_cuda_tests
+fi
 packs="${DG_PACKS:-fp8 fp8-a16@--expert-act,bf16 q4}"
 pack_dir() { local n=${1%%@*}; echo "/tmp/tiny-${n%-a16}"; }  # fp8-a16 runs the fp8 pack
 pack_opts() { [[ "$1" == *@* ]] && echo "${1#*@}" | tr , ' '; }
 if has tests; then
-  ( timeout "${DG_TEST_TIMEOUT:-200}" build/gpu/tests/dg_cuda_tests --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
+  ( timeout "${DG_TEST_TIMEOUT:-200}" $tests_bin --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
       | grep -v "^\[ RUN\|^\[       OK" > "$OUT/tests.txt"; stamp "tests done" >> "$OUT/tests.txt" ) &
   tests=$!
   for p in $packs; do
@@ -56,7 +69,7 @@ if has bench; then
   for cfg in ${DG_BENCH:-bf16: fp8:--weights,fp8 q4:--weights,q4}; do
     label=${cfg%%:*} opts=${cfg#*:}
     stamp "bench $label ($opts)"
-    timeout 150 $dg bench --prefill 4096 --context 1024,8192 ${opts//,/ } --label "speed-$label" \
+    timeout 150 $dg bench --prefill 4096 --context "${DG_CONTEXTS:-1024,8192}" ${opts//,/ } --label "speed-$label" \
       --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
   done
 fi
