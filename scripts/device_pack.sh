@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs the cuda-ci preset's diffgemma and dg_cuda_tests (stripped) with the shared libraries they need beyond glibc,
+# libstdc++ and CUDA into .carry/prebuilt.tar.xz (about 8 MB), so a device run can skip its build:
+#   scripts/device_pack.sh && device run with carry [".carry/prebuilt.tar.xz", ".carry/git_sha"] and
+#   DG_PREBUILT=$PWD scripts/device_speed.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+b=build/cuda-ci
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib" .carry
+strip -o "$stage/diffgemma" "$b/diffgemma"
+strip -o "$stage/dg_cuda_tests" "$b/tests/dg_cuda_tests"
+ldd "$b/diffgemma" "$b/tests/dg_cuda_tests" | awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt)\.so' |
+  xargs -r cp -L -t "$stage/lib"
+tar -C "$stage" -cf - . | xz -T2 -6 > .carry/prebuilt.tar.xz
+git rev-parse --short HEAD > .carry/git_sha
+echo ".carry/prebuilt.tar.xz: $(du -h .carry/prebuilt.tar.xz | cut -f1) ($(cat .carry/git_sha))"
