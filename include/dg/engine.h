@@ -25,6 +25,7 @@ struct EngineOptions {
   Precision precision;          // the CPU reference's storage roundings (the CUDA backend is bf16 / f16 KV)
   int threads = 0;              // 0: the CPUs this process may use (core/cpus.h)
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
+                                // (a one-shot generate() sizes its own cache to the prompt and answer)
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
   bool check_tensors = false;    // check that every weight is finite before use (model/integrity.h)
@@ -48,12 +49,16 @@ class Engine {
 
   // Sampler options from the checkpoint's generation config and the chosen profile.
   SamplerOptions default_sampler(SamplerProfile profile) const;
-  KvCache new_cache() const;
+  // A KV cache for options().context tokens (a device cache is allocated up front and does not grow; the host's
+  // grows), or for `context` tokens.
+  KvCache new_cache() const { return new_cache(opt_.context); }
+  KvCache new_cache(int64_t context) const;
 
   // A session owning its own KV cache, for conversations that grow turn by turn (prefix reuse, rewind).
   Session open_session(const SessionOptions& opt = {}) const;
 
-  // One generation from an empty cache.
+  // One generation from an empty cache, sized to what it can use (the prompt, the answer budget and the last canvas)
+  // when that is more than options().context.
   GenerateResult generate(std::span<const int32_t> prompt, const SamplerOptions& opt,
                           const GenerateEvents* events = nullptr) const;
 

@@ -36,6 +36,7 @@ struct ChatCliOptions {
   bool hide_thinking = false;
   std::string history;  // line-editing history file ("" : none)
   int max_tool_rounds = 8;
+  int64_t context = 8192;  // --ctx: tokens the conversation's KV cache holds
 };
 
 int run_chat_repl(ChatSession& chat, const ChatCliOptions& o);

@@ -17,7 +17,9 @@ std::string default_history() {
 
 void run_chat(ChatCliOptions& o) {
   for (const std::string& spec : o.tool_specs) o.tools.push_back(parse_tool_spec(spec));
-  auto engine = Engine::open(engine_options(o.model));
+  EngineOptions eo = engine_options(o.model);
+  eo.context = o.context;
+  auto engine = Engine::open(eo);
   ChatOptions co;
   co.thinking = o.think;
   co.sampler = o.sampler.resolve(*engine);
@@ -53,6 +55,11 @@ void register_chat(CLI::App& app) {
   cmd->add_flag("--yes", o->yes, "run tool calls without asking");
   cmd->add_option("--max-tool-rounds", o->max_tool_rounds, "tool rounds per user turn (0: none are run)")
       ->check(non_negative_int())
+      ->capture_default_str();
+  cmd->add_option("--ctx", o->context,
+                  "tokens the conversation may hold, answers and their canvas included (the CUDA cache is allocated "
+                  "for them up front; at most the model's positions)")
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_flag("--jsonl", o->jsonl, "read JSON commands from stdin, write JSON events to stdout (see README)");
   cmd->add_flag("--hide-thinking", o->hide_thinking, "do not print the reasoning (REPL)");

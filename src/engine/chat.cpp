@@ -111,13 +111,21 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
 }
 
 void ChatSession::check_room(size_t tokens) const {
-  const int64_t limit = engine_.config().max_positions, canvas = engine_.config().canvas;
+  const int64_t positions = engine_.config().max_positions, canvas = engine_.config().canvas;
+  const int64_t context = engine_.options().context;  // the session's cache (the --ctx the chat was started with)
+  const bool by_model = positions > 0 && positions <= context;
+  const int64_t limit = by_model ? positions : context;
   const auto n = static_cast<int64_t>(tokens);
-  DG_CHECK(limit <= 0 || n + canvas <= limit,
-           "the conversation no longer fits: with its latest message it is {} tokens, and the model takes {} "
-           "positions (max_position_embeddings in config.json), a {}-token canvas for the answer included, so at "
-           "most {} fit; clear or rewind the conversation to make room, or send a shorter message",
-           n, limit, canvas, limit - canvas);
+  const std::string holds =
+      by_model ? fmt::format("the model takes {} positions (max_position_embeddings in config.json)", limit)
+               : fmt::format("this chat's context (--ctx) holds {} tokens", limit);
+  const std::string larger =
+      by_model ? "" : fmt::format(", or start the chat with a larger --ctx (the model takes up to {})", positions);
+  DG_CHECK(n + canvas <= limit,
+           "the conversation no longer fits: with its latest message it is {} tokens, and {}, a {}-token canvas for "
+           "the answer included, so at most {} fit; clear or rewind the conversation to make room, or send a "
+           "shorter message{}",
+           n, holds, canvas, limit - canvas, larger);
 }
 
 void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }

@@ -74,10 +74,11 @@ SamplerOptions Engine::default_sampler(SamplerProfile profile) const {
   return make_sampler_options(profile, ck_.generation, ck_.config.pad_id, ck_.config.bos_id);
 }
 
-KvCache Engine::new_cache() const {
+KvCache Engine::new_cache(int64_t context) const {
+  DG_CHECK(context > 0, "the context size must be positive (got {})", context);
   KvOptions o;
   o.ring_slack = opt_.kv_ring_slack;
-  be_->configure_kv(o, opt_.context);
+  be_->configure_kv(o, context);
   return KvCache(ck_.config, o);
 }
 
@@ -94,7 +95,11 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const SamplerOp
   for (size_t i = 0; i < prompt.size(); ++i)
     DG_CHECK(prompt[i] >= 0 && prompt[i] < ck_.config.vocab, "prompt token {} at position {} is outside [0, {})",
              prompt[i], i, ck_.config.vocab);
-  KvCache kv = new_cache();
+  // The last canvas ends by prompt + max_new_tokens - 1 + canvas (within_positions bounds the budget first).
+  const auto p = static_cast<int64_t>(prompt.size());
+  const int canvas = ck_.config.canvas;
+  const SamplerOptions bounded = within_positions(opt, p, canvas, ck_.config.max_positions);
+  KvCache kv = new_cache(std::max(opt_.context, p + bounded.max_new_tokens - 1 + canvas));
   return dg::generate(*model_, kv, prompt, opt, events);
 }
 

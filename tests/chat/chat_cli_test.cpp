@@ -183,5 +183,21 @@ TEST(ChatCli, BadToolSpecIsAUsageError) {
   EXPECT_NE(r.out.find("expected NAME=COMMAND"), std::string::npos) << r.out;
 }
 
+TEST(ChatCli, CtxBoundsTheConversationAndIsChecked) {
+  std::string words;
+  for (int i = 0; i < 200; ++i) words += " river";  // one token each
+  const ChatRun r = chat("--jsonl --ctx 128", {R"({"op":"user","text":")" + words + R"("})", R"({"op":"user","text":"hi"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto errors = of(r, "error");
+  ASSERT_EQ(errors.size(), 1u) << r.out;
+  const std::string m = errors[0]["message"].get<std::string>();
+  EXPECT_NE(m.find("this chat's context (--ctx) holds 128 tokens"), std::string::npos) << m;
+  EXPECT_NE(m.find("start the chat with a larger --ctx"), std::string::npos) << m;
+  EXPECT_EQ(of(r, "turn_end").size(), 1u);  // the short message still runs
+  const ChatRun bad = chat("--ctx 0", {});
+  EXPECT_EQ(bad.code, 2) << bad.out;  // a usage error
+  EXPECT_NE(bad.out.find("--ctx"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace dg::test

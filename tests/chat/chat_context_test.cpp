@@ -64,5 +64,26 @@ TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
   EXPECT_EQ(again.prompt.reused, empty);
 }
 
+// The chat's own context (--ctx, EngineOptions::context) below the model's positions binds the same way, and the
+// error says which limit it was and how to raise it.
+TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
+  EngineOptions eo;
+  eo.model_dir = embedded_model_with_positions(160);
+  eo.context = 96;
+  const auto engine = Engine::open(eo);
+  ChatOptions co;
+  co.sampler = engine->default_sampler(SamplerProfile::kContract);
+  co.sampler.steps = 2;
+  co.sampler.max_new_tokens = 8;
+  ChatSession chat(*engine, co);
+  const int64_t empty = chat.kv_tokens();
+  DG_EXPECT_ERROR(chat.user(words(60)), "no longer fits", "context (--ctx) holds 96 tokens", "at most 64 fit",
+                  "larger --ctx (the model takes up to 160)");
+  EXPECT_TRUE(chat.conversation().messages.empty());
+  EXPECT_EQ(chat.kv_tokens(), empty);
+  chat.user(words(20));  // what fits still runs
+  EXPECT_EQ(chat.conversation().messages.size(), 2u);
+}
+
 }  // namespace
 }  // namespace dg::test
