@@ -3,6 +3,8 @@
 //             the seed's default: argmax commit, step-1 self-conditioning seed, plateau / pad-gate / entropy-only
 //             stops, empty-first-block re-roll, commit-time confidence trim, sparse self-conditioning.
 //   reference           transformers semantics exactly: every divergence off, categorical draws from our LCG.
+// The members a user sets are the rows of kSamplerSettings (diffusion/sampler_settings.h: range, flag, request field,
+// op-log key, reference value); a member's initializer here is its contract default.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +58,7 @@ struct SamplerOptions {
   // same tokens). Steps observed through GenerateEvents::on_step always decide on the host.
   bool host_decisions = false;
 
-  void validate() const;  // throws dg::Error naming the bad option
+  void validate() const;  // every row's range and t_max > t_min; throws dg::Error naming the bad option
 };
 
 // The profile's defaults on top of a checkpoint's generation config.
