@@ -22,6 +22,8 @@ enum class SamplerProfile : uint8_t { kContract, kReference };
 SamplerProfile sampler_profile_from_name(const std::string& name);  // "contract" | "reference"; throws otherwise
 const char* sampler_profile_name(SamplerProfile p);
 
+inline constexpr double kSparseScCutoff = 4.5399929762484854e-05;  // e^-10: survivor self-conditioning's cutoff
+
 struct SamplerOptions {
   SamplerProfile profile = SamplerProfile::kContract;
   uint64_t seed = 42;
@@ -48,7 +50,7 @@ struct SamplerOptions {
   int empty_reply_retries = 3;          // re-roll a first block that starts with a stop/control token
   double commit_trim_tau = 0.9;         // trim a block at a low-confidence duplicated row (0 = off)
   int commit_trim_floor = 16;           // rows below this index are never trimmed
-  double sc_sparse_cutoff = 4.5399929762484854e-05;  // e^-10: survivor self-conditioning (0 = exact)
+  double sc_sparse_cutoff = kSparseScCutoff;  // survivor self-conditioning (0 = exact)
 
   // JSON mode (response_format json_object): each committed block is constrained so that the answer is one JSON
   // object (src/diffusion/json_commit.h). nullptr: unconstrained.

@@ -28,7 +28,6 @@ constexpr SettingRange at_least(double lo) { return {lo}; }
 constexpr SettingRange above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true}; }
 constexpr SettingRange between(double lo, double hi) { return {lo, hi}; }
 constexpr SettingRange from_up_to(double lo, double hi) { return {lo, hi, false, true}; }  // [lo, hi)
-constexpr SettingRange above_up_to(double lo, double hi) { return {lo, hi, true, false}; }  // (lo, hi]
 constexpr SettingRange kAnyBool{0, 1};
 
 // A word the command line takes for a value ("--pad-gate off" for false).
@@ -64,7 +63,7 @@ struct SamplerSetting {
 inline constexpr SettingWord kDenoiseTokenWords[] = {{"argmax", 1}, {"sample", 0}};
 inline constexpr SettingWord kFirstStepScWords[] = {{"self", 1}, {"zero", 0}};
 inline constexpr SettingWord kOnOffWords[] = {{"on", 1}, {"off", 0}};
-inline constexpr SettingWord kSelfConditioningWords[] = {{"sparse", 4.5399929762484854e-05}, {"exact", 0}};  // e^-10
+inline constexpr SettingWord kSelfConditioningWords[] = {{"sparse", kSparseScCutoff}, {"exact", 0}};
 
 // In op-log order (a sampler record lists them so, with the model's stop/pad/bos ids before the contract group).
 // The seed takes any 64-bit integer on the wire, a negative one modulo 2^64 (OpenAI clients send signed seeds); a

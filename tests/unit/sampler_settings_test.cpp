@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <string>
@@ -113,6 +114,8 @@ CliResult parse_cli(const std::string& line) {
 TEST(SamplerSettings, TheTableIsConsistent) {
   std::set<std::string> names, flags, wires;
   const SamplerOptions defaults;
+  std::ifstream doc_file(source_path("docs/SAMPLER.md"));
+  const std::string doc((std::istreambuf_iterator<char>(doc_file)), std::istreambuf_iterator<char>());
   EXPECT_NO_THROW(defaults.validate());
   for (const SamplerSetting& s : kSamplerSettings) {
     SCOPED_TRACE(s.name);
@@ -124,9 +127,10 @@ TEST(SamplerSettings, TheTableIsConsistent) {
     for (const SettingWord& w : s.words) EXPECT_TRUE(setting_in_range(s, w.value)) << w.word;
     EXPECT_TRUE(!std::holds_alternative<bool SamplerOptions::*>(s.member) || !s.words.empty()) << "a switch's words";
     EXPECT_FALSE(good_values(s, value_of(s, defaults)).empty()) << "no in-range value to test with";
+    EXPECT_NE(doc.find(fmt::format("| `{}` | `{}", s.name, s.flag)), std::string::npos)
+        << "docs/SAMPLER.md's table of settings lacks the row";
   }
-  EXPECT_EQ(kSelfConditioningWords[0].value, std::exp(-10.0)) << "sparse self-conditioning is e^-10";
-  EXPECT_EQ(kSelfConditioningWords[0].value, defaults.sc_sparse_cutoff);
+  EXPECT_EQ(kSparseScCutoff, std::exp(-10.0)) << "sparse self-conditioning is e^-10";
 }
 
 TEST(SamplerSettings, TheCommandLineTakesEveryRowAndRefusesItsOutOfRangeValues) {
