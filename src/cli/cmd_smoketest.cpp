@@ -91,11 +91,13 @@ void run_smoketest(const SmokeOptions& o) {
     DG_CHECK(std::any_of(battery.prompts.begin(), battery.prompts.end(), [&](const auto& p) { return p.name == name; }),
              "--only: no prompt '{}' in {}", name, o.battery);
   auto engine = Engine::open(engine_options(o.model));
-  SamplerFlags flags = o.sampler;
-  if (o.cmd->get_option("--sampler")->count() == 0) flags.profile = battery.sampler;
-  if (o.cmd->get_option("--seed")->count() == 0) flags.seed = battery.seed;
-  if (!flags.max_new_tokens) flags.max_new_tokens = battery.max_new_tokens;
-  const SamplerOptions opt = flags.resolve(*engine);
+  // The battery's profile, seed and answer budget, unless the command line gives them.
+  const bool profile_given = o.cmd->get_option("--sampler")->count() > 0;
+  SamplerOptions base = engine->default_sampler(sampler_profile_from_name(profile_given ? o.sampler.profile
+                                                                                        : battery.sampler));
+  base.seed = battery.seed;
+  base.max_new_tokens = battery.max_new_tokens;
+  const SamplerOptions opt = o.sampler.apply(base);
   const smoke::StopIds ids = smoke::stop_ids(*engine);
   if (battery.canvas_length > 0 && battery.canvas_length != engine->config().canvas && !o.quiet)
     fmt::print(stderr, "smoketest: warning: the battery's budgets were measured at canvas {}, this model has {}\n",

@@ -1,84 +1,111 @@
 #include "cli/sampler_options.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <vector>
 
-#include "cli/option_checks.h"
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace dg::cli {
+namespace {
+
+// Sets the row's member from its command-line text: one of its words, else a number of the member's type within the
+// row's range. False (o unchanged) when the text is neither.
+bool set_from_text(const SamplerSetting& s, const std::string& text, SamplerOptions& o) {
+  for (const SettingWord& w : s.words) {
+    if (text != w.word) continue;
+    setting_assign(s, o, w.value);
+    return true;
+  }
+  if (!s.words.empty() || text.empty()) return false;
+  return std::visit(
+      [&](auto m) {
+        using T = SettingType<decltype(m)>;
+        T v{};
+        if constexpr (std::is_same_v<T, bool>) {
+          return false;  // a switch is set by its words
+        } else if constexpr (std::is_integral_v<T>) {
+          const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);  // "-1" is no uint64
+          if (ec != std::errc() || end != text.data() + text.size()) return false;
+        } else {
+          char* end = nullptr;
+          v = std::strtod(text.c_str(), &end);
+          if (end != text.c_str() + text.size() || !std::isfinite(v)) return false;
+        }
+        if (!setting_in_range(s, static_cast<double>(v))) return false;
+        o.*m = v;
+        return true;
+      },
+      s.member);
+}
+
+// "an integer >= 1", "a finite number > 0", "a number between 0 and 1".
+std::string value_text(const SamplerSetting& s) {
+  const bool integer = !std::holds_alternative<double SamplerOptions::*>(s.member);
+  return fmt::format("{} {}", integer ? "an integer" : std::isinf(s.range.hi) ? "a finite number" : "a number",
+                     setting_range_text(s));
+}
+
+// The help's type: INT, UINT, FLOAT, or TEXT for a row of words.
+const char* type_name(const SamplerSetting& s) {
+  if (!s.words.empty()) return "TEXT";
+  if (std::holds_alternative<uint64_t SamplerOptions::*>(s.member)) return "UINT";
+  return std::holds_alternative<double SamplerOptions::*>(s.member) ? "FLOAT" : "INT";
+}
+
+CLI::Validator value_check(const SamplerSetting& s) {
+  if (!s.words.empty()) {
+    std::vector<std::string> words;
+    for (const SettingWord& w : s.words) words.emplace_back(w.word);
+    return CLI::IsMember(words);
+  }
+  const std::string desc = value_text(s);
+  return CLI::Validator(
+      [&s, desc](std::string& text) -> std::string {
+        SamplerOptions scratch;
+        return set_from_text(s, text, scratch) ? std::string() : fmt::format("'{}' is not {}", text, desc);
+      },
+      desc);
+}
+
+}  // namespace
 
 void SamplerFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--sampler", profile, "sampler profile: contract (the production contract) | reference "
                                         "(transformers semantics exactly)")
       ->check(CLI::IsMember({"contract", "reference"}))
       ->capture_default_str();
-  cmd->add_option("--seed", seed, "canvas RNG seed")->check(non_negative_int())->capture_default_str();
-  cmd->add_option("--max-new-tokens", max_new_tokens, "answer length limit (default: generation_config.json)")
-      ->check(positive_int());
-  cmd->add_option("--steps", steps, "denoising steps per block (default: generation_config.json)")->check(positive_int());
-  cmd->add_option("--entropy-bound", entropy_bound, "accept budget in nats (default: generation_config.json)")
-      ->check(positive_finite());
-  cmd->add_option("--t-min", t_min, "temperature at the last step")->check(non_negative_finite());
-  cmd->add_option("--t-max", t_max, "temperature at the first step")->check(positive_finite());
-  cmd->add_option("--confidence-threshold", confidence_threshold, "stop when mean entropy is below this and stable")
-      ->check(positive_finite());
-  cmd->add_option("--stability-threshold", stability_threshold, "steps the argmax must repeat before stopping")
-      ->check(non_negative_int());
+  auto* contract = cmd->add_option_group("contract", "contract-profile divergences (seed defaults; --sampler "
+                                                     "reference turns all of them off)");
+  const SamplerOptions defaults;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const SamplerSetting& s = kSamplerSettings[i];
+    CLI::App* at = s.group == SettingGroup::kContract ? contract : cmd;
+    const bool generation = s.group == SettingGroup::kGeneration;
+    CLI::Option* opt = at->add_option(
+        s.flag, values[i], generation ? fmt::format("{} (default: generation_config.json)", s.help) : s.help);
+    opt->type_name(type_name(s))->check(value_check(s));
+    if (!generation) opt->default_str(setting_text(s, defaults));
+  }
   cmd->add_flag("--host-decisions", host_decisions,
                 "run the per-step sampler decisions on the host instead of the backend (A/B; same tokens)");
-  auto* g = cmd->add_option_group("contract", "contract-profile divergences (seed defaults; --sampler reference "
-                                              "turns all of them off)");
-  g->add_option("--denoise-token", denoise_token, "token taken at accepted positions: argmax | sample")
-      ->check(CLI::IsMember({"argmax", "sample"}));
-  g->add_option("--first-step-sc", first_step_sc, "step-1 self-conditioning: self (canvas embedding) | zero")
-      ->check(CLI::IsMember({"self", "zero"}));
-  g->add_option("--plateau-steps", plateau_steps, "stop after the accept mask repeats this many steps (0: off)")
-      ->check(non_negative_int());
-  g->add_option("--plateau-entropy", plateau_mean_entropy, "... while mean entropy is below this")
-      ->check(non_negative_finite());
-  g->add_option("--pad-gate", pad_gate, "never stop on an all-pad canvas: on | off")
-      ->check(CLI::IsMember({"on", "off"}));
-  g->add_option("--entropy-stop", entropy_stop, "stop when mean entropy is below this (0: off)")
-      ->check(non_negative_finite());
-  g->add_option("--entropy-stop-min-steps", entropy_stop_min_steps, "... after at least this many steps")
-      ->check(non_negative_int());
-  g->add_option("--empty-reply-retries", empty_reply_retries, "re-rolls of a first block that opens with a stop token")
-      ->check(non_negative_int());
-  g->add_option("--commit-trim-tau", commit_trim_tau, "confidence trim threshold on p_max (0: off)")
-      ->check(unit_interval());
-  g->add_option("--commit-trim-floor", commit_trim_floor, "rows below this index are never trimmed")
-      ->check(positive_int());
-  g->add_option("--self-conditioning", self_conditioning, "soft embedding: sparse (survivors >= e^-10 p_max) | exact")
-      ->check(CLI::IsMember({"sparse", "exact"}));
 }
 
-SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
-  SamplerOptions o = engine.default_sampler(sampler_profile_from_name(profile));
-  o.seed = seed;
-  auto set = [](auto& field, const auto& flag) {
-    if (flag) field = *flag;
-  };
-  set(o.max_new_tokens, max_new_tokens);
-  set(o.steps, steps);
-  set(o.entropy_bound, entropy_bound);
-  set(o.t_min, t_min);
-  set(o.t_max, t_max);
-  set(o.confidence_threshold, confidence_threshold);
-  set(o.stability_threshold, stability_threshold);
-  if (!denoise_token.empty()) o.argmax_commit = denoise_token == "argmax";
-  if (!first_step_sc.empty()) o.first_step_self_embed = first_step_sc == "self";
-  set(o.plateau_steps, plateau_steps);
-  set(o.plateau_mean_entropy, plateau_mean_entropy);
-  if (!pad_gate.empty()) o.pad_gate = pad_gate == "on";
-  set(o.entropy_stop, entropy_stop);
-  set(o.entropy_stop_min_steps, entropy_stop_min_steps);
-  set(o.empty_reply_retries, empty_reply_retries);
-  set(o.commit_trim_tau, commit_trim_tau);
-  set(o.commit_trim_floor, commit_trim_floor);
-  if (!self_conditioning.empty()) o.sc_sparse_cutoff = self_conditioning == "exact" ? 0.0 : std::exp(-10.0);
+SamplerOptions SamplerFlags::apply(SamplerOptions o) const {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i])
+      DG_CHECK(set_from_text(kSamplerSettings[i], *values[i], o), "{}: '{}' is not {}", kSamplerSettings[i].flag,
+               *values[i], value_text(kSamplerSettings[i]));
   o.host_decisions = host_decisions;
   o.validate();
   return o;
+}
+
+SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
+  return apply(engine.default_sampler(sampler_profile_from_name(profile)));
 }
 
 }  // namespace dg::cli

@@ -1,30 +1,29 @@
-// Sampler options on the command line: the profile, the generation-config values, and one named option for each
-// contract divergence. An option not given is unset and keeps the profile's default (SamplerOptions in
-// src/diffusion/options.h); a given value is checked when the line is parsed (cli/option_checks.h).
+// Sampler options on the command line: the profile, one flag per row of the sampler settings table
+// (src/diffusion/sampler_settings.h), and where the decisions run. A flag not given is unset and keeps the base's
+// value (the profile's default, SamplerOptions in src/diffusion/options.h); a given value is checked against its row's
+// range when the line is parsed, as a usage error naming the flag (cli/option_checks.h).
 #pragma once
 
-#include <cstdint>
+#include <array>
+#include <iterator>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "diffusion/sampler_settings.h"
 #include "dg/engine.h"
 
 namespace dg::cli {
 
 struct SamplerFlags {
   std::string profile = "contract";
-  uint64_t seed = 42;
-  std::optional<int> max_new_tokens, steps, stability_threshold;
-  std::optional<double> entropy_bound, t_min, t_max, confidence_threshold;
-  std::string denoise_token, first_step_sc, pad_gate, self_conditioning;
-  std::optional<int> plateau_steps, entropy_stop_min_steps, empty_reply_retries, commit_trim_floor;
-  std::optional<double> plateau_mean_entropy, entropy_stop, commit_trim_tau;
   bool host_decisions = false;
+  std::array<std::optional<std::string>, std::size(kSamplerSettings)> values;  // per row, as given
 
   void add_to(CLI::App* cmd);
-  SamplerOptions resolve(const Engine& engine) const;  // validates; throws dg::Error naming the option
+  SamplerOptions apply(SamplerOptions base) const;     // the given values on top of base; validates (throws dg::Error)
+  SamplerOptions resolve(const Engine& engine) const;  // apply() on the engine's defaults for the profile
 };
 
 }  // namespace dg::cli

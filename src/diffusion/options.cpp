@@ -1,6 +1,7 @@
 #include "diffusion/options.h"
 
 #include "core/error.h"
+#include "diffusion/sampler_settings.h"
 
 namespace dg {
 
@@ -15,18 +16,14 @@ const char* sampler_profile_name(SamplerProfile p) {
 }
 
 void SamplerOptions::validate() const {
-  DG_CHECK(max_new_tokens > 0, "max_new_tokens must be > 0 (got {})", max_new_tokens);
-  DG_CHECK(steps > 0, "steps must be > 0 (got {})", steps);
-  DG_CHECK(entropy_bound > 0, "entropy_bound must be > 0 (got {})", entropy_bound);
-  DG_CHECK(t_min >= 0 && t_max > t_min, "temperature schedule needs t_max > t_min >= 0 (got {} .. {})", t_min, t_max);
-  DG_CHECK(stability_threshold >= 0, "stability_threshold must be >= 0 (got {})", stability_threshold);
-  DG_CHECK(confidence_threshold > 0, "confidence_threshold must be > 0 (got {})", confidence_threshold);
-  DG_CHECK(plateau_steps >= 0 && entropy_stop >= 0 && entropy_stop_min_steps >= 0 && empty_reply_retries >= 0,
-           "stop-rule options must be >= 0");
-  DG_CHECK(commit_trim_tau >= 0 && commit_trim_tau <= 1, "commit_trim_tau must be in [0, 1] (got {})", commit_trim_tau);
-  DG_CHECK(commit_trim_floor >= 1, "commit_trim_floor must be >= 1 (got {})", commit_trim_floor);
-  DG_CHECK(sc_sparse_cutoff >= 0 && sc_sparse_cutoff < 1, "sc_sparse_cutoff must be in [0, 1) (got {})",
-           sc_sparse_cutoff);
+  for (const SamplerSetting& s : kSamplerSettings)
+    std::visit(
+        [&](auto m) {
+          DG_CHECK(setting_in_range(s, static_cast<double>(this->*m)), "{} must be {} (got {})", s.name,
+                   setting_range_text(s), this->*m);
+        },
+        s.member);
+  DG_CHECK(t_max > t_min, "temperature schedule needs t_max > t_min >= 0 (got {} .. {})", t_min, t_max);
 }
 
 SamplerOptions make_sampler_options(SamplerProfile profile, const GenerationConfig& gen, int32_t pad_id,
@@ -43,16 +40,9 @@ SamplerOptions make_sampler_options(SamplerProfile profile, const GenerationConf
   o.stop_ids.assign(gen.eos_ids.begin(), gen.eos_ids.end());
   o.pad_id = gen.pad_id >= 0 ? gen.pad_id : pad_id;
   o.bos_id = gen.bos_id >= 0 ? gen.bos_id : bos_id;
-  if (profile == SamplerProfile::kReference) {
-    o.argmax_commit = false;
-    o.first_step_self_embed = false;
-    o.plateau_steps = 0;
-    o.pad_gate = false;
-    o.entropy_stop = 0;
-    o.empty_reply_retries = 0;
-    o.commit_trim_tau = 0;
-    o.sc_sparse_cutoff = 0;
-  }
+  if (profile == SamplerProfile::kReference)
+    for (const SamplerSetting& s : kSamplerSettings)
+      if (s.reference) setting_assign(s, o, *s.reference);
   return o;
 }
 

@@ -3,6 +3,8 @@
 //             the seed's default: argmax commit, step-1 self-conditioning seed, plateau / pad-gate / entropy-only
 //             stops, empty-first-block re-roll, commit-time confidence trim, sparse self-conditioning.
 //   reference           transformers semantics exactly: every divergence off, categorical draws from our LCG.
+// The members a user sets are the rows of kSamplerSettings (diffusion/sampler_settings.h: range, flag, request field,
+// op-log key, reference value); a member's initializer here is its contract default.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@ struct JsonVocab;
 enum class SamplerProfile : uint8_t { kContract, kReference };
 SamplerProfile sampler_profile_from_name(const std::string& name);  // "contract" | "reference"; throws otherwise
 const char* sampler_profile_name(SamplerProfile p);
+
+inline constexpr double kSparseScCutoff = 4.5399929762484854e-05;  // e^-10: survivor self-conditioning's cutoff
 
 struct SamplerOptions {
   SamplerProfile profile = SamplerProfile::kContract;
@@ -46,7 +50,7 @@ struct SamplerOptions {
   int empty_reply_retries = 3;          // re-roll a first block that starts with a stop/control token
   double commit_trim_tau = 0.9;         // trim a block at a low-confidence duplicated row (0 = off)
   int commit_trim_floor = 16;           // rows below this index are never trimmed
-  double sc_sparse_cutoff = 4.5399929762484854e-05;  // e^-10: survivor self-conditioning (0 = exact)
+  double sc_sparse_cutoff = kSparseScCutoff;  // survivor self-conditioning (0 = exact)
 
   // JSON mode (response_format json_object): each committed block is constrained so that the answer is one JSON
   // object (src/diffusion/json_commit.h). nullptr: unconstrained.
@@ -56,7 +60,7 @@ struct SamplerOptions {
   // same tokens). Steps observed through GenerateEvents::on_step always decide on the host.
   bool host_decisions = false;
 
-  void validate() const;  // throws dg::Error naming the bad option
+  void validate() const;  // every row's range and t_max > t_min; throws dg::Error naming the bad option
 };
 
 // The profile's defaults on top of a checkpoint's generation config.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "ops/decide/decide_rule.h"
+
 namespace dg {
 
 float schedule_temperature(int cur, int n, double t_min, double t_max) {
@@ -14,17 +16,14 @@ float schedule_temperature(int cur, int n, double t_min, double t_max) {
 
 std::vector<uint8_t> entropy_bound_accept(std::span<const float> entropy, double bound) {
   const size_t n = entropy.size();
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return entropy[a] < entropy[b]; });
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return entropy[static_cast<size_t>(a)] < entropy[static_cast<size_t>(b)];
+  });
   std::vector<uint8_t> accept(n, 0);
-  float cum = 0.0f;
-  const float fb = static_cast<float>(bound);
-  for (size_t k = 0; k < n; ++k) {
-    const float h = entropy[order[k]];
-    cum += h;
-    if (cum - h <= fb) accept[order[k]] = 1;
-  }
+  decide_accept_sorted(entropy.data(), order.data(), static_cast<int32_t>(n), static_cast<float>(bound),
+                       accept.data());
   return accept;
 }
 
@@ -38,9 +37,25 @@ const char* stop_rule_name(StopRule r) {
   return "?";
 }
 
-StopState::StopState(const SamplerOptions& opt, int canvas) : opt_(opt) {
-  history_.assign(static_cast<size_t>(std::max(0, opt.stability_threshold)),
-                  std::vector<int32_t>(static_cast<size_t>(canvas), -1));
+DecideParams decide_params(const SamplerOptions& opt, int32_t rows, int64_t vocab) {
+  DecideParams p;
+  p.rows = rows;
+  p.vocab = vocab;
+  p.history = std::max(0, opt.stability_threshold);
+  p.categorical = !opt.argmax_commit;
+  p.contract = opt.profile == SamplerProfile::kContract;
+  p.pad_gate_id = p.contract && opt.pad_gate && opt.pad_id >= 0 ? opt.pad_id : -1;
+  p.bound = static_cast<float>(opt.entropy_bound);
+  p.confidence = opt.confidence_threshold;
+  p.plateau_entropy = opt.plateau_mean_entropy;
+  p.entropy_stop = opt.entropy_stop;
+  p.plateau_steps = opt.plateau_steps;
+  p.entropy_stop_min_steps = opt.entropy_stop_min_steps;
+  return p;
+}
+
+StopState::StopState(const SamplerOptions& opt, int canvas) : params_(decide_params(opt, canvas, 0)) {
+  history_.assign(static_cast<size_t>(params_.history), std::vector<int32_t>(static_cast<size_t>(canvas), -1));
 }
 
 StopRule StopState::update(std::span<const int32_t> argmax, std::span<const uint8_t> accept, double mean_entropy,
@@ -52,25 +67,12 @@ StopRule StopState::update(std::span<const int32_t> argmax, std::span<const uint
     history_[next_].assign(argmax.begin(), argmax.end());
     next_ = (next_ + 1) % history_.size();
   }
-  if (!prev_accept_.empty() && std::equal(prev_accept_.begin(), prev_accept_.end(), accept.begin(), accept.end())) {
-    ++plateau_run_;
-  } else {
-    plateau_run_ = 1;
-  }
+  const bool same_accept =
+      !prev_accept_.empty() && std::equal(prev_accept_.begin(), prev_accept_.end(), accept.begin(), accept.end());
   prev_accept_.assign(accept.begin(), accept.end());
-
-  if (opt_.profile == SamplerProfile::kContract && opt_.pad_gate && opt_.pad_id >= 0 &&
-      std::all_of(argmax.begin(), argmax.end(), [&](int32_t t) { return t == opt_.pad_id; })) {
-    ++pad_gated_;
-    return StopRule::kNone;  // an all-pad canvas is a degenerate forward, never a converged answer
-  }
-  if (stable && mean_entropy < opt_.confidence_threshold) return StopRule::kConfident;
-  if (opt_.profile != SamplerProfile::kContract) return StopRule::kNone;
-  if (opt_.plateau_steps > 0 && plateau_run_ >= opt_.plateau_steps && mean_entropy < opt_.plateau_mean_entropy)
-    return StopRule::kPlateau;
-  if (opt_.entropy_stop > 0.0 && step_index >= opt_.entropy_stop_min_steps && mean_entropy < opt_.entropy_stop)
-    return StopRule::kEntropy;
-  return StopRule::kNone;
+  const bool all_pad = std::all_of(argmax.begin(), argmax.end(), [&](int32_t t) { return t == params_.pad_gate_id; });
+  return static_cast<StopRule>(
+      decide_stop_rule(params_, state_, stable, same_accept, all_pad, mean_entropy, step_index));
 }
 
 }  // namespace dg

@@ -1,5 +1,6 @@
-// The entropy-bound sampler's per-step decisions (SPEC.md §4.3.3, seed §6): the temperature schedule, the accept
-// rule, the categorical draw of the reference profile, and the stopping rules of both profiles.
+// The entropy-bound sampler's per-step decisions on the host (SPEC.md §4.3.3, seed §6): the temperature schedule, the
+// accept rule and the stopping rules of both profiles. The accept and stop rules are the decide op's own bodies
+// (src/ops/decide/decide_rule.h), which the CPU twin and the CUDA kernel run too.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "diffusion/options.h"
 #include "diffusion/rng.h"
+#include "ops/decide/decide.h"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {
@@ -20,6 +22,9 @@ float schedule_temperature(int cur, int n, double t_min, double t_max);
 // (computed as the reference does: inclusive f32 cumsum minus the element). The lowest is always accepted.
 std::vector<uint8_t> entropy_bound_accept(std::span<const float> entropy, double bound);
 
+// The decide op's rules for an attempt over `rows` canvas rows of a `vocab`-id vocabulary under `opt`.
+DecideParams decide_params(const SamplerOptions& opt, int32_t rows, int64_t vocab);
+
 enum class StopRule : uint8_t { kNone, kConfident, kPlateau, kEntropy };
 const char* stop_rule_name(StopRule r);
 
@@ -31,15 +36,14 @@ class StopState {
   // Decides after a step; step_index counts executed steps of this block from 1.
   StopRule update(std::span<const int32_t> argmax, std::span<const uint8_t> accept, double mean_entropy,
                   int step_index);
-  int pad_gated() const { return pad_gated_; }  // steps at which the pad gate held an all-pad canvas
+  int pad_gated() const { return state_.pad_gated; }  // steps at which the pad gate held an all-pad canvas
 
  private:
-  const SamplerOptions& opt_;
+  DecideParams params_;
+  DecideState state_;
   std::vector<std::vector<int32_t>> history_;
   size_t next_ = 0;
   std::vector<uint8_t> prev_accept_;
-  int plateau_run_ = 0;
-  int pad_gated_ = 0;
 };
 
 }  // namespace dg

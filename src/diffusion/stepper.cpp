@@ -108,22 +108,7 @@ void Generation::set_device_decisions(bool on) {
   if (on) jumps_ = Lcg::jumps(2 * C_);
 }
 
-DecideParams Generation::decide_params() const {
-  DecideParams p;
-  p.rows = len_;
-  p.vocab = V_;
-  p.history = std::max(0, opt_.stability_threshold);
-  p.categorical = !opt_.argmax_commit;
-  p.contract = opt_.profile == SamplerProfile::kContract;
-  p.pad_gate_id = p.contract && opt_.pad_gate && opt_.pad_id >= 0 ? opt_.pad_id : -1;
-  p.bound = static_cast<float>(opt_.entropy_bound);
-  p.confidence = opt_.confidence_threshold;
-  p.plateau_entropy = opt_.plateau_mean_entropy;
-  p.entropy_stop = opt_.entropy_stop;
-  p.plateau_steps = opt_.plateau_steps;
-  p.entropy_stop_min_steps = opt_.entropy_stop_min_steps;
-  return p;
-}
+DecideParams Generation::decide_params() const { return dg::decide_params(opt_, len_, V_); }
 
 void Generation::end_step_decided(const DecideStatus& st, const std::function<void(RowStats*)>& read) {
   DG_CHECK(phase_ == Phase::kDenoise && device_, "generation: end_step_decided outside a device-decided step");

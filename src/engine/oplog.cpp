@@ -7,8 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
 
 #include "core/error.h"
+#include "diffusion/sampler_settings.h"
 
 namespace dg {
 
@@ -56,39 +59,43 @@ void create_private_dirs(const std::string& dir) {
   }
 }
 
+// A record lists the run's and the generation config's settings, the model's ids, then the contract's settings
+// (the order every op-log so far has).
 Json sampler_to_json(const SamplerOptions& o) {
-  Json j{{"profile", sampler_profile_name(o.profile)},
-              {"seed", o.seed},
-              {"max_new_tokens", o.max_new_tokens},
-              {"steps", o.steps},
-              {"entropy_bound", o.entropy_bound},
-              {"t_min", o.t_min},
-              {"t_max", o.t_max},
-              {"stability_threshold", o.stability_threshold},
-              {"confidence_threshold", o.confidence_threshold},
-              {"stop_ids", o.stop_ids},
-              {"pad_id", o.pad_id},
-              {"bos_id", o.bos_id},
-              {"argmax_commit", o.argmax_commit},
-              {"first_step_self_embed", o.first_step_self_embed},
-              {"plateau_steps", o.plateau_steps},
-              {"plateau_mean_entropy", o.plateau_mean_entropy},
-              {"pad_gate", o.pad_gate},
-              {"entropy_stop", o.entropy_stop},
-              {"entropy_stop_min_steps", o.entropy_stop_min_steps},
-              {"empty_reply_retries", o.empty_reply_retries},
-              {"commit_trim_tau", o.commit_trim_tau},
-              {"commit_trim_floor", o.commit_trim_floor},
-              {"sc_sparse_cutoff", o.sc_sparse_cutoff}};
+  Json j{{"profile", sampler_profile_name(o.profile)}};
+  const auto put = [&](bool contract) {
+    for (const SamplerSetting& s : kSamplerSettings)
+      if ((s.group == SettingGroup::kContract) == contract) std::visit([&](auto m) { j[s.name] = o.*m; }, s.member);
+  };
+  put(false);
+  j["stop_ids"] = o.stop_ids;
+  j["pad_id"] = o.pad_id;
+  j["bos_id"] = o.bos_id;
+  put(true);
   if (o.json) j["json_object"] = true;  // written only when on: logs without JSON mode read as before
   return j;
 }
 
 namespace {
 
+// Whether an integer field fits T (nlohmann converts a float or a wider integer without a check).
+template <typename T>
+bool fits(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if (!v.is_number_integer()) return false;
+  if constexpr (std::is_signed_v<T>) {
+    const int64_t i = v.get<int64_t>();
+    return i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max();
+  }
+  return false;  // a negative integer for an unsigned field
+}
+
 template <typename T>
 void get(const Json& j, const char* key, T& out) {
   DG_CHECK(j.contains(key), "op-log sampler: \"{}\" is missing", key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    DG_CHECK(fits<T>(j[key]), "op-log sampler: \"{}\" must be an integer of its type's range (got {})", key,
+             j[key].dump());
   try {
     out = j[key].get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -104,28 +111,10 @@ SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab>
   std::string profile;
   get(j, "profile", profile);
   o.profile = sampler_profile_from_name(profile);
-  get(j, "seed", o.seed);
-  get(j, "max_new_tokens", o.max_new_tokens);
-  get(j, "steps", o.steps);
-  get(j, "entropy_bound", o.entropy_bound);
-  get(j, "t_min", o.t_min);
-  get(j, "t_max", o.t_max);
-  get(j, "stability_threshold", o.stability_threshold);
-  get(j, "confidence_threshold", o.confidence_threshold);
+  for (const SamplerSetting& s : kSamplerSettings) std::visit([&](auto m) { get(j, s.name, o.*m); }, s.member);
   get(j, "stop_ids", o.stop_ids);
   get(j, "pad_id", o.pad_id);
   get(j, "bos_id", o.bos_id);
-  get(j, "argmax_commit", o.argmax_commit);
-  get(j, "first_step_self_embed", o.first_step_self_embed);
-  get(j, "plateau_steps", o.plateau_steps);
-  get(j, "plateau_mean_entropy", o.plateau_mean_entropy);
-  get(j, "pad_gate", o.pad_gate);
-  get(j, "entropy_stop", o.entropy_stop);
-  get(j, "entropy_stop_min_steps", o.entropy_stop_min_steps);
-  get(j, "empty_reply_retries", o.empty_reply_retries);
-  get(j, "commit_trim_tau", o.commit_trim_tau);
-  get(j, "commit_trim_floor", o.commit_trim_floor);
-  get(j, "sc_sparse_cutoff", o.sc_sparse_cutoff);
   if (j.value("json_object", false)) {
     DG_CHECK(json != nullptr, "op-log sampler: JSON mode needs the model's tokenizer");
     o.json = std::move(json);

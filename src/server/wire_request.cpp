@@ -7,6 +7,7 @@
 
 #include "chat/template.h"
 #include "core/error.h"
+#include "diffusion/sampler_settings.h"
 
 namespace dg::server {
 namespace {
@@ -55,15 +56,6 @@ int64_t get_int(const Json& b, const char* key, int64_t lo, int64_t hi, int64_t 
   return f->is_number_integer() ? f->get<int64_t>() : static_cast<int64_t>(v);
 }
 
-double get_number(const Json& b, const char* key, double lo, double hi, double dflt) {
-  const Json* f = field(b, key);
-  if (f == nullptr) return dflt;
-  if (!f->is_number()) bad(key, fmt::format("'{}' must be a number", key));
-  const double v = f->get<double>();
-  if (!(v >= lo && v <= hi)) bad(key, fmt::format("'{}' must be between {} and {} (got {})", key, lo, hi, v));
-  return v;
-}
-
 // stop: a string or an array of up to 4 strings.
 std::vector<std::string> get_stop(const Json& b) {
   const Json* f = field(b, "stop");
@@ -78,7 +70,68 @@ std::vector<std::string> get_stop(const Json& b) {
   return out;
 }
 
-// The sampler: the profile's defaults, then the DiffusionGemma knobs and the seed.
+// An integer field as a 64-bit pattern: `wide` when it is at least 2^63 (held in u), else in i. An integral float
+// (3.0) counts as its integer. False when the field is no integer (or an integral float beyond 64 bits).
+bool integer_of(const Json& f, int64_t& i, uint64_t& u, bool& wide) {
+  wide = false;
+  if (f.is_number_unsigned()) {
+    u = f.get<uint64_t>();
+    wide = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    i = static_cast<int64_t>(u);
+    return true;
+  }
+  if (f.is_number_integer()) {
+    i = f.get<int64_t>();
+    return true;
+  }
+  const double d = f.is_number_float() ? f.get<double>() : 0.5;
+  if (std::floor(d) != d || d < -0x1p63 || d >= 0x1p64) return false;
+  wide = d >= 0x1p63;
+  if (wide) u = static_cast<uint64_t>(d);
+  i = wide ? 0 : static_cast<int64_t>(d);
+  return true;
+}
+
+// A row of the sampler settings table from its request field: an absent (or null) field keeps the value; a wrong
+// type or a value outside the row's range is a 400 naming the field. A uint64 (the seed) takes any 64-bit integer,
+// a negative one modulo 2^64.
+void get_setting(const Json& b, const SamplerSetting& s, SamplerOptions& o) {
+  const char* key = s.wire;
+  const Json* f = field(b, key);
+  if (f == nullptr) return;
+  const auto out_of_range = [&] {
+    bad(key, fmt::format("'{}' must be {} (got {})", key, setting_range_text(s), f->dump()));
+  };
+  std::visit(
+      [&](auto m) {
+        using T = SettingType<decltype(m)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (!f->is_boolean()) bad(key, fmt::format("'{}' must be true or false", key));
+          o.*m = f->get<bool>();
+        } else if constexpr (std::is_integral_v<T>) {
+          int64_t i = 0;
+          uint64_t u = 0;
+          bool wide = false;
+          if (!integer_of(*f, i, u, wide)) bad(key, fmt::format("'{}' must be an integer", key));
+          T value{};
+          if constexpr (std::is_unsigned_v<T>) {
+            value = wide ? u : static_cast<uint64_t>(i);
+          } else {
+            if (wide || i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) out_of_range();
+            value = static_cast<T>(i);
+          }
+          if (!setting_in_range(s, static_cast<double>(value))) out_of_range();
+          o.*m = value;
+        } else {
+          if (!f->is_number()) bad(key, fmt::format("'{}' must be a number", key));
+          if (!setting_in_range(s, f->get<double>())) out_of_range();
+          o.*m = f->get<double>();
+        }
+      },
+      s.member);
+}
+
+// The sampler: the profile's defaults, then the settings a request may give, and the seed (random when not given).
 SamplerOptions get_sampler(const Json& b, const WireContext& ctx) {
   SamplerOptions o = ctx.contract;
   if (const Json* p = field(b, "sampler")) {
@@ -86,16 +139,10 @@ SamplerOptions get_sampler(const Json& b, const WireContext& ctx) {
       bad("sampler", "'sampler' must be \"contract\" or \"reference\"");
     if (*p == "reference") o = ctx.reference;
   }
-  o.steps = static_cast<int>(get_int(b, "steps", 1, 4096, o.steps));
+  for (const SamplerSetting& s : kSamplerSettings)
+    if (s.wire != nullptr) get_setting(b, s, o);
   if (o.steps > ctx.max_steps) over_limit("steps", o.steps, ctx.max_steps, "--max-steps", "denoising steps per block");
-  o.entropy_bound = get_number(b, "entropy_bound", 1e-9, 1e9, o.entropy_bound);
-  o.confidence_threshold = get_number(b, "confidence_threshold", 0.0, 1e9, o.confidence_threshold);
-  o.t_min = get_number(b, "t_min", 1e-6, 100.0, o.t_min);
-  o.t_max = get_number(b, "t_max", 1e-6, 100.0, o.t_max);
-  if (field(b, "seed") != nullptr) {
-    o.seed = static_cast<uint64_t>(
-        get_int(b, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0));
-  } else {
+  if (field(b, "seed") == nullptr) {
     std::random_device rd;
     o.seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }

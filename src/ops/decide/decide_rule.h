@@ -1,5 +1,6 @@
-// The pieces of the decide op that the CPU twin and the CUDA kernel share as one source: an LCG draw from a jump
-// table entry and the stop rule of StopState::update (src/diffusion/sampler.cpp) on already reduced inputs.
+// The pieces of the decide op that the CPU twin, the CUDA kernel and the host sampler (src/diffusion/sampler.cpp)
+// share as one source: an LCG draw from a jump table entry, the entropy-bound accept and the stop rules on already
+// reduced inputs.
 // Stop rules are StopRule's values: 0 none, 1 confident, 2 plateau, 3 entropy.
 #pragma once
 
@@ -27,7 +28,8 @@ DG_HOST_DEVICE inline int32_t lcg_randint(uint32_t x, int64_t n) {
 }
 
 // The entropy-bound accept over rows already in stable ascending-entropy order (ties by index): an inclusive f32
-// cumsum in that order, a row accepted where cum - h <= bound (entropy_bound_accept in src/diffusion/sampler.cpp).
+// cumsum in that order, a row accepted where cum - h <= bound (entropy_bound_accept, src/diffusion/sampler.cpp, sorts
+// and calls this).
 DG_HOST_DEVICE inline void decide_accept_sorted(const float* entropy, const int32_t* order, int32_t rows, float bound,
                                                 uint8_t* accept) {
   float cum = 0.0f;
@@ -38,12 +40,12 @@ DG_HOST_DEVICE inline void decide_accept_sorted(const float* entropy, const int3
   }
 }
 
-// stable: the argmax equals every history slot; same_accept: the accept mask equals the previous step's.
+// stable: the argmax equals every history slot; same_accept: the accept mask equals the previous step's; all_pad:
+// every argmax is p.pad_gate_id; mean: the step's mean entropy (the kernel's f32 value, widened).
 // Updates the plateau run and the pad-gated count in st; step_index counts executed steps from 1.
 DG_HOST_DEVICE inline int32_t decide_stop_rule(const DecideParams& p, DecideState& st, bool stable, bool same_accept,
-                                               bool all_pad, float mean_entropy, int32_t step_index) {
+                                               bool all_pad, double mean, int32_t step_index) {
   st.plateau_run = same_accept ? st.plateau_run + 1 : 1;
-  const double mean = mean_entropy;
   if (p.pad_gate_id >= 0 && all_pad) {
     ++st.pad_gated;
     return 0;  // an all-pad canvas is a degenerate forward, never a converged answer
