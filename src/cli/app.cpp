@@ -67,6 +67,8 @@ int run(int argc, char** argv) {
   register_quantize(app);
   register_serve(app);
   register_replay(app);
+  register_golden(app);
+  register_campaign(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);

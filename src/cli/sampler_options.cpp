@@ -66,4 +66,19 @@ SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
   return o;
 }
 
+void ToolCheckFlags::add_to(CLI::App* cmd) {
+  cmd->add_option("--tool-check", mode,
+                  "a reply whose tool calls are malformed or fail the declared schema: off (handed on) | retry "
+                  "(generated again with the next seed) | repair (the model sees its errors and writes the reply "
+                  "again; docs/TOOLS.md)")
+      ->check(CLI::IsMember({"off", "retry", "repair"}))
+      ->capture_default_str();
+  cmd->add_option("--tool-attempts", attempts, "generations --tool-check may add to a reply")->capture_default_str();
+}
+
+ToolCheckOptions ToolCheckFlags::resolve() const {
+  DG_CHECK(attempts >= 0 && attempts <= 16, "--tool-attempts must be in [0, 16], got {}", attempts);
+  return ToolCheckOptions{tool_check_mode_from_name(mode), attempts};
+}
+
 }  // namespace dg::cli

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "chat/tool_check.h"
 #include "dg/engine.h"
 
 namespace dg::cli {
@@ -23,6 +24,15 @@ struct SamplerFlags {
 
   void add_to(CLI::App* cmd);
   SamplerOptions resolve(const Engine& engine) const;  // validates; throws dg::Error naming the option
+};
+
+// --tool-check off|retry|repair and --tool-attempts N: what happens to a reply whose tool calls are invalid.
+struct ToolCheckFlags {
+  std::string mode = "repair";
+  int attempts = 2;
+
+  void add_to(CLI::App* cmd);
+  ToolCheckOptions resolve() const;  // throws dg::Error naming the option
 };
 
 }  // namespace dg::cli

@@ -15,6 +15,7 @@ const char* sampler_profile_name(SamplerProfile p) {
 }
 
 void SamplerOptions::validate() const {
+  DG_CHECK(json_schema == nullptr || json != nullptr, "a JSON schema constrains JSON mode, which is off");
   DG_CHECK(max_new_tokens > 0, "max_new_tokens must be > 0 (got {})", max_new_tokens);
   DG_CHECK(steps > 0, "steps must be > 0 (got {})", steps);
   DG_CHECK(entropy_bound > 0, "entropy_bound must be > 0 (got {})", entropy_bound);

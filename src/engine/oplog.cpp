@@ -1,6 +1,9 @@
 #include "engine/oplog.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "diffusion/json_schema.h"
 
 namespace dg {
 
@@ -12,6 +15,50 @@ void OpLog::write(const Json& record) {
   std::lock_guard<std::mutex> lock(mu_);
   out_ << record.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   out_.flush();
+}
+
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack) {
+  const EngineOptions& eo = engine.options();
+  return {{"op", "open"},
+          {"version", 1},
+          {"model", engine.checkpoint().dir},
+          {"backend", eo.backend},
+          {"precision", std::string(storage_name(eo.precision.act))},
+          {"kv_precision", std::string(storage_name(eo.precision.kv))},
+          {"context", eo.context},
+          {"slots", slots},
+          {"ring_slack", ring_slack}};
+}
+
+void SessionRecorder::synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) {
+  log_.write({{"op", "sync"}, {"job", job_}, {"slot", slot_}, {"keep", keep},
+              {"append", std::vector<int32_t>(append.begin(), append.end())}, {"reused", st.reused},
+              {"encoded", st.encoded}, {"rewound", st.rewound}, {"reprefilled", st.reprefilled},
+              {"kv_len", s.size()}});
+}
+
+void SessionRecorder::generating(const Session&, const SamplerOptions& opt) {
+  ++job_;
+  log_.write({{"op", "generate"}, {"job", job_}, {"slot", slot_}, {"sampler", sampler_to_json(opt)}});
+}
+
+void SessionRecorder::committed(const Session&, const BlockInfo& b, std::span<const int32_t> ids) {
+  log_.write({{"event", "block"}, {"job", job_}, {"slot", slot_}, {"block", b.block}, {"steps", b.steps},
+              {"ids", std::vector<int32_t>(ids.begin(), ids.end())}});
+}
+
+void SessionRecorder::generated(const Session& s, const GenerateResult& res) {
+  log_.write({{"event", "end"}, {"job", job_}, {"slot", slot_}, {"finish", finish_name(res.finish)},
+              {"forwards", res.forwards}, {"tokens", static_cast<int>(res.tokens.size())}, {"kv_len", s.size()},
+              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}});
+}
+
+void SessionRecorder::cleared(const Session&) { log_.write({{"op", "clear"}, {"job", job_}, {"slot", slot_}}); }
+
+void SessionRecorder::note(Json record) {
+  Json j{{"op", "note"}, {"job", job_}, {"slot", slot_}};
+  for (auto it = record.begin(); it != record.end(); ++it) j[it.key()] = it.value();
+  log_.write(j);
 }
 
 Json sampler_to_json(const SamplerOptions& o) {
@@ -39,6 +86,7 @@ Json sampler_to_json(const SamplerOptions& o) {
               {"commit_trim_floor", o.commit_trim_floor},
               {"sc_sparse_cutoff", o.sc_sparse_cutoff}};
   if (o.json) j["json_object"] = true;  // written only when on: logs without JSON mode read as before
+  if (o.json_schema) j["json_schema"] = o.json_schema->source();
   return j;
 }
 
@@ -87,6 +135,7 @@ SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab>
   if (j.value("json_object", false)) {
     DG_CHECK(json != nullptr, "op-log sampler: JSON mode needs the model's tokenizer");
     o.json = std::move(json);
+    if (j.contains("json_schema")) o.json_schema = JsonSchema::compile(j["json_schema"], "op-log json_schema");
   }
   o.validate();
   return o;

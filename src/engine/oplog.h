@@ -7,6 +7,7 @@
 //   {"event":"block", "job", "slot", "block", "steps", "ids":[ids]}           (each committed block)
 //   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint"}
 //   {"op":"clear", "job", "slot"}                                             (after an engine error)
+//   {"op":"note", "job", "slot", "what", ...}                                  (a decision; no effect: tool checks)
 // A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
 // with finish "cancelled" after `forwards` denoise steps; replay cancels it at the same step.
 #pragma once
@@ -32,6 +33,28 @@ class OpLog {
   std::mutex mu_;
   std::string path_;
   std::ofstream out_;
+};
+
+// The first record of a log: what replay needs to open the same engine and sessions.
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack);
+
+// Records one session's ops (the `chat` and `ask` logs, slot `slot`): every sync, generation, committed block and
+// clear, as the server's worker writes them. Generations are numbered from 1; syncs carry the last number.
+class SessionRecorder final : public SessionObserver {
+ public:
+  SessionRecorder(OpLog& log, int slot = 0) : log_(log), slot_(slot) {}
+  void synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) override;
+  void generating(const Session& s, const SamplerOptions& opt) override;
+  void committed(const Session& s, const BlockInfo& b, std::span<const int32_t> ids) override;
+  void generated(const Session& s, const GenerateResult& res) override;
+  void cleared(const Session& s) override;
+  void note(Json record);  // adds "op":"note", job and slot
+  OpLog& log() { return log_; }
+
+ private:
+  OpLog& log_;
+  int slot_;
+  int64_t job_ = 0;
 };
 
 Json sampler_to_json(const SamplerOptions& o);
