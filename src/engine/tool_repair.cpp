@@ -133,8 +133,9 @@ TurnResult generate_checked_reply(Session& session, const Tokenizer& tok, const 
       }
     }
   }
+  const SyncStats prompt = first.turn.prompt;  // how the request's prompt reached the cache
   TurnResult r = std::move(chosen->turn);
-  r.prompt = first.turn.prompt;  // how the request's prompt reached the cache
+  r.prompt = prompt;
   r.tool_attempts = extra;
   r.tool_problems = std::move(seen);
   if (ev != nullptr && ev->on_reply)

@@ -4,6 +4,7 @@
 // comes back whole with finish "tool_error".
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "chat_test_util.h"
