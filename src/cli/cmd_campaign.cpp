@@ -1,6 +1,7 @@
 // `diffgemma campaign`: sampler-option arms × batteries in one process (smoketest/campaign.h). Every arm's options
 // are parsed by the same option table as `ask` before the model is opened, so a typo fails at once.
 //   diffgemma campaign --arm base= --arm 'ref=--sampler reference' --battery smoke --battery programmatic --out DIR
+//   diffgemma campaign --arm off='--tool-check off' --arm repair= --only tool_multiply --seeds 1-50 --out DIR
 //   diffgemma campaign --report DIR     (the summary from DIR/results.jsonl, no model)
 #include <fstream>
 
@@ -16,7 +17,8 @@ namespace {
 
 struct CampaignOptions {
   ModelOptions model;
-  std::vector<std::string> arms, batteries;
+  std::vector<std::string> arms, batteries, only;
+  std::string seeds;
   std::string out, report, smoke_file = "tests/fixtures/smoketest/battery.json",
                            programs_file = "tests/fixtures/programmatic/battery.json";
   bool quiet = false;
@@ -61,11 +63,14 @@ void run_campaign_cmd(const CampaignOptions& o) {
     DG_CHECK(b == "smoke" || b == "programmatic", "--battery '{}': smoke or programmatic", b);
     batteries.push_back({b, b == "smoke" ? o.smoke_file : o.programs_file});
   }
+  smoke::CampaignScope scope;
+  if (!o.seeds.empty()) scope.seeds = smoke::parse_seeds(o.seeds);
+  scope.only = o.only;
   const auto engine = Engine::open(engine_options(o.model));
   std::vector<smoke::CampaignArm> arms;
   for (const ParsedArm& p : parsed)
     arms.push_back({p.name, p.options, p.sampler.resolve(*engine), p.seed_given, p.tools.resolve()});
-  const std::vector<Json> rows = smoke::run_campaign(*engine, arms, batteries, o.out, !o.quiet);
+  const std::vector<Json> rows = smoke::run_campaign(*engine, arms, batteries, o.out, !o.quiet, scope);
   fmt::print("{}", smoke::campaign_report(rows));
 }
 
@@ -82,6 +87,11 @@ void register_campaign(CLI::App& app) {
   cmd->add_option("--battery", o->batteries, "smoke | programmatic (repeatable; default smoke)");
   cmd->add_option("--smoke-battery", o->smoke_file, "the smoketest battery file")->capture_default_str();
   cmd->add_option("--programs", o->programs_file, "the programmatic battery file")->capture_default_str();
+  cmd->add_option("--seeds", o->seeds,
+                  "run every prompt once per seed: A-B, a list A,B,C or a mix (default: the arm's --seed, else the "
+                  "smoketest battery's)")
+      ->type_name("SEEDS");
+  cmd->add_option("--only", o->only, "run only these prompts (repeatable)");
   cmd->add_option("--out", o->out, "results directory (results.jsonl, campaign.json, report.txt)");
   cmd->add_option("--report", o->report, "print the summary of an earlier campaign's directory (no model needed)");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-prompt progress on stderr");

@@ -1,5 +1,6 @@
 // `diffgemma golden`: runs the golden path matrix (engine/golden.h) and compares it with the blessed file, or with
-// --bless writes the file anew (after a deliberate change). Exit 4 when a byte differs.
+// --bless writes the file anew (after a deliberate change). Exit 4 when a byte differs. Run from the source tree:
+//   diffgemma golden -m models/dg-tiny [--backend cuda] [--bless]
 #include <fstream>
 #include <sstream>
 
@@ -14,19 +15,20 @@ namespace {
 
 struct GoldenOptions {
   ModelOptions model;
-  std::string file = "tests/fixtures/golden/paths.json";
+  std::string file;  // "": golden_file(backend)
   std::vector<std::string> only;
   bool bless = false;
 };
 
-void run_golden_cmd(const GoldenOptions& o) {
+void run_golden_cmd(GoldenOptions o) {
   DG_CHECK(!(o.bless && !o.only.empty()), "--bless rewrites the whole file: run it without --only");
+  if (o.file.empty()) o.file = golden_file(o.model.backend);
   const auto engine = Engine::open(engine_options(o.model));
   const Json got = run_golden(*engine, o.only);
   if (o.bless) {
     std::ofstream out(o.file, std::ios::binary);
     DG_CHECK(out.good(), "cannot write the golden file '{}'", o.file);
-    out << got.dump(1) << "\n";
+    out << golden_text(got);
     DG_CHECK(out.good(), "cannot write the golden file '{}'", o.file);
     fmt::print("golden: blessed {} cases into {}\n", got["cases"].size(), o.file);
     return;
@@ -50,7 +52,7 @@ void register_golden(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "golden", "run the golden path matrix (token ids and KV fingerprints); exit 4 when a byte differs");
   add_model_options(cmd, o->model);
-  cmd->add_option("--file", o->file, "the blessed results")->capture_default_str();
+  cmd->add_option("--file", o->file, "the blessed results (default tests/fixtures/golden/BACKEND.json)");
   cmd->add_option("--only", o->only, "run only these cases (repeatable)");
   cmd->add_flag("--bless", o->bless, "write the results as the new golden file (after a deliberate change)");
   cmd->callback([o] { run_golden_cmd(*o); });

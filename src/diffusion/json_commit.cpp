@@ -120,12 +120,18 @@ int JsonCommit::constrain(std::span<int32_t> block, const RowLogits& logits, int
     }
     const int32_t own = block[r];
     const auto& stops = vocab_->stop_ids;
+    const int64_t left = static_cast<int64_t>(budget) - static_cast<int64_t>(r);  // rows left, this one included
     closing_ = closing_ || std::find(stops.begin(), stops.end(), own) != stops.end() ||
-               static_cast<int64_t>(budget) - static_cast<int64_t>(r) <= grammar_.closing_bytes();
-    if (closing_)
-      block[r] = closer(static_cast<int>(r), own, logits);
-    else if (!accepts(own))
-      block[r] = best(static_cast<int>(r), logits);
+               left <= grammar_.closing_bytes();
+    if (!closing_) {
+      const int32_t pick = accepts(own) ? own : best(static_cast<int>(r), logits);
+      // A token that opens more than the rows after it can close (a key with required properties) starts the walk.
+      if (closing_after(pick) > left - 1)
+        closing_ = true;
+      else
+        block[r] = pick;
+    }
+    if (closing_) block[r] = closer(static_cast<int>(r), own, logits);
     changed += block[r] != own;
     grammar_.feed(vocab_->bytes[static_cast<size_t>(block[r])]);
   }

@@ -188,8 +188,11 @@ void Generation::attempt_done(const RowStats* stats) {
   info_.trimmed = info_.kept < len_;
   if (json_) {
     DG_CHECK(row_logits_ != nullptr, "generation: JSON mode without a source of logits rows (set_row_logits)");
+    // The rows left: the token budget, and on the last block its own rows (the generation ends after it).
+    int budget = opt_.max_new_tokens - static_cast<int>(res_.tokens.size());
+    if (block_ + 1 == max_blocks_) budget = std::min(budget, info_.kept);
     info_.constrained = json_->constrain(std::span<int32_t>(argmax_.data(), static_cast<size_t>(info_.kept)),
-                                         row_logits_, opt_.max_new_tokens - static_cast<int>(res_.tokens.size()));
+                                         row_logits_, budget);
   }
   res_.forwards += info_.forwards;
   const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));

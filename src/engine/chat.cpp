@@ -39,10 +39,10 @@ SyncStats ChatSession::settle() {
                 opt_.thinking == tool_turn_->render.thinking && opt_.open_thought == tool_turn_->render.open_thought;
     for (size_t i = 0; same && i < was.size(); ++i) same = message_to_json(conv_.messages[i]) == message_to_json(was[i]);
     for (size_t i = was.size(); same && i < conv_.messages.size(); ++i) same = conv_.messages[i].role == Role::kTool;
-    if (same) return session_.sync(tool_turn_settled(*tool_turn_, t_));
+    if (same) return last_sync_ = session_.sync(tool_turn_settled(*tool_turn_, t_));
     tool_turn_.reset();
   }
-  return session_.sync(render(false).ids);
+  return last_sync_ = session_.sync(render(false).ids);
 }
 
 TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
@@ -135,8 +135,10 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
     ro.open_thought = opt_.open_thought;
     if (std::optional<RenderedPrompt> q = continue_tool_turn(*tool_turn_, conv_, ro, tok_, t_)) p = std::move(*q);
   }
-  TurnResult r = generate_checked_reply(session_, tok_, t_, p, opt_.sampler, tools_, opt_.tool_check, ev,
-                                        opt_.denoiser, recorder_.get());
+  ChatEvents noted = ev != nullptr ? *ev : ChatEvents{};
+  if (recorder_ != nullptr) noted.on_tool_check = [&](const Json& j) { recorder_->note(j); };
+  TurnResult r = generate_checked_reply(session_, tok_, t_, p, opt_.sampler, tools_, opt_.tool_check, &noted,
+                                        opt_.denoiser);
   conv_.messages.push_back(assistant_message(r.reply));
   tool_turn_.reset();
   const bool raw_ok = std::find(r.raw.begin() + (r.raw.empty() ? 0 : 1), r.raw.end(), t_.turn_open) == r.raw.end();

@@ -47,6 +47,9 @@ struct ChatEvents {
   std::function<void(const BlockInfo&, std::span<const int32_t>)> on_commit;  // each committed block's ids
   std::function<void(const StepInfo&, const StepView&)> on_canvas;  // every step's canvas (draft previews)
   std::function<bool()> cancel;  // asked before every denoise step (GenerateEvents::cancel)
+  // Each decision of the tool check (engine/tool_repair.h), as the op-log's note record without "op", "job", "slot":
+  // {"what":"tool_check", "mode", "attempt", "problems", "outcome"}.
+  std::function<void(const Json&)> on_tool_check;
   std::string call_id_prefix = "call_";  // tool calls are numbered <prefix>0, <prefix>1, ... per reply
 };
 
@@ -104,6 +107,7 @@ class ChatSession {
   // Syncs the cache to the conversation as it stands, without a generation prompt: the canonical render, or during
   // a tool round with continuation the raw tool turn (tool_turn()).
   SyncStats settle();
+  const SyncStats& last_sync() const { return last_sync_; }  // the latest settle's (a rewind's, a clear's)
   const std::optional<ToolTurn>& tool_turn() const { return tool_turn_; }
   const Conversation& conversation() const { return conv_; }
   const ChatOptions& options() const { return opt_; }
@@ -124,6 +128,7 @@ class ChatSession {
   ToolSet tools_;
   std::unique_ptr<SessionRecorder> recorder_;
   std::optional<ToolTurn> tool_turn_;  // the last reply called tools and the cache holds it raw
+  SyncStats last_sync_;
 };
 
 }  // namespace dg

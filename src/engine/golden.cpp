@@ -26,7 +26,11 @@ struct Recorder {
         {{"finish", r.finish}, {"reused", r.prompt.reused}, {"rewound", r.prompt.rewound},
          {"reprefilled", r.prompt.reprefilled}});
   }
-  void state(const std::string& what, const ChatSession& c) { add(what, {}, c.kv_tokens(), c.fingerprint()); }
+  void state(const std::string& what, const ChatSession& c) {
+    const SyncStats& st = c.last_sync();
+    add(what, {}, c.kv_tokens(), c.fingerprint(),
+        {{"reused", st.reused}, {"rewound", st.rewound}, {"reprefilled", st.reprefilled}});
+  }
 };
 
 ChatOptions options(const Engine& e, bool thinking) {
@@ -90,6 +94,7 @@ void ring_wrap(const Engine& e, Recorder& r) {
   r.turn("turn 2", c.user("Now count backwards."), c);
   r.turn("turn 3", c.user("Say hello."), c);
   c.rewind();
+  r.state("rewound turn 3", c);
   c.rewind();
   r.state("rewound past the rings", c);
   r.turn("turn 2 again", c.user("Now count backwards."), c);
@@ -140,7 +145,7 @@ Json run_golden(const Engine& engine, const std::vector<std::string>& only) {
     DG_CHECK(std::find(names.begin(), names.end(), n) != names.end(), "no golden case '{}' (cases: {})", n,
              fmt::join(names, ", "));
   }
-  Json out{{"version", 1}, {"cases", Json::array()}};
+  Json out{{"version", 1}, {"backend", engine.options().backend}, {"cases", Json::array()}};
   for (const auto& [name, run] : cases()) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     Recorder r;
@@ -150,9 +155,27 @@ Json run_golden(const Engine& engine, const std::vector<std::string>& only) {
   return out;
 }
 
+std::string golden_text(const Json& results) {
+  std::string s = fmt::format("{{\"version\": {}, \"backend\": {}, \"cases\": [\n", results["version"].dump(),
+                              results["backend"].dump());
+  const Json& cases = results["cases"];
+  for (size_t i = 0; i < cases.size(); ++i) {
+    s += fmt::format(" {{\"name\": {}, \"checkpoints\": [\n", cases[i]["name"].dump());
+    const Json& cps = cases[i]["checkpoints"];
+    for (size_t k = 0; k < cps.size(); ++k) s += "  " + cps[k].dump() + (k + 1 < cps.size() ? ",\n" : "\n");
+    s += i + 1 < cases.size() ? " ]},\n" : " ]}\n";
+  }
+  return s + "]}\n";
+}
+
+std::string golden_file(const std::string& backend) { return "tests/fixtures/golden/" + backend + ".json"; }
+
 std::vector<std::string> compare_golden(const Json& got, const Json& want) {
   std::vector<std::string> diffs;
   DG_CHECK(want.contains("cases") && want["cases"].is_array(), "the golden file has no \"cases\" array");
+  if (want.value("backend", "") != got.value("backend", ""))
+    diffs.push_back(fmt::format("backend: the run is {}, the golden file {}", got.value("backend", "?"),
+                                want.value("backend", "?")));
   for (const Json& g : got["cases"]) {
     const Json* w = nullptr;
     for (const Json& c : want["cases"])

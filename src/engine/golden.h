@@ -13,7 +13,7 @@
 
 namespace dg {
 
-// {"version":1, "model", "cases":[{"name", "checkpoints":[{"what", "ids":[...], "kv_len", "kv_fingerprint", ...}]}]}
+// {"version":1, "backend", "cases":[{"name", "checkpoints":[{"what", "ids":[...], "kv_len", "kv_fingerprint", ...}]}]}
 // `only`: the case names to run (empty: all).
 Json run_golden(const Engine& engine, const std::vector<std::string>& only = {});
 
@@ -22,5 +22,12 @@ Json run_golden(const Engine& engine, const std::vector<std::string>& only = {})
 std::vector<std::string> compare_golden(const Json& got, const Json& want);
 
 std::vector<std::string> golden_case_names();
+
+// The results as the blessed file holds them: one line per checkpoint, so a re-bless reads as a small diff.
+std::string golden_text(const Json& results);
+
+// The blessed file of a backend, relative to the source tree: tests/fixtures/golden/<backend>.json (each backend
+// pins its own bytes: the CPU reference and CUDA differ in the last bits).
+std::string golden_file(const std::string& backend);
 
 }  // namespace dg

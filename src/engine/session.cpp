@@ -55,9 +55,10 @@ GenerateResult Session::generate(Denoiser& denoiser, const SamplerOptions& opt, 
     observer_->generating(*this, opt);
     if (events != nullptr) observed = *events;
     observed.step_rows = events != nullptr && events->step_rows;
-    observed.on_block = [&](const BlockInfo& b, std::span<const int32_t> ids) {
+    const GenerateEvents* caller = events;
+    observed.on_block = [this, caller](const BlockInfo& b, std::span<const int32_t> ids) {
       observer_->committed(*this, b, ids);
-      if (events != nullptr && events->on_block) events->on_block(b, ids);
+      if (caller != nullptr && caller->on_block) caller->on_block(b, ids);
     };
     events = &observed;
   }

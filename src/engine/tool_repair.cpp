@@ -7,7 +7,6 @@
 #include "chat/id_writer.h"
 #include "chat/tools_render.h"
 #include "core/error.h"
-#include "engine/oplog.h"
 
 namespace dg {
 namespace {
@@ -63,7 +62,7 @@ std::vector<int32_t> tool_feedback(const std::vector<ToolProblem>& problems, con
 
 TurnResult generate_checked_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
                                   const SamplerOptions& opt, const ToolSet& tools, const ToolCheckOptions& check,
-                                  const ChatEvents* ev, Denoiser* denoiser, SessionRecorder* recorder) {
+                                  const ChatEvents* ev, Denoiser* denoiser) {
   if (check.mode == ToolCheckMode::kOff || tools.empty()) return generate_reply(session, tok, t, p, opt, ev, denoiser);
   DG_CHECK(check.attempts >= 0 && check.attempts <= 16, "tool check: attempts must be in [0, 16], got {}",
            check.attempts);
@@ -78,8 +77,8 @@ TurnResult generate_checked_reply(Session& session, const Tokenizer& tok, const 
     return a;
   };
   auto note = [&](int attempt, const Attempt& a, const char* outcome) {
-    if (recorder != nullptr)
-      recorder->note({{"what", "tool_check"}, {"mode", tool_check_mode_name(check.mode)}, {"attempt", attempt},
+    if (ev != nullptr && ev->on_tool_check)
+      ev->on_tool_check({{"what", "tool_check"}, {"mode", tool_check_mode_name(check.mode)}, {"attempt", attempt},
                       {"problems", problems_json(a.problems)}, {"outcome", outcome}});
   };
 

@@ -15,14 +15,13 @@
 
 namespace dg {
 
-class SessionRecorder;
-
-// generate_reply, checked against `tools` (nothing is checked when `tools` is empty or the mode is off).
-// `recorder`: where the decisions are noted in the op-log (the generations are recorded by the session itself).
+// generate_reply, checked against `tools` (nothing is checked when `tools` is empty or the mode is off). Every
+// option is the request's own (the tools, the mode, the sampler), so one session can serve requests that differ.
+// Each decision goes to ev->on_tool_check (the op-log's note); every sync and generation of every attempt is an
+// ordinary session operation (a SessionObserver sees them).
 TurnResult generate_checked_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
                                   const SamplerOptions& opt, const ToolSet& tools, const ToolCheckOptions& check,
-                                  const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr,
-                                  SessionRecorder* recorder = nullptr);
+                                  const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr);
 
 // The error tool responses fed to the model after an invalid reply (one per problem), as ids.
 std::vector<int32_t> tool_feedback(const std::vector<ToolProblem>& problems, const Tokenizer& tok, const ChatTokens& t);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -48,18 +49,23 @@ void write_file(const fs::path& p, const std::string& text) {
   DG_CHECK(out.good(), "cannot write '{}'", p.string());
 }
 
-// Runs argv in `dir` (its own process group) with `input` on stdin; kills the group after `timeout_s`.
+// Runs argv in `dir` (its own process group) with `input` on stdin; kills the group after `timeout_s`, whether or
+// not the program has closed its pipes. Nothing allocates between fork and exec (the caller may have threads).
 Proc run_in(const fs::path& dir, const std::vector<std::string>& argv, const std::string& input, double timeout_s) {
   TempDir in_dir;
   const fs::path in_path = in_dir.path / "stdin";
   write_file(in_path, input);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string in_file = in_path.string(), cwd = dir.string();
   int out[2], err[2];
   DG_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "cannot create pipes for a program run");
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
-    const int fd = ::open(in_path.c_str(), O_RDONLY);
-    if (fd < 0 || ::chdir(dir.c_str()) != 0) ::_exit(126);
+    const int fd = ::open(in_file.c_str(), O_RDONLY);
+    if (fd < 0 || ::chdir(cwd.c_str()) != 0) ::_exit(126);
     ::dup2(fd, 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
@@ -68,29 +74,33 @@ Proc run_in(const fs::path& dir, const std::vector<std::string>& argv, const std
     ::close(out[1]);
     ::close(err[0]);
     ::close(err[1]);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     ::execvp(args[0], args.data());
     ::_exit(127);
   }
   ::close(out[1]);
   ::close(err[1]);
-  DG_CHECK(pid > 0, "cannot start '{}'", argv[0]);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    fail("cannot start '{}'", argv[0]);
+  }
   ::setpgid(pid, pid);
   Proc p;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto left_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  };
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   std::string* sinks[2] = {&p.out, &p.err};
   int open_fds = 2;
   char buf[4096];
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+  while (open_fds > 0 && !p.timed_out) {
+    const auto left = left_ms();
+    if (left <= 0) {
       p.timed_out = true;
       break;
     }
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0) break;
+    if (::poll(fds, 2, static_cast<int>(left)) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
@@ -103,11 +113,22 @@ Proc run_in(const fs::path& dir, const std::vector<std::string>& argv, const std
       }
     }
   }
-  ::kill(-pid, SIGKILL);  // the whole group: a program's children too (no-op when it is gone)
   for (const pollfd& f : fds)
     if (f.fd >= 0) ::close(f.fd);
+  // The pipes are closed (or the time is up): the program may still run (it closed them itself).
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool exited = false;
+  while (!p.timed_out) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      exited = true;
+      break;
+    }
+    if (left_ms() <= 0) p.timed_out = true;
+    else ::usleep(1000);
+  }
+  ::kill(-pid, SIGKILL);  // the whole group: a program's children too (no-op when they are gone)
+  if (!exited) ::waitpid(pid, &status, 0);
   if (!p.timed_out && WIFEXITED(status)) p.exit_code = WEXITSTATUS(status);
   return p;
 }

@@ -70,8 +70,9 @@ struct Fixture {
     Run out;
     ChatEvents ev;
     ev.on_reply = [&](const ReplyEvent& e) { out.events.push_back(e); };
+    ev.on_tool_check = [&](const Json& j) { rec.note(j); };
     out.r = generate_checked_reply(s, tiny_tokenizer(), tiny_chat_tokens(), prompt, opt, set, {mode, attempts}, &ev,
-                                   &d, &rec);
+                                   &d);
     out.fingerprint = s.fingerprint();
     out.cache = s.tokens();
     out.generations = d.generations();

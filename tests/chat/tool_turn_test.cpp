@@ -34,7 +34,7 @@ std::vector<int32_t> ids(std::initializer_list<std::vector<int32_t>> parts) {
 const char* kTools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
     "properties":{"city":{"type":"string"}},"required":["city"]}}}])";
 
-struct Run {
+struct Rounds {
   TurnResult call, answer;
   std::vector<int32_t> after_call;  // the cache once the calling reply settled
   std::optional<ToolTurn> turn;
@@ -42,7 +42,7 @@ struct Run {
   bool canonical_at_end = false;
 };
 
-Run run(bool continuation) {
+Rounds run(bool continuation) {
   const ChatTokens& t = tiny_chat_tokens();
   SequenceDenoiser d(tiny_engine().model(),
                      {ids({plain("The user wants the weather in Oslo, so I call the tool."), {t.channel_close},
@@ -51,7 +51,7 @@ Run run(bool continuation) {
                       ids({plain("It is 18 C in Oslo."), {t.turn_close}})},
                      t.eos);
   const std::string log = scratch_dir("tool_turn") + "/ops.jsonl";
-  Run out;
+  Rounds out;
   {
     OpLog oplog(log);
     ChatOptions o;
@@ -81,7 +81,7 @@ Run run(bool continuation) {
 }
 
 TEST(ToolTurn, TheNextRoundExtendsTheRawTurnWithItsReasoning) {
-  const Run r = run(true);
+  const Rounds r = run(true);
   ASSERT_EQ(r.call.finish, "tool_calls");
   ASSERT_TRUE(r.turn.has_value());
   const std::string cached = tiny_tokenizer().decode(r.after_call);
@@ -102,14 +102,14 @@ TEST(ToolTurn, TheNextRoundExtendsTheRawTurnWithItsReasoning) {
 }
 
 TEST(ToolTurn, WithoutContinuationTheRoundReRendersAndRewinds) {
-  const Run r = run(false);
+  const Rounds r = run(false);
   EXPECT_FALSE(r.turn.has_value());
   EXPECT_GT(r.answer.prompt.rewound, 0) << "the re-rendered reasoning differs from what the model wrote";
   EXPECT_TRUE(r.canonical_at_end);
 }
 
 TEST(ToolTurn, RecognisesAClientsEchoAndNothingElse) {
-  const Run r = run(true);
+  const Rounds r = run(true);
   ASSERT_TRUE(r.turn.has_value());
   const ToolTurn& turn = *r.turn;
   const Tokenizer& tok = tiny_tokenizer();

@@ -1,5 +1,5 @@
 // The golden gate (engine/golden.h): the production chat paths on the embedded model, pinned by token ids and KV
-// fingerprints in tests/fixtures/golden/paths.json (re-blessed by `diffgemma golden --bless`). A refactor that moves
+// fingerprints in tests/fixtures/golden/cpu.json (re-blessed by `diffgemma golden -m models/dg-tiny --bless`). A refactor that moves
 // one byte fails here and names the case and checkpoint.
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ const Engine& tiny_engine() {
 }
 
 Json blessed() {
-  std::ifstream in(source_path("tests/fixtures/golden/paths.json"));
+  std::ifstream in(source_path(golden_file("cpu")));
   std::stringstream ss;
   ss << in.rdbuf();
   return Json::parse(ss.str());
@@ -36,7 +36,7 @@ TEST(Golden, TheProductionPathsAreByteIdentical) {
   EXPECT_EQ(got["cases"].size(), golden_case_names().size());
   const std::vector<std::string> diffs = compare_golden(got, want);
   EXPECT_TRUE(diffs.empty()) << fmt::format("{}", fmt::join(diffs, "\n"))
-                             << "\n(a deliberate change: `diffgemma golden --bless`)";
+                             << "\n(a deliberate change: `diffgemma golden -m models/dg-tiny --bless` in the source tree)";
 }
 
 TEST(Golden, ADifferenceIsNamed) {

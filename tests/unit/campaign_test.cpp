@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "engine/chat.h"
 #include "smoketest/campaign.h"
 #include "support/paths.h"
@@ -73,6 +76,31 @@ TEST(Campaign, ArmsTimesBatteriesIntoOneDirectoryAndReReported) {
   const ProcessResult cli = run_command(cli_path() + " campaign --report " + out, false);
   EXPECT_EQ(cli.code, 0);
   EXPECT_EQ(cli.out, slurp(out + "/report.txt"));
+}
+
+TEST(Campaign, SeedsAndOnlyRunEachPromptOncePerSeedAndCountValidToolCalls) {
+  const std::string dir = scratch_dir("campaign_seeds");
+  const std::string smoke = cut("tests/fixtures/smoketest/battery.json", {"hello", "tool_multiply"}, dir + "/s.json");
+  smoke::CampaignArm off{"off", "--tool-check off", tiny_engine().default_sampler(SamplerProfile::kContract), false,
+                         {ToolCheckMode::kOff, 0}};
+  off.sampler.max_new_tokens = 48;
+  smoke::CampaignScope scope{smoke::parse_seeds("3,5"), {"tool_multiply"}};
+  const std::vector<Json> rows = smoke::run_campaign(tiny_engine(), {off}, {{"smoke", smoke}}, dir + "/run", false,
+                                                     scope);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["seed"], 3);
+  EXPECT_EQ(rows[1]["seed"], 5);
+  int valid = 0;
+  for (const Json& r : rows) {
+    EXPECT_EQ(r["prompt"], "tool_multiply");
+    ASSERT_TRUE(r.contains("tool_valid"));
+    valid += r["tool_valid"].get<bool>() ? 1 : 0;
+  }
+  const std::string report = smoke::campaign_report(rows);
+  EXPECT_NE(report.find(fmt::format("{}/2", valid)), std::string::npos) << report;
+  EXPECT_EQ(smoke::parse_seeds("1-3,9"), (std::vector<uint64_t>{1, 2, 3, 9}));
+  EXPECT_THROW(smoke::parse_seeds("1-x"), Error);
+  EXPECT_THROW(smoke::parse_seeds("5-2"), Error);
 }
 
 TEST(Campaign, AMisspeltArmFailsBeforeAnyModelLoads) {

@@ -55,6 +55,13 @@ TEST(Programs, AHangingProgramFailsItsCaseAfterTheTimeout) {
   ASSERT_EQ(r.cases.size(), 1u);
   EXPECT_TRUE(r.cases[0].timed_out);
   EXPECT_LT(s, 5.0);
+  // A program that closes its pipes and goes on running is still bounded by the timeout.
+  const auto t1 = std::chrono::steady_clock::now();
+  const ProgramResult closed = judge_program(prompt("sh", {{"", {}, "", 0}}), "exec >&- 2>&-\nsleep 30", 0.5);
+  EXPECT_EQ(closed.verdict, ProgramVerdict::kWrongOutput);
+  ASSERT_EQ(closed.cases.size(), 1u);
+  EXPECT_TRUE(closed.cases[0].timed_out);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 5.0);
 }
 
 TEST(Programs, FencesAreStrippedAndReportedAndCasesStartClean) {
