@@ -1,12 +1,13 @@
-// JSON mode (response_format json_object, and json_schema with a schema): a commit-time constraint that makes the answer one JSON object. When an
-// attempt's block is about to be committed, its rows are walked in order through a JsonGrammar; the first row whose
-// token cannot continue the JSON text is replaced by that row's best token that can (the row's top kTopK logits
-// first, then the whole vocabulary), and the walk goes on. Once the object has closed, the next row becomes the
-// end token, so the usual stop-token trim ends the answer there. Control and special tokens are never accepted.
-// When the model writes a stop token while the object is still open, the constraint closes it: from that row on,
+// JSON mode (response_format json_object; json_schema with a schema, json_schema_grammar.h): a commit-time
+// constraint that makes the answer one JSON object. When an attempt's block is about to be committed, its rows are
+// walked in order through the grammar; the first row whose token cannot continue the JSON text is replaced by that
+// row's best token that can (the row's top kTopK logits first, then the whole vocabulary), and the walk goes on.
+// Once the object has closed, the next row becomes the end token, so the usual stop-token trim ends the answer there.
+// Control and special tokens are never accepted. When the model writes a stop token while the object is still open,
+// or the token budget left is no more than the bytes that close it, the constraint closes it: from that row on,
 // each row takes its highest-logit token among those that bring the text strictly closer to a complete object
-// (JsonGrammar::closing_bytes), so the answer ends within a few tokens instead of running on to the budget.
-// The logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
+// (closing_bytes), so the answer ends within the budget instead of being cut. The logits rows come from the driver
+// (the last denoise forward), only for rows that need a replacement.
 #pragma once
 
 #include <array>

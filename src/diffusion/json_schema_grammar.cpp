@@ -118,6 +118,8 @@ bool SchemaGrammar::value_start(uint8_t c) {
   tok_ = Tok::kValue;
   tok_node_ = static_cast<int16_t>(nd);
   pos_ = 0;
+  int_digits_ = c >= '0' && c <= '9' ? 1 : 0;
+  exp_digits_ = 0;
   cand_ = n != nullptr ? first_bits(n->allowed.size()) : 0;
   return filter(c);
 }
@@ -166,6 +168,10 @@ bool SchemaGrammar::step(uint8_t c) {
       if (!scalar_done()) return false;
       tok_ = Tok::kNone;
       return structural(Mode::kAfterValue, c);
+    }
+    if (in_number(after) && c >= '0' && c <= '9') {
+      if (after == Mode::kNumExpDigits && ++exp_digits_ > kMaxExpDigits) return false;
+      if (after == Mode::kNumInt && ++int_digits_ > kMaxIntDigits) return false;
     }
     const SchemaNode* n = node(tok_node_);
     if (in_number(before) && n != nullptr && (c == '.' || c == 'e' || c == 'E') &&

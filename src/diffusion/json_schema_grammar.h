@@ -2,7 +2,7 @@
 // become one JSON object that validates — the types a value may start with, property names spelt as the schema
 // spells them (each at most once; others only where additionalProperties allows), enum and const values spelt
 // canonically (nlohmann's dump), integers without fraction or exponent, no '}' before every required property, no
-// ',' when nothing may follow, array lengths within minItems/maxItems. closing_bytes() is the exact length of the
+// ',' when nothing may follow, array lengths within minItems/maxItems, numbers within a double's range. closing_bytes() is the exact length of the
 // shortest completion (the required properties written with their shortest values), so some byte always brings it
 // down by one: JSON mode's closing walk (json_commit.h) ends within that many tokens. Without a schema it is
 // JsonGrammar. Copied per candidate token: no heap, a fixed frame stack.
@@ -20,6 +20,10 @@ namespace dg {
 class SchemaGrammar {
  public:
   static constexpr int kMaxFrames = 32;  // open containers under a schema
+  // Numbers stay within a double's range, so the text always parses: at most this many digits before the point and
+  // in the exponent (|x| < 1e299).
+  static constexpr int kMaxIntDigits = 200;
+  static constexpr int kMaxExpDigits = 2;
 
   explicit SchemaGrammar(const JsonSchema* schema = nullptr) : schema_(schema) {}
 
@@ -66,6 +70,8 @@ class SchemaGrammar {
   int16_t tok_node_ = -1;    // kValue: the value's node; kKey: the object's node
   uint64_t cand_ = 0;        // candidates still matching the token's text
   int32_t pos_ = 0;          // bytes of the token so far
+  int16_t int_digits_ = 0;   // a number's digits before the point, and in its exponent
+  int16_t exp_digits_ = 0;
 };
 
 }  // namespace dg

@@ -1,6 +1,7 @@
 #include "diffusion/options.h"
 
 #include "core/error.h"
+#include "diffusion/json_schema.h"
 
 namespace dg {
 
@@ -16,6 +17,10 @@ const char* sampler_profile_name(SamplerProfile p) {
 
 void SamplerOptions::validate() const {
   DG_CHECK(json_schema == nullptr || json != nullptr, "a JSON schema constrains JSON mode, which is off");
+  // Every token is at least one byte: a budget below the shortest valid object could end before it closes.
+  DG_CHECK(json_schema == nullptr || max_new_tokens >= json_schema->node(0).min_bytes,
+           "max_new_tokens {} is below the shortest object the JSON schema allows ({} bytes): the answer could not "
+           "always close", max_new_tokens, json_schema->node(0).min_bytes);
   DG_CHECK(max_new_tokens > 0, "max_new_tokens must be > 0 (got {})", max_new_tokens);
   DG_CHECK(steps > 0, "steps must be > 0 (got {})", steps);
   DG_CHECK(entropy_bound > 0, "entropy_bound must be > 0 (got {})", entropy_bound);

@@ -42,7 +42,7 @@ void Generation::encoded(size_t n) {
 
 void Generation::next_block() {
   ++block_;
-  if (block_ >= max_blocks_) {
+  if (block_ >= max_blocks_ && !json_open()) {
     finish();
     return;
   }
@@ -188,11 +188,8 @@ void Generation::attempt_done(const RowStats* stats) {
   info_.trimmed = info_.kept < len_;
   if (json_) {
     DG_CHECK(row_logits_ != nullptr, "generation: JSON mode without a source of logits rows (set_row_logits)");
-    // The rows left: the token budget, and on the last block its own rows (the generation ends after it).
-    int budget = opt_.max_new_tokens - static_cast<int>(res_.tokens.size());
-    if (block_ + 1 == max_blocks_) budget = std::min(budget, info_.kept);
     info_.constrained = json_->constrain(std::span<int32_t>(argmax_.data(), static_cast<size_t>(info_.kept)),
-                                         row_logits_, budget);
+                                         row_logits_, opt_.max_new_tokens - static_cast<int>(res_.tokens.size()));
   }
   res_.forwards += info_.forwards;
   const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));
@@ -213,7 +210,7 @@ void Generation::attempt_done(const RowStats* stats) {
     finish();
     return;
   }
-  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || block_ + 1 == max_blocks_) {
+  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || (block_ + 1 == max_blocks_ && !json_open())) {
     finish();
     return;
   }

@@ -10,6 +10,7 @@
 #include "diffusion/json_schema.h"
 #include "engine/chat.h"
 #include "engine/oplog.h"
+#include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/process.h"
 
@@ -47,8 +48,9 @@ TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
   int forced = 0;
   for (const char* text : kSchemas) {
     const auto schema = JsonSchema::compile(Json::parse(text));
+    const int shortest = schema->node(0).min_bytes;  // the tightest budget allowed: the walk closes from the start
     for (const uint64_t seed : {1u, 2u}) {
-      for (const int budget : {24, 64}) {
+      for (const int budget : {shortest, 64}) {
         SamplerOptions o = e.default_sampler(SamplerProfile::kContract);
         o.seed = seed;
         o.max_new_tokens = budget;
@@ -66,6 +68,16 @@ TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
     }
   }
   EXPECT_GT(forced, 0) << "the constraint had something to do";
+}
+
+TEST(StructuredOutput, ABudgetBelowTheShortestObjectIsRefused) {
+  SamplerOptions o = tiny_engine().default_sampler(SamplerProfile::kContract);
+  o.json = chat_json_vocab(tiny_engine().tokenizer(), tiny_chat_tokens(), o.stop_ids);
+  o.json_schema = JsonSchema::compile(Json::parse(kSchemas[0]));
+  o.max_new_tokens = o.json_schema->node(0).min_bytes - 1;
+  DG_EXPECT_ERROR(o.validate(), "below the shortest object the JSON schema allows (30 bytes)");
+  o.max_new_tokens += 1;
+  EXPECT_NO_THROW(o.validate());
 }
 
 TEST(StructuredOutput, AskTakesASchemaFileAndNamesAnUnsupportedKeyword) {

@@ -39,6 +39,14 @@ TEST(Golden, TheProductionPathsAreByteIdentical) {
                              << "\n(a deliberate change: `diffgemma golden -m models/dg-tiny --bless` in the source tree)";
 }
 
+// The sanitizer run's share of the gate (the whole matrix is plain_only, docs/CI.md): one case, the tool round.
+TEST(Golden, OneCaseIsByteIdentical) {
+  const Json got = run_golden(tiny_engine(), {"tool_round"});
+  ASSERT_EQ(got["cases"].size(), 1u);
+  const std::vector<std::string> diffs = compare_golden(got, blessed());
+  EXPECT_TRUE(diffs.empty()) << fmt::format("{}", fmt::join(diffs, "\n"));
+}
+
 TEST(Golden, ADifferenceIsNamed) {
   Json want = blessed();
   Json got = want;

@@ -10,22 +10,31 @@
 
 namespace dg::test {
 
-// Writes replies[k] with full confidence for the k-th generation (each reply fits one block: a generation is one
-// attempt, which starts with a step that does not self-condition on logits).
+// Writes replies[k] with full confidence for the k-th generation, block after block: an attempt that starts right
+// after this denoiser encoded a block continues the reply there; any other attempt (after a sync, a rewind) starts
+// the next reply.
 class SequenceDenoiser final : public Denoiser {
  public:
   SequenceDenoiser(const Model& m, std::vector<std::vector<int32_t>> replies, int32_t filler)
       : m_(m), replies_(std::move(replies)), filler_(filler) {}
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
-  void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
-  void denoise(const KvCache&, std::span<const int32_t> canvas, ScKind kind, float, float,
+  void encode(KvCache& kv, std::span<const int32_t> ids) override {
+    m_.encode(kv, ids);
+    encoded_ += static_cast<int64_t>(ids.size());
+  }
+  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float, float,
                RowStats* stats) override {
-    if (kind != ScKind::kLogits) ++index_;
+    if (kind != ScKind::kLogits && !(index_ >= 0 && encoded_ > 0 && kv.len() == start_ + encoded_)) {
+      ++index_;
+      start_ = kv.len();
+      encoded_ = 0;
+    }
     const std::vector<int32_t>& r = replies_.at(static_cast<size_t>(index_));
+    const auto at = static_cast<size_t>(kv.len() - start_);
     last_.assign(canvas.size(), filler_);
     for (size_t i = 0; i < canvas.size(); ++i) {
-      if (i < r.size()) last_[i] = r[i];
+      if (at + i < r.size()) last_[i] = r[at + i];
       stats[i] = RowStats{last_[i], 0.0f, 1.0f};
     }
   }
@@ -43,6 +52,8 @@ class SequenceDenoiser final : public Denoiser {
   std::vector<std::vector<int32_t>> replies_;
   int32_t filler_;
   int index_ = -1;
+  int64_t start_ = 0;    // cache length where the current reply started
+  int64_t encoded_ = 0;  // tokens of it this denoiser encoded (committed blocks)
   std::vector<int32_t> last_;
 };
 

@@ -53,6 +53,11 @@ TEST(SchemaGrammar, AcceptsOnlyPrefixesOfValidObjects) {
   EXPECT_FALSE(accepts(kSchema, R"({"where":{"lat":1,"ok":true,)")) << "nothing may follow";
   EXPECT_FALSE(accepts(kSchema, R"({"note":[)"));
   EXPECT_TRUE(accepts(J::parse(R"({"type":"object"})"), R"({"any":[1,{"x":null}],"b":"c"})"));
+  // Numbers stay within a double's range, so the text parses.
+  EXPECT_TRUE(accepts(kSchema, R"({"where":{"lat":-1.5e99)"));
+  EXPECT_FALSE(accepts(kSchema, R"({"where":{"lat":-1.5e100)"));
+  EXPECT_TRUE(accepts(kSchema, R"({"age":)" + std::string(200, '7')));
+  EXPECT_FALSE(accepts(kSchema, R"({"age":)" + std::string(201, '7')));
 }
 
 TEST(SchemaGrammar, WithoutASchemaItIsJsonGrammar) {
