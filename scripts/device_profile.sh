@@ -5,7 +5,7 @@
 # the kernels matched by DG_PROFILE_DETAIL (empty: none). Results in $OUT: ncu-*.csv (scripts/ncu_table.py turns
 # them into the docs/CUDA.md table) and detail-*.txt. Only gpu__time_duration is collected per kernel: it needs
 # one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
-# kernel, about 0.5 s each (2026-12-01).
+# kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -44,7 +44,7 @@ fi
 for d in ${DG_PROFILE_DETAIL-bf16:moe_stream_kernel fp8:moe_stream_kernel q4:moe_stream_kernel bf16:flash}; do
   w=${d%%:*} k=${d#*:}
   stamp "ncu detail: $k ($w)"
-  timeout 200 $ncu -k "regex:$k" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
+  timeout 200 $ncu -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     $bench --weights "$w" --prefill "" --context 1024 --denoise-steps 1 --profile-range denoise \
     > "$OUT/detail-$w-$k.txt" 2>&1 || echo "rc $?"

@@ -16,8 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
+#include "diffusion/rng.h"
 #include "model/forward.h"
 #include "model/synthetic.h"
 
@@ -52,8 +53,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--prompt") o.prompt = std::stoi(v);
     else if (a == "--seed") o.seed = std::stoull(v);
     else if (a == "--temperature") o.temperature = std::stof(v);
-    else if (a == "--attention") o.kernels.attention = v;
-    else if (a == "--moe") o.kernels.moe = v;
+    else if (a == "--attention") o.kernels.attention = kernel_from_name(kAttentionKernelNames, v, "attention kernel");
+    else if (a == "--moe") o.kernels.moe = kernel_from_name(kMoeKernelNames, v, "MoE kernel");
     else usage("unknown option '" + a + "'");
   }
   if (o.out.empty()) usage("--out is required");
@@ -93,7 +94,7 @@ int run(const Options& o) {
   nlohmann::json j = {{"layers", cfg.n_layers}, {"sliding", sliding}, {"prompt_tokens", o.prompt},
                       {"seed", o.seed}, {"canvas", C}, {"vocab", V},
                       {"temperature", o.temperature}, {"backend", be->name()}, {"device", be->device_name()},
-                      {"attention_kernel", o.kernels.attention}, {"moe_kernel", o.kernels.moe},
+                      {"attention_kernel", kernel_name(o.kernels.attention)}, {"moe_kernel", kernel_name(o.kernels.moe)},
                       {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"prompt_ids", prompt},
                       {"canvas_ids", canvas}};
   std::ofstream(o.out + ".json") << j.dump() << "\n";

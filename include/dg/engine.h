@@ -23,10 +23,12 @@ struct EngineOptions {
   std::string backend = "cpu";  // "cpu" | "cuda"
   int device = 0;               // CUDA device index
   Precision precision;          // the CPU reference's storage roundings (the CUDA backend is bf16 / f16 KV)
-  int threads = 0;              // 0: all hardware threads
+  int threads = 0;              // 0: the CPUs this process may use (core/cpus.h)
   int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
+  bool check_tensors = false;    // check that every weight is finite before use (model/integrity.h)
+  bool verify = false;           // check a .dgq pack's per-tensor checksums before use (model/integrity.h)
   bool graphs = true;            // CUDA: denoise steps replay captured graphs (Model::set_graphs)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act): auto | bf16 | fp8
 };

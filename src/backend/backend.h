@@ -1,7 +1,9 @@
 // Backend: where the forward pass runs. The model (src/model/forward.cpp) is written once as a sequence of these
 // op calls; each backend owns its activation buffers and the KV cache storage. The CPU backend is the reference
 // (f32 math; activations and KV optionally rounded through bf16/f16 where a GPU would store them).
-// Ops take and return activations as Tensors allocated by the same backend.
+// Ops take and return activations as Tensors allocated by the same backend, and op-level views of what else they
+// read (a KV cache layer, the MoE's weights): the interface knows no model type. Backends are made through the
+// registry (src/backend/registry.h); docs/ARCHITECTURE.md says how to add an op or a backend.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "backend/kv_layer.h"
 #include "core/tensor.h"
-#include "model/kv_cache.h"
-#include "model/weights.h"
 #include "ops/decide/decide.h"
+#include "ops/moe/moe.h"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {
@@ -23,6 +25,9 @@ struct Precision {
   Storage act = Storage::kF32;  // stored activations (the reference model dtype)
   Storage kv = Storage::kF32;   // KV cache storage
 };
+
+// What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
+enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
 // The sampler's per-step decisions where the model runs (src/ops/decide/decide.h): the canvas ids, the last step's
 // row statistics, the RNG and the stop state stay on the backend, and each step hands the host one DecideStatus.
@@ -53,8 +58,15 @@ class Backend {
   virtual Tensor alloc(Shape s) = 0;
   // An f32 buffer (logits).
   virtual Tensor alloc_f32(Shape s) = 0;
-  // The weights as this backend reads them (device copies on a GPU; the same views on the CPU).
-  virtual ModelWeights upload(const ModelWeights& host) = 0;
+  // Throws dg::Error naming `what` when this backend cannot run the weight `host` as `use` (a packed format without
+  // a kernel, an input width its kernel cannot tile); model uploads check every weight before copying the first.
+  virtual void check_weight(const Tensor& host, WeightUse use, const std::string& what) const;
+  // A weight as this backend reads it (a device copy on a GPU, bf16 or the packed planes as stored; the same view
+  // on the CPU).
+  virtual Tensor upload(const Tensor& host) = 0;
+  // Stores uploaded weights that share an input side by side, in order, so linears() and gated_linear() may run
+  // them as one product; backends without fused products leave them as they are.
+  virtual void place_side_by_side(std::span<Tensor* const> group) { (void)group; }
   virtual Tensor ids(std::span<const int32_t> ids) = 0;
   virtual void copy_to_host(const Tensor& t, float* dst) = 0;
   virtual void copy_from_host(const float* src, Tensor& t) = 0;
@@ -82,15 +94,16 @@ class Backend {
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
 
-  // Attention of q [rows, n_heads, D] at positions q_pos0.. over cached positions [cache_from, cache_to) of layer l
-  // followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
-  virtual void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from,
-                         int64_t cache_to, const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0,
-                         bool causal, int64_t window, Tensor& out) = 0;
-  virtual void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) = 0;
+  // Attention of q [rows, n_heads, D] at positions q_pos0.. over the cached positions [cache_from, cache_to) of a
+  // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
+  virtual void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
+                         const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                         int64_t window, Tensor& out) = 0;
+  // Stores K/V rows [n, n_kv, D] for positions pos0.. in a cache layer (KvCache::prepare_write made room).
+  virtual void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) = 0;
 
   // Mixture of experts: routing reads the raw residual h, the experts read z = pre_feedforward_layernorm_2(h).
-  virtual void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) = 0;
+  virtual void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) = 0;
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;  // logits f32
   // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
@@ -104,13 +117,6 @@ class Backend {
   // A Decider on this backend; nullptr where the decisions stay on the host.
   virtual std::unique_ptr<Decider> make_decider() { return nullptr; }
 
-  // Fills a weight-shaped buffer with uniform values in [offset - scale, offset + scale] from `seed` (synthetic
-  // full-shape models for benchmarks; deterministic per seed).
-  virtual void fill_uniform(Tensor& t, uint64_t seed, float scale, float offset) = 0;
-  // A packed weight of `fmt` and shape `s` with random codes and finite scales, decoded values in [-amax, amax]
-  // (synthetic quantized models; backends without packed kernels refuse).
-  virtual Tensor synthetic_packed(DType fmt, Shape s, uint64_t seed, float amax);
-
   // Stage marks for the per-stage time breakdown: time from one mark to the next is charged to the first mark's
   // stage. No-ops unless profiling is on.
   virtual void set_profiling(bool on) { (void)on; }
@@ -118,6 +124,8 @@ class Backend {
   // Accumulated milliseconds per stage since the last call (synchronises).
   virtual std::vector<std::pair<std::string, double>> take_stage_times() { return {}; }
   virtual std::string device_name() const { return "cpu"; }
+  // Opens (true) or closes the range an external profiler records (CUDA: cudaProfilerStart/Stop); a no-op elsewhere.
+  virtual void profiler_range(bool on) { (void)on; }
   virtual size_t peak_memory() const { return 0; }  // bytes of device memory held at the high-water mark
 
   // Graphs: the ops issued between capture_begin() and capture_end() are recorded, not run; launch_captured()
@@ -138,37 +146,5 @@ class Backend {
  private:
   [[noreturn]] void fail_no_graphs() const;
 };
-
-// Kernel choices of the CUDA backend (benchmarks compare them; the defaults are the measured winners).
-struct CudaKernels {
-  // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
-  // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
-  std::string attention = "flash";
-  // auto: cublas for calls of at least moe_auto_rows tokens outside graph captures (large batches, prefill chunks),
-  // stream otherwise | stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas:
-  // cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
-  std::string moe = "auto";
-  int64_t moe_auto_rows = 2048;
-  // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
-  // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
-  std::string decide = "device";
-  // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
-  int attention_cols = 256;
-  // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
-  // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
-  int moe_a8_stages = 3;
-  // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
-  // composed ops (A/B)
-  bool fused_norms = true;
-};
-std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps);
-// "cpu" or "cuda" (the latter only in a build with the CUDA preset); throws dg::Error naming what to do otherwise.
-std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device = 0,
-                                      const CudaKernels& kernels = {});
-#if defined(DG_WITH_CUDA)
-std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels = {});
-// Opens (true) or closes the range a profiler started with --profile-from-start off records (cudaProfilerStart/Stop).
-void cuda_profiler_range(bool on);
-#endif
 
 }  // namespace dg

@@ -4,23 +4,31 @@
 
 #include <fmt/format.h>
 
+#include "cli/build_info.h"
+#include "cli/data_paths.h"
+#include "cli/option_checks.h"
 #include "core/error.h"
 
 namespace dg::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  o.model = embedded_model_dir();
   cmd->add_option("-m,--model", o.model,
-                  "model directory: a Hugging Face checkpoint or a .dgq pack; synthetic:26b-a4b[:bf16|q4|fp8|nvfp4] "
-                  "is the full 26B-A4B shape with random weights made on the device (timing; --prompt-ids, no "
-                  "tokenizer, no stop tokens)")
+                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model); "
+                  "synthetic:26b-a4b[:bf16|q4|fp8|nvfp4] is the full 26B-A4B shape with random weights made on the "
+                  "device (timing; --prompt-ids, no tokenizer, no stop tokens)")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->envname("DG_BACKEND")
       ->capture_default_str();
-  cmd->add_option("--device", o.device, "CUDA device index")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "CPU threads (0: the CPUs this process may use: affinity mask, cgroup quota)")->envname("DG_THREADS");
+  cmd->add_option("--device", o.device, "CUDA device index")->check(non_negative_int())->capture_default_str();
+  cmd->add_option("--threads", o.threads,
+                  "CPU threads (default: the CPUs this process may use: affinity mask, cgroup quota; more are clamped "
+                  "to them)")
+      ->check(positive_int())
+      ->envname("DG_THREADS");
   cmd->add_option("--precision", o.precision, "activation storage of the CPU reference: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
@@ -28,11 +36,15 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", o.prefill_chunk, "encode prompts longer than this in chunks of this many tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
+  cmd->add_flag("--check-tensors", o.check_tensors,
+                "check that every weight is finite before use (a pass over all of them; packed weights decoded)");
+  cmd->add_flag("--verify", o.verify, "check a .dgq pack's per-tensor checksums before use (a pass over the blob)");
   cmd->add_flag("--graphs,!--no-graphs", o.graphs,
                 "CUDA: replay denoise steps through captured graphs (default); --no-graphs issues every step op by op "
-                "(slower; for A/B and diagnosis)");
+                "(slower; for A/B and diagnosis)")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o.expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
                   "otherwise) | bf16 | fp8")
@@ -45,10 +57,12 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.model_dir = o.model;
   e.backend = o.backend;
   e.device = o.device;
-  e.threads = o.threads;
+  e.threads = threads_for(o.threads);
   e.precision.act = storage_from_name(o.precision);
   e.precision.kv = storage_from_name(o.kv_precision);
   e.prefill_chunk = o.prefill_chunk;
+  e.check_tensors = o.check_tensors;
+  e.verify = o.verify;
   e.graphs = o.graphs;
   e.expert_act = o.expert_act;
   return e;
@@ -56,7 +70,7 @@ EngineOptions engine_options(const ModelOptions& o) {
 
 int run(int argc, char** argv) {
   CLI::App app{"diffgemma: inference engine for DiffusionGemma block-diffusion models", "diffgemma"};
-  app.set_version_flag("--version", "diffgemma 0.1.0");
+  app.set_version_flag("--version", version_text(), "print the version, commit, backends and build, and exit");
   app.require_subcommand(1);
   register_ask(app);
   register_chat(app);
@@ -69,13 +83,14 @@ int run(int argc, char** argv) {
   register_replay(app);
   register_golden(app);
   register_campaign(app);
+  register_verify(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
       fmt::print(stderr,
                  "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize, "
-                 "serve, replay; see --help)\n",
+                 "serve, replay, verify; see --help)\n",
                  argv[1]);
       return 2;
     }

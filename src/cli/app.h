@@ -2,6 +2,7 @@
 // are accepted only as aliases of declared options (DG_MODEL, DG_THREADS, ...), and only here in src/cli/.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,13 +15,15 @@ int run(int argc, char** argv);
 
 // Options every model-loading subcommand takes.
 struct ModelOptions {
-  std::string model = "models/dg-tiny";
+  std::string model;  // add_model_options sets the embedded model (cli/data_paths.h)
   std::string backend = "cpu";
   int device = 0;
-  int threads = 0;
+  std::optional<int> threads;  // unset: the CPUs this process may use
   std::string precision = "f32";
   std::string kv_precision = "f32";
   int64_t prefill_chunk = 4096;
+  bool check_tensors = false;
+  bool verify = false;
   bool graphs = true;
   std::string expert_act = "auto";
 };
@@ -43,5 +46,6 @@ void register_serve(CLI::App& app);
 void register_replay(CLI::App& app);
 void register_golden(CLI::App& app);
 void register_campaign(CLI::App& app);
+void register_verify(CLI::App& app);
 
 }  // namespace dg::cli

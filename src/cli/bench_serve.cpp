@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "diffusion/batch.h"
+#include "diffusion/rng.h"
 #include "model/synthetic.h"
 
 namespace dg::cli {

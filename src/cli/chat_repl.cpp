@@ -1,7 +1,11 @@
 // `diffgemma chat` interactive: a line editor with history (libedit), streamed answers (reasoning dimmed), slash
 // commands, and shell tools run after a confirmation. Without a terminal it reads plain lines from stdin.
+// Ctrl-C stops the answer in progress (the exchange is dropped and the KV cache returns to its state before it) or
+// drops the line being typed; only Ctrl-D (end of input) or /exit ends the session.
 #include <unistd.h>
 
+#include <clocale>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -33,6 +37,30 @@ inline char* readline(const char* prompt) {
 namespace dg::cli {
 namespace {
 
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) { g_interrupted = 1; }
+
+// While alive, SIGINT sets g_interrupted instead of ending the process. No SA_RESTART: a blocking read of the line
+// editor returns, so a line being typed is dropped.
+class SigintCatcher {
+ public:
+  SigintCatcher() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_);
+#if !defined(DG_NO_LINE_EDITING)
+    rl_catch_signals = 0;  // libedit's own handler would re-send the signal to the whole process group
+#endif
+  }
+  ~SigintCatcher() { ::sigaction(SIGINT, &old_, nullptr); }
+  SigintCatcher(const SigintCatcher&) = delete;
+  SigintCatcher& operator=(const SigintCatcher&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
 constexpr const char* kHelp =
     "  /help            this list\n"
     "  /clear           forget the conversation (the system prompt stays)\n"
@@ -40,19 +68,30 @@ constexpr const char* kHelp =
     "  /save FILE       write the conversation as JSON\n"
     "  /load FILE       read a conversation written by /save\n"
     "  /think on|off    thinking mode\n"
-    "  /exit            quit (also Ctrl-D)\n";
+    "  /exit            quit (also Ctrl-D; Ctrl-C stops an answer and drops the exchange)\n";
 
 class Repl {
  public:
   Repl(ChatSession& chat, const ChatCliOptions& o)
-      : chat_(chat), o_(o), tty_in_(::isatty(STDIN_FILENO) != 0), tty_out_(::isatty(STDOUT_FILENO) != 0) {}
+      : chat_(chat), o_(o), tty_in_(::isatty(STDIN_FILENO) != 0), color_out_(color_terminal(STDOUT_FILENO)) {}
 
   int run() {
+    if (tty_in_) std::setlocale(LC_CTYPE, "");  // the line editor decodes typed UTF-8 under the user's locale only
     if (tty_in_ && !o_.history.empty()) read_history(o_.history.c_str());
     if (tty_in_)
       fmt::print(stderr, "diffgemma chat · thinking {} · /help for commands\n", chat_.options().thinking ? "on" : "off");
+    const SigintCatcher sigint;
     std::string line;
-    while (read_line(tty_in_ ? "> " : "", line)) {
+    for (;;) {
+      if (!read_line(tty_in_ ? "> " : "", line)) {
+        if (g_interrupted == 0) break;  // end of input
+        g_interrupted = 0;              // Ctrl-C at the prompt: a fresh line
+        std::cin.clear();
+        fmt::print("\n");
+        std::fflush(stdout);
+        continue;
+      }
+      g_interrupted = 0;  // a Ctrl-C that came after the last answer had ended is not meant for this line
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       if (tty_in_) add_history(line.c_str());
       try {
@@ -79,8 +118,21 @@ class Repl {
     return true;
   }
 
+  // Ends an exchange whose answer was stopped by Ctrl-C: the partial answer and its user turn are dropped, and the
+  // cache is synced back to the conversation before them.
+  bool interrupted(const TurnResult& r) {
+    if (r.generation != FinishReason::kCancelled) return false;
+    g_interrupted = 0;
+    chat_.rewind();
+    fmt::print("\n");
+    std::fflush(stdout);
+    const char* clear_line = live_terminal(STDERR_FILENO) ? "\r\033[K" : "";  // the live progress line
+    fmt::print(stderr, "{}(interrupted: the exchange was dropped; kv {} tokens)\n", clear_line, chat_.kv_tokens());
+    return true;
+  }
+
   void print(const std::string& s, bool dim) {
-    if (dim && tty_out_) {
+    if (dim && color_out_) {
       fmt::print("\033[2m{}\033[0m", s);
     } else {
       fmt::print("{}", s);
@@ -111,7 +163,9 @@ class Repl {
         print(fmt::format("\n[malformed tool call: {}] {}\n", e.error.message, e.error.raw), true);
       }
     };
+    ev.cancel = [] { return g_interrupted != 0; };
     TurnResult r = chat_.user(text, &ev);
+    if (interrupted(r)) return;
     for (int round = 1; !r.reply.tool_calls.empty(); ++round) {
       if (round > o_.max_tool_rounds) {
         fmt::print(stderr, "(stopped after {} tool rounds; answer the calls or /rewind)\n", o_.max_tool_rounds);
@@ -120,6 +174,7 @@ class Repl {
       for (const ToolCall& c : r.reply.tool_calls) chat_.add_tool_result(c.id, answer_call(c));
       any = in_reasoning = false;
       r = chat_.generate(&ev);
+      if (interrupted(r)) return;
     }
     fmt::print("\n");
     if (!o_.quiet)
@@ -182,7 +237,7 @@ class Repl {
 
   ChatSession& chat_;
   const ChatCliOptions& o_;
-  bool tty_in_, tty_out_;
+  bool tty_in_, color_out_;
 };
 
 }  // namespace

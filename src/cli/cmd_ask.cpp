@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <filesystem>
 #include <optional>
 #include <fstream>
 #include <iostream>
@@ -52,7 +53,9 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-std::string read_file(const std::string& path, const char* what = "prompt file") {
+std::string read_file(const std::string& path, const char* what = "--prompt-file") {
+  std::error_code ec;
+  DG_CHECK(!std::filesystem::is_directory(path, ec), "{} '{}' is a directory, not a file", what, path);
   std::ifstream in(path, std::ios::binary);
   DG_CHECK(in.good(), "cannot read {} '{}'", what, path);
   std::stringstream ss;
@@ -93,7 +96,7 @@ void run_ask(const AskOptions& o) {
     opt.json = chat_json_vocab(engine->tokenizer(), *chat, opt.stop_ids);
   }
   if (!o.json_schema.empty()) {
-    const Json schema = Json::parse(read_file(o.json_schema, "--json-schema file"), nullptr, false);
+    const Json schema = Json::parse(read_file(o.json_schema, "--json-schema"), nullptr, false);
     DG_CHECK(!schema.is_discarded(), "--json-schema '{}' is not valid JSON", o.json_schema);
     opt.json_schema = JsonSchema::compile(schema, o.json_schema);
   }
@@ -132,6 +135,13 @@ void run_ask(const AskOptions& o) {
   GenerateEvents ev;
   ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
   ev.step_rows = false;
+  bool prompt_timed = false;
+  ev.on_encoded = [&](size_t n) {
+    if (prompt_timed) return;  // later calls: committed blocks
+    prompt_timed = true;
+    engine->backend().synchronize();  // the prompt's time ends when the device is done with it
+    progress.prompt_encoded(n);
+  };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     if (first_block < 0) first_block = std::chrono::duration<double>(Clock::now() - t0).count();
     progress.block(b);
@@ -175,10 +185,15 @@ void run_ask(const AskOptions& o) {
     std::cout << "\n";
   }
   progress.done(res);
-  if (o.show_ids) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));
+  if (o.show_ids && !o.json) std::cout << fmt::format("{}\n", fmt::join(res.tokens, " "));  // --json has "tokens"
   if (o.json) {
+    const GenerationProgress::Timing t = progress.timing();
     nlohmann::json j;
     j["prompt_tokens"] = prompt.size();
+    j["timing"] = {{"prompt_seconds", t.prompt_s}, {"generation_seconds", t.generation_s},
+                   {"prompt_tokens_per_s", t.prompt_s > 0 ? static_cast<double>(prompt.size()) / t.prompt_s : 0.0},
+                   {"generation_tokens_per_s",
+                    t.generation_s > 0 ? static_cast<double>(res.tokens.size()) / t.generation_s : 0.0}};
     j["tokens"] = res.tokens;
     if (engine->has_tokenizer()) j["text"] = engine->tokenizer().decode(res.tokens, true);
     if (chat) {
@@ -215,7 +230,7 @@ void register_ask(CLI::App& app) {
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), no tokenizer needed");
   cmd->add_flag("--raw", o->raw, "encode the prompt as is: no chat turn, special-token literals are recognised");
   cmd->add_flag("--think,!--no-think", o->think, "thinking mode: the reasoning streams to stderr, the answer to stdout");
-  cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text");
+  cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text (with --json: its \"tokens\")");
   cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
   cmd->add_flag("--json-object", o->json_object,
                 "JSON mode: the answer is one JSON object (the server's response_format json_object)");

@@ -1,26 +1,38 @@
 // `diffgemma bench`: prefill throughput, denoise step latency with a per-stage breakdown, and end-to-end committed
 // tokens per second at a fixed step count, on a checkpoint or on the full DiffusionGemma 26B-A4B shape with
-// weights generated on the device. One JSON object per line to stdout (and appended to --out).
+// weights generated on the device. A table on stdout (one JSON object per line with --json), what is being measured
+// on stderr, and the JSON lines appended to --out.
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
 #include "cli/bench_serve.h"
+#include "cli/data_paths.h"
+#include "cli/option_checks.h"
 #include "core/error.h"
 #include "diffusion/generate.h"
+#include "diffusion/rng.h"
 #include "model/synthetic.h"
 
 namespace dg::cli {
 namespace {
 
+#if defined(DG_WITH_CUDA)
+constexpr const char* kDefaultBackend = "cuda";
+#else
+constexpr const char* kDefaultBackend = "cpu";
+#endif
+
 struct BenchOptions {
-  std::string model;       // empty: synthetic
-  std::string backend = "cuda";
+  std::string model;       // empty: synthetic on cuda; the embedded model on cpu unless --layers
+  std::string backend = kDefaultBackend;
   int layers = 0;          // synthetic: keep the first N layers (0: all 30)
   std::string weights = "bf16";  // synthetic: bf16 | q4 | fp8 | nvfp4 (experts; the SC MLP q8)
   std::vector<int> prefill{512, 4096};
@@ -43,6 +55,8 @@ struct BenchOptions {
   std::string profile_range;
   bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
   ServeBenchOptions serve_opt;
+  bool json = false;   // JSON lines on stdout instead of the table
+  bool quiet = false;  // no progress on stderr
 };
 
 std::string git_sha() {
@@ -57,35 +71,93 @@ std::string git_sha() {
   return s.empty() ? "unknown" : s;
 }
 
-void profiler_range(Backend& be, bool on) {
-#if defined(DG_WITH_CUDA)
-  if (be.name() == "cuda") cuda_profiler_range(on);
-#else
-  (void)be;
-  (void)on;
-#endif
+// A kernel-choice table (backend/cuda/cuda_kernels.h) as CLI11's name -> value map.
+template <class E, size_t N>
+std::map<std::string, E> choices(const std::array<std::pair<std::string_view, E>, N>& names) {
+  std::map<std::string, E> m;
+  for (const auto& [n, v] : names) m.emplace(n, v);
+  return m;
 }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// One result line per measurement: a row of the table (or the JSON line) on stdout, the JSON line in --out.
 class Reporter {
  public:
-  Reporter(const BenchOptions& o, nlohmann::json base) : base_(std::move(base)) {
+  Reporter(const BenchOptions& o, nlohmann::json base) : json_(o.json), base_(std::move(base)) {
     if (!o.out.empty()) out_.open(o.out, std::ios::app);
     DG_CHECK(o.out.empty() || out_.good(), "cannot append to '{}'", o.out);
+    const std::string label = base_["label"], backend = base_["backend"], device = base_["device"];
+    if (!json_)
+      std::cout << fmt::format("diffgemma bench · {} · {} · {} layers · weights {} · commit {}{}\n",
+                               base_["model"].get<std::string>(),
+                               device == backend ? backend : fmt::format("{} on {}", backend, device),
+                               base_["layers"].get<int>(),
+                               base_["weights"].get<std::string>(), base_["git_sha"].get<std::string>(),
+                               label.empty() ? "" : " · " + label)
+                << std::flush;
   }
   void emit(nlohmann::json j) {
     for (auto& [k, v] : base_.items()) j[k] = v;
     const std::string line = j.dump();
-    std::cout << line << "\n" << std::flush;
+    std::cout << (json_ ? line : row(j)) << "\n" << std::flush;
     if (out_.is_open()) out_ << line << "\n" << std::flush;
   }
 
  private:
+  static std::string stages(const nlohmann::json& s) {
+    std::string out;
+    for (const auto& [name, ms] : s.items())
+      out += fmt::format("{}{} {:.2f}", out.empty() ? "" : ", ", name, ms.get<double>());
+    return out.empty() ? "" : "\n  " + std::string(12, ' ') + "stages (ms): " + out;
+  }
+  static std::string row(const nlohmann::json& j) {
+    const std::string ev = j["event"];
+    auto d = [&](const char* k) { return j[k].get<double>(); };
+    if (ev == "loaded")
+      return fmt::format("  {:<10} {:.2f} s, {:.2f} GiB on the device", ev, d("seconds"), d("weight_gib"));
+    if (ev == "prefill")
+      return fmt::format("  {:<10} {:>7} tokens       {:>9.2f} ms   {:>10.1f} tokens/s", ev, j["tokens"].get<int>(),
+                         1000 * d("seconds"), d("tok_per_s"));
+    if (ev == "denoise")
+      return fmt::format("  {:<10} {:>7} context      {:>9.2f} ms/step (canvas {}){}", ev, j["context"].get<int>(),
+                         d("ms_per_step"), j["canvas"].get<int>(), stages(j["stages_ms"]));
+    if (ev == "generate")
+      return fmt::format("  {:<10} {:>7} in / {} out  {:>9.2f} s      {:>10.1f} tokens/s committed, {} steps/block, "
+                         "first block {:.3f} s",
+                         ev, j["prompt_tokens"].get<int>(), j["new_tokens"].get<int>(), d("seconds"),
+                         d("committed_tok_per_s"), j["steps_per_block"].get<int>(), d("time_to_first_block_s"));
+    if (ev == "serve")
+      return fmt::format("  {:<10} {:>7} streams      {:>9.2f} s      {:>10.1f} tokens/s in all, first block p50 "
+                         "{:.3f} s p99 {:.3f} s, occupancy {:.2f}, {:.1f} TFLOP/s",
+                         ev, j["streams"].get<int>(), d("seconds"), d("aggregate_tok_per_s"), d("first_block_p50_s"),
+                         d("first_block_p99_s"), d("mean_occupancy"), d("tflop_per_s"));
+    if (ev == "serve_step")
+      return fmt::format("  {:<10} {:>7} streams      {:>9.2f} ms/step ({} rows, {:.1f} TFLOP/s){}", "step",
+                         j["streams"].get<int>(), d("ms_per_step"), j["rows"].get<int>(), d("tflop_per_s"),
+                         stages(j["stages_ms"]));
+    if (ev == "memory") return fmt::format("  {:<10} peak {:.2f} GiB", ev, d("peak_gib"));
+    return "  " + j.dump();
+  }
+
+  bool json_;
   nlohmann::json base_;
   std::ofstream out_;
+};
+
+// What is being measured, on stderr: "[i/n] what".
+class BenchProgress {
+ public:
+  BenchProgress(bool quiet, int total) : quiet_(quiet), total_(total) {}
+  void next(const std::string& what) {
+    if (!quiet_) fmt::print(stderr, "bench [{}/{}] {}\n", ++at_, total_, what);
+  }
+
+ private:
+  bool quiet_;
+  int total_, at_ = 0;
 };
 
 nlohmann::json stage_json(Backend& be, double scale) {
@@ -95,6 +167,11 @@ nlohmann::json stage_json(Backend& be, double scale) {
 }
 
 void run_bench(const BenchOptions& o) {
+  const int stages = 1 + (o.serve ? static_cast<int>(o.serve_opt.streams.size()) + 1
+                                  : static_cast<int>(o.prefill.size() + o.context.size()) + (o.skip_generate ? 0 : 1));
+  BenchProgress progress(o.quiet, stages);
+  progress.next(o.model.empty() ? fmt::format("loading the synthetic 26B-A4B shape on {}", o.backend)
+                                : fmt::format("loading {} on {}", o.model, o.backend));
   const double t_load = now_s();
   BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
   const ModelConfig& cfg = bm.cfg;
@@ -113,10 +190,10 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == "flash" ? "flash/" + std::to_string(o.kernels.attention_cols) : o.kernels.attention}, {"moe_kernel", o.kernels.moe == "auto" ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : o.kernels.moe}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
-                   {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == "host") ? "host" : "backend"}});
+                   {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
     auto cache_for = [&](int64_t context) {
@@ -124,28 +201,38 @@ void run_bench(const BenchOptions& o) {
       be->configure_kv(ko, context);
       return KvCache(cfg, ko);
     };
-    run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) { rep.emit(std::move(j)); });
+    progress.next(fmt::format("serving {} concurrent requests", o.serve_opt.streams.front()));
+    size_t done = 0;
+    run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) {
+      if (j["event"] == "serve" && ++done <= o.serve_opt.streams.size())
+        progress.next(done < o.serve_opt.streams.size()
+                          ? fmt::format("serving {} concurrent requests", o.serve_opt.streams[done])
+                          : std::string("one batched step of the largest count, by stage"));
+      rep.emit(std::move(j));
+    });
     rep.emit({{"event", "memory"}, {"peak_gib", be->peak_memory() / 1073741824.0}});
     return;
   }
 
   for (int P : o.prefill) {
+    progress.next(fmt::format("prefill of {} tokens", P));
     const auto ids = synthetic_ids(P, cfg.vocab, o.seed + static_cast<uint64_t>(P));
     for (int rep_i = 0; rep_i < 2; ++rep_i) {  // the first pass warms up kernels and the allocator
       KvCache kv = new_cache();
       be->synchronize();
       const bool profiled = rep_i == 1 && o.profile_range == "prefill" && P == o.prefill.back();
-      if (profiled) profiler_range(*be, true);
+      if (profiled) be->profiler_range(true);
       const double t0 = now_s();
       model.encode(kv, ids);
       be->synchronize();
-      if (profiled) profiler_range(*be, false);
+      if (profiled) be->profiler_range(false);
       const double dt = now_s() - t0;
       if (rep_i == 1) rep.emit({{"event", "prefill"}, {"tokens", P}, {"seconds", dt}, {"tok_per_s", P / dt}});
     }
   }
 
   for (int L : o.context) {
+    progress.next(fmt::format("denoise steps over {} tokens of context", L));
     KvCache kv = new_cache();
     model.encode(kv, synthetic_ids(L, cfg.vocab, o.seed + 7));
     ModelDenoiser d(model);
@@ -157,11 +244,11 @@ void run_bench(const BenchOptions& o) {
     const double t0 = now_s();
     for (int i = 0; i < o.denoise_steps; ++i) {
       const bool profiled = i == 0 && o.profile_range == "denoise";
-      if (profiled) profiler_range(*be, true);
+      if (profiled) be->profiler_range(true);
       d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
       if (profiled) {
         be->synchronize();
-        profiler_range(*be, false);
+        be->profiler_range(false);
       }
     }
     be->synchronize();
@@ -177,6 +264,8 @@ void run_bench(const BenchOptions& o) {
   }
 
   if (!o.skip_generate) {
+    progress.next(fmt::format("generation of {} tokens after {}, {} steps per block", o.gen_tokens, o.prompt_tokens,
+                              o.steps));
     SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
     so.seed = o.seed;
     so.host_decisions = o.host_decisions;
@@ -228,38 +317,58 @@ void register_bench(CLI::App& app) {
   auto prefill = std::make_shared<std::string>("512,4096");
   auto context = std::make_shared<std::string>("1024");
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill, denoise steps and generation throughput");
-  cmd->add_option("-m,--model", o->model, "checkpoint directory (default: the 26B-A4B shape with random weights)");
-  cmd->add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
+  cmd->add_option("-m,--model", o->model,
+                  "checkpoint directory (default: on cuda the 26B-A4B shape with random weights, on cpu the embedded "
+                  "model; --layers N: that shape's first N layers)");
+  cmd->add_option("--backend", o->backend, "cpu | cuda (default: cuda when built in)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of the table (--out always gets them)");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "encode prompts in chunks of this many tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_flag("--graphs,!--no-graphs", o->graphs,
                 "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
-                "other than cublas); --no-graphs issues them op by op");
+                "other than cublas); --no-graphs issues them op by op")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
       ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
-  cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)");
+  cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)")->check(non_negative_int());
   cmd->add_option("--weights", o->weights,
                   "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "
                   "MLP, as the quantize profiles store them)")
+      ->check(CLI::IsMember({"bf16", "q4", "fp8", "nvfp4"}))
       ->capture_default_str();
-  cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")->capture_default_str();
-  cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")->capture_default_str();
-  cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "denoising steps per block in the generation run")->capture_default_str();
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "generation run: prompt length")->capture_default_str();
-  cmd->add_option("--gen-tokens", o->gen_tokens, "generation run: tokens to generate")->capture_default_str();
+  cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")
+      ->check(positive_int_list())
+      ->capture_default_str();
+  cmd->add_option("--context", *context, "cached context lengths for the denoise-step timing")
+      ->check(positive_int_list())
+      ->capture_default_str();
+  cmd->add_option("--denoise-steps", o->denoise_steps, "timed denoise forwards per context")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "denoising steps per block in the generation run")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "generation run: prompt length")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--gen-tokens", o->gen_tokens, "generation run: tokens to generate")
+      ->check(positive_int())
+      ->capture_default_str();
   cmd->add_flag("--skip-generate", o->skip_generate, "skip the end-to-end generation run");
-  cmd->add_option("--seed", o->seed, "weights and token seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "weights and token seed")->check(non_negative_int())->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
   cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
-      ->check(CLI::IsMember({"flash", "gemm", "warp"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kAttentionKernelNames)))
+      ->default_str("flash");
   cmd->add_option("--attention-cols", o->kernels.attention_cols,
                   "--attention flash: output columns per block, 128 | 256 (head dims above it recompute the scores "
                   "once per slice)")
@@ -269,21 +378,22 @@ void register_bench(CLI::App& app) {
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
                   "wmma (ours, fragments from global memory) | auto (cublas for calls of at least --moe-auto-rows "
                   "tokens outside graph captures, stream otherwise)")
-      ->check(CLI::IsMember({"cublas", "stream", "wmma", "auto"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kMoeKernelNames)))
+      ->default_str("auto");
   cmd->add_option("--decide", o->kernels.decide,
                   "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
                   "per step) | host (row statistics and draws read every step; A/B, same tokens)")
-      ->check(CLI::IsMember({"host", "device"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(choices(kDecideModeNames)))
+      ->default_str("device");
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
-                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)");
+                "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)")
+      ->check(switch_value());
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
       ->check(CLI::IsMember({3, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
       ->envname("DG_GIT_SHA");
@@ -295,14 +405,18 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--serve", o->serve,
                 "load benchmark: N concurrent requests through the batched generator at each N of --streams "
                 "(--steps, --prompt-tokens; answers of --serve-tokens)");
-  cmd->add_option("--streams", *streams, "--serve: concurrent request counts")->capture_default_str();
+  cmd->add_option("--streams", *streams, "--serve: concurrent request counts")
+      ->check(positive_int_list())
+      ->capture_default_str();
   cmd->add_option("--serve-tokens", o->serve_opt.gen_tokens, "--serve: tokens each request generates")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--logit-rows", o->serve_opt.logit_rows, "--serve: lm_head rows per chunk")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->callback([o, prefill, context, streams] {
+    // The synthetic full shape is a GPU benchmark: on the CPU the default is the embedded model.
+    if (o->model.empty() && o->backend == "cpu" && o->layers == 0) o->model = embedded_model_dir();
     o->prefill = parse_list(*prefill);
     o->context = parse_list(*context);
     o->serve_opt.streams = parse_list(*streams);

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/chat_cli.h"
+#include "cli/option_checks.h"
 #include "engine/oplog.h"
 
 namespace dg::cli {
@@ -57,7 +58,9 @@ void register_chat(CLI::App& app) {
                   "is \"$1\" and stdin); each call asks for confirmation unless --yes")
       ->type_name("NAME=CMD");
   cmd->add_flag("--yes", o->yes, "run tool calls without asking");
-  cmd->add_option("--max-tool-rounds", o->max_tool_rounds, "tool rounds per user turn")->capture_default_str();
+  cmd->add_option("--max-tool-rounds", o->max_tool_rounds, "tool rounds per user turn (0: none are run)")
+      ->check(non_negative_int())
+      ->capture_default_str();
   cmd->add_flag("--jsonl", o->jsonl, "read JSON commands from stdin, write JSON events to stdout (see README)");
   cmd->add_flag("--hide-thinking", o->hide_thinking, "do not print the reasoning (REPL)");
   cmd->add_option("--history", o->history, "line-editing history file (\"\": none)")->capture_default_str();

@@ -1,5 +1,6 @@
 // `diffgemma info`: what a model directory holds — structure, parameter counts by class, bytes, KV cost, and for a
 // .dgq pack its profile and the format and bytes of every weight class.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 
@@ -14,7 +16,7 @@ namespace dg::cli {
 namespace {
 
 struct InfoOptions {
-  std::string model = "models/dg-tiny";
+  std::string model = embedded_model_dir();
   bool json = false;
 };
 
@@ -34,6 +36,21 @@ struct ClassBytes {
   int tensors = 0;
   uint64_t bytes = 0;
 };
+
+// Tensors and bytes per storage format ("BF16", "q4", ...) over every tensor of the checkpoint, most bytes first.
+std::vector<std::pair<std::string, ClassBytes>> formats(const TensorStore& store) {
+  std::vector<std::pair<std::string, ClassBytes>> out;
+  for (const std::string& name : store.names()) {
+    const TensorInfo& t = store.info(name);
+    const std::string f(dtype_name(t.dtype));
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == f; });
+    if (it == out.end()) it = out.insert(out.end(), {f, ClassBytes{f, 0, 0}});
+    ++it->second.tensors;
+    it->second.bytes += t.nbytes;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  return out;
+}
 std::vector<std::pair<std::string, ClassBytes>> pack_classes(const PackManifest& m) {
   std::vector<std::pair<std::string, ClassBytes>> out;
   for (const auto& [cls, format] : m.classes) {
@@ -89,6 +106,7 @@ void run_info(const InfoOptions& o) {
                    {"dense_mlp", pc.dense_mlp}, {"router", pc.router}, {"experts", pc.experts}, {"norms", pc.norms},
                    {"self_conditioning", pc.self_cond}};
     j["weight_bytes"] = ck.store.total_bytes();
+    for (const auto& [f, c] : formats(ck.store)) j["formats"][f] = {{"tensors", c.tensors}, {"bytes", c.bytes}};
     j["weight_files"] = ck.store.files().size();
     j["kv_bytes_per_token_f16"] = kv_full;
     j["kv_sliding_ring_bytes_f16"] = kv_ring;
@@ -126,16 +144,24 @@ void run_info(const InfoOptions& o) {
              "{:.3f} M, self-conditioning {:.3f} M\n",
              pc.embed / 1e6, pc.attention / 1e6, pc.dense_mlp / 1e6, pc.router / 1e6, pc.experts / 1e6,
              pc.norms / 1e6, pc.self_cond / 1e6);
-  fmt::print("weights      {} in {} file(s), {}\n", human_bytes(static_cast<double>(ck.store.total_bytes())),
-             ck.store.files().size(), dtype_name(ck.weights.dtype));
+  std::string by_format;
+  for (const auto& [f, c] : formats(ck.store))
+    by_format += fmt::format("{}{} {}", by_format.empty() ? "" : ", ", f, human_bytes(static_cast<double>(c.bytes)));
+  fmt::print("weights      {} in {} file(s): {}\n", human_bytes(static_cast<double>(ck.store.total_bytes())),
+             ck.store.files().size(), by_format);
   if (ck.pack) {
     std::string sets;
     for (const auto& [k, v] : ck.pack->sets) sets += fmt::format(" --set {}={}", k, v);
-    fmt::print("pack         .dgq version {}, profile {}{}, from '{}', blob {}\n", ck.pack->version, ck.pack->profile,
-               sets, ck.pack->source, human_bytes(static_cast<double>(ck.pack->blob_bytes)));
-    for (const auto& [cls, c] : pack_classes(*ck.pack))
-      fmt::print("  {:<16} {:<6} {:>4} tensors {:>12}\n", cls, c.format, c.tensors,
+    fmt::print("pack         .dgq version {} ({}), profile {}{}, from '{}', blob {}\n", ck.pack->version,
+               ck.pack->version >= kPackFirstChecksumVersion ? "checksummed" : "no checksums", ck.pack->profile, sets,
+               ck.pack->source, human_bytes(static_cast<double>(ck.pack->blob_bytes)));
+    for (const auto& [cls, c] : pack_classes(*ck.pack)) {
+      std::string shown = c.format;  // a raw class: the dtype it is stored in
+      for (const PackEntry& e : ck.pack->tensors)
+        if (shown == "raw" && e.cls == cls) shown = fmt::format("raw {}", dtype_name(e.dtype));
+      fmt::print("  {:<16} {:<8} {:>4} tensors {:>12}\n", cls, shown, c.tensors,
                  human_bytes(static_cast<double>(c.bytes)));
+    }
   }
   fmt::print("KV cache     {} per token on full layers (f16) + sliding rings {} in total\n",
              human_bytes(static_cast<double>(kv_full)), human_bytes(static_cast<double>(kv_ring)));

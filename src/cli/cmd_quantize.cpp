@@ -1,4 +1,4 @@
-// `diffgemma quantize`: a Hugging Face checkpoint directory to a self-contained .dgq pack (src/quant/quantize.h).
+// `diffgemma quantize`: a Hugging Face checkpoint directory to a self-contained .dgq pack (src/model/quantize.h).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -7,23 +7,24 @@
 #include <fmt/format.h>
 
 #include "cli/app.h"
+#include "cli/option_checks.h"
 #include "cli/progress.h"
 #include "core/parallel.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 
 namespace dg::cli {
 namespace {
 
 struct QuantizeCliOptions {
   QuantizeOptions q;
-  int threads = 0;
+  std::optional<int> threads;  // unset: the CPUs this process may use
   bool quiet = false;
 };
 
 std::string mib(uint64_t b) { return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20)); }
 
 void run_quantize(const QuantizeCliOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
+  set_num_threads(threads_for(o.threads));
   const auto t0 = std::chrono::steady_clock::now();
   ByteProgress bar(o.quiet, "quantize");
   uint64_t source_bytes = 0;
@@ -68,7 +69,11 @@ void register_quantize(CLI::App& app) {
                   "formats raw, q8, q6, q4, nvfp4, fp8")
       ->take_all();
   cmd->add_flag("--force", o->q.force, "replace an existing pack at --out");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: the CPUs this process may use: affinity mask, cgroup quota)")->envname("DG_THREADS");
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads (default: the CPUs this process may use: affinity mask, cgroup quota; more are clamped "
+                  "to them)")
+      ->check(positive_int())
+      ->envname("DG_THREADS");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress or summary");
   cmd->callback([o] { run_quantize(*o); });
 }

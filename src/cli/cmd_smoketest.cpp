@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
 #include "smoketest/battery.h"
@@ -23,7 +24,7 @@ struct SmokeOptions {
   ModelOptions model;
   SamplerFlags sampler;
   ToolCheckFlags tool_check;
-  std::string battery = "tests/fixtures/smoketest/battery.json";
+  std::string battery = smoketest_battery();
   std::vector<std::string> only;
   std::string same_as;
   bool json = false, quiet = false;
@@ -94,7 +95,7 @@ void run_smoketest(const SmokeOptions& o) {
   SamplerFlags flags = o.sampler;
   if (o.cmd->get_option("--sampler")->count() == 0) flags.profile = battery.sampler;
   if (o.cmd->get_option("--seed")->count() == 0) flags.seed = battery.seed;
-  if (flags.max_new_tokens == 0) flags.max_new_tokens = battery.max_new_tokens;
+  if (!flags.max_new_tokens) flags.max_new_tokens = battery.max_new_tokens;
   const SamplerOptions opt = flags.resolve(*engine);
   const smoke::StopIds ids = smoke::stop_ids(*engine);
   if (battery.canvas_length > 0 && battery.canvas_length != engine->config().canvas && !o.quiet)

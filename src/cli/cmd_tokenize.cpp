@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "core/error.h"
 #include "io/tokenizer.h"
 
@@ -14,7 +15,7 @@ namespace dg::cli {
 namespace {
 
 struct TokenizeOptions {
-  std::string model = "models/dg-tiny";
+  std::string model = embedded_model_dir();
   std::string text;
   bool ids_only = false, decode = false, plain = false;
 };

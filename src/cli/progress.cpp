@@ -2,12 +2,25 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace dg::cli {
 
+bool live_terminal(int fd) {
+  const char* term = std::getenv("TERM");
+  return ::isatty(fd) != 0 && (term == nullptr || std::strcmp(term, "dumb") != 0);
+}
+
+bool color_terminal(int fd) {
+  const char* no_color = std::getenv("NO_COLOR");
+  return live_terminal(fd) && (no_color == nullptr || *no_color == '\0');
+}
+
 GenerationProgress::GenerationProgress(bool quiet, int steps)
-    : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), steps_(steps), start_(std::chrono::steady_clock::now()) {}
+    : quiet_(quiet), tty_(live_terminal(STDERR_FILENO)), steps_(steps), start_(std::chrono::steady_clock::now()) {}
 
 void GenerationProgress::step(const StepInfo& s) {
   if (quiet_ || !tty_ || !live_) return;
@@ -28,11 +41,36 @@ void GenerationProgress::block(const BlockInfo& b) {
              b.rerolls ? fmt::format(" after {} re-roll(s)", b.rerolls) : "");
 }
 
+void GenerationProgress::prompt_encoded(size_t tokens) {
+  if (prompt_done_) return;
+  prompt_done_ = true;
+  prompt_tokens_ = tokens;
+  encoded_ = std::chrono::steady_clock::now();
+}
+
+GenerationProgress::Timing GenerationProgress::timing() const {
+  const auto now = std::chrono::steady_clock::now();
+  const auto split = prompt_done_ ? encoded_ : start_;
+  return Timing{prompt_tokens_, std::chrono::duration<double>(split - start_).count(),
+                std::chrono::duration<double>(now - split).count()};
+}
+
+namespace {
+
+double per_second(double n, double s) { return s > 0 ? n / s : 0.0; }
+
+}  // namespace
+
 void GenerationProgress::done(const GenerateResult& r) {
   if (quiet_) return;
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  fmt::print(stderr, "  {} tokens in {:.2f} s, {} denoise forwards ({:.2f} tokens/forward), finish: {}\n",
-             r.tokens.size(), s, r.forwards, r.forwards ? static_cast<double>(r.committed.size()) / r.forwards : 0.0,
+  const Timing t = timing();
+  fmt::print(stderr, "  prompt      {:>6} tokens in {:.3f} s ({:.1f} tokens/s)\n", t.prompt_tokens, t.prompt_s,
+             per_second(static_cast<double>(t.prompt_tokens), t.prompt_s));
+  fmt::print(stderr,
+             "  generation  {:>6} tokens in {:.3f} s ({:.1f} tokens/s), {} denoise forwards ({:.2f} tokens/forward), "
+             "finish: {}\n",
+             r.tokens.size(), t.generation_s, per_second(static_cast<double>(r.tokens.size()), t.generation_s),
+             r.forwards, r.forwards ? static_cast<double>(r.committed.size()) / r.forwards : 0.0,
              r.finish == FinishReason::kStop ? "stop token" : "length");
 }
 
@@ -58,7 +96,7 @@ std::string clock_str(double s) {
 }  // namespace
 
 ByteProgress::ByteProgress(bool quiet, std::string label)
-    : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), label_(std::move(label)),
+    : quiet_(quiet), tty_(live_terminal(STDERR_FILENO)), label_(std::move(label)),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void ByteProgress::update(uint64_t done, uint64_t total) {

@@ -12,17 +12,31 @@
 
 namespace dg::cli {
 
+// `fd` is a terminal that takes cursor control (a live progress line): isatty, and TERM is not "dumb".
+bool live_terminal(int fd);
+// ... that also takes styling (dimmed reasoning): NO_COLOR (no-color.org) unset or empty.
+bool color_terminal(int fd);
+
 class GenerationProgress {
  public:
   explicit GenerationProgress(bool quiet, int steps);
+  void prompt_encoded(size_t tokens);  // the prompt is in the cache: the generation's clock starts
   void step(const StepInfo& s);
   void block(const BlockInfo& b);
-  void done(const GenerateResult& r);
+  void done(const GenerateResult& r);  // the prompt and the generation each with its tokens/s, as llama.cpp does
+
+  struct Timing {
+    size_t prompt_tokens = 0;
+    double prompt_s = 0, generation_s = 0;
+  };
+  Timing timing() const;  // so far
 
  private:
   bool quiet_, tty_, live_ = true;
   int steps_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point start_, encoded_;
+  size_t prompt_tokens_ = 0;
+  bool prompt_done_ = false;
 };
 
 class ByteProgress {

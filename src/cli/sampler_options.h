@@ -1,8 +1,10 @@
 // Sampler options on the command line: the profile, the generation-config values, and one named option for each
-// contract divergence. Values not given keep the profile's default (SamplerOptions in src/diffusion/options.h).
+// contract divergence. An option not given is unset and keeps the profile's default (SamplerOptions in
+// src/diffusion/options.h); a given value is checked when the line is parsed (cli/option_checks.h).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -15,11 +17,11 @@ namespace dg::cli {
 struct SamplerFlags {
   std::string profile = "contract";
   uint64_t seed = 42;
-  int max_new_tokens = 0, steps = 0, stability_threshold = -1;
-  double entropy_bound = 0, t_min = -1, t_max = -1, confidence_threshold = 0;
+  std::optional<int> max_new_tokens, steps, stability_threshold;
+  std::optional<double> entropy_bound, t_min, t_max, confidence_threshold;
   std::string denoise_token, first_step_sc, pad_gate, self_conditioning;
-  int plateau_steps = -1, entropy_stop_min_steps = -1, empty_reply_retries = -1, commit_trim_floor = -1;
-  double plateau_mean_entropy = -1, entropy_stop = -1, commit_trim_tau = -1;
+  std::optional<int> plateau_steps, entropy_stop_min_steps, empty_reply_retries, commit_trim_floor;
+  std::optional<double> plateau_mean_entropy, entropy_stop, commit_trim_tau;
   bool host_decisions = false;
 
   void add_to(CLI::App* cmd);

@@ -1,7 +1,7 @@
 // Element types of stored tensors and the scalar codecs between them and f32.
 // bf16 and f16 conversions round to nearest even, as torch's .to(dtype) does.
 // The packed types are quantized weight formats: a tensor of one is a set of byte planes (codes, scales) whose
-// layout is src/quant/layout.h; they have no per-element size. Byte layouts: docs/FORMATS.md.
+// layout is src/core/packed_layout.h; they have no per-element size. Byte layouts: docs/FORMATS.md.
 #pragma once
 
 #include <bit>

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 
 namespace dg {
 

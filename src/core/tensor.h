@@ -34,7 +34,7 @@ struct Tensor {
   std::shared_ptr<void> owner;
 
   int64_t numel() const { return shape.numel(); }
-  size_t nbytes() const;  // for a packed dtype: the planes of src/quant/layout.h, padding included
+  size_t nbytes() const;  // for a packed dtype: the planes of src/core/packed_layout.h, padding included
   bool empty() const { return data == nullptr; }
   template <typename T> T* as() { return static_cast<T*>(data); }
   template <typename T> const T* as() const { return static_cast<const T*>(data); }

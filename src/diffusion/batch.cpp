@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "diffusion/generate.h"
 
 namespace dg {
 
@@ -121,7 +122,10 @@ int BatchRunner::add(KvCache& kv, std::span<const int32_t> prompt, const Sampler
   auto r = std::make_unique<Request>();
   r->id = next_id_++;
   r->kv = &kv;
-  r->gen = std::make_unique<Generation>(d_.canvas(), d_.vocab(), prompt, opt, events);
+  // Bounded before it joins the batch: a canvas past max_position_embeddings would fail every sequence's step.
+  const SamplerOptions bounded =
+      within_positions(opt, kv.len() + static_cast<int64_t>(prompt.size()), d_.canvas(), d_.max_positions());
+  r->gen = std::make_unique<Generation>(d_.canvas(), d_.vocab(), prompt, bounded, events);
   if (r->gen->constrained())
     r->gen->set_row_logits([this, req = r.get()](int row, std::vector<float>& out) { d_.row_logits(req->seq, row, out); });
   const int id = r->id;

@@ -33,6 +33,8 @@ class BatchDenoiser {
   virtual ~BatchDenoiser() = default;
   virtual int canvas() const = 0;
   virtual int64_t vocab() const = 0;
+  // Positions the model takes (max_position_embeddings); 0: no limit stated.
+  virtual int64_t max_positions() const { return 0; }
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
   // Several sequences' ids at once (committed blocks of concurrent requests); by default one after another.
   virtual void encode_batch(std::span<const EncodeSeq> seqs) {
@@ -54,6 +56,7 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   explicit ModelBatchDenoiser(const Model& m, int64_t logit_rows = 2048);
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
+  int64_t max_positions() const override { return m_.config().max_positions; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
   void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
   int open() override;

@@ -117,6 +117,24 @@ void ModelDenoiser::row_logits(int row, std::vector<float>& out) {
   m_.backend().copy_to_host(row_slice(logits_, row, 1), out.data());
 }
 
+SamplerOptions within_positions(const SamplerOptions& opt, int64_t context, int canvas, int64_t max_positions) {
+  if (max_positions <= 0) return opt;
+  DG_CHECK(context <= max_positions,
+           "the prompt is {} tokens long, beyond the {} positions the model takes (max_position_embeddings in "
+           "config.json); shorten it",
+           context, max_positions);
+  // A block's canvas starts at the context plus the answer so far, which stays below max_new_tokens while the
+  // loop goes on: the last canvas ends by context + max_new_tokens - 1 + canvas.
+  const int64_t room = max_positions - context - canvas + 1;
+  DG_CHECK(room >= 1,
+           "the prompt is {} tokens long: with a {}-token canvas after it, the answer would pass the {} positions "
+           "the model takes (max_position_embeddings in config.json); shorten it",
+           context, canvas, max_positions);
+  SamplerOptions o = opt;
+  o.max_new_tokens = static_cast<int>(std::min<int64_t>(o.max_new_tokens, room));
+  return o;
+}
+
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events) {
   ModelDenoiser d(model);
@@ -144,7 +162,9 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
                         const GenerateEvents* events) {
   opt.validate();
   DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
-  Generation g(model.canvas(), model.vocab(), prompt, opt, events);
+  const SamplerOptions bounded = within_positions(opt, kv.len() + static_cast<int64_t>(prompt.size()),
+                                                  model.canvas(), model.max_positions());
+  Generation g(model.canvas(), model.vocab(), prompt, bounded, events);
   // Device decisions unless a step observer needs each step's rows on the host (both paths give the same tokens).
   const bool rows_observed = events != nullptr && events->on_step && events->step_rows;
   const bool on_device = !opt.host_decisions && !rows_observed && model.can_decide();
@@ -157,6 +177,7 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
       const std::span<const int32_t> ids = g.pending_encode();
       model.encode(kv, ids);
       g.encoded(ids.size());
+      if (events != nullptr && events->on_encoded) events->on_encoded(ids.size());
       continue;
     }
     StepRequest req;

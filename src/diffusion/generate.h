@@ -52,6 +52,8 @@ struct GenerateEvents {
   // single-stream loop keep the step decisions on the backend (docs/CUDA.md).
   bool step_rows = true;
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
+  // After each encode into the cache: the prompt first (before the first denoising step), then each committed block.
+  std::function<void(size_t tokens)> on_encoded;
   // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
   std::function<bool()> cancel;
 };
@@ -76,6 +78,8 @@ class Denoiser {
   virtual ~Denoiser() = default;
   virtual int canvas() const = 0;
   virtual int64_t vocab() const = 0;
+  // Positions the model takes (max_position_embeddings); 0: no limit stated.
+  virtual int64_t max_positions() const { return 0; }
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
   // Denoises `canvas` at positions kv.len()...; `kind` says what self-conditions this step (kLogits: the previous
   // step's tempered logits). Writes argmax / entropy / p_max of softmax(logits / temperature) per row to `stats`.
@@ -103,6 +107,7 @@ class ModelDenoiser final : public Denoiser {
   explicit ModelDenoiser(const Model& m) : m_(m), graphs_(m.graphs()) {}
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
+  int64_t max_positions() const override { return m_.config().max_positions; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
@@ -145,6 +150,10 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
                         const GenerateEvents* events = nullptr);
 GenerateResult generate(const Model& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
                         const GenerateEvents* events = nullptr);
+
+// `opt` with max_new_tokens cut so that every canvas after `context` tokens stays within `max_positions` (0: no
+// limit); throws dg::Error naming max_position_embeddings when the context leaves no room for one canvas.
+SamplerOptions within_positions(const SamplerOptions& opt, int64_t context, int canvas, int64_t max_positions);
 
 // The commit-time confidence trim (seed §9 #11): the first row at index >= floor, before the first stop or pad
 // row, whose p_max is below tau and whose argmax equals a neighbour's; returns the row count to keep.

@@ -40,4 +40,13 @@ class Lcg {
   uint64_t state_;
 };
 
+// `n` ids in [3, vocab) (no special tokens) from the LCG seeded with `seed`: the prompts and canvases of the
+// benchmarks and the full-shape comparisons.
+inline std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Lcg rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
+  return ids;
+}
+
 }  // namespace dg

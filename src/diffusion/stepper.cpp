@@ -1,6 +1,7 @@
 #include "diffusion/stepper.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -8,6 +9,15 @@ namespace dg {
 namespace {
 
 bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
+
+// A NaN or infinite logit makes its row's entropy NaN, and with it the step's mean: the tokens of such a step are
+// garbage, so the generation ends with an error instead of committing them.
+void check_finite_step(float mean_entropy, int block, int step) {
+  if (std::isfinite(mean_entropy)) return;
+  fail("the model's logits are not finite (NaN or infinity) at block {}, denoising step {}: a weight holds a "
+       "non-finite value or an activation overflowed (check the weights with --check-tensors or `diffgemma verify`)",
+       block + 1, step);
+}
 
 // The decide op reports StopRule's values.
 static_assert(static_cast<int>(StopRule::kNone) == 0 && static_cast<int>(StopRule::kConfident) == 1 &&
@@ -121,6 +131,7 @@ void Generation::end_step_decided(const DecideStatus& st, const std::function<vo
   DG_CHECK(st.step == step_ + 1 && st.lcg == rng_.state(),
            "generation: the decide op is at step {} with RNG state {:#x}, the host at step {} with {:#x}", st.step,
            st.lcg, step_ + 1, rng_.state());
+  check_finite_step(st.mean_entropy, block_, step_ + 1);
   stop_ = static_cast<StopRule>(st.stop);
   pad_gated_ = st.pad_gated;
   if (events_ != nullptr && events_->on_step)
@@ -142,6 +153,7 @@ void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
     entropy_[static_cast<size_t>(r)] = stats[r].entropy;
     h_sum += stats[r].entropy;
   }
+  check_finite_step(static_cast<float>(h_sum / len_), block_, step_ + 1);
   if (opt_.argmax_commit) {
     denoised_ = argmax_;
   } else {

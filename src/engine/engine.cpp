@@ -1,12 +1,15 @@
 #include "dg/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string_view>
 
 #include "core/error.h"
+#include "backend/registry.h"
 #include "core/parallel.h"
+#include "model/integrity.h"
 #include "model/synthetic.h"
 
 namespace dg {
@@ -29,23 +32,33 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
-  DG_CHECK(opt.backend == "cpu" || opt.backend == "cuda", "unknown backend '{}': expected cpu or cuda", opt.backend);
+  backend_entry(opt.backend);  // an unknown name fails before the checkpoint is read
   DG_CHECK(opt.context > 0, "the context size must be positive (got {})", opt.context);
   if (synthetic_profile(opt.model_dir)) {  // the full shape with random weights: no files, no tokenizer
+    DG_CHECK(!opt.verify && !opt.check_tensors,
+             "--verify and --check-tensors check a checkpoint's files; '{}' has none (its weights are made on the "
+             "device)",
+             opt.model_dir);
     Checkpoint ck;
     ck.dir = opt.model_dir;
     ck.config = diffusiongemma_26b_config();
     return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
   }
-  return std::unique_ptr<Engine>(new Engine(Checkpoint::open(opt.model_dir), opt));
+  Checkpoint ck = Checkpoint::open(opt.model_dir);
+  if (opt.verify && ck.pack) verify_pack_checksums(ck);
+  if (opt.verify && !ck.pack)
+    fmt::print(stderr, "warning: --verify: '{}' is not a .dgq pack; safetensors files store no checksums to check\n",
+               ck.dir);
+  if (opt.check_tensors) check_weights_finite(ck);
+  return std::unique_ptr<Engine>(new Engine(std::move(ck), opt));
 }
 
 Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), opt_(opt) {
   const std::optional<std::string> synthetic = synthetic_profile(ck_.dir);
   const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
   if (!synthetic && std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
-  be_ = make_backend(opt.backend, opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device);
-  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, 1, *synthetic) : be_->upload(ck_.weights);
+  be_ = make_backend(opt.backend, BackendOptions{opt.precision, static_cast<float>(ck_.config.rms_eps), opt.device});
+  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, 1, *synthetic) : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);

@@ -68,6 +68,7 @@ class Worker::Flight final : public Denoiser {
   // Job side: the Denoiser the job's generation runs on.
   int canvas() const override { return w_.engine_.model().config().canvas; }
   int64_t vocab() const override { return w_.engine_.model().config().vocab; }
+  int64_t max_positions() const override { return w_.engine_.model().config().max_positions; }
   // Committed blocks: encoded together with the other jobs' blocks of this round.
   void encode(KvCache& kv, std::span<const int32_t> ids) override {
     if (ids.empty()) return;

@@ -242,6 +242,14 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   cfg.pad_id = first_id(text, "pad_token_id", 0);
   cfg.bos_id = first_id(text, "bos_token_id", 2);
   cfg.eos_id = first_id(text, "eos_token_id", 1);
+  cfg.eos_ids = {cfg.eos_id};
+  if (const json* eos = text.get("eos_token_id"); eos != nullptr && eos->is_array() && eos->size() > 1)
+    for (size_t i = 1; i < eos->size(); ++i) {
+      const int id = static_cast<int>(json_int((*eos)[i], 0, kMaxId, source, "field 'text_config.eos_token_id'"));
+      if (id >= cfg.vocab) fail("{}: text_config.eos_token_id {} is outside the vocabulary ({})", source, id, cfg.vocab);
+      cfg.eos_ids.push_back(id);
+    }
+  cfg.max_positions = text.opt_int("max_position_embeddings", 1, int64_t{1} << 40).value_or(0);
   const std::pair<const char*, int> ids[] = {
       {"pad_token_id", cfg.pad_id}, {"bos_token_id", cfg.bos_id}, {"eos_token_id", cfg.eos_id}};
   for (const auto& [name, id] : ids)

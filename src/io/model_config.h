@@ -41,6 +41,8 @@ struct ModelConfig {
   double rms_eps = 1e-6;
   double softcap = 30.0;  // final_logit_softcapping; 0 means none (JSON null)
   int pad_id = 0, bos_id = 2, eos_id = 1;
+  std::vector<int> eos_ids{1};  // every eos_token_id (a list keeps all of them); eos_id is the first
+  int64_t max_positions = 0;    // max_position_embeddings: positions the model was trained for; 0: not stated
   std::vector<LayerSpec> layers;  // size n_layers
 
   int n_full_layers() const;

@@ -37,6 +37,13 @@ void Model::check_ids(std::span<const int32_t> ids, const char* what) const {
              ids[i], i, cfg_.vocab);
 }
 
+void Model::check_positions(int64_t end, const char* what) const {
+  DG_CHECK(cfg_.max_positions <= 0 || end <= cfg_.max_positions,
+           "the {} would reach position {}, beyond the {} positions the model takes (max_position_embeddings in "
+           "config.json)",
+           what, end, cfg_.max_positions);
+}
+
 Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
                     bool kv_only, const ForwardTrace* trace) const {
   const Segment seg{0, h.shape[0], pos0, &kv, kv_out};
@@ -89,7 +96,8 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   const auto kv_write = [&] {
     for (const Segment& sg : segs)
       if (sg.write != nullptr)
-        be_.kv_write(*sg.write, l, sg.pos0, row_slice(kn, sg.row0, sg.rows), row_slice(vn, sg.row0, sg.rows));
+        be_.kv_write(sg.write->prepare_write(l, sg.pos0, sg.rows), sg.pos0, row_slice(kn, sg.row0, sg.rows),
+                     row_slice(vn, sg.row0, sg.rows));
   };
   if (kv_only) {
     kv_write();
@@ -117,7 +125,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
     Tensor o_part = row_slice(o, sg.row0, sg.rows);
     be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-    be_.attention(q_part, sg.pos0, kv, l, cache_from, len, row_slice(kn, sg.row0, sg.rows),
+    be_.attention(q_part, sg.pos0, kv.layer(l), cache_from, len, row_slice(kn, sg.row0, sg.rows),
                   row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, spec.sliding && causal ? cfg_.window : 0,
                   o_part);
     be_.stage("attention");
@@ -152,7 +160,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   emit(trace, p + "mlp", m1);
   be_.stage("moe");
   Tensor m2 = be_.alloc(Shape{rows, hidden});
-  be_.moe(h1, z, w, cfg_.top_k, m2);
+  be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
   emit(trace, p + "experts", m2);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
@@ -184,6 +192,7 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
   if (ids.empty()) return;
   check_ids(ids, "prompt");
   const auto n = static_cast<int64_t>(ids.size());
+  check_positions(kv.len() + n, "context");
   if (trace != nullptr || n <= prefill_chunk_) {
     encode_chunk(kv, ids, trace);
     return;
@@ -201,6 +210,7 @@ void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
     DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
     if (s.ids.empty()) continue;
     check_ids(s.ids, "prompt");
+    check_positions(s.kv->len() + static_cast<int64_t>(s.ids.size()), "context");
     segs.push_back(Segment{rows, static_cast<int64_t>(s.ids.size()), s.kv->len(), s.kv, s.kv});
     text.insert(text.end(), s.ids.begin(), s.ids.end());
     rows += static_cast<int64_t>(s.ids.size());
@@ -245,6 +255,7 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
                         const ForwardTrace* trace) const {
   const int64_t rows = ids.numel();
   DG_CHECK(rows > 0, "denoise: empty canvas");
+  check_positions(kv.len() + rows, "canvas");
   Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   denoise_input(ids, sc, x, trace);
   for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
@@ -300,6 +311,7 @@ Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
     DG_CHECK(s.kv != nullptr && !s.canvas.empty(), "denoise_batch: sequence {} has no cache or an empty canvas",
              segs.size());
     check_ids(s.canvas, "canvas");
+    check_positions(s.kv->len() + static_cast<int64_t>(s.canvas.size()), "canvas");
     segs.push_back(Segment{rows, static_cast<int64_t>(s.canvas.size()), s.kv->len(), s.kv});
     all_ids.insert(all_ids.end(), s.canvas.begin(), s.canvas.end());
     rows += static_cast<int64_t>(s.canvas.size());

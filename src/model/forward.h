@@ -84,6 +84,8 @@ class Model {
   void lm_head_rows(const Tensor& y, Tensor& logits) const;
   // Throws dg::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const int32_t> ids, const char* what) const;
+  // Positions up to `end` (exclusive) stay within max_position_embeddings (when config.json states it).
+  void check_positions(int64_t end, const char* what) const;
 
   // One decoder layer on h [canvas, hidden] at positions kv.len()... (for per-layer parity tests and tools).
   Tensor decoder_layer(int l, const Tensor& h, const KvCache& kv, const ForwardTrace* trace = nullptr) const {

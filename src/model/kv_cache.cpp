@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/attention/attention.h"
 
 namespace dg {
 
@@ -52,30 +53,28 @@ int64_t KvCache::oldest(int l) const {
   return L.sliding ? std::max<int64_t>(0, len_ - L.cap) : 0;
 }
 
-void KvCache::reserve_device(int l, int64_t pos0, int64_t n) const {
+KvLayer KvCache::layer(int l) const {
   const Layer& L = layers_[static_cast<size_t>(l)];
+  return KvLayer{L.k, L.v, L.cap, L.sliding, opt_.storage};
+}
+
+KvLayer KvCache::prepare_write(int l, int64_t pos0, int64_t n) {
+  Layer& L = layers_[static_cast<size_t>(l)];
   DG_CHECK(pos0 == len_, "kv write at position {} but the cache holds {} tokens", pos0, len_);
-  DG_CHECK(L.sliding || pos0 + n <= L.cap,
-           "the context ({} tokens) exceeds the KV cache capacity of {} tokens: start with a larger --ctx", pos0 + n,
-           L.cap);
+  if (on_host()) {
+    if (!L.sliding) ensure_capacity(L, pos0 + n);
+  } else {
+    DG_CHECK(L.sliding || pos0 + n <= L.cap,
+             "the context ({} tokens) exceeds the KV cache capacity of {} tokens: start with a larger --ctx",
+             pos0 + n, L.cap);
+  }
+  return layer(l);
 }
 
 void KvCache::write(int l, int64_t pos0, int64_t n, const float* k, const float* v) {
   DG_CHECK(on_host(), "KvCache::write is the host path; a device backend writes through Backend::kv_write");
-  Layer& L = layers_[static_cast<size_t>(l)];
-  DG_CHECK(pos0 == len_, "kv write at position {} but the cache holds {} tokens", pos0, len_);
-  if (!L.sliding) ensure_capacity(L, pos0 + n);
-  const int64_t row = L.n_kv * L.head_dim;
-  // A chunk longer than the ring keeps only its last cap rows.
-  const int64_t skip = L.sliding ? std::max<int64_t>(0, n - L.cap) : 0;
-  for (int64_t i = skip; i < n; ++i) {
-    float* kd = L.k.f32() + slot(L, pos0 + i) * row;
-    float* vd = L.v.f32() + slot(L, pos0 + i) * row;
-    for (int64_t j = 0; j < row; ++j) {
-      kd[j] = round_to(opt_.storage, k[i * row + j]);
-      vd[j] = round_to(opt_.storage, v[i * row + j]);
-    }
-  }
+  KvLayer L = prepare_write(l, pos0, n);
+  kv_write_cpu(k, v, n, L.k.shape[1] * L.k.shape[2], pos0, L.k.f32(), L.v.f32(), L.cap, L.ring, L.storage);
 }
 
 void KvCache::read(int l, int64_t pos0, int64_t n, float* k, float* v) const {
@@ -83,11 +82,7 @@ void KvCache::read(int l, int64_t pos0, int64_t n, float* k, float* v) const {
   const Layer& L = layers_[static_cast<size_t>(l)];
   DG_CHECK(pos0 >= oldest(l) && pos0 + n <= len_, "kv read of positions [{}, {}) outside the live range [{}, {}) of layer {}",
            pos0, pos0 + n, oldest(l), len_, l);
-  const int64_t row = L.n_kv * L.head_dim;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(k + i * row, L.k.f32() + slot(L, pos0 + i) * row, static_cast<size_t>(row) * 4);
-    std::memcpy(v + i * row, L.v.f32() + slot(L, pos0 + i) * row, static_cast<size_t>(row) * 4);
-  }
+  kv_read_cpu(L.k.f32(), L.v.f32(), L.n_kv * L.head_dim, L.cap, L.sliding, pos0, n, k, v);
 }
 
 bool KvCache::can_rewind(int64_t new_len) const {

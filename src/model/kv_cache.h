@@ -5,24 +5,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "backend/kv_layer.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 
 namespace dg {
-
-struct KvOptions {
-  Storage storage = Storage::kF32;
-  int64_t ring_slack = 512;     // extra sliding-ring slots beyond window-1 (cheap rewinds)
-  int64_t initial_capacity = 0;  // full-layer slots to reserve up front (host storage grows on demand)
-  // Device storage: allocates a [slots, n_kv, head_dim] tensor. Unset: host f32 tensors (the CPU backend), which
-  // the host read/write/fingerprint methods below use. Device caches never grow: initial_capacity is the context.
-  std::function<Tensor(Shape)> device_alloc;
-  // Device storage: copies a tensor's bytes to host memory (for the fingerprint).
-  std::function<void(const Tensor&, void*)> device_read;
-};
 
 class KvCache {
  public:
@@ -51,16 +40,12 @@ class KvCache {
   // their stored f16 bytes, so a fingerprint compares caches of one backend).
   uint64_t fingerprint() const;
 
-  // Storage access for backends: layer l's K and V tensors ([cap, n_kv, head_dim]) and the slot of a position.
+  // Layer l's storage as the backend's attention reads it.
+  KvLayer layer(int l) const;
+  // The same for a backend's kv_write of positions [pos0, pos0 + n): they must extend the cache (pos0 == len()); a
+  // host full layer grows to hold them, a device one must already (device caches do not grow).
+  KvLayer prepare_write(int l, int64_t pos0, int64_t n);
   bool on_host() const { return !opt_.device_alloc; }
-  const Tensor& k(int l) const { return layers_[static_cast<size_t>(l)].k; }
-  const Tensor& v(int l) const { return layers_[static_cast<size_t>(l)].v; }
-  Tensor& k(int l) { return layers_[static_cast<size_t>(l)].k; }
-  Tensor& v(int l) { return layers_[static_cast<size_t>(l)].v; }
-  bool sliding(int l) const { return layers_[static_cast<size_t>(l)].sliding; }
-  int64_t capacity(int l) const { return layers_[static_cast<size_t>(l)].cap; }
-  // Device caches: checks that positions [pos0, pos0+n) fit (full layers do not grow on a device).
-  void reserve_device(int l, int64_t pos0, int64_t n) const;
   size_t bytes_per_token() const;  // at the storage precision, full layers plus the sliding rings amortised
 
  private:

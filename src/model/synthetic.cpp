@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/synthetic_fill.h"
 #include "core/error.h"
-#include "diffusion/rng.h"
 
 namespace dg {
 
@@ -81,15 +81,16 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
            "unknown synthetic weight profile '{}': expected bf16, q4, fp8 or nvfp4", profile);
   const bool packed = profile != "bf16";
   const DType experts_fmt = profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
+  SyntheticFill& fill = synthetic_fill(be);
   std::map<std::string, Tensor> made;
   for (const SyntheticTensor& t : synthetic_plan(cfg, seed)) {
     Tensor x;
     if (packed && t.kind != SyntheticTensor::Kind::kPlain) {
-      x = be.synthetic_packed(t.kind == SyntheticTensor::Kind::kExperts ? experts_fmt : DType::kQ8, t.shape, t.seed,
-                              t.scale);
+      x = fill.synthetic_packed(t.kind == SyntheticTensor::Kind::kExperts ? experts_fmt : DType::kQ8, t.shape,
+                                t.seed, t.scale);
     } else {
       x = be.alloc(t.shape);
-      be.fill_uniform(x, t.seed, t.scale, t.offset);
+      fill.fill_uniform(x, t.seed, t.scale, t.offset);
     }
     made.emplace(t.name, std::move(x));
   }
@@ -99,24 +100,17 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
   return w;
 }
 
-std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Lcg rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& t : ids) t = 3 + rng.randint(vocab - 3);
-  return ids;
-}
-
 BenchModel::BenchModel(const std::string& dir, const std::string& backend, const CudaKernels& kernels, int layers,
                        uint64_t seed, const std::string& profile) {
   if (dir.empty()) {
     cfg = diffusiongemma_26b_config(layers);
-    be = make_backend(backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels);
+    be = make_backend(backend, BackendOptions{Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels});
     w = synthetic_weights(cfg, *be, seed, profile);
   } else {
     ck.emplace(Checkpoint::open(dir));
     cfg = ck->config;
-    be = make_backend(backend, Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels);
-    w = be->upload(ck->weights);
+    be = make_backend(backend, BackendOptions{Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels});
+    w = upload_weights(ck->weights, *be);
   }
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "io/model_config.h"
 #include "model/checkpoint.h"
 #include "model/weights.h"
@@ -39,10 +39,6 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
 // `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,
 // finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them.
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16");
-
-// `n` ids in [3, vocab) (no special tokens) from the canvas LCG seeded with `seed`: the prompts and canvases of the
-// benchmarks and the full-shape comparisons.
-std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab, uint64_t seed);
 
 // The model a benchmark or diagnostic runs on: the checkpoint in `dir` when given, else the 26B-A4B shape (its
 // first `layers` layers when > 0) with synthetic weights of `profile` from `seed`; on backend `backend` (default

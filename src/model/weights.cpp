@@ -150,42 +150,82 @@ TensorRole classify_tensor_name(const std::string& name) {
   return TensorRole::kUnknown;
 }
 
+using Use = WeightUse;
+const WeightField<LayerWeights> kLayerWeightFields[21] = {
+    {&LayerWeights::q, "self_attn.q_proj.weight", "attention q", Use::kLinear},
+    {&LayerWeights::k, "self_attn.k_proj.weight", "attention k", Use::kLinear},
+    {&LayerWeights::v, "self_attn.v_proj.weight", "attention v", Use::kLinear},
+    {&LayerWeights::o, "self_attn.o_proj.weight", "attention o", Use::kLinear},
+    {&LayerWeights::q_norm, "self_attn.q_norm.weight", "q_norm", Use::kPlain},
+    {&LayerWeights::k_norm, "self_attn.k_norm.weight", "k_norm", Use::kPlain},
+    {&LayerWeights::gate, "mlp.gate_proj.weight", "dense MLP gate", Use::kLinear},
+    {&LayerWeights::up, "mlp.up_proj.weight", "dense MLP up", Use::kLinear},
+    {&LayerWeights::down, "mlp.down_proj.weight", "dense MLP down", Use::kLinear},
+    {&LayerWeights::router_proj, "router.proj.weight", "router.proj", Use::kPlain},
+    {&LayerWeights::router_scale, "router.scale", "router.scale", Use::kPlain},
+    {&LayerWeights::per_expert_scale, "router.per_expert_scale", "router.per_expert_scale", Use::kPlain},
+    {&LayerWeights::experts_gate_up, "experts.gate_up_proj", "experts.gate_up", Use::kExperts},
+    {&LayerWeights::experts_down, "experts.down_proj", "experts.down", Use::kExperts},
+    {&LayerWeights::input_norm, "input_layernorm.weight", "input_layernorm", Use::kPlain},
+    {&LayerWeights::post_attn_norm, "post_attention_layernorm.weight", "post_attention_layernorm", Use::kPlain},
+    {&LayerWeights::pre_ff_norm, "pre_feedforward_layernorm.weight", "pre_feedforward_layernorm", Use::kPlain},
+    {&LayerWeights::post_ff_norm, "post_feedforward_layernorm.weight", "post_feedforward_layernorm", Use::kPlain},
+    {&LayerWeights::post_ff_norm_1, "post_feedforward_layernorm_1.weight", "post_feedforward_layernorm_1",
+     Use::kPlain},
+    {&LayerWeights::post_ff_norm_2, "post_feedforward_layernorm_2.weight", "post_feedforward_layernorm_2",
+     Use::kPlain},
+    {&LayerWeights::pre_ff_norm_2, "pre_feedforward_layernorm_2.weight", "pre_feedforward_layernorm_2",
+     Use::kPlain},
+};
+
+const WeightField<ModelWeights> kModelWeightFields[6] = {
+    {&ModelWeights::embed, "embed_tokens.weight", "the embedding", Use::kPlain},
+    {&ModelWeights::final_norm, "norm.weight", "the final norm", Use::kPlain},
+    {&ModelWeights::sc_pre_norm, "self_conditioning.pre_norm.weight", "the self-conditioning pre_norm", Use::kPlain},
+    {&ModelWeights::sc_gate, "self_conditioning.gate_proj.weight", "the self-conditioning MLP (sc_gate)",
+     Use::kLinear},
+    {&ModelWeights::sc_up, "self_conditioning.up_proj.weight", "the self-conditioning MLP (sc_up)", Use::kLinear},
+    {&ModelWeights::sc_down, "self_conditioning.down_proj.weight", "the self-conditioning MLP (sc_down)",
+     Use::kLinear},
+};
+
 ModelWeights assemble_weights(const ModelConfig& cfg, const std::function<Tensor(const std::string&)>& take) {
   ModelWeights w;
-  w.embed = take("model.decoder.embed_tokens.weight");
+  for (const auto& f : kModelWeightFields) w.*f.member = take(std::string(kDecoder) + f.checkpoint);
   w.dtype = w.embed.dtype;
-  w.final_norm = take("model.decoder.norm.weight");
-  w.sc_pre_norm = take("model.decoder.self_conditioning.pre_norm.weight");
-  w.sc_gate = take("model.decoder.self_conditioning.gate_proj.weight");
-  w.sc_up = take("model.decoder.self_conditioning.up_proj.weight");
-  w.sc_down = take("model.decoder.self_conditioning.down_proj.weight");
   w.layers.resize(cfg.layers.size());
   for (size_t i = 0; i < cfg.layers.size(); ++i) {
-    LayerWeights& L = w.layers[i];
     const std::string p = fmt::format("{}{}.", kDecoderLayers, i);
-    L.q = take(p + "self_attn.q_proj.weight");
-    L.k = take(p + "self_attn.k_proj.weight");
-    if (cfg.layers[i].sliding) L.v = take(p + "self_attn.v_proj.weight");
-    L.o = take(p + "self_attn.o_proj.weight");
-    L.q_norm = take(p + "self_attn.q_norm.weight");
-    L.k_norm = take(p + "self_attn.k_norm.weight");
-    L.gate = take(p + "mlp.gate_proj.weight");
-    L.up = take(p + "mlp.up_proj.weight");
-    L.down = take(p + "mlp.down_proj.weight");
-    L.router_proj = take(p + "router.proj.weight");
-    L.router_scale = take(p + "router.scale");
-    L.per_expert_scale = take(p + "router.per_expert_scale");
-    L.experts_gate_up = take(p + "experts.gate_up_proj");
-    L.experts_down = take(p + "experts.down_proj");
-    L.input_norm = take(p + "input_layernorm.weight");
-    L.post_attn_norm = take(p + "post_attention_layernorm.weight");
-    L.pre_ff_norm = take(p + "pre_feedforward_layernorm.weight");
-    L.post_ff_norm = take(p + "post_feedforward_layernorm.weight");
-    L.post_ff_norm_1 = take(p + "post_feedforward_layernorm_1.weight");
-    L.post_ff_norm_2 = take(p + "post_feedforward_layernorm_2.weight");
-    L.pre_ff_norm_2 = take(p + "pre_feedforward_layernorm_2.weight");
+    for (const auto& f : kLayerWeightFields) {
+      if (f.member == &LayerWeights::v && !cfg.layers[i].sliding) continue;  // full layers: V is the raw K
+      w.layers[i].*f.member = take(p + f.checkpoint);
+    }
   }
   return w;
+}
+
+ModelWeights upload_weights(const ModelWeights& host, Backend& be) {
+  for (const auto& f : kModelWeightFields) be.check_weight(host.*f.member, f.use, f.what);
+  for (size_t l = 0; l < host.layers.size(); ++l)
+    for (const auto& f : kLayerWeightFields)
+      be.check_weight(host.layers[l].*f.member, f.use, fmt::format("layer {} {}", l, f.what));
+  ModelWeights d = host;
+  auto up = [&](Tensor& t) {
+    if (!t.empty()) t = be.upload(t);
+  };
+  for (const auto& f : kModelWeightFields) up(d.*f.member);
+  Tensor* sc[] = {&d.sc_gate, &d.sc_up};
+  be.place_side_by_side(sc);
+  for (LayerWeights& L : d.layers) {
+    for (const auto& f : kLayerWeightFields) up(L.*f.member);
+    Tensor* qkv[] = {&L.q, &L.k, &L.v};  // linears(): one product for the projections of a layer
+    be.place_side_by_side(qkv);
+    Tensor* gate_up[] = {&L.gate, &L.up};  // gated_linear(): one product and the gated GELU of its halves
+    be.place_side_by_side(gate_up);
+  }
+  be.synchronize();
+  d.dtype = d.embed.dtype;
+  return d;
 }
 
 ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store) {

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "ops/moe/moe.h"
 
 namespace dg {
 
@@ -27,6 +29,10 @@ struct LayerWeights {
   Tensor input_norm, post_attn_norm, pre_ff_norm, post_ff_norm, post_ff_norm_1, post_ff_norm_2, pre_ff_norm_2;  // [H]
   float decoder_scalar = 1.0f;  // model.decoder.layers.{i}.layer_scalar
   float encoder_scalar = 1.0f;  // model.encoder.language_model.layers.{i}.layer_scalar
+
+  MoeWeights moe() const {
+    return {router_proj, router_scale, per_expert_scale, experts_gate_up, experts_down, experts_act};
+  }
 };
 
 struct ModelWeights {
@@ -37,6 +43,24 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   DType dtype = DType::kBF16;  // dtype of the embedding (sets the bf16(sqrt(H)) embed-scale rule)
 };
+
+// The weight fields of a layer and of the model: member, checkpoint name (after the layer prefix
+// "model.decoder.layers.{i}." or "model.decoder."), the name messages use, and what reads it. Loading, binding and
+// uploading iterate these tables; the side-by-side groups are the weights that share an input (linears(),
+// gated_linear()).
+template <class W>
+struct WeightField {
+  Tensor W::*member;
+  const char* checkpoint;
+  const char* what;
+  WeightUse use;
+};
+extern const WeightField<LayerWeights> kLayerWeightFields[21];
+extern const WeightField<ModelWeights> kModelWeightFields[6];
+
+// The weights as `be` reads them: every field checked (Backend::check_weight, before the first is copied), uploaded,
+// and the groups that share an input placed side by side.
+ModelWeights upload_weights(const ModelWeights& host, Backend& be);
 
 struct WeightEntry {
   std::string name;

@@ -1,4 +1,4 @@
-// Row codecs of the packed weight formats: n rows of K f32 values to and from their planes (src/quant/layout.h).
+// Row codecs of the packed weight formats: n rows of K f32 values to and from their planes (src/core/packed_layout.h).
 // planes[p] points at plane p's bytes for the first of the n rows; a row plane advances row_bytes[p] per row.
 // Every decoded weight is produced by exactly one f32 rounding (the products before it are exact), so a GPU
 // kernel that evaluates the same expression in f32 reproduces these values bit for bit. Layouts and the
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 
 namespace dg {
 

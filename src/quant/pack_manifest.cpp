@@ -1,10 +1,13 @@
 #include "quant/pack_manifest.h"
 
+#include <charconv>
 #include <map>
+
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "core/error.h"
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 
 namespace dg {
 
@@ -42,6 +45,8 @@ T field(const ordered_json& j, const char* key, const std::string& path, const s
 
 }  // namespace
 
+uint64_t pack_checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
+
 uint64_t pack_entry_bytes(DType dtype, const Shape& shape) {
   if (dtype_is_packed(dtype)) return static_cast<uint64_t>(packed_layout(dtype, shape).total);
   return static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
@@ -69,6 +74,7 @@ std::string manifest_to_json(const PackManifest& m) {
     t["shape"] = std::vector<int64_t>(e.shape.dims.begin(), e.shape.dims.begin() + e.shape.rank);
     t["offset"] = e.offset;
     t["bytes"] = e.bytes;
+    if (e.xxh3) t["xxh3"] = fmt::format("{:016x}", *e.xxh3);
     j["tensors"].push_back(std::move(t));
   }
   return j.dump(1) + "\n";
@@ -124,6 +130,14 @@ PackManifest manifest_from_json(const std::string& text, const std::string& path
     }
     e.offset = field<uint64_t>(t, "offset", path, where);
     e.bytes = field<uint64_t>(t, "bytes", path, where);
+    if (m.version >= kPackFirstChecksumVersion) {
+      const std::string hex = field<std::string>(t, "xxh3", path, where);
+      uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), v, 16);
+      if (hex.size() != 16 || ec != std::errc() || end != hex.data() + hex.size())
+        fail("{}: {} has a malformed 'xxh3' ('{}'; expected 16 hex digits); {}", path, where, hex, kRecreate);
+      e.xxh3 = v;
+    }
     m.tensors.push_back(std::move(e));
   }
   return m;

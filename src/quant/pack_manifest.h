@@ -1,9 +1,12 @@
 // The .dgq pack manifest (model.dgq.json): format version, profile, per-class formats, and every tensor's
-// format, shape and byte range in the one blob (model.dgq.bin). Offsets are u64 and 64-byte aligned; tensors are
-// listed in blob order and never overlap. Field by field: docs/FORMATS.md.
+// format, shape, byte range in the one blob (model.dgq.bin) and, from version 2, the XXH3-64 checksum of those
+// bytes. Offsets are u64 and 64-byte aligned; tensors are listed in blob order and never overlap. Field by field:
+// docs/FORMATS.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +15,9 @@
 
 namespace dg {
 
-inline constexpr int kPackVersion = 1;  // the newest manifest version this binary reads and the one it writes
+// The newest manifest version this binary reads and the one it writes; version 1 (no checksums) is still read.
+inline constexpr int kPackVersion = 2;
+inline constexpr int kPackFirstChecksumVersion = 2;
 inline constexpr const char* kPackFormatTag = "diffgemma.dgq";
 inline constexpr const char* kPackManifestFile = "model.dgq.json";
 inline constexpr const char* kPackBlobFile = "model.dgq.bin";
@@ -24,6 +29,7 @@ struct PackEntry {
   DType dtype = DType::kBF16;    // a float dtype for raw tensors, else the packed format
   Shape shape;                   // the logical shape, as in the source checkpoint
   uint64_t offset = 0, bytes = 0;
+  std::optional<uint64_t> xxh3;  // XXH3-64 of the tensor's bytes in the blob (every tensor from version 2)
 };
 
 struct PackManifest {
@@ -39,6 +45,8 @@ struct PackManifest {
 
 // Bytes a tensor of this dtype and shape occupies in the blob.
 uint64_t pack_entry_bytes(DType dtype, const Shape& shape);
+// The checksum a manifest records for a tensor's bytes: XXH3-64 (seed 0).
+uint64_t pack_checksum(const void* data, size_t n);
 
 // Deterministic JSON text (fixed field order, no timestamps).
 std::string manifest_to_json(const PackManifest& m);

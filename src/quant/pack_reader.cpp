@@ -36,6 +36,7 @@ Pack open_pack(const std::string& dir) {
     t.dtype = e.dtype;
     t.shape = e.shape;
     t.data = map->data() + e.offset;
+    t.file = blob_path;
     t.nbytes = static_cast<size_t>(e.bytes);
     infos.push_back(std::move(t));
   }

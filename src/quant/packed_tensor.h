@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "core/packed_layout.h"
 #include "core/tensor.h"
-#include "quant/layout.h"
 
 namespace dg {
 

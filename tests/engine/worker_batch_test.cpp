@@ -15,7 +15,7 @@
 #include "support/paths.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #endif
 
 namespace dg {

@@ -8,7 +8,7 @@
 #if defined(DG_WITH_CUDA)
 #include <iostream>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "model/model_harness.h"
 #include "support/compare.h"
 #include "support/paths.h"

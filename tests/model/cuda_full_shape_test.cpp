@@ -10,14 +10,15 @@
 #include <list>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "model/forward.h"
 #include "model/model_harness.h"
+#include "diffusion/rng.h"
 #include "model/synthetic.h"
 #include "support/compare.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace dg::test {
 namespace {
@@ -33,13 +34,9 @@ struct HostWeights {
       be.copy_to_host(t, store.back().data());
       t = host_view(store.back().data(), DType::kF32, t.shape);
     };
-    for (Tensor* t : {&w.embed, &w.final_norm, &w.sc_pre_norm, &w.sc_gate, &w.sc_up, &w.sc_down}) copy(*t);
+    for (const auto& f : kModelWeightFields) copy(w.*f.member);
     for (LayerWeights& L : w.layers)
-      for (Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.gate, &L.up, &L.down, &L.router_proj,
-                        &L.router_scale, &L.per_expert_scale, &L.experts_gate_up, &L.experts_down, &L.input_norm,
-                        &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1, &L.post_ff_norm_2,
-                        &L.pre_ff_norm_2})
-        copy(*t);
+      for (const auto& f : kLayerWeightFields) copy(L.*f.member);
   }
 };
 
@@ -68,10 +65,11 @@ SliceRun forward(const ModelConfig& cfg, const ModelWeights& w, Backend& be, con
 TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the full-shape slice runs on the GPU machine";
   const ModelConfig cfg = diffusiongemma_26b_config(2);
-  auto gpu = make_backend("cuda", Precision{}, static_cast<float>(cfg.rms_eps));
+  auto gpu = make_backend("cuda", BackendOptions{Precision{}, static_cast<float>(cfg.rms_eps)});
   const ModelWeights wd = synthetic_weights(cfg, *gpu, 7);
   const HostWeights wh(wd, *gpu);
-  auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, static_cast<float>(cfg.rms_eps));
+  auto cpu =
+      make_backend("cpu", BackendOptions{Precision{Storage::kBF16, Storage::kF16}, static_cast<float>(cfg.rms_eps)});
   const auto prompt = synthetic_ids(300, cfg.vocab, 11), canvas = synthetic_ids(cfg.canvas, cfg.vocab, 12);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

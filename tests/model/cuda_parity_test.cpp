@@ -7,7 +7,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "diffusion/generate.h"
 #include "model/model_harness.h"
 #include "support/compare.h"
@@ -59,8 +59,9 @@ void expect_cos(const std::string& what, const std::vector<float>& got, const st
 
 void parity(const std::string& dir, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas,
             const CudaKernels& kernels) {
-  std::cout << "  kernels: attention " << kernels.attention << ", moe " << kernels.moe
-            << (kernels.moe == "auto" ? " from " + std::to_string(kernels.moe_auto_rows) + " tokens" : "") << "\n";
+  std::cout << "  kernels: attention " << kernel_name(kernels.attention) << ", moe " << kernel_name(kernels.moe)
+            << (kernels.moe == MoeKernel::kAuto ? " from " + std::to_string(kernels.moe_auto_rows) + " tokens" : "")
+            << "\n";
   Engine cpu(dir, Precision{Storage::kBF16, Storage::kF16}, "cpu");
   Engine gpu(dir, {}, "cuda", kernels);
   std::vector<float> sc;
@@ -85,7 +86,7 @@ void parity(const std::string& dir, const std::vector<int32_t>& prompt, const st
   // The flash kernel keeps unnormalised probabilities in f16 where the CPU mirrors eager's bf16 rounding of the
   // normalised ones; end to end through tiny_a's random layers that moved one canvas row (from layer 3 on) and the
   // step-1 logit cosine to 0.99559, entropy 0.167 (H200); every layer on the CPU's input stays within the bound above.
-  const bool flash = kernels.attention == "flash";
+  const bool flash = kernels.attention == AttentionKernel::kFlash;
   expect_cos("logits step 1", b.logits1, a.logits1, flash ? 0.995 : 0.998);
   std::cout << "  logits step 2 end to end (reported): " << compare(b.logits2, a.logits2).str() << "\n";
   int same = 0;
@@ -119,11 +120,13 @@ TEST_P(CudaParityKernels, EmbeddedModelMatchesTheCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
-                         ::testing::Values(CudaKernels{"flash", "cublas"}, CudaKernels{"flash", "stream"},
-                                           CudaKernels{"gemm", "wmma"}, CudaKernels{"warp", "wmma"},
-                                           CudaKernels{"gemm", "cublas"},
+                         ::testing::Values(CudaKernels{AttentionKernel::kFlash, MoeKernel::kCublas},
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kStream},
+                                           CudaKernels{AttentionKernel::kGemm, MoeKernel::kWmma},
+                                           CudaKernels{AttentionKernel::kWarp, MoeKernel::kWmma},
+                                           CudaKernels{AttentionKernel::kGemm, MoeKernel::kCublas},
                                            // auto at 100 tokens: prompts take cuBLAS, canvases the stream kernel
-                                           CudaKernels{"flash", "auto", 100}));
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100}));
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -156,7 +159,7 @@ TEST(CudaParity, GenerationIsDeterministicPerSeed) {
 // the same steps issued one by one, over several blocks so that captures are redone as the cache grows.
 TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Engine gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{"flash", "wmma"});
+  Engine gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kWmma});
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 192;

@@ -12,7 +12,7 @@
 #include "support/paths.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #endif
 
 namespace dg::test {
@@ -110,7 +110,7 @@ TEST(DeviceDecisions, StepObserversGetTheSameSteps) {
 
 #if defined(DG_WITH_CUDA)
 // The decide kernel (CudaKernels::decide, the default) against the host decisions.
-const CudaKernels kDeviceDecide{"flash", "stream", 2048, "device"};
+const CudaKernels kDeviceDecide{AttentionKernel::kFlash, MoeKernel::kStream, 2048, DecideMode::kDevice};
 
 TEST(CudaDeviceDecisions, TinyFixtureMatchesHost) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

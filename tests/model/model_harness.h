@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "model/checkpoint.h"
 #include "model/forward.h"
 #include "support/reference_fixture.h"

@@ -18,7 +18,7 @@
 #include "support/compare.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #endif
 
 namespace dg::test {

@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "diffusion/rng.h"
 #include "ops/attention/attention.h"
 #include "support/compare.h"
+#include "support/seeded.h"
 
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace dg {
 namespace {
@@ -41,10 +41,7 @@ const Case kCases[] = {
 };
 
 std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
-  Lcg rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = scale * static_cast<float>(rng.uniform() * 2 - 1);
-  return v;
+  return test::seeded_uniform(n, seed, -scale, scale);
 }
 
 template <typename F>

@@ -13,7 +13,7 @@
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace dg {
 namespace {

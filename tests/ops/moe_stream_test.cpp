@@ -13,7 +13,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "core/parallel.h"
 #include "diffusion/rng.h"
 #include "ops/glu/glu.h"
@@ -21,15 +21,13 @@
 #include "quant/codec.h"
 #include "quant/packed_tensor.h"
 #include "support/compare.h"
+#include "support/seeded.h"
 
 namespace dg {
 namespace {
 
 std::vector<uint16_t> rand_bf16(size_t n, uint64_t seed, float scale) {
-  Lcg rng(seed);
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = f32_to_bf16(scale * static_cast<float>(rng.uniform() * 2 - 1));
-  return v;
+  return test::seeded_uniform_bf16(n, seed, -scale, scale);
 }
 
 std::vector<float> to_f32(const std::vector<uint16_t>& v) {

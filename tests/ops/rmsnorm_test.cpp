@@ -5,12 +5,12 @@
 #include <cmath>
 #include <vector>
 
-#include "diffusion/rng.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "support/compare.h"
+#include "support/seeded.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #endif
 
 namespace dg {
@@ -22,17 +22,10 @@ struct Case {
 };
 const Case kCases[] = {{1, 7, true}, {7, 1, false}, {3, 111, true}, {5, 989, false}, {4, 256, true}, {3, 2816, true}};
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale, float offset = 0) {
-  Lcg rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = offset + scale * static_cast<float>(rng.uniform() * 2 - 1);
-  return v;
-}
-
 TEST(RmsNormCpu, MatchesTheFormula) {
   for (const Case& c : kCases) {
-    const auto x = randn(static_cast<size_t>(c.rows * c.dim), 1, 3.0f);
-    const auto wv = randn(static_cast<size_t>(c.dim), 2, 0.3f, 1.0f);
+    const auto x = test::seeded_uniform(static_cast<size_t>(c.rows * c.dim), 1, -3.0f, 3.0f);
+    const auto wv = test::seeded_uniform(static_cast<size_t>(c.dim), 2, 0.7f, 1.3f);
     const Tensor w = host_view(wv.data(), DType::kF32, Shape{c.dim});
     std::vector<float> y(x.size()), want(x.size());
     rmsnorm_cpu(x.data(), c.rows, c.dim, c.weighted ? &w : nullptr, 1e-6f, y.data());
@@ -55,8 +48,8 @@ TEST(RmsNormCuda, MatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
   for (const Case& c : kCases) {
     const size_t n = static_cast<size_t>(c.rows * c.dim);
-    const auto x = randn(n, 3, 3.0f);
-    const auto wv = randn(static_cast<size_t>(c.dim), 4, 0.3f, 1.0f);
+    const auto x = test::seeded_uniform(n, 3, -3.0f, 3.0f);
+    const auto wv = test::seeded_uniform(static_cast<size_t>(c.dim), 4, 0.7f, 1.3f);
     void *dx, *dw, *dy;
     ASSERT_EQ(cudaMalloc(&dx, n * 4), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dw, wv.size() * 4), cudaSuccess);

@@ -9,19 +9,17 @@
 
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "core/dtype.h"
-#include "diffusion/rng.h"
 #include "ops/self_cond/self_cond.h"
 #include "support/compare.h"
+#include "support/seeded.h"
 
 namespace dg {
 namespace {
 
 void run_case(int64_t rows, int64_t vocab, float cutoff) {
-  Lcg rng(61 + static_cast<uint64_t>(vocab));
-  std::vector<uint16_t> x(static_cast<size_t>(rows * vocab));
-  for (uint16_t& v : x) v = f32_to_bf16(static_cast<float>(8.0 * rng.uniform() - 4.0));
+  const std::vector<uint16_t> x = test::seeded_uniform_bf16(static_cast<size_t>(rows * vocab), 61 + static_cast<uint64_t>(vocab), -4.0f, 4.0f);
   // f64 softmax per row, rounded to bf16; the cutoff zeroes p < cutoff * p_max.
   std::vector<float> want(x.size());
   std::vector<double> floor(static_cast<size_t>(rows));  // the largest probability the cutoff zeroes, per row

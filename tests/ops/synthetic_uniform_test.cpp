@@ -8,12 +8,13 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
+#include "backend/synthetic_fill.h"
 #include "core/dtype.h"
 #include "ops/elementwise/synthetic_uniform.h"
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #endif
 
 namespace dg {
@@ -62,14 +63,14 @@ TEST(SyntheticUniform, GoldenValuesSharedWithThePythonRebuild) {
 }
 
 TEST(SyntheticUniform, CpuBackendStoresTheValuesRoundedToItsStorage) {
-  auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, 1e-6f);
+  auto cpu = make_backend("cpu", BackendOptions{Precision{Storage::kBF16, Storage::kF16}});
   Tensor t = cpu->alloc(Shape{3, 1001});
-  cpu->fill_uniform(t, 9, 0.25f, 0.5f);
+  synthetic_fill(*cpu).fill_uniform(t, 9, 0.25f, 0.5f);
   for (int64_t i = 0; i < t.numel(); ++i)
     ASSERT_EQ(t.f32()[i], round_bf16(synthetic_uniform(9, static_cast<uint64_t>(i), 0.25f, 0.5f))) << i;
-  auto f32 = make_cpu_backend(Precision{}, 1e-6f);
+  auto f32 = make_backend("cpu");
   Tensor u = f32->alloc(Shape{5, 7});
-  f32->fill_uniform(u, 3, 2.0f, 0.0f);
+  synthetic_fill(*f32).fill_uniform(u, 3, 2.0f, 0.0f);
   for (int64_t i = 0; i < u.numel(); ++i) {
     ASSERT_EQ(u.f32()[i], synthetic_uniform(3, static_cast<uint64_t>(i), 2.0f, 0.0f)) << i;
     ASSERT_LT(std::fabs(u.f32()[i]), 2.0f);
@@ -79,13 +80,13 @@ TEST(SyntheticUniform, CpuBackendStoresTheValuesRoundedToItsStorage) {
 #if defined(DG_WITH_CUDA)
 TEST(SyntheticUniformCuda, KernelMatchesTheCpuTwinBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  auto gpu = make_backend("cuda", Precision{}, 1e-6f);
-  auto cpu = make_cpu_backend(Precision{Storage::kBF16, Storage::kF16}, 1e-6f);
+  auto gpu = make_backend("cuda");
+  auto cpu = make_backend("cpu", BackendOptions{Precision{Storage::kBF16, Storage::kF16}});
   const float sqrt3 = std::sqrt(3.0f);
   for (const float offset : {0.0f, 1.0f, 0.5f}) {
     Tensor d = gpu->alloc(Shape{1031, 1409}), h = cpu->alloc(Shape{1031, 1409});
-    gpu->fill_uniform(d, 7000023ull, 0.3f * sqrt3, offset);
-    cpu->fill_uniform(h, 7000023ull, 0.3f * sqrt3, offset);
+    synthetic_fill(*gpu).fill_uniform(d, 7000023ull, 0.3f * sqrt3, offset);
+    synthetic_fill(*cpu).fill_uniform(h, 7000023ull, 0.3f * sqrt3, offset);
     std::vector<float> got(static_cast<size_t>(d.numel()));
     gpu->copy_to_host(d, got.data());
     for (int64_t i = 0; i < d.numel(); ++i)

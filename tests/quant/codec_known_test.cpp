@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 #include "quant/packed_tensor.h"
 
 namespace dg {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "quant/layout.h"
+#include "core/packed_layout.h"
 #include "quant/minifloat.h"
 #include "quant/packed_tensor.h"
 

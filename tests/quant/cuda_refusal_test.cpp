@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "model/model_harness.h"
 #include "quant/quant_test_util.h"
 #include "support/expect_error.h"
@@ -23,7 +23,7 @@ TEST(CudaQuant, FormatsWithoutKernelsAreRefusedWithDirections) {
 TEST(CudaQuant, PackedExpertsNeedTheStreamingKernel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string pack = quantize_fixture("cuda-refusal-moe", source_path("tests/fixtures/tiny_a"), "q4");
-  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda", CudaKernels{"flash", "cublas"}), "experts of this .dgq pack",
+  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kCublas}), "experts of this .dgq pack",
                   "--moe auto");
 }
 

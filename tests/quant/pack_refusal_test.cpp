@@ -11,7 +11,7 @@
 #include "quant/pack_reader.h"
 #include "quant/policy.h"
 #include "quant/quant_test_util.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/tiny_checkpoint.h"
@@ -34,8 +34,8 @@ nlohmann::json& first_packed(nlohmann::json& j) {
 }
 
 TEST(PackRefusal, NewerVersion) {
-  const std::string p = edited_pack(base_pack(), [](nlohmann::json& j) { j["version"] = 2; });
-  DG_EXPECT_ERROR(Checkpoint::open(p), "model.dgq.json", "pack format version 2 is newer", "reads (up to 1)",
+  const std::string p = edited_pack(base_pack(), [](nlohmann::json& j) { j["version"] = 3; });
+  DG_EXPECT_ERROR(Checkpoint::open(p), "model.dgq.json", "pack format version 3 is newer", "reads (up to 2)",
                   "update diffgemma");
 }
 

@@ -12,7 +12,7 @@
 #include "quant/pack_reader.h"
 #include "quant/packed_tensor.h"
 #include "quant/quant_test_util.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 #include "support/paths.h"
 #include "support/tiny_checkpoint.h"
 

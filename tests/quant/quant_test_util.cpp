@@ -8,7 +8,7 @@
 #include "quant/pack_manifest.h"
 #include "quant/pack_reader.h"
 #include "quant/packed_tensor.h"
-#include "quant/quantize.h"
+#include "model/quantize.h"
 #include "support/paths.h"
 
 namespace dg::test {

@@ -38,7 +38,7 @@ TEST(QuantizeCli, QuantizeInfoAsk) {
   ASSERT_EQ(info.code, 0) << info.out;
   const auto j = nlohmann::json::parse(info.out);
   EXPECT_EQ(j["pack"]["profile"], "q4");
-  EXPECT_EQ(j["pack"]["version"], 1);
+  EXPECT_EQ(j["pack"]["version"], 2);
   EXPECT_EQ(j["pack"]["classes"]["experts.gate_up"]["format"], "q4");
   EXPECT_EQ(j["pack"]["classes"]["experts.down"]["tensors"], src["layers"]);  // one stacked tensor per layer
   EXPECT_EQ(j["pack"]["classes"]["sc"]["format"], "q8");

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -134,7 +135,7 @@ TEST(Cli, HelpEverywhere) {
 // batched step of the largest count.
 TEST(Cli, BenchServeReportsEveryStreamCountAndABatchedStep) {
   const Result r = run_stdout("bench " + model() + " --backend cpu --serve --streams 1,2 --steps 2 "
-                              "--prompt-tokens 20 --serve-tokens 40");
+                              "--prompt-tokens 20 --serve-tokens 40 --json -q");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(source_path("models/dg-tiny/config.json")));
   const int canvas = cfg["canvas_length"].get<int>();
@@ -159,6 +160,37 @@ TEST(Cli, BenchServeReportsEveryStreamCountAndABatchedStep) {
   EXPECT_EQ(step[0]["rows"].get<int>(), 2 * canvas);
   EXPECT_GT(step[0]["ms_per_step"].get<double>(), 0.0);
   EXPECT_TRUE(step[0]["stages_ms"].is_object());
+}
+
+// Without --backend, bench uses a backend that is built (the CPU here, with the embedded model) and prints a table,
+// with what it measures on stderr; --json gives the JSON lines.
+TEST(Cli, BenchDefaultsToABuiltBackendAndPrintsATable) {
+#if defined(DG_WITH_CUDA)
+  const std::string backend = " --backend cpu";  // CUDA builds default to cuda, which CI machines may not have
+#else
+  const std::string backend;
+#endif
+  const std::string args = "bench" + backend + " --prefill 32 --context 32 --denoise-steps 1 --steps 2 "
+                           "--prompt-tokens 16 --gen-tokens 16";
+  const std::string err = scratch_dir("bench-table") + "/stderr";
+  const Result r = run_command("(" + cli_path() + " " + args + " 2>" + err + ")", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("diffgemma bench · ", 0), 0u) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("models/dg-tiny · cpu · [0-9]+ layers"))) << r.out;
+  for (const char* row : {"\n  prefill ", "tokens/s", "\n  denoise ", "ms/step", "\n  generate ", "\n  memory "})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  EXPECT_EQ(r.out.find("\n{"), std::string::npos) << r.out;
+  std::ifstream in(err);
+  const std::string progress((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(progress.find("bench [1/4] loading"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("bench [4/4] generation of 16 tokens"), std::string::npos) << progress;
+
+  const Result j = run_stdout(args + " --json -q");
+  ASSERT_EQ(j.code, 0) << j.out;
+  std::istringstream lines(j.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+  EXPECT_EQ(n, 5);  // loaded, prefill, denoise, generate, memory
 }
 
 TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {

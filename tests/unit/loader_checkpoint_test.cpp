@@ -120,11 +120,47 @@ TEST(LoaderCheckpoint, UnknownTensorsGiveOneWarningLine) {
 TEST(LoaderCheckpoint, MissingGenerationConfigTakesIdsFromConfig) {
   TinyOptions o;
   o.with_generation_config = false;
+  testing::internal::CaptureStderr();
   const Checkpoint c = Checkpoint::open(test::make_tiny_checkpoint("ck-nogen", o));
+  const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(c.generation.eos_ids, std::vector<int>{1});
   EXPECT_EQ(c.generation.pad_id, 0);
   EXPECT_EQ(c.generation.bos_id, 2);
   EXPECT_EQ(c.generation.max_denoising_steps, 48);
+  EXPECT_NE(err.find("warning: checkpoint '"), std::string::npos) << err;
+  EXPECT_NE(err.find("has no generation_config.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("eos ids [1]"), std::string::npos) << err;
+}
+
+TEST(LoaderCheckpoint, ConfigEosListStopsWhenTheGenerationConfigNamesNone) {
+  // config.json's eos_token_id list is kept whole: without generation_config.json, or with null ids in it, every
+  // one of them stops generation (with a warning), instead of no stop token at all.
+  TinyOptions o;
+  o.with_generation_config = false;
+  json cfg = test::tiny_config_json(o);
+  cfg["text_config"]["eos_token_id"] = {1, 50};
+  const std::string missing = test::scratch_dir("ck-eos-list");
+  test::write_checkpoint(missing, cfg, test::tiny_tensors(test::tiny_model_config(o), o), o);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Checkpoint::open(missing).generation.eos_ids, (std::vector<int>{1, 50}));
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("eos ids [1, 50]"), std::string::npos);
+
+  const std::string nulls = test::scratch_dir("ck-eos-null");
+  test::write_checkpoint(nulls, cfg, test::tiny_tensors(test::tiny_model_config(o), o), o);
+  json gen = test::tiny_generation_config_json();
+  gen["eos_token_id"] = nullptr;
+  gen["pad_token_id"] = nullptr;
+  gen["bos_token_id"] = nullptr;
+  test::write_text_file(nulls + "/generation_config.json", gen.dump());
+  testing::internal::CaptureStderr();
+  const Checkpoint c = Checkpoint::open(nulls);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c.generation.eos_ids, (std::vector<int>{1, 50}));
+  EXPECT_EQ(c.generation.pad_id, 0);
+  EXPECT_EQ(c.generation.bos_id, 2);
+  EXPECT_NE(err.find("generation_config.json names no eos_token_id; stopping on config.json's [1, 50]"),
+            std::string::npos)
+      << err;
 }
 
 TEST(LoaderCheckpoint, MovedCheckpointKeepsWeightsValid) {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "hf_layout.h"
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
@@ -61,7 +61,7 @@ TEST(WriteCheckpointTool, EmbeddedModelLayoutAndSyntheticWeights) {
   }
 
   const Checkpoint ck = Checkpoint::open(out);
-  auto cpu = make_cpu_backend(Precision{}, 1e-6f);
+  auto cpu = make_backend("cpu");
   const ModelWeights syn = synthetic_weights(ck.config, *cpu, 3);
   const ModelWeights& w = ck.weights;
   expect_bf16_of(w.embed, syn.embed, "embed");

@@ -4,7 +4,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/synthetic_fill.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/synthetic_uniform.h"
@@ -70,7 +71,7 @@ class CpuDecider final : public Decider {
   std::vector<int32_t> drawn_;
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public SyntheticFill {
  public:
   CpuBackend(Precision p, float eps) : p_(p), eps_(eps) {}
   std::string name() const override { return "cpu"; }
@@ -78,7 +79,7 @@ class CpuBackend final : public Backend {
 
   Tensor alloc(Shape s) override { return host_tensor(DType::kF32, s); }
   Tensor alloc_f32(Shape s) override { return host_tensor(DType::kF32, s); }
-  ModelWeights upload(const ModelWeights& host) override { return host; }
+  Tensor upload(const Tensor& host) override { return host; }
   Tensor ids(std::span<const int32_t> ids) override {
     Tensor t = host_tensor(DType::kI32, Shape{static_cast<int64_t>(ids.size())});
     if (!ids.empty()) std::memcpy(t.data, ids.data(), ids.size() * 4);
@@ -116,31 +117,39 @@ class CpuBackend final : public Backend {
     gelu_mul_cpu(gate.f32(), up.f32(), gate.numel(), p_.act, out.f32());
   }
 
-  void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from, int64_t cache_to,
+  void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
                  Tensor& out) override {
     const int64_t n_heads = q.shape[1], D = q.shape[2];
     const int64_t n_kv = k_fresh.shape[1];
     const int64_t n_cached = cache_to - cache_from;
     std::vector<float> kc(static_cast<size_t>(n_cached * n_kv * D)), vc(kc.size());
-    if (n_cached > 0) kv.read(l, cache_from, n_cached, kc.data(), vc.data());
+    if (n_cached > 0) {
+      DG_CHECK(kv.k.device == Device::kCpu && kv.k.dtype == DType::kF32 && kv.k.shape[1] * kv.k.shape[2] == n_kv * D,
+               "the CPU backend needs a host f32 KV cache of {} values a row (got {} {})", n_kv * D,
+               dtype_name(kv.k.dtype), kv.k.shape.str());
+      kv_read_cpu(kv.k.f32(), kv.v.f32(), n_kv * D, kv.cap, kv.ring, cache_from, n_cached, kc.data(), vc.data());
+    }
     AttnKeys cached{kc.data(), vc.data(), cache_from, n_cached};
     AttnKeys fresh{k_fresh.f32(), v_fresh.f32(), fresh_pos0, k_fresh.shape[0]};
     attention_cpu(q.f32(), q.shape[0], q_pos0, cached, fresh, AttnShape{n_heads, n_kv, D}, causal, window, p_.act,
                   out.f32());
   }
-  void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) override {
-    kv.write(l, pos0, k.shape[0], k.f32(), v.f32());
+  void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) override {
+    const int64_t n = k.shape[0];
+    if (n == 0) return;
+    KvLayer dst = kv;  // a view: the cache's storage
+    kv_write_cpu(k.f32(), v.f32(), n, k.numel() / n, pos0, dst.k.f32(), dst.v.f32(), kv.cap, kv.ring, kv.storage);
   }
 
-  void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) override {
+  void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
     const int64_t rows = rows_of(h);
     std::vector<int32_t> idx(static_cast<size_t>(rows * top_k));
     std::vector<float> wt(idx.size());
     moe_route_cpu(h.f32(), rows, w.router_scale, w.router_proj, w.per_expert_scale, top_k, eps_, p_.act, idx.data(),
                   wt.data());
-    moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, w.experts_gate_up, w.experts_down, p_.act,
-                    out.f32(), w.experts_act == DType::kFp8);
+    moe_experts_cpu(z.f32(), rows, idx.data(), wt.data(), top_k, w.gate_up, w.down, p_.act, out.f32(),
+                    w.act == DType::kFp8);
   }
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
@@ -163,6 +172,10 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < t.numel(); ++i)
       t.f32()[i] = round_to(p_.act, synthetic_uniform(seed, static_cast<uint64_t>(i), scale, offset));
   }
+  Tensor synthetic_packed(DType fmt, Shape s, uint64_t, float) override {
+    fail("the cpu backend cannot make synthetic {} weights {} (--weights other than bf16 needs --backend cuda)",
+         dtype_name(fmt), s.str());
+  }
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
     const int64_t V = cols_of(logits);
     std::vector<float> x(static_cast<size_t>(V));
@@ -184,68 +197,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
-  DG_CHECK(w.size() == out.size(), "linears: {} weights for {} outputs", w.size(), out.size());
-  for (size_t i = 0; i < w.size(); ++i)
-    if (w[i] != nullptr) linear(x, *w[i], *out[i]);
-}
-
-void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
-  Tensor u = alloc(out.shape);
-  linear(x, gate, out);
-  linear(x, up, u);
-  gelu_mul(out, u, out);  // elementwise: in place, as the forward did before this op existed
-}
-
-void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
-                             std::span<const Tensor* const> w, std::span<Tensor* const> out) {
-  DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());
-  rmsnorm(attn, &w_post, attn);
-  add(h, attn, h1);
-  for (size_t i = 0; i < w.size(); ++i) rmsnorm(h1, w[i], *out[i]);
-}
-
-void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
-                       float s, Tensor& out) {
-  rmsnorm(m1, &w1, m1);
-  rmsnorm(m2, &w2, m2);
-  Tensor f = alloc(m1.shape);
-  add(m1, m2, f);
-  rmsnorm(f, &w, f);
-  add(h1, f, out);
-  scale(out, s);
-}
-
-void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
-                           const std::vector<float>& inv_freq) {
-  rmsnorm(x, w, out);
-  rope(out, pos0, inv_freq);
-}
-
-void Backend::fail_no_graphs() const {
-  fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
-}
-
-Tensor Backend::synthetic_packed(DType fmt, Shape s, uint64_t, float) {
-  fail("the {} backend cannot make synthetic {} weights {} (--weights other than bf16 needs --backend cuda)", name(),
-       dtype_name(fmt), s.str());
-}
-
-std::unique_ptr<Backend> make_cpu_backend(Precision p, float rms_eps) { return std::make_unique<CpuBackend>(p, rms_eps); }
-
-std::unique_ptr<Backend> make_backend(const std::string& name, Precision cpu_precision, float rms_eps, int device,
-                                      const CudaKernels& kernels) {
-  if (name == "cpu") return make_cpu_backend(cpu_precision, rms_eps);
-  if (name == "cuda") {
-#if defined(DG_WITH_CUDA)
-    return make_cuda_backend(rms_eps, device, kernels);
-#else
-    (void)device;
-    (void)kernels;
-    fail("this diffgemma was built without CUDA: build the 'cuda' preset (cmake --preset cuda) for --backend cuda");
-#endif
-  }
-  fail("unknown backend '{}': expected cpu or cuda", name);
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& o) {
+  return std::make_unique<CpuBackend>(o.precision, o.rms_eps);
 }
 
 }  // namespace dg

@@ -11,12 +11,13 @@
 #include <map>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cublas_paths.h"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/packed_weights.h"
+#include "backend/synthetic_fill.h"
+#include "core/cuda/cuda_check.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
@@ -49,21 +50,11 @@ struct StreamCtx {
   }
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public SyntheticFill {
  public:
   CudaBackend(float eps, int device, const CudaKernels& kernels)
       : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
-    DG_CHECK(kernels.attention == "flash" || kernels.attention == "gemm" || kernels.attention == "warp",
-             "unknown attention kernel '{}': expected flash, gemm or warp", kernels.attention);
-    DG_CHECK(kernels.moe == "stream" || kernels.moe == "cublas" || kernels.moe == "wmma" || kernels.moe == "auto",
-             "unknown MoE kernel '{}': expected stream, cublas, wmma or auto", kernels.moe);
-    DG_CHECK(kernels.decide == "host" || kernels.decide == "device",
-             "unknown decide mode '{}': expected host or device", kernels.decide);
-    DG_CHECK(kernels.attention_cols == 128 || kernels.attention_cols == 256,
-             "--attention-cols must be 128 or 256, not {}", kernels.attention_cols);
-    DG_CHECK(kernels.moe_a8_stages == 3 || kernels.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}",
-             kernels.moe_a8_stages);
-    DG_CHECK(kernels.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", kernels.moe_auto_rows);
+    check_kernels(kernels);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
@@ -109,41 +100,46 @@ class CudaBackend final : public Backend {
   Tensor alloc_f32(Shape s) override { return device(DType::kF32, s); }
   Tensor alloc_kv(Shape s) { return device(DType::kF16, s); }
 
-  ModelWeights upload(const ModelWeights& h) override {
-    cuda_validate_packed(h, kernels_);  // before any weight is allocated
-    ModelWeights d = h;
-    auto up = [&](Tensor& t) {
-      if (t.empty()) return;
-      if (dtype_is_packed(t.dtype)) {  // the planes as stored; the kernels dequantise in registers
-        Tensor dst = device(t.dtype, t.shape);
-        check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
-        t = dst;
-        return;
-      }
-      Tensor dst = device(DType::kBF16, t.shape);
-      if (t.dtype == DType::kBF16) {
-        check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
-      } else {
-        Tensor raw = device(t.dtype, t.shape);
-        check(cudaMemcpyAsync(raw.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
-        check(convert_cuda(raw.data, t.dtype, dst.data, DType::kBF16, t.numel(), stream_));
-      }
-      t = dst;
-    };
-    for (Tensor* t : {&d.embed, &d.final_norm, &d.sc_pre_norm, &d.sc_gate, &d.sc_up, &d.sc_down}) up(*t);
-    side_by_side({&d.sc_gate, &d.sc_up});
-    for (LayerWeights& L : d.layers) {
-      for (Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.gate, &L.up, &L.down, &L.router_proj,
-                        &L.router_scale, &L.per_expert_scale, &L.experts_gate_up, &L.experts_down, &L.input_norm,
-                        &L.post_attn_norm, &L.pre_ff_norm, &L.post_ff_norm, &L.post_ff_norm_1, &L.post_ff_norm_2,
-                        &L.pre_ff_norm_2})
-        up(*t);
-      side_by_side({&L.q, &L.k, &L.v});  // linears(): one product for the projections of a layer
-      side_by_side({&L.gate, &L.up});     // gated_linear(): one product and the gated GELU of its halves
+  void check_weight(const Tensor& host, WeightUse use, const std::string& what) const override {
+    cuda_check_weight(host, use, what, kernels_);
+  }
+  // Packed weights keep their planes as stored (the kernels dequantise in registers); others become bf16.
+  Tensor upload(const Tensor& t) override {
+    if (t.empty()) return t;
+    Tensor dst = device(dtype_is_packed(t.dtype) ? t.dtype : DType::kBF16, t.shape);
+    if (dtype_is_packed(t.dtype) || t.dtype == DType::kBF16) {
+      check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+    } else {
+      Tensor raw = device(t.dtype, t.shape);
+      check(cudaMemcpyAsync(raw.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+      check(convert_cuda(raw.data, t.dtype, dst.data, DType::kBF16, t.numel(), stream_));
     }
-    check(cudaStreamSynchronize(stream_), "upload sync");
-    d.dtype = DType::kBF16;
-    return d;
+    return dst;  // pageable host memory: the copy has left the host buffer when cudaMemcpyAsync returns
+  }
+  // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
+  // become views of it. Empty or packed tensors leave the group as it is.
+  void place_side_by_side(std::span<Tensor* const> group) override {
+    std::vector<Tensor*> ts;
+    for (Tensor* t : group)
+      if (!t->empty()) ts.push_back(t);
+    if (ts.size() < 2) return;
+    int64_t rows = 0;
+    for (Tensor* t : ts) {
+      if (t->dtype != DType::kBF16 || t->device != Device::kCuda || t->shape.rank != 2 ||
+          t->shape[1] != ts[0]->shape[1])
+        return;
+      rows += t->shape[0];
+    }
+    Tensor all = device(DType::kBF16, Shape{rows, ts[0]->shape[1]});
+    char* at = static_cast<char*>(all.data);
+    for (Tensor* t : ts) {
+      check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
+      Tensor view = *t;
+      view.data = at;
+      view.owner = all.owner;
+      *t = view;
+      at += t->nbytes();
+    }
   }
 
   Tensor ids(std::span<const int32_t> ids) override {
@@ -169,10 +165,10 @@ class CudaBackend final : public Backend {
 
   // Graphs need every op of the step to be stream-ordered without host round trips: the cuBLAS grouped MoE
   // reads its group sizes on the host, so it cannot be captured.
-  bool can_capture() const override { return kernels_.moe != "cublas"; }
+  bool can_capture() const override { return kernels_.moe != MoeKernel::kCublas; }
   void capture_begin() override {
     DG_CHECK(can_capture(), "graph capture needs a MoE kernel without host synchronisation (not --moe {})",
-             kernels_.moe);
+             kernel_name(kernels_.moe));
     check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     capturing_ = true;
   }
@@ -253,7 +249,7 @@ class CudaBackend final : public Backend {
     check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
   }
   void scale(Tensor& x, float s) override { check(scale_cuda(x.data, s, x.numel(), stream_)); }
-  // Weights that upload() stored side by side take one product; the split (or the gated GELU of the two halves)
+  // Weights placed side by side (place_side_by_side) take one product; the split (or the gated GELU of the two halves)
   // follows. Others take linear() each.
   static constexpr int64_t kFusedRowsMax = 1024;
   void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
@@ -325,13 +321,13 @@ class CudaBackend final : public Backend {
     check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
   }
 
-  void attention(const Tensor& q, int64_t q_pos0, const KvCache& kv, int l, int64_t cache_from, int64_t cache_to,
+  void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
                  Tensor& out) override {
-    DG_CHECK(!kv.on_host(), "the CUDA backend needs a device KV cache (Engine::new_cache)");
-    const CachedKv cached{kv.k(l).data, kv.v(l).data, kv.capacity(l), kv.sliding(l), cache_from, cache_to};
+    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+    const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
-    if (kernels_.attention == "flash" && attention_flash_supports(sh.head_dim)) {
+    if (kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim)) {
       const int64_t n_fresh = k_fresh.shape[0], fresh_elems = k_fresh.numel();
       Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
       if (fresh_elems > 0) {
@@ -342,23 +338,21 @@ class CudaBackend final : public Backend {
                                  window, out.data, stream_, 16, kernels_.attention_cols));
       return;
     }
-    if (kernels_.attention != "warp") {  // gemm, and flash for head dims it does not cover
+    if (kernels_.attention != AttentionKernel::kWarp) {  // gemm, and flash for head dims it does not cover
       attention_gemm_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
     }
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
                          sh, causal, window, out.data, stream_));
   }
-  void kv_write(KvCache& kv, int l, int64_t pos0, const Tensor& k, const Tensor& v) override {
+  void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) override {
     const int64_t n = k.shape[0];
-    kv.reserve_device(l, pos0, n);
-    check(kv_write_cuda(k.data, v.data, n, k.numel() / n, pos0, kv.k(l).data, kv.v(l).data, kv.capacity(l),
-                        kv.sliding(l), stream_));
+    check(kv_write_cuda(k.data, v.data, n, k.numel() / n, pos0, kv.k.data, kv.v.data, kv.cap, kv.ring, stream_));
   }
 
-  void moe(const Tensor& h, const Tensor& z, const LayerWeights& w, int top_k, Tensor& out) override {
+  void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
     const int64_t T = rows_of(h), H = cols_of(h), E = w.router_proj.shape[0];
-    const int64_t two_ff = w.experts_gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
+    const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
     Tensor r = alloc(Shape{T, H});
     check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, eps_, stream_));
     check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
@@ -375,25 +369,26 @@ class CudaBackend final : public Backend {
     stage("moe_experts");
     // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
     // is); other shapes take the wmma kernel, also free of host synchronisation.
-    const bool packed = dtype_is_packed(w.experts_gate_up.dtype) || dtype_is_packed(w.experts_down.dtype);
-    const bool cublas = kernels_.moe == "cublas" || (kernels_.moe == "auto" && !capturing_ && T >= kernels_.moe_auto_rows);
-    const bool stream = (kernels_.moe == "stream" || kernels_.moe == "auto") && !cublas;
-    if (w.experts_act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
+    const bool packed = dtype_is_packed(w.gate_up.dtype) || dtype_is_packed(w.down.dtype);
+    const bool cublas = kernels_.moe == MoeKernel::kCublas ||
+                        (kernels_.moe == MoeKernel::kAuto && !capturing_ && T >= kernels_.moe_auto_rows);
+    const bool stream = (kernels_.moe == MoeKernel::kStream || kernels_.moe == MoeKernel::kAuto) && !cublas;
+    if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
       Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
       check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), stream_));
       Tensor act = alloc(Shape{P, ff});
-      check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
-                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
+      check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
+                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
                                     zs.f32(), kernels_.moe_a8_stages));
       Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
       check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), stream_));
-      check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+      check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                  offsets.as<int32_t>(), y.data, stream_, as.f32(), kernels_.moe_a8_stages));
     } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
-      check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.experts_gate_up.data,
-                                    w.experts_gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
-      check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.experts_down.data, w.experts_down.dtype, H, E,
+      check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
+                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
+      check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                  offsets.as<int32_t>(), y.data, stream_));
     } else {
       Tensor xg = alloc(Shape{P + 16, H});
@@ -404,14 +399,14 @@ class CudaBackend final : public Backend {
         std::vector<int32_t> off(static_cast<size_t>(E + 1));
         check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
         check(cudaStreamSynchronize(stream_), "offsets sync");
-        grouped_gemm_cublas(blas_ctx(), xg.data, H, w.experts_gate_up.data, two_ff, off, gu.data);
+        grouped_gemm_cublas(blas_ctx(), xg.data, H, w.gate_up.data, two_ff, off, gu.data);
         check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-        grouped_gemm_cublas(blas_ctx(), act.data, ff, w.experts_down.data, H, off, y.data);
+        grouped_gemm_cublas(blas_ctx(), act.data, ff, w.down.data, H, off, y.data);
       } else {
-        check(moe_grouped_gemm_cuda(xg.data, H, w.experts_gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
+        check(moe_grouped_gemm_cuda(xg.data, H, w.gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
                                     stream_));
         check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-        check(moe_grouped_gemm_cuda(act.data, ff, w.experts_down.data, H, E, offsets.as<int32_t>(), y.data,
+        check(moe_grouped_gemm_cuda(act.data, ff, w.down.data, H, E, offsets.as<int32_t>(), y.data,
                                     stream_));
       }
     }
@@ -459,7 +454,7 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<Decider> make_decider() override {
-    if (kernels_.decide != "device") return nullptr;  // the host decides (CudaKernels::decide)
+    if (kernels_.decide != DecideMode::kDevice) return nullptr;  // the host decides (CudaKernels::decide)
     return make_cuda_decider(stream_, [this](DType t, Shape sh) { return device(t, sh); });
   }
 
@@ -516,6 +511,9 @@ class CudaBackend final : public Backend {
     cudaGetDeviceProperties(&p, dev);
     return p.name;
   }
+  void profiler_range(bool on) override {
+    check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "cudaProfilerStart" : "cudaProfilerStop");
+  }
   size_t peak_memory() const override {
     cudaMemPool_t pool;
     int dev = 0;
@@ -527,29 +525,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
-  // become views of it. Empty or packed tensors leave the group as it is.
-  void side_by_side(std::initializer_list<Tensor*> group) {
-    std::vector<Tensor*> ts;
-    for (Tensor* t : group)
-      if (!t->empty()) ts.push_back(t);
-    if (ts.size() < 2) return;
-    int64_t rows = 0;
-    for (Tensor* t : ts) {
-      if (t->dtype != DType::kBF16 || t->shape.rank != 2 || t->shape[1] != ts[0]->shape[1]) return;
-      rows += t->shape[0];
-    }
-    Tensor all = device(DType::kBF16, Shape{rows, ts[0]->shape[1]});
-    char* at = static_cast<char*>(all.data);
-    for (Tensor* t : ts) {
-      check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
-      Tensor view = *t;
-      view.data = at;
-      view.owner = all.owner;
-      *t = view;
-      at += t->nbytes();
-    }
-  }
   CublasCtx blas_ctx() {
     return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }};
   }
@@ -592,12 +567,10 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(float rms_eps, int device, const CudaKernels& kernels) {
-  return std::make_unique<CudaBackend>(rms_eps, device, kernels);
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) {
+  return std::make_unique<CudaBackend>(o.rms_eps, o.device, o.cuda);
 }
 
-void cuda_profiler_range(bool on) {
-  cuda_host::check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "cudaProfilerStart" : "cudaProfilerStop");
-}
+bool cuda_present() { return cuda_device_count() > 0; }
 
 }  // namespace dg

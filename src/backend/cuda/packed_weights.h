@@ -5,11 +5,14 @@
 // with a message naming the layer, the tensor, the format and what to run instead.
 #pragma once
 
+#include <string>
+
 #include "backend/backend.h"
-#include "model/weights.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace dg {
 
-void cuda_validate_packed(const ModelWeights& h, const CudaKernels& kernels);  // throws dg::Error
+// Throws dg::Error naming `what` (e.g. "layer 3 experts.gate_up") when the CUDA backend cannot run `t` as `use`.
+void cuda_check_weight(const Tensor& t, WeightUse use, const std::string& what, const CudaKernels& kernels);
 
 }  // namespace dg

@@ -1,7 +1,7 @@
 // One warp per (query row, head): the query and the output accumulator live in registers (head_dim / 32 values per
 // lane), keys stream from the cache (f16, ring slots) then the fresh rows (bf16); online softmax in f32.
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/attention/attention.h"
 
 namespace dg {

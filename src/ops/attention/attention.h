@@ -27,6 +27,14 @@ struct AttnShape {
 void attention_cpu(const float* q, int64_t rows, int64_t q_pos0, const AttnKeys& cached, const AttnKeys& fresh,
                    const AttnShape& shape, bool causal, int64_t window, Storage act, float* out);
 
+// A host cache layer of `cap` slots of `row` f32 values (ring: position p in slot p % cap, else slot p).
+// kv_write_cpu stores rows [n, row] for positions pos0... rounded through `storage` (a chunk longer than a ring
+// keeps its last cap rows); kv_read_cpu copies positions [pos0, pos0 + n) out in position order.
+void kv_write_cpu(const float* k, const float* v, int64_t n, int64_t row, int64_t pos0, float* cache_k,
+                  float* cache_v, int64_t cap, bool ring, Storage storage);
+void kv_read_cpu(const float* cache_k, const float* cache_v, int64_t row, int64_t cap, bool ring, int64_t pos0,
+                 int64_t n, float* k, float* v);
+
 }  // namespace dg
 
 #if defined(DG_WITH_CUDA)

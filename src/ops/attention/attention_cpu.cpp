@@ -1,6 +1,8 @@
 #include "ops/attention/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -55,6 +57,29 @@ void attention_cpu(const float* q, int64_t rows, int64_t q_pos0, const AttnKeys&
       for (int64_t d = 0; d < D; ++d) o[d] = round_to(act, acc[static_cast<size_t>(d)]);
     }
   });
+}
+
+void kv_write_cpu(const float* k, const float* v, int64_t n, int64_t row, int64_t pos0, float* cache_k,
+                  float* cache_v, int64_t cap, bool ring, Storage storage) {
+  const int64_t skip = ring ? std::max<int64_t>(0, n - cap) : 0;
+  for (int64_t i = skip; i < n; ++i) {
+    const int64_t p = pos0 + i, slot = ring ? p % cap : p;
+    float* kd = cache_k + slot * row;
+    float* vd = cache_v + slot * row;
+    for (int64_t j = 0; j < row; ++j) {
+      kd[j] = round_to(storage, k[i * row + j]);
+      vd[j] = round_to(storage, v[i * row + j]);
+    }
+  }
+}
+
+void kv_read_cpu(const float* cache_k, const float* cache_v, int64_t row, int64_t cap, bool ring, int64_t pos0,
+                 int64_t n, float* k, float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i, slot = ring ? p % cap : p;
+    std::memcpy(k + i * row, cache_k + slot * row, static_cast<size_t>(row) * 4);
+    std::memcpy(v + i * row, cache_v + slot * row, static_cast<size_t>(row) * 4);
+  }
 }
 
 }  // namespace dg

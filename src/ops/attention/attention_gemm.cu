@@ -1,6 +1,6 @@
 // Kernels around the GEMM attention path: the key/value gather and the masked softmax (see attention.h).
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/attention/attention.h"
 
 namespace dg {

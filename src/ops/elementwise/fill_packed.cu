@@ -1,10 +1,10 @@
 // Synthetic packed weights for full-shape benchmarks without a checkpoint: random codes and finite scales written
-// straight into a packed tensor's planes (src/quant/layout.h), so every decoded weight lies in [-amax, amax].
+// straight into a packed tensor's planes (src/core/packed_layout.h), so every decoded weight lies in [-amax, amax].
 // No CPU twin: benchmarks only time these weights; the kernels' numerics are tested on packed real values.
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/packed_layout.h"
 #include "ops/elementwise/elementwise.h"
-#include "quant/layout.h"
 
 namespace dg {
 namespace {

@@ -1,8 +1,8 @@
 #include <cuda_fp8.h>
 #include <mma.h>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/moe/moe.h"
 
 namespace dg {
@@ -234,15 +234,32 @@ __global__ void grouped_gemm_simt_kernel(const bf16* x, int64_t K, const bf16* W
   }
 }
 
+// out[r, c] = sum_k weight[r, k] y[inv[r, k], c]; a thread takes kVec consecutive columns (kVec 8: 16-byte loads).
+template <int kVec>
 __global__ void combine_kernel(const bf16* y, const int32_t* inv, const float* weight, int top_k, int64_t hidden,
                                bf16* out, int64_t n) {
-  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t t = kVec * (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
   if (t >= n) return;
   const int64_t r = t / hidden, c = t % hidden;
-  float acc = 0.0f;
-  for (int k = 0; k < top_k; ++k)
-    acc += weight[r * top_k + k] * __bfloat162float(y[static_cast<int64_t>(inv[r * top_k + k]) * hidden + c]);
-  out[t] = __float2bfloat16_rn(acc);
+  float acc[kVec] = {};
+  for (int k = 0; k < top_k; ++k) {
+    const float w = weight[r * top_k + k];
+    const bf16* src = y + static_cast<int64_t>(inv[r * top_k + k]) * hidden + c;
+    if constexpr (kVec == 8) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src);
+      const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        acc[2 * j] += w * f.x;
+        acc[2 * j + 1] += w * f.y;
+      }
+    } else {
+      acc[0] += w * __bfloat162float(src[0]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) out[t + j] = __float2bfloat16_rn(acc[j]);
 }
 
 // One warp per row: the row's amax, then each element divided by amax / 448 and rounded to E4M3 (as
@@ -361,8 +378,12 @@ Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, 
                         void* out, cudaStream_t s) {
   const int64_t n = rows * hidden;
   if (n == 0) return Status::ok();
-  combine_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(y), inv, weight, top_k, hidden,
-                                                          static_cast<bf16*>(out), n);
+  const auto* yy = static_cast<const bf16*>(y);
+  auto* o = static_cast<bf16*>(out);
+  if (hidden % 8 == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0)
+    combine_kernel<8><<<cuda::blocks_for(n / 8, 256), 256, 0, s>>>(yy, inv, weight, top_k, hidden, o, n);
+  else
+    combine_kernel<1><<<cuda::blocks_for(n, 256), 256, 0, s>>>(yy, inv, weight, top_k, hidden, o, n);
   return cuda_status(cudaGetLastError(), "moe_combine_cuda");
 }
 

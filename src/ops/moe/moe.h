@@ -4,7 +4,7 @@
 //   top_k by probability (ties: lower expert index first), renormalised to sum 1, times per_expert_scale.
 // Experts (input: z = pre_feedforward_layernorm_2(h)): g|u = gate_up[e] z (gate rows first), y_e = down[e] (gelu(g) u)
 //   in the activation storage; out = sum_k w_k y_{e_k} accumulated in f32 in rank order, rounded once. fp8 experts
-//   may take fp8 activations (W8A8, LayerWeights::experts_act): both expert inputs quantised per row to E4M3.
+//   may take fp8 activations (W8A8, MoeWeights::act): both expert inputs quantised per row to E4M3.
 // Reference: DiffusionGemmaTextRouter, DiffusionGemmaTextExperts (grouped_mm mixing semantics).
 #pragma once
 
@@ -14,6 +14,16 @@
 #include "core/tensor.h"
 
 namespace dg {
+
+// What the MoE op reads: the router's and the experts' weights, and the experts' activation operand.
+struct MoeWeights {
+  const Tensor& router_proj;       // [n_experts, hidden]
+  const Tensor& router_scale;      // [hidden]
+  const Tensor& per_expert_scale;  // [n_experts]
+  const Tensor& gate_up;           // [n_experts, 2 * expert_ff, hidden]: rows [0, ff) gate, [ff, 2 ff) up
+  const Tensor& down;              // [n_experts, hidden, expert_ff]
+  DType act = DType::kBF16;        // bf16, or kFp8: per-row E4M3 activations for fp8 experts (W8A8)
+};
 
 // h: [rows, hidden] f32. Outputs idx, weight: [rows, top_k], sorted by descending probability.
 void moe_route_cpu(const float* h, int64_t rows, const Tensor& scale, const Tensor& proj, const Tensor& per_expert_scale,
@@ -61,7 +71,7 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // The streaming grouped GEMM (moe_stream.cu, design in docs/CUDA.md): y[i, n] = bf16(sum_k x[src(i), k] W[e, n, k])
 // for each expert's sorted rows i in [offsets[e], offsets[e+1]), src(i) = x_rows ? x_rows[i] / x_rows_div : i (so
 // x_rows = perm, x_rows_div = top_k gathers the routed rows on the fly). W: [n_exp, N, K] in `w_dtype`: bf16, or
-// packed q4 / fp8 / nvfp4 / q8 bytes as src/quant/layout.h lays them out (dequantised in registers; fp8 and q8 row
+// packed q4 / fp8 / nvfp4 / q8 bytes as src/core/packed_layout.h lays them out (dequantised in registers; fp8, q8 row
 // scales and nvfp4's expert scale applied to the f32 sums). Reads the offsets on the device only (no host
 // synchronisation); each expert's weights are read once per 64 of its rows. Needs K % 8 == 0 (q4, nvfp4: 32;
 // fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.

@@ -4,12 +4,12 @@
 // are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
 // weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
 // Design and parameters: docs/CUDA.md ("The streaming MoE kernel"). Oracle: moe_experts_cpu.
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mma.cuh"
+#include "core/packed_layout.h"
 #include "ops/moe/moe.h"
 #include "ops/moe/moe_stream_formats.cuh"
-#include "quant/layout.h"
 
 namespace dg {
 namespace {
@@ -25,33 +25,32 @@ struct StreamArgs {
   Planes W;                // [n_exp, w_rows, K] in the weight format
   int64_t w_rows;
   int64_t n_out;           // output columns: w_rows, or ff = w_rows / 2 in the gated form
-  const int32_t* offsets;  // [n_exp + 1]; null: one weight matrix shared by row blocks e of kRowCap rows
+  const int32_t* offsets;  // [n_exp + 1]; null: one weight matrix shared by row blocks e of Fmt::kRowCap rows
   int64_t dense_rows;      // rows of x and y when offsets is null
   bf16* y;                 // [pairs, n_out], row i = sorted position i
 };
 
 // Bytes of one activation element: 2 (bf16), 1 (E4M3 codes of the kAct8 formats).
 template <class Fmt> constexpr int kXElem = Fmt::kAct8 ? 1 : 2;
-// Per stage: the weight tile, then the pass's x rows [kRowCap][Fmt::kTileK] (swizzled).
+// Per stage: the weight tile, then the pass's x rows [Fmt::kRowCap][Fmt::kTileK] (swizzled).
 template <class Fmt> constexpr int kXRowBytes = Fmt::kTileK * kXElem<Fmt>;
-template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + kRowCap * kXRowBytes<Fmt>;
+template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + Fmt::kRowCap * kXRowBytes<Fmt>;
 template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt>;
 
-// One K step of kTileK for the warp's two m16 tiles over the pass's n_pairs pairs of n8 row tiles: bf16 m16n8k16
-// products, or e4m3 m16n8k32 ones for kAct8 (a 16-byte chunk is 8 bf16 or 16 codes; ldmatrix reads either).
+// The products of one load_a's fragments (k from kk0) with the pass's n_pairs pairs of n8 row tiles: bf16
+// m16n8k16, or e4m3 m16n8k32 for kAct8 (a 16-byte chunk is 8 bf16 or 16 codes; ldmatrix reads either).
 template <class Fmt>
-__device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
-                                          float (&acc)[2][kRowCap / 8][4]) {
-  const uint32_t xs = ws + Fmt::kStageBytes;
-  const int mi = lane >> 3;  // which 8x8 matrix of the x4 load this lane addresses
+__device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int n_pairs,
+                                             const uint32_t (&af)[2][Fmt::kFrags][4],
+                                             float (&acc)[2][Fmt::kRowCap / 8][4]) {
   constexpr int kStepK = Fmt::kAct8 ? 32 : 16, kChunkElems = 16 / kXElem<Fmt>;
+  static_assert(Fmt::kLoadK == Fmt::kFrags * kStepK, "a load_a covers its fragments' k steps");
+  const int mi = lane >> 3;  // which 8x8 matrix of the x4 load this lane addresses
 #pragma unroll
-  for (int kk = 0; kk < Fmt::kTileK; kk += kStepK) {
-    uint32_t af[2][4];
+  for (int f = 0; f < Fmt::kFrags; ++f) {
+    const int kk = kk0 + f * kStepK;
 #pragma unroll
-    for (int t = 0; t < 2; ++t) Fmt::load_a(ws, src, 16 * (warp + t * kWarps), kk, lane, af[t]);
-#pragma unroll
-    for (int jp = 0; jp < kRowCap / 16; ++jp) {
+    for (int jp = 0; jp < Fmt::kRowCap / 16; ++jp) {
       if (jp >= n_pairs) break;
       uint32_t b[4];  // rows 16jp .. +7 (k lo, k hi), rows 16jp + 8 .. +15 (k lo, k hi)
       cuda::ldmatrix_x4(b, xs + swizzle<kXRowBytes<Fmt>>(jp * 16 + ((mi >> 1) << 3) + (lane & 7),
@@ -59,13 +58,41 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         if constexpr (Fmt::kAct8) {
-          cuda::mma_e4m3_16832(acc[t][2 * jp], af[t], b[0], b[1]);
-          cuda::mma_e4m3_16832(acc[t][2 * jp + 1], af[t], b[2], b[3]);
+          cuda::mma_e4m3_16832(acc[t][2 * jp], af[t][f], b[0], b[1]);
+          cuda::mma_e4m3_16832(acc[t][2 * jp + 1], af[t][f], b[2], b[3]);
         } else {
-          cuda::mma_bf16_16816(acc[t][2 * jp], af[t], b[0], b[1]);
-          cuda::mma_bf16_16816(acc[t][2 * jp + 1], af[t], b[2], b[3]);
+          cuda::mma_bf16_16816(acc[t][2 * jp], af[t][f], b[0], b[1]);
+          cuda::mma_bf16_16816(acc[t][2 * jp + 1], af[t][f], b[2], b[3]);
         }
       }
+    }
+  }
+}
+
+// One K step of kTileK for the warp's two m16 tiles. The converted formats (Fmt::kPrefetch) fetch and convert all
+// of the stage's A fragments before its first product, so a warp has every shared load and conversion chain of the
+// stage in flight at once; the ldmatrix formats load each fragment just before its products (fewer registers).
+template <class Fmt>
+__device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
+                                          float (&acc)[2][Fmt::kRowCap / 8][4]) {
+  const uint32_t xs = ws + Fmt::kStageBytes;
+  constexpr int kLoads = Fmt::kTileK / Fmt::kLoadK;
+  auto load = [&](int l, uint32_t (&af)[2][Fmt::kFrags][4]) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) Fmt::load_a(ws, src, 16 * (warp + t * kWarps), l * Fmt::kLoadK, lane, af[t]);
+  };
+  if constexpr (Fmt::kPrefetch) {
+    uint32_t af[kLoads][2][Fmt::kFrags][4];
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) load(l, af[l]);
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) fragment_mma<Fmt>(xs, l * Fmt::kLoadK, lane, n_pairs, af[l], acc);
+  } else {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      uint32_t af[2][Fmt::kFrags][4];
+      load(l, af);
+      fragment_mma<Fmt>(xs, l * Fmt::kLoadK, lane, n_pairs, af, acc);
     }
   }
 }
@@ -73,11 +100,13 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
 template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kRowCap = Fmt::kRowCap;
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
   __shared__ float x_sc[kRowCap];     // kAct8: each pass row's activation scale
   const int e = static_cast<int>(blockIdx.y);
   const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
-  const int r1 = a.offsets ? a.offsets[e + 1] : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
+  const int r1 = a.offsets ? a.offsets[e + 1]
+                            : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
   if (r0 >= r1) return;
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   constexpr int kOutStride = kOutCols + 8;  // bf16 staging rows, padded against bank conflicts
@@ -195,14 +224,19 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   }
 }
 
+// n_exp: the experts (offsets set), or 1 for one matrix over row blocks of Fmt::kRowCap rows.
 template <class Fmt, bool kGated>
 Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* what) {
-  static_assert(kRowCap * (kTileN + 8) * 2 <= kSmemBytes<Fmt>, "the output staging fits in the pipeline buffers");
+  static_assert(Fmt::kRowCap * (kTileN + 8) * 2 <= kSmemBytes<Fmt>, "the output staging fits in the pipeline buffers");
+  static_assert(Fmt::kRowCap % 16 == 0 && Fmt::kRowCap <= kMaxRowCap, "passes of whole n8 pairs");
+  const int64_t blocks = a.offsets ? n_exp : (a.dense_rows + Fmt::kRowCap - 1) / Fmt::kRowCap;
+  if (blocks > 65535)
+    return Status::error(std::string(what) + ": " + std::to_string(blocks) + " row blocks exceed 65535");
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   auto* kernel = moe_stream_kernel<Fmt, kGated>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Fmt>);
   if (err != cudaSuccess) return cuda_status(err, what);
-  const dim3 grid(static_cast<unsigned>((a.n_out + kOutCols - 1) / kOutCols), static_cast<unsigned>(n_exp));
+  const dim3 grid(static_cast<unsigned>((a.n_out + kOutCols - 1) / kOutCols), static_cast<unsigned>(blocks));
   kernel<<<grid, kThreads, kSmemBytes<Fmt>, s>>>(a);
   return cuda_status(cudaGetLastError(), what);
 }
@@ -298,7 +332,7 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
   if (rows == 0) return Status::ok();
   const StreamArgs a{static_cast<const uint8_t*>(x), nullptr, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
                      rows, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, (rows + kRowCap - 1) / kRowCap, s, "stream_linear_cuda");
+  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda");
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma.cuh"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mma.cuh"
 
 namespace dg::moe_stream {
 
@@ -19,7 +19,7 @@ using cuda::bf16;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileN = 32 * kWarps;  // weight rows per CTA: each warp owns two m16 tiles, rows 16w and 16w + kTileN/2
-constexpr int kRowCap = 64;          // routed rows per pass over the weights
+constexpr int kMaxRowCap = 64;       // the largest Fmt::kRowCap (routed rows per pass over the weights)
 
 // Byte offset of 16-byte chunk c of row r in a tile of kRowBytes-byte rows: chunks XOR-swizzled by r % 8, so the 8
 // row addresses of an ldmatrix fall in distinct banks.
@@ -40,7 +40,7 @@ struct TileRows {
   }
 };
 
-// The weight stack [n_exp * w_rows, K] as planes (src/quant/layout.h): row w of plane i starts at
+// The weight stack [n_exp * w_rows, K] as planes (src/core/packed_layout.h): row w of plane i starts at
 // p[i] + w * row_bytes[i]; a matrix plane (nvfp4's global scales) holds 4 bytes per expert. limit[i]: bytes that
 // may be read from p[i] (the plane's padding included). bf16 weights are plane 0 with row_bytes 2 K.
 struct Planes {
@@ -85,7 +85,9 @@ __device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
 // bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
 struct WeightBf16 {
   static constexpr bool kAct8 = false;
-  static constexpr int kTileK = 64, kStages = 4;
+  static constexpr int kTileK = 64, kStages = 4, kRowCap = 64;
+  static constexpr int kLoadK = 16, kFrags = 1;  // one load_a: one k16 fragment
+  static constexpr bool kPrefetch = false;
   static constexpr int kStageBytes = kTileN * kTileK * 2;
   static constexpr int kKAlign = 8;
   __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
@@ -100,18 +102,21 @@ struct WeightBf16 {
       cuda::cp_async16(dst + swizzle<kTileK * 2>(r, c), ok ? wp + (s.e_row0 + wr) * s.K + k : wp, ok, policy);
     }
   }
-  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
-    cuda::ldmatrix_x4(a, src + swizzle<kTileK * 2>(row0 + (lane & 15), kk / 8 + (lane >> 4)));
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[1][4]) {
+    cuda::ldmatrix_x4(a[0], src + swizzle<kTileK * 2>(row0 + (lane & 15), kk / 8 + (lane >> 4)));
   }
   __device__ static float row_scale(const Planes&, int64_t, int64_t) { return 1.0f; }
 };
 
 // The packed formats share a stage layout: code chunks of 16 bytes stored [chunk][row] (a quad of lanes reads one
-// row's chunk, eight rows per warp access: conflict-free), then kScaleWords 4-byte scale words per row.
+// row's chunk, eight rows per warp access: conflict-free), then kScaleWords 4-byte scale words per row. Their
+// passes take 32 routed rows (an expert averages 16 at canvas 256): the activation stage halves, so three CTAs fit
+// on an SM, and the conversion chains get 12 warps to hide behind.
 template <int kTileK_, int kElemsPerChunk, int kScaleWords_>
 struct PackedStage {
   static constexpr bool kAct8 = false;
-  static constexpr int kTileK = kTileK_;
+  static constexpr int kTileK = kTileK_, kRowCap = 32;
+  static constexpr bool kPrefetch = true;
   static constexpr int kChunks = kTileK / kElemsPerChunk;
   static constexpr int kScaleWords = kScaleWords_;
   static constexpr int kCodeBytes = kChunks * kTileN * 16;
@@ -150,8 +155,9 @@ struct PackedStage {
 // the group's bf16 scale (low half) and bf16 min. w = bf16(scale * q + min), one rounding (hfma2 of exact
 // operands) of the value decode_rows produces in f32.
 struct WeightQ4 : PackedStage<128, 32, 4> {
-  static constexpr int kStages = 4;
+  static constexpr int kStages = 2;  // 11.4 ms of expert products per step at the full shape; 3: 12.0, 4: 12.9
   static constexpr int kKAlign = 32;
+  static constexpr int kLoadK = 32, kFrags = 2;  // one load_a: a whole group, both k16 fragments
   __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
     const Planes& w = *s.w;
     load(dst, s, policy, [&](int64_t row, int word, bool& ok) {
@@ -166,17 +172,19 @@ struct WeightQ4 : PackedStage<128, 32, 4> {
     const __nv_bfloat162 q = __hsub2(as_bf162(v), bf162_bits(0x4300));
     return as_u32(__hfma2(q, scale, min));
   }
-  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+  // kk: the group's first element within the stage; a[0] its k16 half 0, a[1] half 1.
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[2][4]) {
     const int g = lane >> 2, t = lane & 3, chunk = kk / 32;
-    const bool upper = (kk / 16) & 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + g + 8 * h;
       const uint4 c = lds128(code_addr(src, chunk, r));
       const uint32_t sm = lds32(scale_addr(src, r, chunk));
       const __nv_bfloat162 scale = as_bf162(__byte_perm(sm, 0, 0x1010)), min = as_bf162(__byte_perm(sm, 0, 0x3232));
-      a[h] = dequant(upper ? c.z : c.x, t, scale, min);
-      a[2 + h] = dequant(upper ? c.w : c.y, t, scale, min);
+      a[0][h] = dequant(c.x, t, scale, min);
+      a[0][2 + h] = dequant(c.y, t, scale, min);
+      a[1][h] = dequant(c.z, t, scale, min);
+      a[1][2 + h] = dequant(c.w, t, scale, min);
     }
   }
   __device__ static float row_scale(const Planes&, int64_t, int64_t) { return 1.0f; }
@@ -188,6 +196,7 @@ template <bool kFp8>
 struct WeightByteRow : PackedStage<128, 16, 0> {
   static constexpr int kStages = 3;
   static constexpr int kKAlign = 16;
+  static constexpr int kLoadK = 16, kFrags = 1;
   __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
     load(dst, s, policy, [](int64_t, int, bool&) { return static_cast<const uint8_t*>(nullptr); });
   }
@@ -201,14 +210,14 @@ struct WeightByteRow : PackedStage<128, 16, 0> {
       return as_u32(__floats2bfloat162_rn(lo, hi));  // exact: |q| <= 127
     }
   }
-  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[1][4]) {
     const int g = lane >> 2, t = lane & 3, chunk = kk / 16;
     const uint32_t sel = 2 * static_cast<uint32_t>(t & 1);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint4 c = lds128(code_addr(src, chunk, row0 + g + 8 * h));
-      a[h] = dequant((t & 2) ? c.y : c.x, sel);      // bytes 2t, 2t + 1
-      a[2 + h] = dequant((t & 2) ? c.w : c.z, sel);  // bytes 2t + 8, 2t + 9
+      a[0][h] = dequant((t & 2) ? c.y : c.x, sel);      // bytes 2t, 2t + 1
+      a[0][2 + h] = dequant((t & 2) ? c.w : c.z, sel);  // bytes 2t + 8, 2t + 9
     }
   }
   __device__ static float row_scale(const Planes& w, int64_t, int64_t row) {
@@ -226,7 +235,9 @@ using WeightQ8 = WeightByteRow<false>;
 template <int kStages_>
 struct WeightFp8Act8 {
   static constexpr bool kAct8 = true;
-  static constexpr int kTileK = 128, kStages = kStages_;
+  static constexpr int kTileK = 128, kStages = kStages_, kRowCap = 64;
+  static constexpr int kLoadK = 32, kFrags = 1;  // one load_a: one k32 fragment
+  static constexpr bool kPrefetch = false;
   static constexpr int kStageBytes = kTileN * kTileK;
   static constexpr int kKAlign = 16;
   __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
@@ -242,8 +253,8 @@ struct WeightFp8Act8 {
     }
   }
   // kk: the k32 step's first code (byte) within the stage.
-  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[4]) {
-    cuda::ldmatrix_x4(a, src + swizzle<kTileK>(row0 + (lane & 15), kk / 16 + (lane >> 4)));
+  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[1][4]) {
+    cuda::ldmatrix_x4(a[0], src + swizzle<kTileK>(row0 + (lane & 15), kk / 16 + (lane >> 4)));
   }
   __device__ static float row_scale(const Planes& w, int64_t, int64_t row) {
     return *reinterpret_cast<const float*>(w.p[1] + row * 4);
@@ -254,8 +265,9 @@ struct WeightFp8Act8 {
 // w = e2m1 * e4m3 is exact in bf16. A row's kTileK / 16 scale bytes start at any byte: the stage copies the four
 // aligned words around them and the fragment picks its byte by the row's misalignment.
 struct WeightNvFp4 : PackedStage<128, 32, 4> {
-  static constexpr int kStages = 4;
+  static constexpr int kStages = 3;
   static constexpr int kKAlign = 32;
+  static constexpr int kLoadK = 32, kFrags = 2;  // one load_a: a 32-element chunk, both k16 fragments
   __device__ static int64_t scale_byte(const StageSrc& s, int64_t row) {
     return row * s.w->row_bytes[1] + s.k0 / 16;
   }
@@ -275,20 +287,22 @@ struct WeightNvFp4 : PackedStage<128, 32, 4> {
     const uint32_t v = ((b * 0x00040040u) & 0x01C001C0u) | ((b * 0x01001000u) & 0x80008000u);
     return as_u32(__hmul2(__hmul2(as_bf162(v), bf162_bits(0x7E80)), scale));  // 2^126
   }
-  __device__ static void load_a(uint32_t src, const StageSrc& s, int row0, int kk, int lane, uint32_t (&a)[4]) {
+  __device__ static void load_a(uint32_t src, const StageSrc& s, int row0, int kk, int lane, uint32_t (&a)[2][4]) {
     const int g = lane >> 2, t = lane & 3, chunk = kk / 32;
-    const bool upper = (kk / 16) & 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + g + 8 * h;
       int64_t wr;
       s.rows.row(r, wr);
-      const int at = static_cast<int>(scale_byte(s, s.e_row0 + wr) & 3) + kk / 16;
-      const uint32_t sb = (lds32(scale_addr(src, r, at >> 2)) >> (8 * (at & 3))) & 0xFFu;
-      const __nv_bfloat162 scale = e4m3x2_hi_to_bf162((sb << 8) | (sb << 24));
       const uint4 c = lds128(code_addr(src, chunk, r));
-      a[h] = dequant(upper ? c.z : c.x, t, scale);
-      a[2 + h] = dequant(upper ? c.w : c.y, t, scale);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int at = static_cast<int>(scale_byte(s, s.e_row0 + wr) & 3) + kk / 16 + half;
+        const uint32_t sb = (lds32(scale_addr(src, r, at >> 2)) >> (8 * (at & 3))) & 0xFFu;
+        const __nv_bfloat162 scale = e4m3x2_hi_to_bf162((sb << 8) | (sb << 24));
+        a[half][h] = dequant(half ? c.z : c.x, t, scale);
+        a[half][2 + h] = dequant(half ? c.w : c.y, t, scale);
+      }
     }
   }
   __device__ static float row_scale(const Planes& w, int64_t e, int64_t) {

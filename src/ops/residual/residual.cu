@@ -1,8 +1,11 @@
-// One block per row; the row lives in shared memory as f32 between the passes. The per-thread sums of squares
-// walk i = tid, tid + 256, ... and reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+// One block per row. Rows of a multiple of 8 elements up to kVecMaxDim (16-byte aligned) move as 16-byte vectors
+// held in registers; other rows live in shared memory as f32 between the passes, the per-thread sums of squares
+// walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/residual/residual.h"
+
+#include <initializer_list>
 
 namespace dg {
 namespace {
@@ -35,6 +38,144 @@ struct NormOuts {
   const bf16* w[3];
   bf16* y[3];
 };
+
+// The vectorised kernels: a block per row, each thread holds up to kVecPerThread 8-element vectors of the row in
+// registers (rows up to 256 * 8 * kVecPerThread elements), every load of a pass issued before its first use.
+constexpr int kVecPerThread = 2;
+constexpr int64_t kVecMaxDim = int64_t{kThreads} * 8 * kVecPerThread;
+
+// Eight bf16 at p (16-byte aligned) as f32.
+__device__ __forceinline__ void load8(const bf16* p, float* f) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 t = __bfloat1622float2(h[j]);
+    f[2 * j] = t.x;
+    f[2 * j + 1] = t.y;
+  }
+}
+__device__ __forceinline__ void store8(bf16* p, const float* f) {
+  uint4 v;
+  auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+// Element offset of this thread's vector q in the row, or -1 past its end.
+__device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
+  const int64_t i = 8 * (threadIdx.x + static_cast<int64_t>(q) * kThreads);
+  return i < dim ? i : -1;
+}
+
+__global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
+                                          int n_out, int64_t dim, float eps) {
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  constexpr int kV = kVecPerThread;
+  float x[kV][8], f[kV][8], g[kV][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) load8(attn + base + i, f[q]);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += f[q][j] * f[q][j];
+  const float inv_a = inv_rms(block_sum(ss, sh), dim, eps);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(w_post + i, g[q]);
+      load8(h + base + i, x[q]);
+    }
+  ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        x[q][j] = rbf(x[q][j] + rbf(f[q][j] * inv_a * g[q][j]));
+        ss += x[q][j] * x[q][j];
+      }
+      store8(h1 + base + i, x[q]);
+    }
+  const float inv_h = inv_rms(block_sum(ss, sh), dim, eps);
+  for (int k = 0; k < n_out; ++k) {
+#pragma unroll
+    for (int q = 0; q < kV; ++q)
+      if (const int64_t i = vec_at(q, dim); i >= 0) {
+        if (o.w[k] != nullptr) {
+          load8(o.w[k] + i, g[q]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) g[q][j] = 1.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * g[q][j];
+        store8(o.y[k] + base + i, f[q]);
+      }
+  }
+}
+
+__global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
+                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+  __shared__ float sh[kThreads / 32 + 1];
+  const int64_t base = blockIdx.x * dim;
+  constexpr int kV = kVecPerThread;
+  float a[kV][8], b[kV][8], wa[kV][8], wb[kV][8];
+  float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(m1 + base + i, a[q]);
+      load8(m2 + base + i, b[q]);
+      load8(w1 + i, wa[q]);
+      load8(w2 + i, wb[q]);
+    }
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s1 += a[q][j] * a[q][j];
+        s2 += b[q][j] * b[q][j];
+      }
+  const float inv1 = inv_rms(block_sum(s1, sh), dim, eps), inv2 = inv_rms(block_sum(s2, sh), dim, eps);
+  float ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        a[q][j] = rbf(rbf(a[q][j] * inv1 * wa[q][j]) + rbf(b[q][j] * inv2 * wb[q][j]));  // f
+        ss += a[q][j] * a[q][j];
+      }
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(w + i, wa[q]);
+      load8(h1 + base + i, b[q]);
+    }
+  const float inv = inv_rms(block_sum(ss, sh), dim, eps);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[q][j] = rbf(b[q][j] + rbf(a[q][j] * inv * wa[q][j])) * scalar;
+      store8(out + base + i, b[q]);
+    }
+}
+
+// Whether every pointer is 16-byte aligned and rows are whole 16-byte vectors.
+bool vec_ok(int64_t dim, std::initializer_list<const void*> ptrs) {
+  if (dim % 8 != 0 || dim > kVecMaxDim) return false;
+  for (const void* p : ptrs)
+    if (p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
+  return true;
+}
 
 __global__ void residual_norms_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
                                       int n_out, int64_t dim, float eps) {
@@ -116,6 +257,12 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     o.w[j] = static_cast<const bf16*>(w_out[j]);
     o.y[j] = static_cast<bf16*>(out[j]);
   }
+  if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2]})) {
+    residual_norms_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+        static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
+        static_cast<bf16*>(h1), o, n_out, dim, eps);
+    return cuda_status(cudaGetLastError(), "residual_norms_cuda");
+  }
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
       !st.is_ok())
     return st;
@@ -128,6 +275,13 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
+  if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out})) {
+    ffn_tail_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+        static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
+        static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
+        static_cast<bf16*>(out), dim, eps);
+    return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
+  }
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
     return st;
   ffn_tail_kernel<<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s>>>(

@@ -17,8 +17,10 @@
 
 namespace dg {
 
-// bf16 rows [rows, dim] (weights bf16 [dim]); one block per row, with the sums of squares in the order rmsnorm_cuda
-// uses, so the result equals the unfused kernels' bit for bit. n_out <= 3 normed copies of h1.
+// bf16 rows [rows, dim] (weights bf16 [dim]), one block per row. Rows of a multiple of 8 elements up to 4,096
+// (16-byte aligned) move as 16-byte vectors held in registers, their sums of squares in another f32 order than
+// rmsnorm_cuda's; other rows keep rmsnorm_cuda's order, so they equal the unfused kernels bit for bit. n_out <= 3
+// normed copies of h1.
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,

@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {

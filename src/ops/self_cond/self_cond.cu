@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
 #include "ops/self_cond/self_cond.h"
 
 namespace dg {

@@ -1,4 +1,4 @@
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace dg {
 

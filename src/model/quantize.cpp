@@ -1,4 +1,4 @@
-#include "quant/quantize.h"
+#include "model/quantize.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,10 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/packed_layout.h"
+#include "core/parallel.h"
 #include "model/checkpoint.h"
-#include "quant/layout.h"
 #include "quant/pack_reader.h"
 #include "quant/pack_writer.h"
 
@@ -36,6 +38,20 @@ void sync_path(const fs::path& p, bool dir) {
   if (fd < 0) return;  // best effort: the data itself was flushed before
   ::fsync(fd);
   ::close(fd);
+}
+
+// Every tensor's checksum, read back from the written blob (what a reader will see), pages released as they go.
+void checksum_blob(const fs::path& blob, PackManifest& m) {
+  const MappedFile map(blob.string());
+  DG_CHECK(map.size() == m.blob_bytes, "'{}' has {} bytes after writing, expected {}", blob.string(), map.size(),
+           m.blob_bytes);
+  parallel_for(static_cast<int64_t>(m.tensors.size()), 1, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      PackEntry& e = m.tensors[static_cast<size_t>(i)];
+      e.xxh3 = pack_checksum(map.data() + e.offset, static_cast<size_t>(e.bytes));
+      map.release(map.data() + e.offset, static_cast<size_t>(e.bytes));
+    }
+  });
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -132,6 +148,7 @@ PackManifest quantize_model(const QuantizeOptions& o, const QuantizeProgress& pr
         if (progress) progress(done, total);
       });
     blob.finish();
+    checksum_blob(tmp / kPackBlobFile, m);
     for (const std::string& s : m.sidecars) fs::copy_file(model / s, tmp / s, fs::copy_options::overwrite_existing);
     for (const std::string& s : m.sidecars) sync_path(tmp / s, false);
     write_file(tmp / kPackManifestFile, manifest_to_json(m));  // last: a directory without it is not a pack

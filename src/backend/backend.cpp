@@ -1,0 +1,60 @@
+// The Backend's default ops: the fused forms as the compositions of the unfused ops (what the CPU reference runs,
+// and what a backend without a fused kernel falls back to), and the refusals of optional features.
+#include "backend/backend.h"
+
+#include "backend/synthetic_fill.h"
+#include "core/error.h"
+
+namespace dg {
+
+void Backend::check_weight(const Tensor&, WeightUse, const std::string&) const {}
+
+void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  DG_CHECK(w.size() == out.size(), "linears: {} weights for {} outputs", w.size(), out.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] != nullptr) linear(x, *w[i], *out[i]);
+}
+
+void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+  Tensor u = alloc(out.shape);
+  linear(x, gate, out);
+  linear(x, up, u);
+  gelu_mul(out, u, out);  // elementwise: in place
+}
+
+void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());
+  rmsnorm(attn, &w_post, attn);
+  add(h, attn, h1);
+  for (size_t i = 0; i < w.size(); ++i) rmsnorm(h1, w[i], *out[i]);
+}
+
+void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
+                       float s, Tensor& out) {
+  rmsnorm(m1, &w1, m1);
+  rmsnorm(m2, &w2, m2);
+  Tensor f = alloc(m1.shape);
+  add(m1, m2, f);
+  rmsnorm(f, &w, f);
+  add(h1, f, out);
+  scale(out, s);
+}
+
+void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                           const std::vector<float>& inv_freq) {
+  rmsnorm(x, w, out);
+  rope(out, pos0, inv_freq);
+}
+
+void Backend::fail_no_graphs() const {
+  fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
+}
+
+SyntheticFill& synthetic_fill(Backend& be) {
+  auto* f = dynamic_cast<SyntheticFill*>(&be);
+  DG_CHECK(f != nullptr, "the {} backend cannot generate synthetic weights", be.name());
+  return *f;
+}
+
+}  // namespace dg

@@ -1,0 +1,81 @@
+// The CUDA backend's kernel choices, typed (benchmarks and tests compare them; the defaults are the measured
+// winners, docs/CUDA.md), with the names the command line spells them by. Plain C++: CPU builds parse the options
+// too, and the registry (src/backend/registry.h) carries them to the backend.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/error.h"
+
+namespace dg {
+
+// flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
+// cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
+enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
+// auto: cublas for calls of at least moe_auto_rows tokens outside graph captures (large batches, prefill chunks),
+// stream otherwise | stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas:
+// cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
+enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma };
+// device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
+// decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
+enum class DecideMode : uint8_t { kDevice, kHost };
+
+struct CudaKernels {
+  AttentionKernel attention = AttentionKernel::kFlash;
+  MoeKernel moe = MoeKernel::kAuto;
+  int64_t moe_auto_rows = 2048;
+  DecideMode decide = DecideMode::kDevice;
+  // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
+  int attention_cols = 256;
+  // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
+  // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
+  int moe_a8_stages = 3;
+  // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
+  // composed ops (A/B)
+  bool fused_norms = true;
+};
+
+inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
+    {{"flash", AttentionKernel::kFlash}, {"gemm", AttentionKernel::kGemm}, {"warp", AttentionKernel::kWarp}}};
+inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 4> kMoeKernelNames{
+    {{"auto", MoeKernel::kAuto}, {"stream", MoeKernel::kStream}, {"cublas", MoeKernel::kCublas},
+     {"wmma", MoeKernel::kWmma}}};
+inline constexpr std::array<std::pair<std::string_view, DecideMode>, 2> kDecideModeNames{
+    {{"device", DecideMode::kDevice}, {"host", DecideMode::kHost}}};
+
+// The name of a choice in one of the tables above.
+template <class E, size_t N>
+std::string_view kernel_name(const std::array<std::pair<std::string_view, E>, N>& names, E e) {
+  for (const auto& [n, v] : names)
+    if (v == e) return n;
+  return "?";
+}
+inline std::string_view kernel_name(AttentionKernel k) { return kernel_name(kAttentionKernelNames, k); }
+inline std::string_view kernel_name(MoeKernel k) { return kernel_name(kMoeKernelNames, k); }
+inline std::string_view kernel_name(DecideMode k) { return kernel_name(kDecideModeNames, k); }
+
+// The choice named `name` in a table; throws dg::Error naming `what` and the names it knows.
+template <class E, size_t N>
+E kernel_from_name(const std::array<std::pair<std::string_view, E>, N>& names, std::string_view name,
+                   std::string_view what) {
+  std::string known;
+  for (const auto& [n, v] : names) {
+    if (n == name) return v;
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  }
+  fail("unknown {} '{}': expected {}", what, name, known);
+}
+
+// Throws dg::Error naming the option whose number is out of range.
+inline void check_kernels(const CudaKernels& k) {
+  DG_CHECK(k.attention_cols == 128 || k.attention_cols == 256, "--attention-cols must be 128 or 256, not {}",
+           k.attention_cols);
+  DG_CHECK(k.moe_a8_stages == 3 || k.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}", k.moe_a8_stages);
+  DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
+}
+
+}  // namespace dg

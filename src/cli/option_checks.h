@@ -1,0 +1,27 @@
+// Value checks for command-line options, run when the line is parsed (before any model loads): a value that means
+// nothing (a zero step count, a negative threshold, an infinite temperature, a negative seed) is a usage error
+// naming the option, never a silent default. An option that is not given is "unset" (std::optional): the model's
+// or the profile's default applies; every given value is checked.
+#pragma once
+
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+namespace dg::cli {
+
+CLI::Validator positive_int();            // an integer >= 1
+CLI::Validator non_negative_int();        // an integer >= 0 (a uint64 seed too: "-1" does not wrap around)
+CLI::Validator positive_finite();         // a finite number > 0
+CLI::Validator non_negative_finite();     // a finite number >= 0
+CLI::Validator unit_interval();           // a finite number in [0, 1]
+CLI::Validator positive_int_list();       // comma-separated integers >= 1 ("512,4096"), at least one
+// A switch (add_flag): bare, or given a boolean (--graphs=false, --no-graphs=on); a count such as --no-graphs=2
+// means nothing for a switch.
+CLI::Validator switch_value();
+
+// --threads: unset -> 0 (the CPUs this process may use); a count above them is clamped to them with a warning on
+// stderr (threads beyond the usable CPUs only switch between each other; tens of thousands exhaust the host).
+int threads_for(const std::optional<int>& requested);
+
+}  // namespace dg::cli

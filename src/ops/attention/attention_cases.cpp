@@ -1,0 +1,57 @@
+// Cases of attention (src/ops/attention/attention.h) and the cache writes that feed it: heads, kv_heads, head_dim;
+// `rows` queries at positions to.. (the fresh keys' positions); cached positions [from, to) in a cache of `cap`
+// slots (ring: slot p % cap), written by kv_write from position 0 in chunks, so a ring wraps before it is read;
+// causal with `window` (> 0: keys after pos - window) or bidirectional (the canvas).
+#include "ops/op_cases.h"
+
+namespace dg {
+namespace {
+
+// Measured with the inputs representable in bf16 and f16 and the twin in f32, as this harness runs it.
+constexpr Bound kCudaFlash{
+    .abs = 2e-2,
+    .min_cosine = 0.99995,
+    .basis = "the output rounded to bf16 (2^-9 relative) and the probabilities to f16 inside P V: a few bf16 ulps "
+             "of |out| <= 1; scores and the softmax stay f32 on both sides",
+    .measured = "AttentionFlashCuda (H200, 2026-11-30): worst max_abs 2.1e-3, cosine >= 0.9999987 over canvas "
+                "attention on linear and ring caches, causal prefill with a window, chunked prefill over a ring and "
+                "the real head shapes, with and without split keys"};
+// Head dims the flash kernel does not cover run the gemm kernel (gathered keys, cuBLAS, bf16 probabilities).
+constexpr Bound kCudaGemm{
+    .abs = 2e-2,
+    .min_cosine = 0.9999,
+    .basis = "probabilities rounded to bf16 before P V (2^-9 relative each) and the output to bf16: a few bf16 ulps "
+             "of |out| <= 1"};
+
+OpCase attn(std::string name, CaseParams p, bool real = false) {
+  const bool flash = p.n("head_dim") >= 16;  // powers of two 16..512 (attention_flash_supports)
+  return {"attention", "attention", std::move(name), std::move(p), DType::kBF16, real, true,
+          {{"cuda", "", flash ? kCudaFlash : kCudaGemm}}};
+}
+
+CaseParams shape(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t rows, int64_t cap, int64_t from,
+                 int64_t to, bool ring, bool causal, int64_t window) {
+  return {{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"rows", rows}, {"cap", cap},
+          {"from", from}, {"to", to}, {"ring", ring ? 1 : 0}, {"causal", causal ? 1 : 0}, {"window", window}};
+}
+
+}  // namespace
+
+std::vector<OpCase> attention_cases() {
+  return {
+      attn("one query over 7 keys", shape(2, 1, 16, 1, 7, 0, 7, false, false, 0)),
+      attn("canvas tiny", shape(4, 2, 16, 20, 64, 0, 37, false, false, 0)),
+      attn("tiny_a canvas, ring of W-1", shape(4, 2, 16, 16, 7, 13, 20, true, false, 0)),
+      attn("tiny_a full prefill", shape(4, 1, 32, 20, 1, 0, 0, false, true, 0)),
+      attn("tiny_b canvas, head dim 8 (gemm)", shape(4, 2, 8, 8, 5, 7, 12, true, false, 0)),
+      attn("canvas ring d64", shape(4, 2, 64, 70, 32, 90, 121, true, false, 0)),
+      attn("prefill window d32", shape(4, 2, 32, 150, 1, 0, 0, false, true, 40)),
+      attn("111 rows, window 7", shape(2, 2, 32, 111, 1, 0, 0, false, true, 7)),
+      attn("chunked prefill ring d128", shape(8, 2, 128, 100, 48, 53, 100, true, true, 48)),
+      attn("26B-A4B canvas, sliding", shape(16, 8, 256, 256, 1023, 1000, 2023, true, false, 0), true),
+      attn("26B-A4B canvas, full", shape(16, 2, 512, 256, 1400, 0, 1100, false, false, 0), true),
+      attn("26B-A4B prefill, full", shape(16, 2, 512, 300, 1, 0, 0, false, true, 0), true),
+  };
+}
+
+}  // namespace dg

@@ -1,0 +1,84 @@
+// Cases of the products (src/ops/linear/linear.h and the Backend's fused forms): linear (rows, in, out; weights in
+// any format), linears (rows, in, out0..out2: outputs of the weights that share the input, 0 for a skipped one;
+// the q/k/v projections), gated_linear (rows, in, ff: gelu(x gate^T) * (x up^T)). The fused forms' twin is the
+// composition of the unfused CPU ops.
+#include "ops/op_cases.h"
+
+namespace dg {
+namespace {
+
+constexpr const char* kGemmBasis =
+    "a GEMM with f32 accumulation against the twin's f32 dot products: each side rounds its result to bf16 once "
+    "(2^-8 relative between them), and the accumulation orders differ by at most 2^-14 of the sum of |products|";
+
+// The streaming kernel's dense form on packed weights, measured against f64; the twin's own bf16 rounding adds
+// 2^-9 |want| (rel 2^-7 covers both).
+constexpr const char* kPackedMeasured =
+    "MoeStreamQuantCuda.DenseLinear (H200, 2026-11-30, tree ff948ab): every element within 2^-8 |exact| + 2^-14 S "
+    "(+ 2^-9 S for q4) of f64 sums, cosine >= 0.99999, at 130 x 64 -> 200 (q4, fp8, nvfp4, q8) and the q8 "
+    "self-conditioning MLP 256 x 2816 -> 2112 and 256 x 2112 -> 2816";
+
+constexpr Bound kCudaDense{.rel = 0x1p-7, .rel_sum = 0x1p-14, .min_cosine = 0.99999, .basis = kGemmBasis};
+constexpr Bound kCudaPacked{.rel = 0x1p-7, .rel_sum = 0x1p-14, .min_cosine = 0.99999, .basis = kGemmBasis,
+                            .measured = kPackedMeasured};
+constexpr Bound kCudaPackedQ4{
+    .rel = 0x1p-7, .rel_sum = 0x1p-14 + 0x1p-9, .min_cosine = 0.99999,
+    .basis = "the GEMM bound plus q4's decoded weight rounded once to bf16 (2^-9 relative per weight)",
+    .measured = kPackedMeasured};
+constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
+constexpr Bound kCudaGated{
+    .of_peak = 0x1p-6, .min_cosine = 0.9999,
+    .basis = "the gate and up products within the GEMM bound, then gelu and the product each rounded to bf16: an "
+             "f32 order difference flips a rounding by one ulp at most, a few bf16 ulps of the largest output"};
+
+OpCase linear(std::string name, CaseParams p, DType w, const Bound& cuda, bool real = false) {
+  return {"linear", "linear", std::move(name), std::move(p), w, real, false, {{"cuda", "", cuda}}};
+}
+
+OpCase packed(int64_t rows, int64_t in, int64_t out, DType w, bool real = false) {
+  const Bound& cuda = w == DType::kQ6 ? kCudaNoQ6 : w == DType::kQ4 ? kCudaPackedQ4 : kCudaPacked;
+  return linear(std::string(dtype_name(w)) + " " + std::to_string(rows) + " x " + std::to_string(in) + " -> " +
+                    std::to_string(out),
+                {{"rows", rows}, {"in", in}, {"out", out}}, w, cuda, real);
+}
+
+OpCase linears(std::string name, CaseParams p, bool real = false) {
+  return {"linear", "linears", std::move(name), std::move(p), DType::kBF16, real, false, {{"cuda", "", kCudaDense}}};
+}
+
+OpCase gated(std::string name, CaseParams p, DType w = DType::kBF16, bool real = false) {
+  return {"linear", "gated_linear", std::move(name), std::move(p), w, real, false, {{"cuda", "", kCudaGated}}};
+}
+
+}  // namespace
+
+std::vector<OpCase> linear_cases() {
+  return {
+      linear("1 x 7 -> 5", {{"rows", 1}, {"in", 7}, {"out", 5}}, DType::kBF16, kCudaDense),
+      linear("7 x 111 -> 989", {{"rows", 7}, {"in", 111}, {"out", 989}}, DType::kBF16, kCudaDense),
+      linear("tiny_a q_proj", {{"rows", 20}, {"in", 64}, {"out", 64}}, DType::kBF16, kCudaDense),
+      linear("26B-A4B sliding q_proj", {{"rows", 256}, {"in", 2816}, {"out", 4096}}, DType::kBF16, kCudaDense, true),
+      linear("26B-A4B full o_proj", {{"rows", 256}, {"in", 8192}, {"out", 2816}}, DType::kBF16, kCudaDense, true),
+      linear("26B-A4B dense down", {{"rows", 256}, {"in", 2112}, {"out", 2816}}, DType::kBF16, kCudaDense, true),
+      packed(130, 64, 200, DType::kQ4),
+      packed(130, 64, 200, DType::kQ6),
+      packed(130, 64, 200, DType::kQ8),
+      packed(130, 64, 200, DType::kFp8),
+      packed(130, 64, 200, DType::kNvFp4),
+      packed(256, 2816, 2112, DType::kQ8, true),  // the self-conditioning MLP of a pack
+      packed(256, 2112, 2816, DType::kQ8, true),
+      linears("q, k, v", {{"rows", 77}, {"in", 256}, {"out0", 512}, {"out1", 128}, {"out2", 128}}),
+      linears("k and v only (the encoder's last layer)", {{"rows", 77}, {"in", 256}, {"out0", 0}, {"out1", 128},
+                                                          {"out2", 128}}),
+      linears("q and k (a full layer: V is the raw K)", {{"rows", 7}, {"in", 111}, {"out0", 13}, {"out1", 5},
+                                                         {"out2", 0}}),
+      linears("26B-A4B sliding q, k, v", {{"rows", 256}, {"in", 2816}, {"out0", 4096}, {"out1", 2048},
+                                          {"out2", 2048}}, true),
+      gated("77 x 256 -> 384", {{"rows", 77}, {"in", 256}, {"ff", 384}}),
+      gated("odd 7 x 111 -> 13", {{"rows", 7}, {"in", 111}, {"ff", 13}}),
+      gated("26B-A4B dense MLP", {{"rows", 256}, {"in", 2816}, {"ff", 2112}}, DType::kBF16, true),
+      gated("q8 self-conditioning MLP", {{"rows", 64}, {"in", 128}, {"ff", 96}}, DType::kQ8),
+  };
+}
+
+}  // namespace dg

@@ -1,0 +1,34 @@
+// Cases of lm_head (src/ops/logits/logits.h): y [rows, hidden] against the tied table [vocab, hidden], then the
+// softcap (0: none).
+#include "ops/op_cases.h"
+
+namespace dg {
+namespace {
+
+constexpr Bound kCudaLogits{
+    .rel = 0x1p-7,
+    .rel_sum = 0x1p-14,
+    .min_cosine = 0.99999,
+    .basis = "the product as a bf16 GEMM with f32 accumulation (cuBLAS) against the twin's f32 dot products, each "
+             "rounded to bf16 before the softcap: one bf16 rounding per side (2^-8 relative each) plus the "
+             "accumulation order (2^-14 of the sum of |products|, the streaming kernel's measured bound); the "
+             "softcap's slope is at most 1"};
+
+OpCase logits(std::string name, int64_t rows, int64_t hidden, int64_t vocab, double softcap, bool real = false) {
+  return {"logits", "lm_head", std::move(name),
+          {{"rows", rows}, {"hidden", hidden}, {"vocab", vocab}, {"softcap", softcap}},
+          DType::kBF16, real, false, {{"cuda", "", kCudaLogits}}};
+}
+
+}  // namespace
+
+std::vector<OpCase> logits_cases() {
+  return {logits("odd 7 x 111 -> 989", 7, 111, 989, 30.0),
+          logits("odd, no softcap", 7, 111, 989, 0.0),
+          logits("tiny_a canvas", 16, 64, 512, 30.0),
+          logits("tiny_b canvas", 8, 32, 640, 30.0),
+          logits("26B-A4B canvas over 8,192 of the vocabulary", 256, 2816, 8192, 30.0, true),
+          logits("26B-A4B full vocabulary, 8 rows", 8, 2816, 262144, 30.0, true)};
+}
+
+}  // namespace dg

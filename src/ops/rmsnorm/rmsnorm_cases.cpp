@@ -1,0 +1,68 @@
+// Cases of rmsnorm and rmsnorm_rope (src/ops/rmsnorm/rmsnorm.h). rmsnorm: rows, dim, weighted (0: no scale), and
+// heads (> 0: x is [rows, heads, dim], the per-head norms of q and k). rmsnorm_rope: rows, heads, dim, rotated (the
+// pairs with a nonzero frequency: full layers rotate 64 of their 256), pos0.
+#include "ops/op_cases.h"
+
+namespace dg {
+namespace {
+
+constexpr const char* kNormBasis =
+    "a different f32 order of the sums of squares flips a bf16 rounding of a stored value by one ulp at most; a flip "
+    "early in a chain moves the outputs by a few ulps of the row's scale";
+
+constexpr Bound kCudaHeadNorm{
+    .of_peak = 0x1p-5,
+    .min_cosine = 0.9999,
+    .basis = kNormBasis,
+    .measured = "FusedNormsCuda (H200, 2026-12-01): per-head rmsnorm max_abs 7.8e-3 and rmsnorm_rope 1.6e-2 at D 256 "
+                "over 4096 head rows (values up to ~8), cosine 1.000000000; odd shapes bit-identical"};
+
+constexpr Bound kCudaRowNorm{
+    .of_peak = 0x1p-5,
+    .min_cosine = 0.9999,
+    .basis = kNormBasis,
+    .measured = "FusedNormsCuda (H200, 2026-12-01): residual_norms at 256 x 2816, whose outputs are rmsnorm_cuda's "
+                "rows (the fused kernel sums the squares in its order), max_abs 7.8e-3, h1 3.9e-3, cosine "
+                "1.000000000; 3 x 7 and 65 x 1000 bit-identical"};
+
+OpCase norm(std::string name, CaseParams p, const Bound& cuda) {
+  return {"rmsnorm", "rmsnorm", std::move(name), std::move(p), DType::kBF16, false, false, {{"cuda", "", cuda}}};
+}
+
+OpCase norm_rope(std::string name, CaseParams p) {
+  return {"rmsnorm", "rmsnorm_rope", std::move(name), std::move(p), DType::kBF16, false, false,
+          {{"cuda", "", kCudaHeadNorm}}};
+}
+
+}  // namespace
+
+std::vector<OpCase> rmsnorm_cases() {
+  return {
+      norm("1 x 7", {{"rows", 1}, {"dim", 7}, {"weighted", 1}}, kCudaRowNorm),
+      norm("7 x 1, no scale", {{"rows", 7}, {"dim", 1}, {"weighted", 0}}, kCudaRowNorm),
+      norm("3 x 111", {{"rows", 3}, {"dim", 111}, {"weighted", 1}}, kCudaRowNorm),
+      norm("5 x 989, no scale", {{"rows", 5}, {"dim", 989}, {"weighted", 0}}, kCudaRowNorm),
+      norm("tiny_a hidden 20 x 64", {{"rows", 20}, {"dim", 64}, {"weighted", 1}}, kCudaRowNorm),
+      norm("26B-A4B hidden 256 x 2816", {{"rows", 256}, {"dim", 2816}, {"weighted", 1}}, kCudaRowNorm),
+      norm("tiny_b k heads 8 x 2 x 8", {{"rows", 8}, {"heads", 2}, {"dim", 8}, {"weighted", 1}}, kCudaHeadNorm),
+      norm("smallest warp head 5 x 3 x 16", {{"rows", 5}, {"heads", 3}, {"dim", 16}, {"weighted", 1}}, kCudaHeadNorm),
+      norm("26B-A4B sliding q 256 x 16 x 256", {{"rows", 256}, {"heads", 16}, {"dim", 256}, {"weighted", 1}},
+           kCudaHeadNorm),
+      norm("26B-A4B full k 256 x 2 x 512", {{"rows", 256}, {"heads", 2}, {"dim", 512}, {"weighted", 1}},
+           kCudaHeadNorm),
+      norm("26B-A4B full v 256 x 2 x 512, no scale", {{"rows", 256}, {"heads", 2}, {"dim", 512}, {"weighted", 0}},
+           kCudaHeadNorm),
+      norm("widest warp row 7 x 1 x 1024", {{"rows", 7}, {"heads", 1}, {"dim", 1024}, {"weighted", 1}},
+           kCudaHeadNorm),
+      norm_rope("26B-A4B sliding q, every pair rotated", {{"rows", 256}, {"heads", 16}, {"dim", 256},
+                                                          {"rotated", 128}, {"pos0", 1024}}),
+      norm_rope("26B-A4B full k, 64 of 256 pairs", {{"rows", 256}, {"heads", 2}, {"dim", 512}, {"rotated", 64},
+                                                   {"pos0", 8191}}),
+      norm_rope("smallest head dim", {{"rows", 5}, {"heads", 3}, {"dim", 16}, {"rotated", 8}, {"pos0", 0}}),
+      norm_rope("widest warp row", {{"rows", 7}, {"heads", 1}, {"dim", 1024}, {"rotated", 512}, {"pos0", 3}}),
+      norm_rope("tiny_a full, 4 of 16 pairs", {{"rows", 20}, {"heads", 1}, {"dim", 32}, {"rotated", 4},
+                                               {"pos0", 21}}),
+  };
+}
+
+}  // namespace dg

@@ -1,0 +1,39 @@
+// Cases of soft_embed (src/ops/self_cond/self_cond.h): tempered logits [rows, vocab] in the activation storage, the
+// table [vocab, hidden], the survivor cutoff (0: exact).
+#include "ops/op_cases.h"
+
+namespace dg {
+namespace {
+
+constexpr Bound kCudaSoftEmbed{
+    .of_peak = 0x1p-6,
+    .min_cosine = 0.9999,
+    .basis = "probabilities rounded to bf16 on both sides from f32 softmaxes summed in different orders (one ulp, "
+             "2^-7 relative at most: SoftProbsCuda measured 0.97 of that bound), a probability on the cutoff "
+             "boundary zeroed on one side only (below cutoff * p_max), then a bf16 GEMM over the vocabulary with f32 "
+             "accumulation and the product rounded to bf16 before and after the embedding scale"};
+
+OpCase soft(std::string name, int64_t rows, int64_t vocab, int64_t hidden, double cutoff, bool real = false) {
+  return {"self_cond", "soft_embed", std::move(name),
+          {{"rows", rows}, {"vocab", vocab}, {"hidden", hidden}, {"cutoff", cutoff}},
+          DType::kBF16, real, false, {{"cuda", "", kCudaSoftEmbed}}};
+}
+
+constexpr double kSurvivors = 4.54e-5;  // e^-10, the seed's survivor cutoff
+
+}  // namespace
+
+std::vector<OpCase> self_cond_cases() {
+  return {soft("odd 7 x 989 -> 111", 7, 989, 111, 0.0),
+          soft("one row, vocab 7", 1, 7, 16, 0.0),
+          soft("tiny_a canvas", 16, 512, 64, 0.0),
+          soft("tiny_a canvas, survivors", 16, 512, 64, kSurvivors),
+          soft("dg-tiny vocabulary", 8, 4096, 128, kSurvivors),
+          // One row cut into many slices (soft_probs_slices), the last one ragged: the per-row merge of the slices.
+          soft("one row, odd vocabulary 100,003 in slices", 1, 100003, 8, 0.0),
+          soft("3 rows, odd vocabulary 50,001 in slices, survivors", 3, 50001, 8, kSurvivors),
+          soft("26B-A4B full vocabulary, 8 rows", 8, 262144, 2816, 0.0, true),
+          soft("26B-A4B full vocabulary, 8 rows, survivors", 8, 262144, 2816, kSurvivors, true)};
+}
+
+}  // namespace dg

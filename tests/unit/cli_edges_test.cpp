@@ -1,0 +1,106 @@
+// Small edges of the CLI through the binary: --version names the commit and the backends; --json --show-ids stays one
+// JSON object; a directory as --prompt-file is an error; ask reports the prompt's and the generation's tokens/s
+// apart; info reports a pack's storage formats; the README's --prompt-ids example is a chat turn in the embedded
+// model's own ids.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "quant/quant_test_util.h"
+#include "support/paths.h"
+#include "support/process.h"
+
+namespace dg::test {
+namespace {
+
+ProcessResult run(const std::string& args) { return run_command(cli_path() + " " + args, true); }
+ProcessResult run_stdout(const std::string& args) { return run_command(cli_path() + " " + args, false); }
+std::string model() { return "-m " + source_path("models/dg-tiny"); }
+
+TEST(CliEdges, VersionNamesTheCommitAndTheBackends) {
+  const std::string git = "git -C '" + source_path("") + "' ";
+  const ProcessResult r = run_stdout("--version");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("diffgemma 0."), std::string::npos) << r.out;
+  if (run_command(git + "rev-parse HEAD", false).code == 0) {
+    // The commit the binary was built from: this checkout's HEAD or (built before a later commit) one before it.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(commit    ([0-9a-f]{12})(-dirty)?\n)"))) << r.out;
+    EXPECT_EQ(run_command(git + "merge-base --is-ancestor " + m[1].str() + " HEAD", false).code, 0) << r.out;
+  }
+#if defined(DG_WITH_CUDA)
+  EXPECT_NE(r.out.find("backends  cpu, cuda (CUDA architectures "), std::string::npos) << r.out;
+#else
+  EXPECT_NE(r.out.find("backends  cpu"), std::string::npos) << r.out;
+#endif
+  EXPECT_NE(r.out.find("build     "), std::string::npos) << r.out;
+}
+
+TEST(CliEdges, JsonWithShowIdsIsOneJsonObject) {
+  const ProcessResult r = run_stdout("ask " + model() + " -p hi --steps 2 --max-new-tokens 8 -q --json --show-ids");
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+  EXPECT_FALSE(nlohmann::json::parse(r.out)["tokens"].empty());
+}
+
+TEST(CliEdges, ADirectoryAsPromptFileIsAnError) {
+  const std::string dir = scratch_dir("prompt-dir");
+  const ProcessResult r = run("ask " + model() + " --prompt-file " + dir + " --steps 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-file '" + dir + "' is a directory"), std::string::npos) << r.out;
+}
+
+TEST(CliEdges, AskReportsPromptAndGenerationTokensPerSecondApart) {
+  const ProcessResult r = run("ask " + model() + " -p 'Why is the sky blue?' --steps 2 --max-new-tokens 16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(prompt +\d+ tokens in [0-9.]+ s \([0-9.]+ tokens/s\))"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(generation +\d+ tokens in [0-9.]+ s \([0-9.]+ tokens/s\))")))
+      << r.out;
+  const ProcessResult j = run_stdout("ask " + model() + " -p 'Why is the sky blue?' --steps 2 --max-new-tokens 16 --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const auto t = nlohmann::json::parse(j.out)["timing"];
+  EXPECT_GT(t["prompt_tokens_per_s"].get<double>(), 0.0) << j.out;
+  EXPECT_GT(t["generation_tokens_per_s"].get<double>(), 0.0) << j.out;
+}
+
+TEST(CliEdges, InfoReportsAPacksStorageFormats) {
+  const std::string pack = quantize_fixture("info-formats", source_path("tests/fixtures/tiny_a"), "q4");
+  const ProcessResult r = run_stdout("info -m " + pack + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("formats")) << r.out;
+  EXPECT_TRUE(j["formats"].contains("q4")) << r.out;
+  EXPECT_TRUE(j["formats"].contains("q8")) << r.out;
+  int64_t bytes = 0;
+  for (const auto& [f, c] : j["formats"].items()) bytes += c["bytes"].get<int64_t>();
+  EXPECT_EQ(bytes, j["weight_bytes"].get<int64_t>());
+  const ProcessResult text = run_stdout("info -m " + pack);
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(weights .*: .*q4 [0-9.]+ [KM]iB)"))) << text.out;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(attn +raw (BF16|F16|F32) )"))) << text.out;
+}
+
+TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
+  std::ifstream readme(source_path("README.md"));
+  std::string ids;
+  for (std::string line; std::getline(readme, line);) {
+    const size_t at = line.find("ask --prompt-ids ");
+    if (at == std::string::npos) continue;
+    std::istringstream rest(line.substr(at + 17));
+    rest >> ids;
+    break;
+  }
+  ASSERT_FALSE(ids.empty()) << "no `diffgemma ask --prompt-ids` example in README.md";
+  const ProcessResult text = run_stdout("tokenize " + model() + " --decode '" + ids + "'");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_EQ(text.out.rfind("<bos><|turn>user\n", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find("<turn|>\n<|turn>model\n"), std::string::npos) << text.out;
+  const ProcessResult ask = run_stdout("ask " + model() + " --prompt-ids " + ids + " --steps 2 --max-new-tokens 8 -q");
+  EXPECT_EQ(ask.code, 0) << ask.out;
+}
+
+}  // namespace
+}  // namespace dg::test
