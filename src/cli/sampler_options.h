@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "dg/engine.h"
 
 namespace dg::cli {

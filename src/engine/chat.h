@@ -17,7 +17,7 @@
 #include "chat/conversation.h"
 #include "chat/stream.h"
 #include "chat/template.h"
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "chat/tool_turn.h"
 #include "dg/engine.h"
 #include "diffusion/json_commit.h"

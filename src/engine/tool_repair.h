@@ -1,5 +1,5 @@
 // Tool-call validation and repair: a reply whose tool calls are malformed or do not match the declared tools
-// (chat/tool_check.h) is not handed on as it is. `retry` generates the reply again from the prompt with the seed
+// (engine/tool_check.h) is not handed on as it is. `retry` generates the reply again from the prompt with the seed
 // bumped by 1, 2, ...; `repair` is the evaporating draft: after the bad reply the model is fed one error tool
 // response per invalid call and generates on to a natural stop (the response opener is not a stop token there; the
 // reply is cut at it, so a hallucinated response never counts), then the cache is rewound to the prompt's end, so
@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "engine/chat.h"
 
 namespace dg {

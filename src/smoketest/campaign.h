@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "dg/engine.h"
 
 namespace dg::smoke {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "dg/engine.h"
 #include "smoketest/battery.h"
 
@@ -16,7 +16,7 @@ namespace dg::smoke {
 
 // One prompt from a fresh conversation: the render check against `raw`, the user turn, and for kind "tool" the
 // call's result and the final answer.
-// `check`: what happens to a reply whose tool calls are invalid (chat/tool_check.h).
+// `check`: what happens to a reply whose tool calls are invalid (engine/tool_check.h).
 Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt,
                    const ToolCheckOptions& check = {});
 

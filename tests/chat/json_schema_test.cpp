@@ -1,10 +1,10 @@
-// The JSON Schema subset (diffusion/json_schema.h) and the tool-call check built on it (chat/tool_check.h): what
+// The JSON Schema subset (diffusion/json_schema.h) and the tool-call check built on it (engine/tool_check.h): what
 // compiles, what is refused by name, what validates, and the problems a reply's calls get.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 #include "chat_test_util.h"
 #include "core/error.h"
 #include "support/expect_error.h"

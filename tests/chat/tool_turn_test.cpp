@@ -97,14 +97,18 @@ TEST(ToolTurn, TheNextRoundExtendsTheRawTurnWithItsReasoning) {
   for (const Json& j : r.records)
     if (j.value("op", "") == "sync" && j["job"] == 1) appended = j["append"].get<std::vector<int32_t>>();
   EXPECT_EQ(tiny_tokenizer().decode(appended),
-            "<|tool_response>response:get_weather{value:<|\"|>18 C<|\"|>}<tool_response|><|channel>thought\n");
+            "response:get_weather{value:<|\"|>18 C<|\"|>}<tool_response|><|channel>thought\n")
+      << "the cache already ended on <|tool_response>";
   EXPECT_TRUE(r.canonical_at_end) << "the round that ends the turn settles on the canonical render";
 }
 
 TEST(ToolTurn, WithoutContinuationTheRoundReRendersAndRewinds) {
   const Rounds r = run(false);
   EXPECT_FALSE(r.turn.has_value());
-  EXPECT_GT(r.answer.prompt.rewound, 0) << "the re-rendered reasoning differs from what the model wrote";
+  const std::string cached = tiny_tokenizer().decode(r.after_call);
+  EXPECT_EQ(cached.find("so I call the tool.<channel|>"), std::string::npos)
+      << "the cache holds the re-rendered reply, not the one the model wrote: " << cached;
+  EXPECT_EQ(r.answer.prompt.rewound, 0) << "the next round extends the canonical render";
   EXPECT_TRUE(r.canonical_at_end);
 }
 
@@ -131,8 +135,9 @@ TEST(ToolTurn, RecognisesAClientsEchoAndNothingElse) {
       static_cast<double>(common_prefix(settled, rendered)) / static_cast<double>(rendered.size());
   EXPECT_EQ(common_prefix(settled, q->ids), static_cast<int64_t>(settled.size()));
   EXPECT_LT(render_reuse, raw_reuse);
-  std::printf("next-round prompt reused from the cache: continuation %.3f (%zu tokens), re-render %.3f (%zu)\n",
-              raw_reuse, q->ids.size(), render_reuse, rendered.size());
+  std::printf("next-round prompt reused from the cache: continuation %.3f (%lld of %zu tokens), re-render %.3f "
+              "(%lld of %zu)\n", raw_reuse, static_cast<long long>(common_prefix(settled, q->ids)), q->ids.size(),
+              render_reuse, static_cast<long long>(common_prefix(settled, rendered)), rendered.size());
   RecordProperty("reuse_continuation", std::to_string(raw_reuse));
   RecordProperty("reuse_rerender", std::to_string(render_reuse));
 

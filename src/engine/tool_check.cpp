@@ -1,4 +1,4 @@
-#include "chat/tool_check.h"
+#include "engine/tool_check.h"
 
 #include <fmt/format.h>
 
