@@ -90,9 +90,8 @@ void run_ask(const AskOptions& o) {
   }
   SamplerOptions opt = o.sampler.resolve(*engine);
   if (o.json_object || !o.json_schema.empty()) {
-    DG_CHECK(chat.has_value() && !o.think, "--json-object and --json-schema need a chat prompt (not --raw or "
-                                           "--prompt-ids) without --think: the constraint starts at the first answer "
-                                           "token");
+    DG_CHECK(chat.has_value() && !o.think, "{} needs a chat prompt (not --raw or --prompt-ids) without --think: the "
+             "constraint starts at the first answer token", o.json_schema.empty() ? "--json-object" : "--json-schema");
     opt.json = chat_json_vocab(engine->tokenizer(), *chat, opt.stop_ids);
   }
   if (!o.json_schema.empty()) {

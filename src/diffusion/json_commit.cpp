@@ -120,13 +120,15 @@ int JsonCommit::constrain(std::span<int32_t> block, const RowLogits& logits, int
     }
     const int32_t own = block[r];
     const auto& stops = vocab_->stop_ids;
-    const int64_t left = static_cast<int64_t>(budget) - static_cast<int64_t>(r);  // rows left, this one included
+    // Rows left, this one included; only a schema keeps the object within the budget (json_object's answer is cut
+    // by it, finish "length", as the wire format has it).
+    const int64_t left = schema_ != nullptr ? static_cast<int64_t>(budget) - static_cast<int64_t>(r) : INT64_MAX;
     closing_ = closing_ || std::find(stops.begin(), stops.end(), own) != stops.end() ||
                left <= grammar_.closing_bytes();
     if (!closing_) {
       const int32_t pick = accepts(own) ? own : best(static_cast<int>(r), logits);
       // A token that opens more than the rows after it can close (a key with required properties) starts the walk.
-      if (closing_after(pick) > left - 1)
+      if (schema_ != nullptr && closing_after(pick) > left - 1)
         closing_ = true;
       else
         block[r] = pick;

@@ -4,10 +4,10 @@
 // row's best token that can (the row's top kTopK logits first, then the whole vocabulary), and the walk goes on.
 // Once the object has closed, the next row becomes the end token, so the usual stop-token trim ends the answer there.
 // Control and special tokens are never accepted. When the model writes a stop token while the object is still open,
-// or the token budget left is no more than the bytes that close it, the constraint closes it: from that row on,
+// or (with a schema) the token budget left is no more than the bytes that close it, the constraint closes it: then
 // each row takes its highest-logit token among those that bring the text strictly closer to a complete object
-// (closing_bytes), so the answer ends within the budget instead of being cut. The logits rows come from the driver
-// (the last denoise forward), only for rows that need a replacement.
+// (closing_bytes), so the answer ends within a few tokens (with a schema: within the budget, never cut by it). The
+// logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
 #pragma once
 
 #include <array>
@@ -49,10 +49,12 @@ class JsonCommit {
   explicit JsonCommit(std::shared_ptr<const JsonVocab> vocab, std::shared_ptr<const JsonSchema> schema = nullptr);
   // Constrains the block about to be committed and advances the grammar over it; returns how many rows changed.
   // Throws dg::Error when no token of the vocabulary can continue the text (a vocabulary without ASCII).
-  // `budget`: answer tokens left before the length limit; once a row's remaining budget is no more than the bytes
-  // that close the object, the walk closes it (every token is at least one byte), so the limit never cuts it.
+  // `budget`: answer tokens left before the length limit. With a schema, once a row's remaining budget is no more
+  // than the bytes that close the object, the walk closes it (every token is at least one byte), so the limit never
+  // cuts it; without one (json_object) the limit cuts the object as it stands.
   int constrain(std::span<int32_t> block, const RowLogits& logits, int budget = INT32_MAX);
   const SchemaGrammar& grammar() const { return grammar_; }
+  bool has_schema() const { return schema_ != nullptr; }
 
  private:
   bool accepts(int32_t id) const;
