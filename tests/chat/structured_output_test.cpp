@@ -1,7 +1,7 @@
 // Schema-constrained output on the embedded model (SamplerOptions::json_schema, `ask --json-schema`): whatever the
 // model writes, the committed answer is one JSON object that parses and validates — enums, nested objects, arrays
-// with bounds, required fields — for several seeds, budgets tight enough that the length limit forces the close, and
-// through the op-log and replay.
+// with bounds, required fields — at the tightest budget allowed (the length limit forces the close) and at a loose
+// one, and through `ask`, the op-log and replay.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -49,8 +49,8 @@ TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
   for (const char* text : kSchemas) {
     const auto schema = JsonSchema::compile(Json::parse(text));
     const int shortest = schema->node(0).min_bytes;  // the tightest budget allowed: the walk closes from the start
-    for (const uint64_t seed : {1u, 2u}) {
-      for (const int budget : {shortest, 64}) {
+    for (const auto& [seed, budget] : {std::pair<uint64_t, int>{1, shortest}, std::pair<uint64_t, int>{2, 64}}) {
+      {
         SamplerOptions o = e.default_sampler(SamplerProfile::kContract);
         o.seed = seed;
         o.max_new_tokens = budget;
