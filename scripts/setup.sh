@@ -18,7 +18,7 @@ for arg in "$@"; do
 done
 
 packages=(build-essential cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev libedit-dev libcpp-httplib-dev libxxhash-dev)
+          libgtest-dev libgmock-dev libedit-dev libcpp-httplib-dev libxxhash-dev libboost-dev)
 # node and npm are only needed for --test-data (the test data, and node runs the server's client tests); a machine
 # that already has node and npm (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm) keeps them.
 if [ "$want_test_data" = 1 ] && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi

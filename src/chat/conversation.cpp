@@ -21,8 +21,8 @@ std::string string_field(const Json& j, const char* key, const std::string& wher
   return j[key].get<std::string>();
 }
 
-// Content as a string, or an array of parts of which the text parts count (the template joins them: trimmed for
-// user and system turns, thought-stripped for model turns).
+// Content as a string, or an array of text parts (the template joins them: trimmed for user and system turns,
+// thought-stripped for model turns). Any other part (an image, audio, a file) is refused: the model reads text only.
 std::string content_text(const Json& c, Role role, const std::string& where) {
   if (c.is_null()) return {};
   if (c.is_string()) return c.get<std::string>();
@@ -31,7 +31,9 @@ std::string content_text(const Json& c, Role role, const std::string& where) {
   for (size_t i = 0; i < c.size(); ++i) {
     const Json& p = c[i];
     DG_CHECK(p.is_object(), "{}.content[{}] must be an object", where, i);
-    if (string_field(p, "type", where) != "text") continue;
+    const std::string type = string_field(p, "type", fmt::format("{}.content[{}]", where, i));
+    DG_CHECK(type == "text", "{}.content[{}] is a '{}' part: this model reads text only (send text parts)", where, i,
+             type.empty() ? std::string("untyped") : type);
     const std::string t = string_field(p, "text", fmt::format("{}.content[{}]", where, i));
     out += role == Role::kAssistant ? strip_thinking_text(t) : py_strip(t);
   }

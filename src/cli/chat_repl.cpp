@@ -146,6 +146,7 @@ class Repl {
     ChatEvents ev;
     ev.on_step = [&](const StepInfo& s) { progress.step(s); };
     ev.on_block = [&](const BlockInfo& b) { progress.block(b); };
+    if (progress.live()) ev.on_prefill = [&](int64_t done, int64_t total) { progress.prefill(done, total); };
     ev.on_reply = [&](const ReplyEvent& e) {
       if (e.kind == ReplyEvent::Kind::kReasoning) {
         if (o_.hide_thinking) return;

@@ -141,6 +141,7 @@ void run_ask(const AskOptions& o) {
     engine->backend().synchronize();  // the prompt's time ends when the device is done with it
     progress.prompt_encoded(n);
   };
+  if (progress.live()) ev.on_prefill = [&](int64_t done, int64_t total) { progress.prefill(done, total); };
   ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> block) {
     if (first_block < 0) first_block = std::chrono::duration<double>(Clock::now() - t0).count();
     progress.block(b);

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -25,10 +26,24 @@ namespace {
 struct ServeCliOptions {
   ModelOptions model;
   server::ServerOptions server;
+  std::string api_key_file;
   bool quiet = false;
 };
 
+// One key per line; blank lines and lines starting with '#' are skipped.
+void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
+  std::ifstream in(path);
+  DG_CHECK(in.good(), "cannot read --api-key-file '{}'", path);
+  for (std::string line; std::getline(in, line);) {
+    const size_t b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    keys.push_back(line.substr(b, e - b + 1));
+  }
+}
+
 void run_serve(ServeCliOptions& o) {
+  if (!o.api_key_file.empty()) read_api_keys(o.api_key_file, o.server.api_keys);
+  std::erase(o.server.api_keys, std::string());  // `--api-key ""` (or an empty DG_API_KEY): no key
   // SIGINT and SIGTERM are taken by one thread (sigwait), so every other thread runs with them blocked; a write
   // to a closed socket must fail with EPIPE, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
@@ -54,7 +69,7 @@ void run_serve(ServeCliOptions& o) {
   const int port = srv.bind();
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{})\n",
              o.server.host, port, o.model.model, o.server.context, o.server.slots, o.server.max_queue,
-             o.server.api_key.empty() ? "" : ", API key required");
+             o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);
 
@@ -76,10 +91,18 @@ void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeCliOptions>();
   server::ServerOptions& s = o->server;
   add_model_options(cmd, o->model);
-  cmd->add_option("--host", s.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  cmd->add_option("--host", s.host, "IP address to listen on (or localhost; 0.0.0.0: every interface)")
+      ->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port, printed at start)")->capture_default_str();
-  cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", s.api_keys,
+                  "require 'Authorization: Bearer KEY' on every route but /health; repeat (or separate by commas) for "
+                  "several keys, each a tenant of its own (no KV cache is shared between keys)")
+      ->delimiter(',')
       ->envname("DG_API_KEY");
+  cmd->add_option("--api-key-file", o->api_key_file,
+                  "more API keys, one per line (a file keeps them off the command line)");
+  cmd->add_flag("!--no-prefix-reuse", s.prefix_reuse,
+                "no request reuses another request's KV cache (every prompt is encoded whole; no cached_tokens)");
   cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
   cmd->add_option("--max-batch", s.max_batch, "requests denoised together in one batched forward per step (1: one at a time; capped by --slots)")
       ->capture_default_str();
@@ -92,9 +115,41 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
       ->capture_default_str();
+  cmd->add_option("--max-steps", s.max_steps,
+                  "denoising steps per block one request may ask for (more: 400); with --max-tokens and --timeout "
+                  "it bounds a request's work")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", s.max_tokens, "answer tokens one request may ask for (more: 400; 0: the context)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")->capture_default_str();
   cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")->capture_default_str();
-  cmd->add_option("--log-dir", s.log_dir, "write an op-log (JSONL of engine ops with token ids) here; see replay");
+  // Hostile clients (docs/SERVER.md, "Security").
+  cmd->add_option("--header-timeout", s.header_timeout_s,
+                  "seconds a client has to send a whole request head (then 408); idle connections close after it")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", s.body_timeout_s, "seconds a client has to send a request body after its head")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections", s.max_connections,
+                  "open connections in total; at the bound the one waiting longest for a request is closed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-peer", s.max_connections_per_peer,
+                  "open connections from one IP address (0: no bound; raise it behind a reverse proxy)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--allowed-hosts", s.allowed_hosts,
+                  "host names (comma-separated) the Host header may carry besides IP addresses and localhost; "
+                  "'*': any (behind a reverse proxy that checks it)")
+      ->delimiter(',');
+  cmd->add_option("--log-dir", s.log_dir,
+                  "write an op-log (JSONL of engine ops with token ids: the conversations) here, readable by this "
+                  "user only; see replay");
+  cmd->add_flag("!--log-without-content", s.log_content,
+                "with --log-dir: log token counts instead of token ids (no conversation text; cannot be replayed)");
   cmd->add_option("--model-id", s.model_id, "the model id /v1/models lists (default: the directory's name)");
   cmd->add_flag("--allow-special-literals", s.allow_special_literals,
                 "accept chat text holding special-token literals such as <|turn> (encoded as plain text) instead "

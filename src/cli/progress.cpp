@@ -41,6 +41,22 @@ void GenerationProgress::block(const BlockInfo& b) {
              b.rerolls ? fmt::format(" after {} re-roll(s)", b.rerolls) : "");
 }
 
+void GenerationProgress::prefill(int64_t done, int64_t total) {
+  if (!live()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (done == 0) prefill_start_ = now;
+  if (done >= total) {
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+    return;
+  }
+  const double s = std::chrono::duration<double>(now - prefill_start_).count();
+  fmt::print(stderr, "\r\033[K  prompt {} / {} tokens ({:.0f}%){}", done, total,
+             100.0 * static_cast<double>(done) / static_cast<double>(total),
+             done > 0 && s > 0 ? fmt::format(" · {:.0f} tokens/s", static_cast<double>(done) / s) : "");
+  std::fflush(stderr);
+}
+
 void GenerationProgress::prompt_encoded(size_t tokens) {
   if (prompt_done_) return;
   prompt_done_ = true;

@@ -1,5 +1,6 @@
-// Progress on stderr. Generation: on a terminal a live step line until the first block commits (from then on the
-// streamed answer shows progress), then a summary; otherwise (logs) one line per committed block and a summary.
+// Progress on stderr. Generation: on a terminal a live prefill line (tokens encoded / total, tokens/s) per prompt
+// chunk, then a live step line until the first block commits (from then on the streamed answer shows progress), then
+// a summary; otherwise (logs) one line per committed block and a summary.
 // Byte-counted jobs (quantize): on a terminal a live bar with bytes/s and ETA; otherwise one line per 10%.
 #pragma once
 
@@ -20,6 +21,10 @@ bool color_terminal(int fd);
 class GenerationProgress {
  public:
   explicit GenerationProgress(bool quiet, int steps);
+  // Whether live lines are drawn (a terminal, not quiet): set a prefill callback only then (it waits for the
+  // backend after each chunk).
+  bool live() const { return !quiet_ && tty_; }
+  void prefill(int64_t done, int64_t total);  // PrefillProgress: the live line, cleared when the prompt is in
   void prompt_encoded(size_t tokens);  // the prompt is in the cache: the generation's clock starts
   void step(const StepInfo& s);
   void block(const BlockInfo& b);
@@ -34,7 +39,7 @@ class GenerationProgress {
  private:
   bool quiet_, tty_, live_ = true;
   int steps_;
-  std::chrono::steady_clock::time_point start_, encoded_;
+  std::chrono::steady_clock::time_point start_, encoded_, prefill_start_;
   size_t prompt_tokens_ = 0;
   bool prompt_done_ = false;
 };

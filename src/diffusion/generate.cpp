@@ -98,6 +98,13 @@ void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
   m_.backend().categorical(logits_, temperature_, u, out);
 }
 
+void Denoiser::encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (progress) progress(0, n);
+  encode(kv, ids);
+  if (progress) progress(n, n);
+}
+
 void Denoiser::row_logits(int, std::vector<float>&) {
   fail("this denoiser keeps no logits rows, which JSON mode needs");
 }
@@ -119,17 +126,14 @@ void ModelDenoiser::row_logits(int row, std::vector<float>& out) {
 
 SamplerOptions within_positions(const SamplerOptions& opt, int64_t context, int canvas, int64_t max_positions) {
   if (max_positions <= 0) return opt;
-  DG_CHECK(context <= max_positions,
-           "the prompt is {} tokens long, beyond the {} positions the model takes (max_position_embeddings in "
-           "config.json); shorten it",
-           context, max_positions);
   // A block's canvas starts at the context plus the answer so far, which stays below max_new_tokens while the
   // loop goes on: the last canvas ends by context + max_new_tokens - 1 + canvas.
   const int64_t room = max_positions - context - canvas + 1;
   DG_CHECK(room >= 1,
-           "the prompt is {} tokens long: with a {}-token canvas after it, the answer would pass the {} positions "
-           "the model takes (max_position_embeddings in config.json); shorten it",
-           context, canvas, max_positions);
+           "the prompt is {} tokens long, too long for this model: it takes {} positions (max_position_embeddings "
+           "in config.json) and the answer needs a {}-token canvas after the prompt; shorten the prompt to at most "
+           "{} tokens",
+           context, max_positions, canvas, max_positions - canvas);
   SamplerOptions o = opt;
   o.max_new_tokens = static_cast<int>(std::min<int64_t>(o.max_new_tokens, room));
   return o;
@@ -172,10 +176,15 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
   if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
   std::vector<RowStats> stats;
   std::vector<int32_t> drawn;
+  bool prompt_next = !prompt.empty();  // the first encode is the prompt's
   while (!g.done()) {
     if (g.phase() == Generation::Phase::kEncode) {
       const std::span<const int32_t> ids = g.pending_encode();
-      model.encode(kv, ids);
+      if (prompt_next && events != nullptr && events->on_prefill)
+        model.encode_reporting(kv, ids, events->on_prefill);
+      else
+        model.encode(kv, ids);
+      prompt_next = false;
       g.encoded(ids.size());
       if (events != nullptr && events->on_encoded) events->on_encoded(ids.size());
       continue;

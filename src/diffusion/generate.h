@@ -54,6 +54,9 @@ struct GenerateEvents {
   std::function<void(const BlockInfo&, std::span<const int32_t> committed)> on_block;
   // After each encode into the cache: the prompt first (before the first denoising step), then each committed block.
   std::function<void(size_t tokens)> on_encoded;
+  // The prompt's prefill, chunk by chunk (PrefillProgress; --prefill-chunk sets the chunk). Set it only where it is
+  // shown: each call waits for the backend to finish the chunk.
+  PrefillProgress on_prefill;
   // Asked before every denoise step; true ends the generation at once (the block in progress is dropped).
   std::function<bool()> cancel;
 };
@@ -81,6 +84,8 @@ class Denoiser {
   // Positions the model takes (max_position_embeddings); 0: no limit stated.
   virtual int64_t max_positions() const { return 0; }
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
+  // The prompt's encode, reporting its progress. By default: one encode, reported before and after.
+  virtual void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress);
   // Denoises `canvas` at positions kv.len()...; `kind` says what self-conditions this step (kLogits: the previous
   // step's tempered logits). Writes argmax / entropy / p_max of softmax(logits / temperature) per row to `stats`.
   virtual void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
@@ -109,6 +114,9 @@ class ModelDenoiser final : public Denoiser {
   int64_t vocab() const override { return m_.config().vocab; }
   int64_t max_positions() const override { return m_.config().max_positions; }
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
+  void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) override {
+    m_.encode(kv, ids, nullptr, progress);
+  }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;

@@ -63,7 +63,7 @@ TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatToke
                           const SamplerOptions& opt, const ChatEvents* ev, Denoiser* denoiser,
                           std::span<const int32_t> reply_stops) {
   TurnResult r;
-  r.prompt = session.sync(p.ids);
+  r.prompt = session.sync(p.ids, ev != nullptr ? ev->on_prefill : PrefillProgress{});
   const std::string prefix = ev != nullptr ? ev->call_id_prefix : std::string("call_");
   const std::vector<int32_t> stops = reply_stops.empty() ? opt.stop_ids
                                                          : std::vector<int32_t>(reply_stops.begin(), reply_stops.end());
@@ -135,6 +135,7 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
     ro.open_thought = opt_.open_thought;
     if (std::optional<RenderedPrompt> q = continue_tool_turn(*tool_turn_, conv_, ro, tok_, t_)) p = std::move(*q);
   }
+  check_room(p.ids.size());
   ChatEvents noted = ev != nullptr ? *ev : ChatEvents{};
   if (recorder_ != nullptr) noted.on_tool_check = [&](const Json& j) { recorder_->note(j); };
   TurnResult r = generate_checked_reply(session_, tok_, t_, p, opt_.sampler, tools_, opt_.tool_check, &noted,
@@ -155,6 +156,16 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   r.kv_tokens = session_.size();
   r.kv_fingerprint = session_.fingerprint();
   return r;
+}
+
+void ChatSession::check_room(size_t tokens) const {
+  const int64_t limit = engine_.config().max_positions, canvas = engine_.config().canvas;
+  const auto n = static_cast<int64_t>(tokens);
+  DG_CHECK(limit <= 0 || n + canvas <= limit,
+           "the conversation no longer fits: with its latest message it is {} tokens, and the model takes {} "
+           "positions (max_position_embeddings in config.json), a {}-token canvas for the answer included, so at "
+           "most {} fit; clear or rewind the conversation to make room, or send a shorter message",
+           n, limit, canvas, limit - canvas);
 }
 
 void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }

@@ -50,6 +50,7 @@ struct ChatEvents {
   // Each decision of the tool check (engine/tool_repair.h), as the op-log's note record without "op", "job", "slot":
   // {"what":"tool_check", "mode", "attempt", "problems", "outcome"}.
   std::function<void(const Json&)> on_tool_check;
+  PrefillProgress on_prefill;    // the prompt's new tokens, chunk by chunk (GenerateEvents::on_prefill)
   std::string call_id_prefix = "call_";  // tool calls are numbered <prefix>0, <prefix>1, ... per reply
 };
 
@@ -89,7 +90,9 @@ class ChatSession {
   ChatSession(const Engine& engine, ChatOptions opt);  // throws dg::Error without a Gemma 4 chat tokenizer
   ~ChatSession();
 
-  TurnResult user(const std::string& text, const ChatEvents* ev = nullptr);  // a user turn, then the answer
+  // A user turn, then the answer. A turn that leaves no room for an answer within the model's positions
+  // (max_position_embeddings) is a dg::Error saying so, and the conversation and its cache stay as they were.
+  TurnResult user(const std::string& text, const ChatEvents* ev = nullptr);
   TurnResult generate(const ChatEvents* ev = nullptr);  // the model's next reply to the conversation as it stands
   void add_message(const Message& m);                   // appended as is; the cache follows at the next sync
   void add_tool_result(const std::string& call_id, const Json& content);  // throws if no open call has that id
@@ -118,6 +121,8 @@ class ChatSession {
 
  private:
   RenderedPrompt render(bool generation_prompt) const;
+  // Throws dg::Error unless a prompt of `tokens` leaves room for an answer within the model's positions.
+  void check_room(size_t tokens) const;
 
   const Engine& engine_;
   const Tokenizer& tok_;

@@ -105,6 +105,20 @@ void answer_done(Job& job, WorkerStats& stats, std::string finish, Reply reply, 
   job.events.push(std::move(e));
 }
 
+// A malformed call as text: what the model wrote between the call markers, its string delimiters as '"' (markers
+// are control tokens, never text).
+std::string call_text(const std::string& raw, const ChatTokens& t, const Tokenizer& tok) {
+  std::string out = raw;
+  for (const auto& [id, with] : {std::pair{t.call_open, ""}, std::pair{t.call_close, ""}, std::pair{t.quote, "\""}}) {
+    const std::string marker(tok.token(id));
+    const std::string by(with);
+    if (marker.empty()) continue;
+    for (size_t at = out.find(marker); at != std::string::npos; at = out.find(marker, at + by.size()))
+      out.replace(at, marker.size(), by);
+  }
+  return out;
+}
+
 void push_draft(Job& job, const Tokenizer& tok, const StepInfo& s, const StepView& v) {
   JobEvent d;
   d.kind = JobEvent::Kind::kDraft;
@@ -133,17 +147,17 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   ev.on_step = [&](const StepInfo&) { gate.step_done(); };
   ev.on_commit = [&](const BlockInfo& b, std::span<const int32_t> ids) { log_block(job, slot, b, ids, ctx.oplog); };
   if (spec.drafts) ev.on_canvas = [&](const StepInfo& s, const StepView& v) { push_draft(job, tok, s, v); };
+  auto add_content = [&](const std::string& text) {
+    std::string out = stops.push(text);
+    gate.stopped = stops.stopped();
+    if (out.empty()) return;
+    content += out;
+    push(job, JobEvent::Kind::kContent, std::move(out));
+  };
   ev.on_reply = [&](const ReplyEvent& e) {
     if (gate.stopped) return;  // nothing after a stop string reaches the client
     switch (e.kind) {
-      case ReplyEvent::Kind::kContent: {
-        std::string out = stops.push(e.text);
-        gate.stopped = stops.stopped();
-        if (out.empty()) break;
-        content += out;
-        push(job, JobEvent::Kind::kContent, std::move(out));
-        break;
-      }
+      case ReplyEvent::Kind::kContent: add_content(e.text); break;
       case ReplyEvent::Kind::kReasoning: push(job, JobEvent::Kind::kReasoning, e.text); break;
       case ReplyEvent::Kind::kToolCall: {
         calls.push_back(e.call);
@@ -153,12 +167,13 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
         job.events.push(std::move(c));
         break;
       }
-      case ReplyEvent::Kind::kToolError: {
+      case ReplyEvent::Kind::kToolError: {  // the call's text goes to the content: nothing the model wrote is lost
         call_errors.push_back(e.error);
         JobEvent c;
         c.kind = JobEvent::Kind::kToolError;
         c.tool_error = e.error;
         job.events.push(std::move(c));
+        add_content(call_text(e.error.raw, ctx.chat_tokens, tok));
         break;
       }
     }
@@ -181,7 +196,12 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   reply.content = content;
   reply.tool_calls = calls;
   reply.errors = call_errors;
-  const std::string finish = !calls.empty() ? "tool_calls" : gate.stopped ? "stop" : r.finish;
+  // A malformed call and no good one: the answer is the call's text, and the finish says why (unless the token
+  // budget cut the call short: then it is "length").
+  const std::string finish = !calls.empty()                             ? "tool_calls"
+                             : gate.stopped                             ? "stop"
+                             : !call_errors.empty() && r.finish != "length" ? "tool_call_error"
+                                                                        : r.finish;
   Conversation conv = spec.conversation;
   conv.messages.push_back(assistant_message(reply));
   answer_done(job, ctx.stats, finish, std::move(reply),
@@ -232,6 +252,9 @@ void run_completion_job(Job& job, Session& session, int slot, const JobContext& 
         break;
       }
       ++fed;
+      // <pad>, <bos> and the other control tokens that are not chat markers carry no text.
+      const bool control = tok.is_special(id) && !ctx.chat_tokens.is_marker(id);
+      if (control || id == spec.sampler.pad_id || id == spec.sampler.bos_id) continue;
       emit(dec.push(id));
     }
   };

@@ -1,5 +1,13 @@
 #include "engine/oplog.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -7,20 +15,55 @@
 
 namespace dg {
 
-OpLog::OpLog(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::app) {
-  DG_CHECK(out_.good(), "cannot create the op-log '{}'", path);
+OpLog::OpLog(const std::string& path, bool content) : path_(path), content_(content) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  DG_CHECK(fd_ >= 0, "cannot create the op-log '{}': {}", path, std::strerror(errno));
+  ::fchmod(fd_, 0600);  // a file that was there already is made private too
+}
+
+OpLog::~OpLog() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void OpLog::write(const Json& record) {
+  std::string line;
+  if (content_) {
+    line = record.dump(-1, ' ', false, Json::error_handler_t::replace);
+  } else {
+    Json r = record;
+    for (const char* key : {"append", "ids"}) {
+      if (!r.contains(key)) continue;
+      r[std::string(key) + "_count"] = r[key].size();
+      r.erase(key);
+    }
+    line = r.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  line += '\n';
   std::lock_guard<std::mutex> lock(mu_);
-  out_ << record.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-  out_.flush();
+  for (size_t at = 0; at < line.size();) {
+    const ssize_t n = ::write(fd_, line.data() + at, line.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    DG_CHECK(n > 0, "cannot write the op-log '{}': {}", path_, std::strerror(errno));
+    at += static_cast<size_t>(n);
+  }
 }
 
-Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack) {
+void create_private_dirs(const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::path at;
+  for (const fs::path& part : fs::path(dir).lexically_normal()) {
+    at /= part;
+    if (part.empty() || fs::is_directory(at)) continue;
+    DG_CHECK(::mkdir(at.c_str(), 0700) == 0 || errno == EEXIST, "cannot create the directory '{}': {}", at.string(),
+             std::strerror(errno));
+  }
+}
+
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content) {
   const EngineOptions& eo = engine.options();
   return {{"op", "open"},
           {"version", 1},
+          {"content", content},
           {"model", engine.checkpoint().dir},
           {"backend", eo.backend},
           {"precision", std::string(storage_name(eo.precision.act))},

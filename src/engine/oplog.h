@@ -1,6 +1,6 @@
 // The op-log: every engine operation the server's worker performs, as JSONL with token ids (no text), so a field
 // session can be re-executed exactly. Records, one per line, in the order the worker ran them:
-//   {"op":"open", "model", "backend", "precision", "kv_precision", "context", "slots", "ring_slack"}
+//   {"op":"open", "version", "content", "model", "backend", "precision", "kv_precision", "context", "slots", "ring_slack"}
 //   {"op":"route", "job", "slot", "why", "common", "held", "prompt"}           (the reuse decision; no effect)
 //   {"op":"sync", "job", "slot", "keep", "append":[ids], "reused", "encoded", "rewound", "reprefilled", "kv_len"}
 //   {"op":"generate", "job", "slot", "sampler":{...}}
@@ -10,10 +10,12 @@
 //   {"op":"note", "job", "slot", "what", ...}                                  (a decision; no effect: tool checks)
 // A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
 // with finish "cancelled" after `forwards` denoise steps; replay cancels it at the same step.
+// The token ids are the conversations themselves (the model's tokenizer decodes them verbatim): the file is created
+// readable by its owner only (0600). Written without content, `append` and `ids` are replaced by their lengths
+// (`append_count`, `ids_count`), the open record says "content": false, and the log cannot be replayed.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -25,18 +27,25 @@ namespace dg {
 
 class OpLog {
  public:
-  explicit OpLog(const std::string& path);  // throws dg::Error when the file cannot be created
-  void write(const Json& record);            // one line, flushed (a crash keeps every record before it)
+  // Creates (or appends to) `path`, mode 0600; throws dg::Error when it cannot. `content` false: token ids are
+  // written as counts.
+  explicit OpLog(const std::string& path, bool content = true);
+  ~OpLog();
+  OpLog(const OpLog&) = delete;
+  OpLog& operator=(const OpLog&) = delete;
+  void write(const Json& record);  // one line, written through (a crash keeps every record before it)
   const std::string& path() const { return path_; }
+  bool content() const { return content_; }
 
  private:
   std::mutex mu_;
   std::string path_;
-  std::ofstream out_;
+  bool content_ = true;
+  int fd_ = -1;
 };
 
 // The first record of a log: what replay needs to open the same engine and sessions.
-Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack);
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content = true);
 
 // Records one session's ops (the `chat` and `ask` logs, slot `slot`): every sync, generation, committed block and
 // clear, as the server's worker writes them. Generations are numbered from 1; syncs carry the last number.
@@ -56,6 +65,10 @@ class SessionRecorder final : public SessionObserver {
   int slot_;
   int64_t job_ = 0;
 };
+
+// Creates `dir` and any missing parent, each readable by its owner only (0700); a directory that exists is left
+// as it is. Throws dg::Error when it cannot.
+void create_private_dirs(const std::string& dir);
 
 Json sampler_to_json(const SamplerOptions& o);
 // Throws dg::Error naming a missing or mistyped field. A JSON-mode record ("json_object": true) takes `json` as its

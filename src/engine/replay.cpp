@@ -29,6 +29,9 @@ std::vector<Record> read_records(const std::string& path) {
   }
   DG_CHECK(!recs.empty() && recs[0].j.value("op", "") == "open", "{}: the first record must be {{\"op\":\"open\"}}",
            path);
+  DG_CHECK(recs[0].j.value("content", true),
+           "{}: this op-log was written without content (serve --log-without-content): it holds token counts, not "
+           "the token ids a replay needs", path);
   return recs;
 }
 

@@ -34,6 +34,7 @@ struct JobSpec {
   std::vector<std::string> stop;  // stop strings: the answer ends before the first one
   bool drafts = false;            // canvas previews after every denoise step
   std::string call_id_prefix = "call_";
+  std::string tenant;  // whose KV cache this prompt may reuse (an API key, a `user`; SessionPool)
 };
 
 struct Usage {

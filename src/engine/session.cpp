@@ -8,11 +8,12 @@ namespace dg {
 
 Session::Session(const Model& model, const KvOptions& kv) : model_(model), kv_(model.config(), kv) {}
 
-SyncStats Session::sync(std::span<const int32_t> log) {
+SyncStats Session::sync(std::span<const int32_t> log, const PrefillProgress& progress) {
   const int64_t vocab = model_.config().vocab;
   for (size_t i = 0; i < log.size(); ++i)
     DG_CHECK(log[i] >= 0 && log[i] < vocab, "token {} at position {} is outside the vocabulary [0, {})", log[i], i,
              vocab);
+  model_.check_positions(static_cast<int64_t>(log.size()), "context");  // before the cache changes
   SyncStats st;
   const auto mism = std::mismatch(log_.begin(), log_.end(), log.begin(), log.end());
   int64_t lcp = mism.first - log_.begin();
@@ -32,10 +33,18 @@ SyncStats Session::sync(std::span<const int32_t> log) {
   }
   st.reused = lcp;
   const std::span<const int32_t> rest = log.subspan(static_cast<size_t>(lcp));
-  if (encoder_)
-    encoder_(kv_, rest);
-  else
-    model_.encode(kv_, rest);
+  try {
+    if (encoder_) {
+      encoder_(kv_, rest);
+    } else {
+      model_.encode(kv_, rest, nullptr, progress);
+    }
+  } catch (...) {
+    // Chunks (or a chunk's first layers, sliding rings included) may have reached the cache: it is no longer what
+    // the log says, so both start over and the next sync encodes the whole log.
+    clear();
+    throw;
+  }
   log_.insert(log_.end(), rest.begin(), rest.end());
   st.encoded = static_cast<int64_t>(rest.size());
   if (observer_ != nullptr) observer_->synced(*this, keep, log.subspan(static_cast<size_t>(keep)), st);

@@ -45,7 +45,10 @@ class Session {
  public:
   Session(const Model& model, const KvOptions& kv);
 
-  SyncStats sync(std::span<const int32_t> log);  // throws dg::Error on an id outside the vocabulary
+  // Throws dg::Error on an id outside the vocabulary or a log beyond the model's positions, before the cache
+  // changes; an encode that fails later leaves the session empty (the next sync encodes the whole log).
+  // `progress` hears of each prefill chunk of what is encoded (PrefillProgress).
+  SyncStats sync(std::span<const int32_t> log, const PrefillProgress& progress = {});
   GenerateResult generate(const SamplerOptions& opt, const GenerateEvents* events = nullptr);
   // The same with another denoiser (one that encodes into this session's model; tests script replies with it).
   GenerateResult generate(Denoiser& denoiser, const SamplerOptions& opt, const GenerateEvents* events = nullptr);

@@ -16,7 +16,7 @@ SessionPool::SessionPool(const Engine& engine, int slots, const SessionOptions& 
   for (int i = 0; i < slots; ++i) slots_.push_back(Slot{std::make_unique<Session>(engine.open_session(opt))});
 }
 
-Route SessionPool::route(std::span<const int32_t> prompt, int64_t min_common) const {
+Route SessionPool::route(std::span<const int32_t> prompt, const std::string& tenant, int64_t min_common) const {
   Route best;
   int empty = -1, lru = -1;
   for (int i = 0; i < size(); ++i) {
@@ -25,6 +25,7 @@ Route SessionPool::route(std::span<const int32_t> prompt, int64_t min_common) co
     const int64_t held = s.session->size();
     if (held == 0 && empty < 0) empty = i;
     if (lru < 0 || s.last_used < slots_[static_cast<size_t>(lru)].last_used) lru = i;
+    if (s.tenant != tenant) continue;  // another tenant's cache is never a prefix
     const int64_t c = common_prefix(s.session->tokens(), prompt);
     // Worth reusing: more than a shared <bos>, and at least as much kept as cut (a regenerated last turn, not a
     // different conversation under the same system prompt). Ties go to the most recently used slot.
@@ -42,8 +43,10 @@ Route SessionPool::route(std::span<const int32_t> prompt, int64_t min_common) co
     best.why = "empty";
   } else if (lru >= 0) {
     best.slot = lru;
-    best.common = common_prefix(slots_[static_cast<size_t>(lru)].session->tokens(), prompt);
     best.why = "evict";
+    const Slot& s = slots_[static_cast<size_t>(lru)];
+    best.clear = s.tenant != tenant && s.session->size() > 0;
+    best.common = best.clear ? 0 : common_prefix(s.session->tokens(), prompt);
   } else {
     return best;  // every slot is busy
   }
@@ -51,11 +54,12 @@ Route SessionPool::route(std::span<const int32_t> prompt, int64_t min_common) co
   return best;
 }
 
-void SessionPool::acquire(int slot) {
+void SessionPool::acquire(int slot, const std::string& tenant) {
   Slot& s = slots_.at(static_cast<size_t>(slot));
   DG_CHECK(!s.busy, "session slot {} is already in use", slot);
   s.busy = true;
   s.last_used = ++clock_;
+  s.tenant = tenant;
 }
 
 void SessionPool::release(int slot) { slots_.at(static_cast<size_t>(slot)).busy = false; }

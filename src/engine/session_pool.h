@@ -2,8 +2,10 @@
 // goes to the slot whose log shares the longest prefix with its prompt, so a conversation that comes back finds
 // its history already encoded and only the new turn is prefilled (a divergence is cut by Session::sync's rewind).
 // A slot is reused only when it keeps at least as many tokens as it cuts; otherwise the prompt takes an empty
-// slot, then the least recently used one. Routing is pure; the worker holds the slots (a batched worker marks
-// the ones in flight busy).
+// slot, then the least recently used one. Slots belong to the tenant that last used them (an API key, a `user`):
+// a prompt reuses only its own tenant's cache, and a slot taken over from another tenant is cleared first, so no
+// request learns from its cached tokens (or its latency) what another tenant sent. Routing is pure; the worker
+// holds the slots (a batched worker marks the ones in flight busy).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@ struct Route {
   int64_t common = 0;  // tokens the slot's log shares with the prompt
   int64_t held = 0;    // tokens the slot held before
   std::string why;     // "prefix" | "empty" | "evict": how the slot was chosen
+  bool clear = false;  // the slot holds another tenant's tokens: clear it before use (common is then 0)
 };
 
 // The length of the longest common prefix.
@@ -32,16 +35,18 @@ class SessionPool {
 
   // The slot for `prompt` among those not busy; slot -1 when every slot is busy. A prefix counts when it is more
   // than `min_common` tokens (the <bos> every chat shares is not worth keeping a slot for).
-  Route route(std::span<const int32_t> prompt, int64_t min_common = 1) const;
+  // Only slots of `tenant` count for a prefix.
+  Route route(std::span<const int32_t> prompt, const std::string& tenant = "", int64_t min_common = 1) const;
   Session& session(int slot) { return *slots_.at(static_cast<size_t>(slot)).session; }
   const Session& session(int slot) const { return *slots_.at(static_cast<size_t>(slot)).session; }
-  void acquire(int slot);  // busy until release; marks it most recently used
+  void acquire(int slot, const std::string& tenant = "");  // busy until release; most recently used; owned by tenant
   void release(int slot);
   int size() const { return static_cast<int>(slots_.size()); }
 
  private:
   struct Slot {
     std::unique_ptr<Session> session;
+    std::string tenant;
     uint64_t last_used = 0;
     bool busy = false;
   };

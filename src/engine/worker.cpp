@@ -61,14 +61,18 @@ void Worker::loop() {
 }
 
 int Worker::open_slot(Job& job) {
-  const Route r = pool_.route(job.spec.prompt);
+  const Route r = pool_.route(job.spec.prompt, job.spec.tenant);
   DG_CHECK(r.slot >= 0, "no free session slot (the worker holds at most one job per slot)");
-  say(fmt::format("job {}: slot {} ({}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
-                  r.common, job.spec.prompt.size(), r.held));
+  say(fmt::format("job {}: slot {} ({}{}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
+                  r.clear ? ", another tenant's: cleared" : "", r.common, job.spec.prompt.size(), r.held));
   if (opt_.oplog != nullptr)
     opt_.oplog->write({{"op", "route"}, {"job", job.id}, {"slot", r.slot}, {"why", r.why}, {"common", r.common},
                        {"held", r.held}, {"prompt", job.spec.prompt.size()}});
-  pool_.acquire(r.slot);
+  if (r.clear) {
+    pool_.session(r.slot).clear();
+    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});
+  }
+  pool_.acquire(r.slot, job.spec.tenant);
   ++stats_.running;
   return r.slot;
 }

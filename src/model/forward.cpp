@@ -188,18 +188,21 @@ void Model::set_prefill_chunk(int64_t tokens) {
   prefill_chunk_ = tokens;
 }
 
-void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
+void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace,
+                   const PrefillProgress& progress) const {
   if (ids.empty()) return;
   check_ids(ids, "prompt");
   const auto n = static_cast<int64_t>(ids.size());
   check_positions(kv.len() + n, "context");
-  if (trace != nullptr || n <= prefill_chunk_) {
-    encode_chunk(kv, ids, trace);
-    return;
+  const int64_t chunk = trace != nullptr ? n : prefill_chunk_;
+  if (progress) progress(0, n);
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t len = std::min(chunk, n - at);
+    encode_chunk(kv, ids.subspan(static_cast<size_t>(at), static_cast<size_t>(len)), trace);
+    if (!progress) continue;
+    be_.synchronize();
+    progress(at + len, n);
   }
-  for (int64_t at = 0; at < n; at += prefill_chunk_)
-    encode_chunk(kv, ids.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(prefill_chunk_, n - at))),
-                 nullptr);
 }
 
 void Model::encode_batch(std::span<const EncodeSeq> seqs) const {

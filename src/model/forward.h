@@ -45,6 +45,10 @@ struct EncodeSeq {
   std::span<const int32_t> ids;
 };
 
+// Prefill progress: (0, total) before the first chunk, then (done, total) after each chunk once the backend has
+// finished it (the caller may time it).
+using PrefillProgress = std::function<void(int64_t done, int64_t total)>;
+
 // Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
 Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
 
@@ -56,8 +60,10 @@ class Model {
   // Encodes ids at positions kv.len()... (causal; sliding layers see the last window tokens), appending their
   // K/V to the cache. The last layer computes only what the cache needs unless a trace is attached. Prompts
   // longer than the prefill chunk run as consecutive chunks (same result: each chunk attends to the cached ones),
-  // which bounds activation memory for long prompts; a traced encode runs in one piece.
-  void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr) const;
+  // which bounds activation memory for long prompts; a traced encode runs in one piece. `progress`, when set, hears
+  // of every chunk (PrefillProgress).
+  void encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace = nullptr,
+              const PrefillProgress& progress = {}) const;
   void set_prefill_chunk(int64_t tokens);  // > 0
   // Several sequences' ids in one encoder pass (committed blocks of concurrent requests): the row-wise ops run over
   // all rows, RoPE, causal attention and the cache writes per sequence. Same result as encoding each alone.

@@ -37,11 +37,20 @@ void single(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string prometheus_text(const HttpStats& http, const WorkerStats& w, const QueueGauges& q) {
+std::string prometheus_text(const HttpStats& http, const WorkerStats& w, const QueueGauges& q,
+                            const HttpCounters& c) {
   std::string out;
   metric(out, "diffgemma_http_requests_total", "counter", "HTTP requests answered, by route and status");
   for (const auto& [key, n] : http.snapshot())
     out += fmt::format("diffgemma_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+  single(out, "diffgemma_http_connections", "gauge", "open client connections", c.open.load());
+  single(out, "diffgemma_http_connections_accepted_total", "counter", "client connections accepted", c.accepted.load());
+  metric(out, "diffgemma_http_connections_closed_total", "counter",
+         "connections the server closed early: evicted (to make room), refused (at the bound, all busy), timed_out "
+         "(a request head or body not received in time, or a write not taken)");
+  out += fmt::format("diffgemma_http_connections_closed_total{{reason=\"evicted\"}} {}\n", c.evicted.load());
+  out += fmt::format("diffgemma_http_connections_closed_total{{reason=\"refused\"}} {}\n", c.refused.load());
+  out += fmt::format("diffgemma_http_connections_closed_total{{reason=\"timed_out\"}} {}\n", c.timed_out.load());
   metric(out, "diffgemma_jobs_total", "counter", "generation jobs by outcome");
   out += fmt::format("diffgemma_jobs_total{{outcome=\"completed\"}} {}\n", w.jobs_completed.load());
   out += fmt::format("diffgemma_jobs_total{{outcome=\"cancelled\"}} {}\n", w.jobs_cancelled.load());

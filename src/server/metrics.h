@@ -1,5 +1,6 @@
 // /metrics: Prometheus text exposition (version 0.0.4) of the HTTP counters kept here and the worker's
-// WorkerStats: requests by route and status, tokens, queue depth, denoise-step latency, batch occupancy.
+// WorkerStats: requests by route and status, connections, tokens, queue depth, denoise-step latency, batch
+// occupancy.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "engine/stats.h"
+#include "server/http.h"
 
 namespace dg::server {
 
@@ -27,6 +29,7 @@ struct QueueGauges {
   int slots = 0, max_batch = 1;
 };
 
-std::string prometheus_text(const HttpStats& http, const WorkerStats& worker, const QueueGauges& q);
+std::string prometheus_text(const HttpStats& http, const WorkerStats& worker, const QueueGauges& q,
+                            const HttpCounters& connections);
 
 }  // namespace dg::server

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,20 +8,10 @@
 #include <random>
 #include <thread>
 
-#include <httplib.h>
-
 #include "core/error.h"
 
 namespace dg::server {
 namespace {
-
-// httplib's listen backlog is compiled into the Debian library (5): a burst of clients past it gets connections
-// reset after the SYN-ACK retries. Linux lets listen() raise the backlog of a socket that already listens.
-class HttpServer final : public httplib::Server {
- public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
-};
-constexpr int kListenBacklog = 1024;
 
 std::string default_model_id(const Engine& engine) {
   const std::string name = std::filesystem::path(engine.checkpoint().dir).lexically_normal().filename().string();
@@ -30,7 +19,7 @@ std::string default_model_id(const Engine& engine) {
 }
 
 std::string open_oplog_path(const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  create_private_dirs(dir);
   return (std::filesystem::path(dir) / fmt::format("ops-{}-{}.jsonl", std::time(nullptr), ::getpid())).string();
 }
 
@@ -48,9 +37,16 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   DG_CHECK(opt_.prefill_per_step >= 1, "--prefill-per-step must be at least 1 (got {})", opt_.prefill_per_step);
   DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
   DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");
+  for (const std::string& key : opt_.api_keys) DG_CHECK(!key.empty(), "an API key must not be empty");
+  DG_CHECK(opt_.max_tokens >= 0, "--max-tokens must be 0 (the context) or positive (got {})", opt_.max_tokens);
+  for (const SamplerOptions* d : {&wire_.contract, &wire_.reference})
+    DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",
+             opt_.max_steps, d->steps);
+  wire_.max_steps = opt_.max_steps;
+  wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
   std::random_device rd;
-  id_prefix_ = fmt::format("{:08x}", rd());
+  id_prefix_ = fmt::format("{:08x}{:08x}", rd(), rd());
   started_ = static_cast<int64_t>(std::time(nullptr));
 
   WorkerOptions wo;
@@ -60,26 +56,20 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   wo.log = [this](const std::string& line) { say(line); };
   wo.denoiser = std::move(denoiser);
   if (!opt_.log_dir.empty()) {
-    oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir));
+    oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir), opt_.log_content);
     wo.oplog = oplog_.get();
-    const EngineOptions& eo = engine.options();
-    oplog_->write({{"op", "open"},
-                   {"version", 1},
-                   {"model", engine.checkpoint().dir},
-                   {"backend", eo.backend},
-                   {"precision", std::string(storage_name(eo.precision.act))},
-                   {"kv_precision", std::string(storage_name(eo.precision.kv))},
-                   {"context", eo.context},
-                   {"slots", wo.slots},
-                   {"ring_slack", wo.session.ring_slack}});
+    oplog_->write(oplog_open_record(engine, wo.slots, wo.session.ring_slack, opt_.log_content));
   }
   worker_ = std::make_unique<Worker>(engine_, queue_, worker_stats_, wo);
 
-  http_ = std::make_unique<HttpServer>();
-  const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads) : opt_.max_queue + 16;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(opt_.max_body_bytes);
-  install_routes();
+  HttpLimits limits;
+  limits.max_body = opt_.max_body_bytes;
+  limits.header_timeout_s = opt_.header_timeout_s;
+  limits.body_timeout_s = opt_.body_timeout_s;
+  limits.max_connections = opt_.max_connections;
+  limits.max_connections_per_peer = opt_.max_connections_per_peer;
+  limits.handler_threads = opt_.http_threads > 0 ? opt_.http_threads : static_cast<int>(opt_.max_queue) + 16;
+  http_ = std::make_unique<HttpServer>(limits, handlers());
 }
 
 Server::~Server() { stop(); }
@@ -88,32 +78,17 @@ void Server::say(const std::string& line) const {
   if (log_) log_(line);
 }
 
-int Server::bind() {
-  int port = opt_.port;
-  if (port == 0) {
-    port = http_->bind_to_any_port(opt_.host);
-  } else if (!http_->bind_to_port(opt_.host, port)) {
-    port = -1;
-  }
-  DG_CHECK(port > 0, "cannot listen on {}:{} (the port is in use, or the host is not an address of this machine)",
-           opt_.host, opt_.port);
-  static_cast<HttpServer&>(*http_).raise_backlog(kListenBacklog);
-  return port;
-}
+int Server::bind() { return http_->bind(opt_.host, opt_.port); }
 
 void Server::run() {
   worker_->start();
-  running_ = true;
-  if (!stopping_) http_->listen_after_bind();
-  returned_ = true;
+  http_->run();
 }
 
 void Server::stop() {
   stopping_ = true;
-  worker_->stop();
-  // A stop that comes while run() is starting must not be lost: wait until httplib listens (or run() gave up).
-  while (running_ && !returned_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  http_->stop();
+  worker_->stop();  // queued and running jobs are answered 503 ...
+  http_->stop();    // ... and those answers go out before the connections close
 }
 
 }  // namespace dg::server

@@ -1,7 +1,8 @@
-// dg::server::Server: the OpenAI-compatible HTTP front of one Engine. HTTP threads (cpp-httplib's pool) parse and
+// dg::server::Server: the OpenAI-compatible HTTP front of one Engine. HTTP handler threads (server/http.h) parse and
 // validate requests, render prompts to token ids, push jobs to a bounded queue (429 when full) and stream the
 // job's events back; one device worker (src/engine/worker.h) owns the model and the KV caches. Routes:
-// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (docs/SERVER.md).
+// POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models[/ID], GET /health,
+// GET /metrics (docs/SERVER.md).
 #pragma once
 
 #include <atomic>
@@ -14,16 +15,11 @@
 #include "engine/scheduler.h"
 #include "engine/stats.h"
 #include "engine/worker.h"
+#include "server/http.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/wire_request.h"
 #include "server/wire_response.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace dg::server {
 
@@ -42,13 +38,27 @@ class Server {
   std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }
 
  private:
-  void install_routes();
-  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  HttpHandlers handlers();
+  // Answers on the network thread what needs no waiting (health, models, metrics, refusals); false: `slow`.
+  bool quick(const HttpRequest& req, HttpResponse& res);
+  void slow(const HttpRequest& req, HttpResponse& res);
+  int key_of(const HttpRequest& req) const;  // the index of the API key the request carries; -1: none of them
+  // Whose KV cache a request may reuse: its API key and its `user`, or only itself without prefix reuse.
+  std::string tenant_of(const HttpRequest& req, const std::string& user, uint64_t job) const;
+  enum class Api : uint8_t { kChat, kCompletion, kResponses };
+  // How a job's answer goes out: which API, its id, the request (echoed by a response object), the request's
+  // fields this server does not use (reported, never silently ignored).
+  struct Answer {
+    Api api = Api::kChat;
+    ResponseMeta meta;
+    Json request;
+    bool include_usage = false;
+    Json ignored = Json::array();
+  };
+  void handle_generate(const HttpRequest& req, HttpResponse& res, Api api);
   // The JSON answer once the job is done; a client that hangs up meanwhile cancels the job (answered 499).
-  void wait_for_answer(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job,
-                       const ResponseMeta& meta, bool chat);
-  void stream_answer(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
-                     bool chat, bool include_usage);
+  void wait_for_answer(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a);
+  void stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a);
   void say(const std::string& line) const;
 
   const Engine& engine_;
@@ -61,10 +71,10 @@ class Server {
   HttpStats http_stats_;
   JobQueue queue_;
   std::unique_ptr<Worker> worker_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_job_{1};
-  std::atomic<bool> stopping_{false}, running_{false}, returned_{false};
-  std::string id_prefix_;  // random per process: response and call ids do not repeat across restarts
+  std::atomic<bool> stopping_{false};
+  std::string id_prefix_;  // 64 random bits per process: response and call ids do not repeat across restarts
   int64_t started_ = 0;
 };
 

@@ -8,12 +8,14 @@ std::string sse_data(const Json& j) {
 
 std::string SseEncoder::start() {
   if (!chat_) return {};
-  return sse_data(chat_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, ""));
+  Json c = chat_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, "");
+  c.update(first_);
+  return sse_data(c);
 }
 
 std::string SseEncoder::error(int status, const std::string& message) {
   finished_ = true;
-  return sse_data(error_body(message, error_type_of(status), std::to_string(status)));
+  return sse_data(error_body(message, error_type_of(status), error_code_of(status)));
 }
 
 std::string SseEncoder::encode(const JobEvent& e) {

@@ -12,22 +12,34 @@
 namespace dg::server {
 
 std::string sse_data(const Json& j);  // "data: {json}\n\n"
+
+// What a streaming handler writes: one job's events as the bytes of a stream.
+class StreamEncoder {
+ public:
+  virtual ~StreamEncoder() = default;
+  virtual std::string start() = 0;                    // the first bytes, before the worker takes the job
+  virtual std::string encode(const JobEvent& e) = 0;  // "" when the event has nothing for the client
+  virtual std::string error(int status, const std::string& message) = 0;  // a terminal error event
+  virtual bool finished() const = 0;
+};
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 inline constexpr const char* kSseHeartbeat = ": keep-alive\n\n";  // an SSE comment: clients ignore it
 
-class SseEncoder {
+class SseEncoder final : public StreamEncoder {
  public:
-  SseEncoder(ResponseMeta meta, bool chat, bool include_usage)
-      : meta_(std::move(meta)), chat_(chat), include_usage_(include_usage) {}
+  // `first`: fields added to the role chunk (chat).
+  SseEncoder(ResponseMeta meta, bool chat, bool include_usage, Json first = Json::object())
+      : meta_(std::move(meta)), chat_(chat), include_usage_(include_usage), first_(std::move(first)) {}
 
-  std::string start();                    // the first bytes: the role chunk (chat) or nothing (completions)
-  std::string encode(const JobEvent& e);  // "" when the event has nothing for the client
-  std::string error(int status, const std::string& message);  // a terminal error event
-  bool finished() const { return finished_; }
+  std::string start() override;  // the first bytes: the role chunk (chat) or nothing (completions)
+  std::string encode(const JobEvent& e) override;
+  std::string error(int status, const std::string& message) override;
+  bool finished() const override { return finished_; }
 
  private:
   ResponseMeta meta_;
   bool chat_, include_usage_;
+  Json first_;
   int n_calls_ = 0;
   bool finished_ = false;
 };

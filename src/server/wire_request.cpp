@@ -1,5 +1,6 @@
 #include "server/wire_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -12,6 +13,15 @@ namespace {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw ApiError(400, message, "invalid_request_error", "invalid_value", param);
+}
+
+// A value within the field's range but over what this server lets one request spend.
+[[noreturn]] void over_limit(const std::string& param, int64_t value, int64_t limit, const char* option,
+                             const char* what) {
+  throw ApiError(400,
+                 fmt::format("'{}' is {}; this server allows at most {} {} per request ({})", param, value, limit,
+                             what, option),
+                 "invalid_request_error", "limit_exceeded", param);
 }
 
 // The field, or nullptr when it is absent or null (OpenAI treats null as "not given").
@@ -77,6 +87,7 @@ SamplerOptions get_sampler(const Json& b, const WireContext& ctx) {
     if (*p == "reference") o = ctx.reference;
   }
   o.steps = static_cast<int>(get_int(b, "steps", 1, 4096, o.steps));
+  if (o.steps > ctx.max_steps) over_limit("steps", o.steps, ctx.max_steps, "--max-steps", "denoising steps per block");
   o.entropy_bound = get_number(b, "entropy_bound", 1e-9, 1e9, o.entropy_bound);
   o.confidence_threshold = get_number(b, "confidence_threshold", 0.0, 1e9, o.confidence_threshold);
   o.t_min = get_number(b, "t_min", 1e-6, 100.0, o.t_min);
@@ -109,13 +120,20 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
   r.spec.sampler = get_sampler(b, ctx);
   r.spec.stop = get_stop(b);
   r.spec.drafts = get_bool(b, "drafts", false);
+  if (const Json* u = field(b, "user")) {
+    if (!u->is_string() || u->get_ref<const std::string&>().size() > 256)
+      bad("user", "'user' must be a string of at most 256 bytes");
+    r.user = u->get<std::string>();
+  }
 
   const auto prompt = static_cast<int64_t>(r.spec.prompt.size());
   if (prompt >= ctx.context)
     throw ApiError(400, fmt::format("the prompt is {} tokens; this server's context holds {}", prompt, ctx.context),
                    "invalid_request_error", "context_length_exceeded", "messages");
   const char* key = field(b, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
-  const int64_t max = get_int(b, key, 1, std::numeric_limits<int32_t>::max(), ctx.context - prompt);
+  const int64_t rest = ctx.max_tokens > 0 ? std::min(ctx.context - prompt, ctx.max_tokens) : ctx.context - prompt;
+  const int64_t max = get_int(b, key, 1, std::numeric_limits<int32_t>::max(), rest);
+  if (ctx.max_tokens > 0 && max > ctx.max_tokens) over_limit(key, max, ctx.max_tokens, "--max-tokens", "answer tokens");
   if (prompt + max > ctx.context)
     throw ApiError(400,
                    fmt::format("this server's context holds {} tokens, but {} were requested ({} in the prompt, {} "
@@ -134,6 +152,31 @@ void check_literals(const std::string& text, const std::string& where, const Wir
       bad(where, fmt::format("{} contains the special-token literal '{}'; control tokens cannot be sent as text "
                              "(start the server with --allow-special-literals to pass such text as plain characters)",
                              where, ctx.tok.token(id)));
+}
+
+// Tool turns the template can render: every assistant tool call answered by the role "tool" messages right after
+// it (the last message may be the calls themselves: refused below, with its own message), and no tool message that
+// answers nothing (the template would drop it).
+void check_tool_turns(const std::vector<Message>& msgs) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const Message& m = msgs[i];
+    if (m.role == Role::kTool) {
+      size_t j = i;
+      while (j > 0 && msgs[j - 1].role == Role::kTool) --j;
+      if (j == 0 || msgs[j - 1].role != Role::kAssistant || msgs[j - 1].tool_calls.empty())
+        bad("messages", fmt::format("messages[{}] is a tool result that follows no tool call: a role \"tool\" "
+                                    "message must come right after the assistant message whose call it answers", i));
+      continue;
+    }
+    if (m.tool_calls.empty()) continue;
+    size_t results = 0;
+    while (i + 1 + results < msgs.size() && msgs[i + 1 + results].role == Role::kTool) ++results;
+    if (i + 1 + results == msgs.size() && results == 0) continue;
+    if (results < m.tool_calls.size())
+      bad("messages", fmt::format("messages[{}] makes {} tool call(s) but {} result(s) follow it: add a role "
+                                  "\"tool\" message with each call's tool_call_id before the next turn",
+                                  i, m.tool_calls.size(), results));
+  }
 }
 
 // The `thinking` extension field, else vLLM's chat_template_kwargs.enable_thinking, else off.
@@ -179,6 +222,7 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
     const Message& m = conv.messages.back();
     if (m.role != Role::kAssistant) check_literals(m.content, where + ".content", ctx);
   }
+  check_tool_turns(conv.messages);
   std::string choice = "auto";
   if (const Json* tc = field(b, "tool_choice")) {
     if (!tc->is_string() || (*tc != "auto" && *tc != "none"))

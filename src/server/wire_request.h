@@ -33,12 +33,16 @@ struct WireContext {
   int64_t context = 8192;              // prompt + max_tokens must fit
   bool allow_special_literals = false;
   std::shared_ptr<const JsonVocab> json_vocab;  // response_format json_object's vocabulary table (chat_json_vocab)
+  // Per-request work (--max-steps, --max-tokens): a request over either is refused with 400 naming the limit.
+  int max_steps = 128;      // denoise steps per block
+  int64_t max_tokens = 0;   // answer tokens (so blocks); 0: the rest of the context
 };
 
 struct ParsedRequest {
   JobSpec spec;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  std::string user;            // the end user the client names: KV-cache reuse stays within one user
 };
 
 // The body as JSON; malformed JSON (invalid UTF-8 included) or a non-object throws ApiError 400.

@@ -31,6 +31,16 @@ std::string error_type_of(int status) {
   }
 }
 
+std::string error_code_of(int status) {
+  switch (status) {
+    case 429: return "queue_full";
+    case 499: return "client_closed";
+    case 503: return "shutting_down";
+    case 504: return "timeout";
+    default: return "";
+  }
+}
+
 Json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt},
           {"completion_tokens", u.completion},
@@ -105,10 +115,12 @@ Json text_usage_chunk(const ResponseMeta& m, const Usage& u) {
           {"model", m.model}, {"choices", Json::array()},    {"usage", usage_json(u)}};
 }
 
+Json model_object(const std::string& model, int64_t created) {
+  return {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "diffgemma"}};
+}
+
 Json model_list(const std::string& model, int64_t created) {
-  return {{"object", "list"},
-          {"data", Json::array({{{"id", model}, {"object", "model"}, {"created", created},
-                                 {"owned_by", "diffgemma"}}})}};
+  return {{"object", "list"}, {"data", Json::array({model_object(model, created)})}};
 }
 
 }  // namespace dg::server

@@ -29,7 +29,7 @@ TEST(ChatTerminal, CtrlCStopsTheAnswerAndKeepsTheSession) {
   PtyProcess p(chat + " --steps 100000 --confidence-threshold 1e-30 --plateau-steps 0 --entropy-stop 0");
   size_t at = p.expect("> ", 0, 60);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("Tell me a long story\r");
+  ASSERT_TRUE(p.type("Tell me a long story\r")) << p.output();
   at = p.expect("step ", at, 60);  // the live progress line: the answer is being denoised
   ASSERT_NE(at, kNone) << p.output();
   const auto t0 = std::chrono::steady_clock::now();
@@ -40,19 +40,19 @@ TEST(ChatTerminal, CtrlCStopsTheAnswerAndKeepsTheSession) {
   ASSERT_NE(at, kNone) << p.output();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
 
-  p.send("/save " + save + "\r");  // nothing of the dropped exchange is left in the conversation
+  ASSERT_TRUE(p.type("/save " + save + "\r")) << p.output();  // nothing of the dropped exchange is left in the conversation
   at = p.expect("(saved " + save + ": 0 messages)", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("\x03");  // at an empty prompt
+  ASSERT_TRUE(p.type("\x03")) << p.output();  // at an empty prompt
   at = p.expect("> ", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("half a line\x03");  // drops the line
+  ASSERT_TRUE(p.type("half a line\x03")) << p.output();  // drops the line
   at = p.expect("> ", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("/rewind\r");
+  ASSERT_TRUE(p.type("/rewind\r")) << p.output();
   at = p.expect("(nothing to rewind)", at, 10);
   ASSERT_NE(at, kNone) << p.output();
-  p.send("\x04");  // Ctrl-D
+  ASSERT_TRUE(p.type("\x04")) << p.output();  // Ctrl-D
   EXPECT_EQ(p.wait(20), 0) << p.output();
 }
 
@@ -63,10 +63,10 @@ TEST(ChatTerminal, NoColorTurnsTheDimmedReasoningPlain) {
     PtyProcess p((no_color ? "env NO_COLOR=1 " : "") + chat);
     size_t at = p.expect("> ", 0, 60);
     ASSERT_NE(at, kNone) << p.output();
-    p.send("What is two plus two?\r");
+    ASSERT_TRUE(p.type("What is two plus two?\r")) << p.output();
     at = p.expect("> ", at, 60);  // the answer is done
     ASSERT_NE(at, kNone) << p.output();
-    p.send("\x04");
+    ASSERT_TRUE(p.type("\x04")) << p.output();
     EXPECT_EQ(p.wait(20), 0) << p.output();
     EXPECT_EQ(p.output().find("\033[2m") != std::string::npos, !no_color) << "NO_COLOR=" << no_color << "\n"
                                                                             << p.output();

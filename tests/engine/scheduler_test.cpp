@@ -90,5 +90,26 @@ TEST(SessionPool, RoutesToTheLongestPrefixThenEmptySlotsThenTheLeastRecentlyUsed
   EXPECT_EQ(pool.route(a_next).slot, -1) << "every slot busy";
 }
 
+TEST(SessionPool, APromptReusesOnlyItsOwnTenantsCache) {
+  EngineOptions eo;
+  eo.model_dir = test::source_path("models/dg-tiny");
+  const auto engine = Engine::open(eo);
+  SessionPool pool(*engine, 1, SessionOptions{});
+  const std::vector<int32_t> secret = {2, 105, 10, 11, 12, 13};
+  Route r = pool.route(secret, "alice");
+  pool.acquire(r.slot, "alice");
+  pool.session(r.slot).sync(secret);
+  pool.release(r.slot);
+
+  r = pool.route(secret, "bob");  // the one slot holds alice's prompt
+  EXPECT_EQ(r.why, "evict");
+  EXPECT_TRUE(r.clear) << "bob's prompt may not reuse alice's tokens";
+  EXPECT_EQ(r.common, 0);
+  r = pool.route(secret, "alice");
+  EXPECT_EQ(r.why, "prefix");
+  EXPECT_FALSE(r.clear);
+  EXPECT_EQ(r.common, 6);
+}
+
 }  // namespace
 }  // namespace dg

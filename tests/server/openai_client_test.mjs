@@ -1,7 +1,8 @@
 // The official `openai` npm client against the server: `diffgemma serve` on the embedded model (any weights:
-// the protocol, not the words) for models, chat and completions with and without streaming, usage, prefix reuse
-// and errors; the server with scripted replies (dg_scripted_server) for tool calls, the SDK's tool runner,
-// reasoning and stop strings. Run by openai_client.sh (ctest: server.openai_npm_client).
+// the protocol, not the words) for models, chat, completions and responses with and without streaming, usage,
+// prefix reuse and errors; the server with scripted replies (dg_scripted_server) for tool calls (chat and
+// responses), the SDK's tool runner and responses stream helper, reasoning and stop strings. Run by
+// openai_client.sh (ctest: server.openai_npm_client).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -44,6 +45,10 @@ const weatherTool = {
     parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
   },
 };
+
+// The text of a response's message items (the SDK adds output_text to responses.create results only).
+const textOf = (r) => r.output.filter((o) => o.type === 'message').flatMap((o) => o.content)
+  .filter((c) => c.type === 'output_text').map((c) => c.text).join('');
 
 // ---- diffgemma serve on the embedded model ----
 let real;
@@ -115,6 +120,34 @@ test('a second turn is served from the cache (prompt_tokens_details.cached_token
   assert.ok(cached > r1.usage.prompt_tokens, `cached ${cached} of ${r2.usage.prompt_tokens}`);
 });
 
+test('models.retrieve finds the served model and 404s another', async () => {
+  const m = await realClient().models.retrieve('dg-tiny');
+  assert.equal(m.id, 'dg-tiny');
+  assert.equal(m.object, 'model');
+  await assert.rejects(realClient().models.retrieve('gpt-4o'), (e) => e instanceof OpenAI.NotFoundError);
+});
+
+test('responses.create answers with a response object, plain and streamed', async () => {
+  const c = realClient();
+  const r = await c.responses.create({ model: 'dg-tiny', input: 'Hello there', max_output_tokens: 8, steps: 2 });
+  assert.equal(r.object, 'response');
+  assert.ok(['completed', 'incomplete'].includes(r.status), r.status);
+  assert.equal(r.output_text, textOf(r));
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  const stream = c.responses.stream({ model: 'dg-tiny', input: 'Stream please', max_output_tokens: 8, steps: 2 });
+  let deltas = '';
+  let last;
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  stream.on('event', (e) => { last = e; });
+  const final = await stream.finalResponse();
+  assert.equal(textOf(final), deltas);
+  // The SDK takes its final snapshot from response.completed only: an answer cut at max_output_tokens ends with
+  // response.incomplete, whose response has the status (the weights are random, so either may come).
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+  assert.equal(last.response.status, last.type.slice('response.'.length));
+  assert.equal(last.response.output_text ?? textOf(last.response), deltas);
+});
+
 test('errors arrive as the SDK error classes', async () => {
   const bad = new OpenAI({ baseURL: `${real.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
@@ -178,6 +211,31 @@ test('the SDK tool runner completes the round trip', async () => {
   const content = await runner.finalContent();
   assert.equal(content, 'It is 18 C in Paris.');
   assert.deepEqual(calls, [{ city: 'Paris' }]);
+});
+
+test('responses: a function call, then its output continues the turn', async () => {
+  const tools = [{ type: 'function', ...weatherTool.function }];
+  const c = scriptedClient();
+  const r = await c.responses.create({
+    model: 'dg-tiny', input: 'What is the weather in Paris?', tools, max_output_tokens: 64, steps: 2,
+  });
+  const call = r.output.find((o) => o.type === 'function_call');
+  assert.ok(call, JSON.stringify(r.output));
+  assert.equal(call.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' });
+  const reasoning = r.output.find((o) => o.type === 'reasoning');
+  assert.equal(reasoning.content[0].text, 'The user wants the weather; I will call the tool.');
+  const input = [{ role: 'user', content: 'What is the weather in Paris?' }, ...r.output,
+    { type: 'function_call_output', call_id: call.call_id, output: '18 C, sunny' }];
+  const stream = c.responses.stream({ model: 'dg-tiny', input, tools, max_output_tokens: 64, steps: 2 });
+  const final = await stream.finalResponse();
+  assert.equal(textOf(final), 'It is 18 C in Paris.');
+  assert.ok(final.usage.input_tokens_details.cached_tokens > 0, JSON.stringify(final.usage));
+  const streamedCall = c.responses.stream({
+    model: 'dg-tiny', input: 'weather?', tools, max_output_tokens: 64, steps: 2,
+  });
+  const done = await streamedCall.finalResponse();
+  assert.equal(done.output.find((o) => o.type === 'function_call').name, 'get_weather');
 });
 
 test('stop strings cut the answer', async () => {

@@ -1,13 +1,18 @@
 // The op-log of a server session (two conversations over two slots, prefix reuse, a completion, a client that
 // hangs up mid-generation) replays identically, in process and through `diffgemma replay`; a changed token in
-// the log is reported as the first divergence, at its line.
+// the log is reported as the first divergence, at its line. The log is private (0600 in a 0700 directory) and can
+// be written without content (counts instead of token ids), which replay refuses by name.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "engine/oplog.h"
 #include "server_test_util.h"
 #include "support/paths.h"
@@ -85,6 +90,60 @@ TEST(OpLog, AServerSessionReplaysIdenticallyAndAChangedTokenIsFound) {
   const ProcessResult cli_bad = run_command(cli_path() + " replay " + bad);
   EXPECT_EQ(cli_bad.code, 1) << cli_bad.out;
   EXPECT_NE(cli_bad.out.find("diverged"), std::string::npos) << cli_bad.out;
+}
+
+int mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return static_cast<int>(st.st_mode & 0777);
+}
+
+TEST(OpLog, IsPrivateAndCanBeWrittenWithoutContent) {
+  const std::string root = scratch_dir("oplog-private");
+  for (const bool content : {true, false}) {
+    server::ServerOptions o;
+    o.log_dir = root + (content ? "/with/logs" : "/without/logs");
+    o.log_content = content;
+    std::string path;
+    {
+      TestServer s(o, true);
+      auto r = s.post("/v1/chat/completions", chat_request("my PIN is 4711"));
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      path = s.srv->oplog_path();
+    }
+    EXPECT_EQ(mode_of(path), 0600) << path;
+    EXPECT_EQ(mode_of(o.log_dir), 0700);
+    EXPECT_EQ(mode_of(std::filesystem::path(o.log_dir).parent_path().string()), 0700) << "created parents too";
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("\"content\":false"), content ? std::string::npos : text.find("\"content\":false"));
+    int syncs = 0, blocks = 0;
+    for (size_t at = 0, nl; at < text.size(); at = nl + 1) {
+      nl = text.find('\n', at);
+      const json j = json::parse(text.substr(at, nl - at));
+      syncs += j.value("op", "") == "sync" ? 1 : 0;
+      blocks += j.value("event", "") == "block" ? 1 : 0;
+      if (j.value("op", "") == "sync") {
+        EXPECT_EQ(j.contains("append"), content) << j;
+      }
+      if (j.value("event", "") == "block") {
+        EXPECT_EQ(j.contains("ids"), content) << j;
+      }
+    }
+    EXPECT_GE(syncs, 1);
+    EXPECT_GE(blocks, 1);
+    if (content) continue;
+    EXPECT_NE(text.find("\"append_count\":"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"ids_count\":"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"content\":false"), std::string::npos) << text;
+    try {
+      replay_oplog(tiny_server_engine(), path);
+      ADD_FAILURE() << "a log without content cannot be replayed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("without content"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ TEST(ServerErrors, BadRequestsGetClear400sAndTheServerKeepsServing) {
   expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "n": 2})"), 400, "'n'", "n");
   expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "stop": [1]})"), 400, "stop", "stop");
   expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "steps": -3})"), 400, "between", "steps");
+  expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "steps": 4096, "entropy_bound": 1e-9})"), 400,
+               "at most 128 denoising steps per block per request (--max-steps)", "steps");
   expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "sampler": "fast"})"), 400, "contract", "sampler");
   expect_error(post_raw(s, chat, "{" + ok_msgs + R"(, "tool_choice": "required"})"), 400, "constrained decoding",
                "tool_choice");
@@ -107,7 +109,7 @@ TEST(ServerErrors, OversizedBodiesGet413) {
 
 TEST(ServerErrors, TheApiKeyIsRequiredEverywhereButHealth) {
   server::ServerOptions o;
-  o.api_key = "sk-test-123";
+  o.api_keys = {"sk-test-123"};
   TestServer s(o);
   auto c = s.client();
   auto h = c.Get("/health");

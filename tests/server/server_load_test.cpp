@@ -38,6 +38,7 @@ TEST(ServerLoad, AFullQueueGets429AndAHangUpFreesTheWorker) {
   EXPECT_EQ(c->status, 429);
   EXPECT_EQ(json::parse(c->body)["error"]["code"], "queue_full");
   EXPECT_EQ(json::parse(c->body)["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(c->get_header_value("Retry-After"), "1") << "clients back off from the 429";
 
   hang_up = true;
   a.get();
@@ -57,7 +58,9 @@ TEST(ServerLoad, RequestsPastTheirDeadlineGet504) {
   auto r = s.post("/v1/chat/completions", slow_request(false));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 504) << r->body;
-  EXPECT_EQ(json::parse(r->body)["error"]["type"], "timeout_error");
+  const json plain_error = json::parse(r->body)["error"];
+  EXPECT_EQ(plain_error["type"], "timeout_error");
+  EXPECT_EQ(plain_error["code"], "timeout") << "a string code, the same as the stream's";
 
   auto st = s.post("/v1/chat/completions", slow_request(true));
   ASSERT_TRUE(st);
@@ -65,7 +68,10 @@ TEST(ServerLoad, RequestsPastTheirDeadlineGet504) {
   const SseStream sse = parse_sse(st->body);
   ASSERT_FALSE(sse.chunks.empty());
   EXPECT_EQ(sse.chunks.front()["choices"][0]["delta"]["role"], "assistant");
-  EXPECT_TRUE(sse.chunks.back().contains("error")) << sse.raw.substr(sse.raw.size() > 400 ? sse.raw.size() - 400 : 0);
+  ASSERT_TRUE(sse.chunks.back().contains("error")) << sse.raw.substr(sse.raw.size() > 400 ? sse.raw.size() - 400 : 0);
+  const json streamed_error = sse.chunks.back()["error"];
+  EXPECT_EQ(streamed_error["type"], plain_error["type"]);
+  EXPECT_EQ(streamed_error["code"], plain_error["code"]) << "one shape for a timeout, streamed or not";
   EXPECT_FALSE(sse.done);
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"timed_out\"}"), 2);
 

@@ -178,5 +178,49 @@ TEST(ServerScripted, CompletionsEndAtTheStopToken) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
 }
 
+// A call the model wrote malformed is not an empty answer that "stopped": its text reaches the content (plain and
+// streamed), the error names what is wrong, and the finish reason says it.
+TEST(ServerScripted, AMalformedToolCallComesBackAsTextWithItsOwnFinishReason) {
+  TestServer s({}, true);
+  const json req = chat_request("a broken call please", {{"tools", kTools}, {"max_tokens", 64}});
+  auto r = s.post("/v1/chat/completions", req);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  const json& m = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_call_error") << j;
+  EXPECT_EQ(m["content"], "Let me check.call:get_weather{city \"Paris\"}") << j;
+  EXPECT_FALSE(m.contains("tool_calls")) << j;
+  ASSERT_EQ(m["diffgemma_tool_call_errors"].size(), 1u) << j;
+  EXPECT_FALSE(m["diffgemma_tool_call_errors"][0]["message"].get<std::string>().empty());
+
+  json sreq = req;
+  sreq["stream"] = true;
+  auto rs = s.post("/v1/chat/completions", sreq);
+  ASSERT_TRUE(rs);
+  const Streamed st = collect(rs->body);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.content, m["content"]) << "the stream carries the same text";
+  EXPECT_EQ(st.finish, "tool_call_error");
+}
+
+TEST(ServerScripted, CompletionsNeverReturnPadText) {
+  TestServer s({}, true);
+  for (const bool stream : {false, true}) {
+    auto r = s.post("/v1/completions",
+                    {{"prompt", "Some pads please"}, {"max_tokens", 64}, {"steps", 2}, {"stream", stream}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    std::string text;
+    if (stream) {
+      for (const json& c : parse_sse(r->body).chunks)
+        if (!c["choices"].empty()) text += c["choices"][0]["text"].get<std::string>();
+    } else {
+      text = json::parse(r->body)["choices"][0]["text"];
+    }
+    EXPECT_EQ(text, "Hello there, friend.") << (stream ? "streamed" : "plain");
+  }
+}
+
 }  // namespace
 }  // namespace dg::test

@@ -1,8 +1,13 @@
 // Soak: `diffgemma serve` on the embedded model as a child process; 32 concurrent clients x 5 requests mixing
-// plain and streamed chat, completions and clients that hang up mid-stream. Every request read to its end gets a
-// whole, well-formed answer; the server's resident memory stays flat from the first round to the last; it never
-// crashes and exits cleanly on SIGTERM.
+// plain and streamed chat, completions and clients that hang up mid-stream, while hostile clients run beside them
+// the whole time: clients that trickle their request head (cut at the header deadline with 408), clients that send
+// chunked bodies past --max-body (413), clients that pipeline three requests on one connection (three answers, in
+// order), and a poller that asks /health every 100 ms (answered within a second, every time). Every request read
+// to its end gets a whole, well-formed answer; the server's resident memory stays flat from the first round to
+// the last; it never crashes and exits cleanly on SIGTERM.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -76,10 +81,84 @@ void one_request(const ServerProcess& s, int client, int round, Tally& t) {
   ++t.complete;
 }
 
+// The hostile clients; each runs until `done`.
+struct Hostile {
+  std::atomic<bool> done{false};
+  std::atomic<int> slow_cut{0}, oversize_refused{0}, pipelined{0}, health{0};
+};
+
+void slow_header_client(int port, Hostile& h, Tally& t) {
+  while (!h.done) {
+    const int fd = connect_and_send(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    if (fd < 0) return t.fail("slow client: cannot connect");
+    std::string got;
+    while (!h.done && !closed_by_server(fd, 0.5, &got)) send_all(fd, "X-Slow: one more line\r\n");
+    ::close(fd);
+    if (got.rfind("HTTP/1.1 408", 0) == 0) {
+      ++h.slow_cut;
+    } else if (!h.done) {
+      return t.fail("slow client: closed without a 408: " + got.substr(0, 200));
+    }
+  }
+}
+
+void oversize_chunked_client(int port, Hostile& h, Tally& t) {
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                           "\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string pad(32 << 10, ' '), chunk = fmt::format("{:x}\r\n{}\r\n", pad.size(), pad);
+  while (!h.done) {
+    const int fd = connect_and_send(port, head + fmt::format("1\r\n{{\r\n"));
+    if (fd < 0) return t.fail("oversize client: cannot connect");
+    for (int i = 0; i < 16 && send_all(fd, chunk); ++i) {  // 512 KiB against --max-body 256 KiB
+    }
+    std::string got;
+    closed_by_server(fd, 10, &got);
+    ::close(fd);
+    if (got.rfind("HTTP/1.1 413", 0) != 0) return t.fail("oversize client: no 413: " + got.substr(0, 200));
+    ++h.oversize_refused;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+void pipelining_client(int port, Hostile& h, Tally& t) {
+  const std::string requests =
+      "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+      raw_post("/v1/chat/completions", chat_request("pipelined", {{"max_tokens", 4}}));
+  while (!h.done) {
+    const int fd = connect_and_send(port, requests);
+    if (fd < 0) return t.fail("pipelining client: cannot connect");
+    // The chat answer queues behind the 32 clients' jobs: under ASan on a loaded machine that took over 60 s.
+    const std::string got = recv_all(fd, 300);
+    ::close(fd);
+    const size_t a = got.find("{\"status\":\"ok\"}"), b = got.find("\"object\":\"list\""),
+                 c = got.find("\"chat.completion\"");
+    if (a == std::string::npos || b == std::string::npos || c == std::string::npos || !(a < b && b < c))
+      return t.fail("pipelining client: not three answers in order: " + got.substr(0, 400));
+    ++h.pipelined;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a steady trickle, not a second load
+  }
+}
+
+void health_poller(int port, Hostile& h, Tally& t) {
+  while (!h.done) {
+    const double secs = health_seconds(port);
+    if (secs < 0 || secs > 1) return t.fail(fmt::format("/health took {} s", secs));
+    ++h.health;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 TEST(ServerSoak, ConcurrentMixedClientsGetWholeAnswersAndMemoryStaysFlat) {
-  ServerProcess s("-m " + source_path("models/dg-tiny") + " --ctx 1024 --threads 2 -q");
+  ServerProcess s("-m " + source_path("models/dg-tiny") +
+                  " --ctx 1024 --threads 2 -q --header-timeout 2 --max-body 262144");
   ASSERT_GT(s.port, 0) << "the server did not start; see " << s.log_path;
   Tally t;
+  Hostile h;
+  std::vector<std::thread> hostile;
+  for (int i = 0; i < 10; ++i) hostile.emplace_back([&] { slow_header_client(s.port, h, t); });
+  hostile.emplace_back([&] { oversize_chunked_client(s.port, h, t); });
+  for (int i = 0; i < 2; ++i) hostile.emplace_back([&] { pipelining_client(s.port, h, t); });
+  hostile.emplace_back([&] { health_poller(s.port, h, t); });
   double rss_first = 0;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::thread> clients;
@@ -87,7 +166,13 @@ TEST(ServerSoak, ConcurrentMixedClientsGetWholeAnswersAndMemoryStaysFlat) {
     for (std::thread& th : clients) th.join();
     if (round == 0) rss_first = s.rss_mb();
   }
+  h.done = true;
+  for (std::thread& th : hostile) th.join();
   for (const std::string& f : t.failures) ADD_FAILURE() << f;
+  EXPECT_GE(h.slow_cut, 10) << "every slow client was cut at least once";
+  EXPECT_GE(h.oversize_refused, 1);
+  EXPECT_GE(h.pipelined, 2);
+  EXPECT_GE(h.health, 10);
   EXPECT_EQ(t.complete + t.busy + t.hung_up, kClients * kRounds);
   EXPECT_EQ(t.busy, 0) << "the queue (64) holds every client";
   EXPECT_EQ(t.hung_up, kClients * kRounds * 2 / 5);
@@ -107,7 +192,7 @@ TEST(ServerSoak, ConcurrentMixedClientsGetWholeAnswersAndMemoryStaysFlat) {
     EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
   EXPECT_EQ(metric_value(metrics, "diffgemma_jobs_total{outcome=\"completed\"}") +
                 metric_value(metrics, "diffgemma_jobs_total{outcome=\"cancelled\"}"),
-            kClients * kRounds + 1)
+            kClients * kRounds + 1 + h.pipelined)
       << "every job answered or cancelled, once";
   const double rss_last = s.rss_mb();
   EXPECT_LT(rss_last, rss_first * 1.25 + 16) << "resident memory grew from " << rss_first << " MB to " << rss_last;

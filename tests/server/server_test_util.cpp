@@ -3,11 +3,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -100,6 +102,34 @@ std::string recv_all(int fd, double seconds) {
   tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return recv_while(fd, [](const std::string&) { return true; });
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+bool closed_by_server(int fd, double seconds, std::string* got) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    if (got != nullptr) got->append(buf, static_cast<size_t>(n));
+  }
+  return false;
+}
+
+double health_seconds(int port) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int fd = connect_and_send(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (fd < 0) return -1;
+  const std::string got = recv_all(fd, 3);
+  ::close(fd);
+  return got.rfind("HTTP/1.1 200", 0) == 0
+             ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+             : -1;
 }
 
 std::string stream_post(int port, const std::string& path, const json& body,

@@ -62,6 +62,12 @@ std::string raw_post(const std::string& path, const json& body, bool close = tru
 int connect_and_send(int port, const std::string& bytes);
 // Everything `fd` receives until the peer closes (or `seconds` pass without a byte); does not close it.
 std::string recv_all(int fd, double seconds = 60);
+// All of `bytes` sent on `fd` (false when the peer is gone).
+bool send_all(int fd, const std::string& bytes);
+// Whether the server closed `fd` (or reset it) within `seconds`; what it sent before is appended to `got`.
+bool closed_by_server(int fd, double seconds, std::string* got = nullptr);
+// GET /health on a fresh connection: the seconds it took to answer 200, or -1 when it did not within 3 s.
+double health_seconds(int port);
 
 // A chat request with small, fast defaults (max_tokens 8, steps 2, a fixed seed) and one user message.
 json chat_request(const std::string& user, const json& extra = json::object());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/template.h"
+#include "server/responses.h"
 #include "server/sse.h"
 #include "server/wire_request.h"
 #include "server_test_util.h"
@@ -79,6 +80,102 @@ TEST(WireRequest, LimitsAndUnsupportedOptions) {
             400)
       << "a call without its result cannot be answered";
   EXPECT_EQ(status_of({{"model", 3}, {"messages", msgs}}), 400);
+}
+
+// Nothing the model cannot take is dropped silently: an image part, a tool call whose result is missing before the
+// next turn, a tool result that answers no call.
+TEST(WireRequest, ContentTheModelCannotTakeIsRefused) {
+  const auto refusal = [](const json& messages) {
+    try {
+      server::parse_chat_request({{"messages", messages}}, wire());
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, "messages");
+      return std::to_string(e.status) + " " + e.what();
+    }
+    return std::string("200");
+  };
+  const json image = {{"role", "user"},
+                      {"content", json::array({{{"type", "text"}, {"text", "What is this?"}},
+                                               {{"type", "image_url"}, {"image_url", {{"url", "http://x/a.png"}}}}})}};
+  std::string e = refusal(json::array({image}));
+  EXPECT_EQ(e.rfind("400", 0), 0u) << e;
+  EXPECT_NE(e.find("'image_url' part"), std::string::npos) << e;
+  EXPECT_NE(e.find("text only"), std::string::npos) << e;
+
+  const json call = {{"role", "assistant"},
+                     {"tool_calls", json::array({{{"id", "c1"}, {"type", "function"},
+                                                  {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}};
+  const json user = {{"role", "user"}, {"content", "never mind"}};
+  const json result = {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "42"}};
+  e = refusal(json::array({user, call, user}));
+  EXPECT_EQ(e.rfind("400", 0), 0u) << e;
+  EXPECT_NE(e.find("messages[1] makes 1 tool call(s) but 0 result(s) follow it"), std::string::npos) << e;
+  e = refusal(json::array({user, result}));
+  EXPECT_EQ(e.rfind("400", 0), 0u) << e;
+  EXPECT_NE(e.find("messages[1] is a tool result that follows no tool call"), std::string::npos) << e;
+  EXPECT_EQ(refusal(json::array({user, call, result, user})), "200");
+}
+
+TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  server::WireContext w = wire();
+  w.max_steps = 64;
+  w.max_tokens = 100;
+  const auto refusal = [&](const json& body) {
+    try {
+      server::parse_chat_request(body, w);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    return ApiError(200, "");
+  };
+  // The denial of service: many steps per block that an entropy bound near 0 makes the worker take.
+  ApiError e = refusal({{"messages", msgs}, {"steps", 4096}, {"entropy_bound", 1e-9}});
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "steps");
+  EXPECT_EQ(e.code, "limit_exceeded");
+  EXPECT_NE(std::string(e.what()).find("--max-steps"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("64"), std::string::npos) << e.what();
+  e = refusal({{"messages", msgs}, {"max_completion_tokens", 101}});
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "max_completion_tokens");
+  EXPECT_NE(std::string(e.what()).find("--max-tokens"), std::string::npos) << e.what();
+  EXPECT_EQ(refusal({{"messages", msgs}, {"steps", 64}, {"max_tokens", 100}}).status, 200);
+  EXPECT_EQ(server::parse_chat_request({{"messages", msgs}}, w).spec.sampler.max_new_tokens, 100)
+      << "no max_tokens: the rest of the context, capped by --max-tokens";
+}
+
+TEST(WireRequest, ResponsesBodiesBecomeChatRequests) {
+  const json input = json::array(
+      {{{"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", "weather?"}}})}},
+       {{"type", "reasoning"}, {"content", json::array({{{"type", "reasoning_text"}, {"text", "I will call."}}})}},
+       {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}},
+       {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "18 C"}}});
+  const server::ParsedRequest r = server::parse_responses_request(
+      {{"instructions", "Be brief."}, {"input", input}, {"max_output_tokens", 7}, {"reasoning", {{"effort", "low"}}},
+       {"tools", json::array({{{"type", "function"}, {"name", "get_weather"}}})}},
+      wire());
+  const std::vector<Message>& m = r.spec.conversation.messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].role, Role::kSystem);
+  EXPECT_EQ(m[0].content, "Be brief.");
+  EXPECT_EQ(m[1].content, "weather?");
+  EXPECT_EQ(m[2].role, Role::kAssistant);
+  EXPECT_EQ(m[2].reasoning, "I will call.");
+  ASSERT_EQ(m[2].tool_calls.size(), 1u);
+  EXPECT_EQ(m[2].tool_calls[0].id, "c1");
+  EXPECT_EQ(m[2].tool_calls[0].arguments, json({{"city", "Paris"}}));
+  EXPECT_EQ(m[3].role, Role::kTool);
+  EXPECT_EQ(m[3].tool_call_id, "c1");
+  EXPECT_TRUE(r.spec.render.thinking) << "reasoning.effort low: thinking on";
+  EXPECT_EQ(r.spec.sampler.max_new_tokens, 7);
+  EXPECT_EQ(r.spec.conversation.tools[0]["function"]["name"], "get_weather");
+  try {
+    server::parse_responses_request({{"input", "x"}, {"max_output_tokens", 100000}}, wire());
+    ADD_FAILURE() << "over the context";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "max_output_tokens") << "the Responses name of the field";
+  }
 }
 
 TEST(WireRequest, CompletionPromptsAddBosOnce) {

@@ -4,6 +4,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,19 @@ void PtyProcess::send(const std::string& keys) {
     if (n <= 0) return;
     at += static_cast<size_t>(n);
   }
+}
+
+bool PtyProcess::type(const std::string& keys, double timeout_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    struct termios t {};
+    // A pseudo-terminal's master reports the settings its command put on the terminal.
+    if (::tcgetattr(fd_, &t) == 0 && (t.c_lflag & ICANON) == 0) break;
+    if (seconds_since(t0) > timeout_s) return false;
+    read_some(5);
+  }
+  send(keys);
+  return true;
 }
 
 bool PtyProcess::read_some(int timeout_ms) {

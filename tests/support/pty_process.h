@@ -16,6 +16,11 @@ class PtyProcess {
   PtyProcess& operator=(const PtyProcess&) = delete;
 
   void send(const std::string& keys);
+  // Sends keys meant for the line editor: first waits (up to `timeout_s`) until the command has its terminal out of
+  // canonical mode. The editor prints its prompt before it leaves canonical mode, and a Ctrl-D the terminal takes in
+  // canonical mode reaches the editor as a NUL, so keys sent on seeing the prompt could be lost; a person is never
+  // that quick. Returns false when the terminal never left canonical mode.
+  bool type(const std::string& keys, double timeout_s = 10);
   // Reads until the output from position `from` on holds `needle`; returns the position just after it, or
   // std::string::npos after `timeout_s` seconds or at the end of the output.
   size_t expect(const std::string& needle, size_t from, double timeout_s);

@@ -41,6 +41,11 @@ std::vector<int32_t> scripted_reply(const Job& job, const Tokenizer& tok, const 
   };
   const std::vector<Message>& msgs = job.spec.conversation.messages;
   const std::string last = msgs.empty() ? std::string() : msgs.back().content;
+  if (job.spec.kind == JobSpec::Kind::kCompletion &&
+      tok.decode(job.spec.prompt, false).find("pads") != std::string::npos) {
+    const int32_t pad = job.spec.sampler.pad_id, bos = job.spec.sampler.bos_id;
+    return join({text("Hello"), {pad, pad}, text(" there"), {bos, pad}, text(", friend."), {t.turn_close}});
+  }
   if (job.spec.kind == JobSpec::Kind::kChat && !msgs.empty() && msgs.back().role == Role::kTool)
     return join({text("It is 18 C in Paris."), {t.turn_close}});
   if (last.find("weather") != std::string::npos) {
@@ -51,6 +56,9 @@ std::vector<int32_t> scripted_reply(const Job& job, const Tokenizer& tok, const 
                  text("call:get_weather{city:"), {t.quote}, text("Paris"), {t.quote}, text("}"),
                  {t.call_close, t.response_open}});
   }
+  if (last.find("broken call") != std::string::npos)  // a call the parser refuses: no ':' after the key
+    return join({text("Let me check."), {t.call_open}, text("call:get_weather{city "), {t.quote}, text("Paris"),
+                 {t.quote}, text("}"), {t.call_close}, {t.turn_close}});
   if (last.find("count") != std::string::npos) return join({text("one two three STOP four five"), {t.turn_close}});
   if (last.find("markup") != std::string::npos) return join({text("a <|turn> b"), {t.turn_close}});
   if (last.find("JSON") != std::string::npos)

@@ -42,6 +42,8 @@ class ScriptedReplyDenoiser final : public Denoiser {
 //   user text containing "count"     -> "one two three STOP four five"
 //   user text containing "markup"    -> text with marker literals as text: "a <|turn> b" (plain characters)
 //   user text containing "JSON"      -> '{"city": "Paris", "temp": 18} Done.' (an object, then prose)
+//   user text containing "broken call" -> "Let me check." and a malformed call to get_weather
+//   a completion whose prompt says "pads" -> "Hello", <pad> <pad>, " there", <bos> <pad>, ", friend."
 //   anything else (and completions)  -> "Hello from the script."
 // Every reply but the call ends with <turn|>. A user text containing "slow" gets no reply but endless "x" tokens at
 // 20 ms per denoise step (a long job to cancel, time out or queue behind).

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   dg::server::ServerOptions so;
   so.port = 0;
   so.context = eo.context - engine->config().canvas;
-  if (argc > 2) so.api_key = argv[2];
+  if (argc > 2) so.api_keys = {argv[2]};
   dg::server::Server srv(*engine, so, nullptr, dg::test::scripted_denoisers(engine->tokenizer()));
   std::fprintf(stderr, "listening on http://127.0.0.1:%d\n", srv.bind());
   std::fflush(stderr);

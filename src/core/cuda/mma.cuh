@@ -34,6 +34,10 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
+// kBytes (4, 8 or 16) global -> shared through L1, of which the first src_bytes are read and the rest zero-filled.
+template <int kBytes> __device__ __forceinline__ void cp_async_ca(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `kPending` committed groups are still in flight.
 template <int kPending> __device__ __forceinline__ void cp_async_wait() {

@@ -98,7 +98,7 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
 }
 
 template <class Fmt, bool kGated>
-__global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
+__global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kRowCap = Fmt::kRowCap;
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
@@ -122,6 +122,12 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
   constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
   constexpr int kChunkElems = 16 / kXElem<Fmt>;
   const int n_k = (a.K + kTileK - 1) / kTileK;
+  typename Fmt::Loader wl;  // this thread's weight copies, resolved once
+  wl.init(StageSrc{&a.W, e_row0, a.K, rows, 0});
+  // This thread's activation copies: chunk xc of pass rows tid / kChunks + it * kXRowStep.
+  static_assert(kThreads % kChunks == 0, "a thread keeps one activation chunk column");
+  constexpr int kXRowStep = kThreads / kChunks, kXLoads = (kRowCap + kXRowStep - 1) / kXRowStep;
+  const int xc = tid % kChunks, xr0 = tid / kChunks;
 
   for (int p0 = r0; p0 < r1; p0 += kRowCap) {
     const int m = r1 - p0 < kRowCap ? r1 - p0 : kRowCap;
@@ -133,17 +139,26 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(StreamArgs a) {
       if constexpr (Fmt::kAct8) x_sc[i] = src >= 0 ? a.x_scale[src] : 0.0f;
     }
     __syncthreads();
+    const uint8_t* xsrc[kXLoads];  // row xr0 + it * kXRowStep's chunk xc at k = 0; null: zero-filled
+#pragma unroll
+    for (int it = 0; it < kXLoads; ++it) {
+      const int i = xr0 + it * kXRowStep;
+      const int64_t off = i < m_load ? x_off[i] : -1;
+      xsrc[it] = off >= 0 ? a.x + (off + xc * kChunkElems) * kXElem<Fmt> : nullptr;
+    }
 
     auto load = [&](int kt) {
       const uint32_t ws = base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>);
       const uint32_t xs = ws + Fmt::kStageBytes;
       const int k0 = kt * kTileK;
-      Fmt::load_stage(ws, StageSrc{&a.W, e_row0, a.K, rows, k0}, policy);
-      for (int id = tid; id < m_load * kChunks; id += kThreads) {
-        const int i = id / kChunks, c = id % kChunks, k = k0 + c * kChunkElems;
-        const int64_t off = x_off[i];
-        const bool ok = off >= 0 && k < a.K;
-        cuda::cp_async16(xs + swizzle<kXRowBytes<Fmt>>(i, c), ok ? a.x + (off + k) * kXElem<Fmt> : a.x, ok);
+      wl.load(ws, k0, a.K, policy);
+      const bool k_ok = k0 + xc * kChunkElems < a.K;
+#pragma unroll
+      for (int it = 0; it < kXLoads; ++it) {
+        const int i = xr0 + it * kXRowStep;
+        if (i >= m_load) break;
+        const bool ok = k_ok && xsrc[it] != nullptr;
+        cuda::cp_async16(xs + swizzle<kXRowBytes<Fmt>>(i, xc), ok ? xsrc[it] + k0 * kXElem<Fmt> : a.x, ok);
       }
     };
 

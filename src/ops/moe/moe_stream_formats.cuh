@@ -58,6 +58,42 @@ struct StageSrc {
   int k0;
 };
 
+// A thread's 16-byte copies of a stage's [kTileN rows][kChunks chunks] weight tile, resolved once per CTA: the
+// thread copies chunk c = tid % kChunks of rows tid / kChunks + it * kThreads / kChunks, and from stage to stage
+// only the k offset moves. A row outside W, or a chunk past K, is zero-filled.
+template <int kChunks, int kElems>
+struct ChunkCopies {
+  static_assert(kThreads % kChunks == 0, "a thread keeps one chunk column");
+  static constexpr int kN = kTileN * kChunks / kThreads, kRowStep = kThreads / kChunks;
+  const uint8_t* plane;
+  const uint8_t* src[kN];
+  uint32_t live;
+  int c, r0;
+  __device__ void init(const uint8_t* p, int64_t row_bytes, const StageSrc& s) {
+    plane = p;
+    c = static_cast<int>(threadIdx.x) % kChunks;
+    r0 = static_cast<int>(threadIdx.x) / kChunks;
+    live = 0;
+#pragma unroll
+    for (int it = 0; it < kN; ++it) {
+      int64_t wr;
+      const bool ok = s.rows.row(r0 + it * kRowStep, wr);
+      src[it] = ok ? p + (s.e_row0 + wr) * row_bytes + c * 16 : p;
+      live |= ok ? 1u << it : 0u;
+    }
+  }
+  // dst(r, c): the chunk's shared address. Chunk c of the stage at k0 holds elements k0 + c kElems ...
+  template <class Dst> __device__ void copy(Dst dst, int k0, int K, uint64_t policy) const {
+    const bool k_ok = k0 + c * kElems < K;
+    const int64_t adv = static_cast<int64_t>(k0 / kElems) * 16;
+#pragma unroll
+    for (int it = 0; it < kN; ++it) {
+      const bool ok = k_ok && ((live >> it) & 1u);
+      cuda::cp_async16(dst(r0 + it * kRowStep, c), ok ? src[it] + adv : plane, ok, policy);
+    }
+  }
+};
+
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -88,20 +124,16 @@ struct WeightBf16 {
   static constexpr int kTileK = 64, kStages = 4, kRowCap = 64;
   static constexpr int kLoadK = 16, kFrags = 1;  // one load_a: one k16 fragment
   static constexpr bool kPrefetch = false;
+  static constexpr int kMinBlocks = 1;
   static constexpr int kStageBytes = kTileN * kTileK * 2;
   static constexpr int kKAlign = 8;
-  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
-    const auto* wp = reinterpret_cast<const bf16*>(s.w->p[0]);
-    constexpr int kChunks = kTileK / 8;
-#pragma unroll
-    for (int it = 0; it < kTileN * kChunks / kThreads; ++it) {
-      const int id = it * kThreads + static_cast<int>(threadIdx.x);
-      const int r = id / kChunks, c = id % kChunks, k = s.k0 + c * 8;
-      int64_t wr;
-      const bool ok = s.rows.row(r, wr) && k < s.K;
-      cuda::cp_async16(dst + swizzle<kTileK * 2>(r, c), ok ? wp + (s.e_row0 + wr) * s.K + k : wp, ok, policy);
+  struct Loader {
+    ChunkCopies<kTileK / 8, 8> w;
+    __device__ void init(const StageSrc& s) { w.init(s.w->p[0], s.w->row_bytes[0], s); }
+    __device__ void load(uint32_t dst, int k0, int K, uint64_t policy) const {
+      w.copy([dst](int r, int c) { return dst + swizzle<kTileK * 2>(r, c); }, k0, K, policy);
     }
-  }
+  };
   __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[1][4]) {
     cuda::ldmatrix_x4(a[0], src + swizzle<kTileK * 2>(row0 + (lane & 15), kk / 8 + (lane >> 4)));
   }
@@ -117,6 +149,7 @@ struct PackedStage {
   static constexpr bool kAct8 = false;
   static constexpr int kTileK = kTileK_, kRowCap = 32;
   static constexpr bool kPrefetch = true;
+  static constexpr int kMinBlocks = 1;  // CTAs per SM that __launch_bounds__ asks the register allocation for
   static constexpr int kChunks = kTileK / kElemsPerChunk;
   static constexpr int kScaleWords = kScaleWords_;
   static constexpr int kCodeBytes = kChunks * kTileN * 16;
@@ -127,28 +160,24 @@ struct PackedStage {
   __device__ static uint32_t scale_addr(uint32_t base, int r, int word) {
     return base + static_cast<uint32_t>(kCodeBytes + (r * kScaleWords + word) * 4);
   }
-  // Code chunks of plane 0; `scale_src(wr, word, ok)` names each scale word's source (ok false: zero-fill).
-  template <class ScaleSrc>
-  __device__ static void load(uint32_t dst, const StageSrc& s, uint64_t policy, ScaleSrc scale_src) {
-    const uint8_t* codes = s.w->p[0];
-    const int64_t code_row = s.w->row_bytes[0];
-    for (int id = static_cast<int>(threadIdx.x); id < kTileN * kChunks; id += kThreads) {
-      const int r = id / kChunks, c = id % kChunks;
-      int64_t wr;
-      const bool ok = s.rows.row(r, wr) && s.k0 + c * kElemsPerChunk < s.K;
-      const uint8_t* src = codes + (s.e_row0 + wr) * code_row + (s.k0 / kElemsPerChunk + c) * 16;
-      cuda::cp_async16(code_addr(dst, c, r), ok ? src : codes, ok, policy);
+  // The stage's copies: code chunks of plane 0, then the format's scale words (Scales: init(s), load(dst, k0, K)).
+  template <class Scales>
+  struct PackedLoader {
+    ChunkCopies<kChunks, kElemsPerChunk> codes;
+    Scales scales;
+    __device__ void init(const StageSrc& s) {
+      codes.init(s.w->p[0], s.w->row_bytes[0], s);
+      scales.init(s);
     }
-    if constexpr (kScaleWords > 0) {
-      for (int id = static_cast<int>(threadIdx.x); id < kTileN * kScaleWords; id += kThreads) {
-        const int r = id / kScaleWords, word = id % kScaleWords;
-        int64_t wr;
-        bool ok = s.rows.row(r, wr);
-        const uint8_t* src = scale_src(s.e_row0 + wr, word, ok);
-        cuda::cp_async4(scale_addr(dst, r, word), ok ? src : s.w->p[1], ok);
-      }
+    __device__ void load(uint32_t dst, int k0, int K, uint64_t policy) const {
+      codes.copy([dst](int r, int c) { return code_addr(dst, c, r); }, k0, K, policy);
+      scales.load(dst, k0, K);
     }
-  }
+  };
+  struct NoScales {
+    __device__ void init(const StageSrc&) {}
+    __device__ void load(uint32_t, int, int) const {}
+  };
 };
 
 // q4: group-32 affine. A chunk is one group (16 bytes, element 2j in the low nibble of byte j); a scale word is
@@ -156,15 +185,41 @@ struct PackedStage {
 // operands) of the value decode_rows produces in f32.
 struct WeightQ4 : PackedStage<128, 32, 4> {
   static constexpr int kStages = 2;  // 11.4 ms of expert products per step at the full shape; 3: 12.0, 4: 12.9
+  static constexpr int kMinBlocks = 4;  // two 18 KB stages: four CTAs per SM if the registers allow
   static constexpr int kKAlign = 32;
   static constexpr int kLoadK = 32, kFrags = 2;  // one load_a: a whole group, both k16 fragments
-  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
-    const Planes& w = *s.w;
-    load(dst, s, policy, [&](int64_t row, int word, bool& ok) {
-      ok = ok && s.k0 + word * 32 < s.K;
-      return w.p[1] + row * w.row_bytes[1] + (s.k0 / 32 + word) * 4;
-    });
-  }
+  // A thread copies one weight row's four scale words of a stage (16 contiguous bytes; groups past K zero-filled)
+  // in the widest copies the row's alignment allows.
+  struct Scales {
+    const uint8_t* src;
+    int r, align;
+    bool live;
+    __device__ void init(const StageSrc& s) {
+      static_assert(kTileN == kThreads, "a thread per weight row");
+      r = static_cast<int>(threadIdx.x);
+      int64_t wr;
+      live = s.rows.row(r, wr);
+      const int64_t rb = s.w->row_bytes[1];
+      src = s.w->p[1] + (live ? (s.e_row0 + wr) * rb : 0);
+      align = rb % 16 == 0 ? 16 : rb % 8 == 0 ? 8 : 4;
+    }
+    __device__ void load(uint32_t dst, int k0, int K) const {
+      int words = live ? (K - k0) / 32 : 0;
+      words = words < 0 ? 0 : words > 4 ? 4 : words;
+      const uint8_t* p = src + (k0 / 32) * 4;
+      const uint32_t d = scale_addr(dst, r, 0);
+      if (align == 16) {
+        cuda::cp_async_ca<16>(d, p, 4 * words);
+      } else if (align == 8) {
+        cuda::cp_async_ca<8>(d, p, 4 * (words < 2 ? words : 2));
+        cuda::cp_async_ca<8>(d + 8, words > 2 ? p + 8 : p, 4 * (words > 2 ? words - 2 : 0));
+      } else {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) cuda::cp_async_ca<4>(d + 4 * w, w < words ? p + 4 * w : p, w < words ? 4 : 0);
+      }
+    }
+  };
+  using Loader = PackedLoader<Scales>;
   // Byte t of `codes` (elements 2t, 2t + 1 of a k16 half-group) -> bf16x2 weights.
   __device__ static uint32_t dequant(uint32_t codes, int t, __nv_bfloat162 scale, __nv_bfloat162 min) {
     const uint32_t b = __byte_perm(codes, 0, 0x4440u | static_cast<uint32_t>(t));
@@ -197,9 +252,7 @@ struct WeightByteRow : PackedStage<128, 16, 0> {
   static constexpr int kStages = 3;
   static constexpr int kKAlign = 16;
   static constexpr int kLoadK = 16, kFrags = 1;
-  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
-    load(dst, s, policy, [](int64_t, int, bool&) { return static_cast<const uint8_t*>(nullptr); });
-  }
+  using Loader = PackedLoader<NoScales>;
   // Bytes sel, sel + 1 of `codes` -> bf16x2 of their values.
   __device__ static uint32_t dequant(uint32_t codes, uint32_t sel) {
     if constexpr (kFp8) {
@@ -238,20 +291,16 @@ struct WeightFp8Act8 {
   static constexpr int kTileK = 128, kStages = kStages_, kRowCap = 64;
   static constexpr int kLoadK = 32, kFrags = 1;  // one load_a: one k32 fragment
   static constexpr bool kPrefetch = false;
+  static constexpr int kMinBlocks = 1;
   static constexpr int kStageBytes = kTileN * kTileK;
   static constexpr int kKAlign = 16;
-  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
-    const uint8_t* codes = s.w->p[0];
-    constexpr int kChunks = kTileK / 16;
-#pragma unroll
-    for (int it = 0; it < kTileN * kChunks / kThreads; ++it) {
-      const int id = it * kThreads + static_cast<int>(threadIdx.x);
-      const int r = id / kChunks, c = id % kChunks, k = s.k0 + c * 16;
-      int64_t wr;
-      const bool ok = s.rows.row(r, wr) && k < s.K;
-      cuda::cp_async16(dst + swizzle<kTileK>(r, c), ok ? codes + (s.e_row0 + wr) * s.K + k : codes, ok, policy);
+  struct Loader {
+    ChunkCopies<kTileK / 16, 16> w;
+    __device__ void init(const StageSrc& s) { w.init(s.w->p[0], s.w->row_bytes[0], s); }
+    __device__ void load(uint32_t dst, int k0, int K, uint64_t policy) const {
+      w.copy([dst](int r, int c) { return dst + swizzle<kTileK>(r, c); }, k0, K, policy);
     }
-  }
+  };
   // kk: the k32 step's first code (byte) within the stage.
   __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int kk, int lane, uint32_t (&a)[1][4]) {
     cuda::ldmatrix_x4(a[0], src + swizzle<kTileK>(row0 + (lane & 15), kk / 16 + (lane >> 4)));
@@ -271,14 +320,31 @@ struct WeightNvFp4 : PackedStage<128, 32, 4> {
   __device__ static int64_t scale_byte(const StageSrc& s, int64_t row) {
     return row * s.w->row_bytes[1] + s.k0 / 16;
   }
-  __device__ static void load_stage(uint32_t dst, const StageSrc& s, uint64_t policy) {
-    const Planes& w = *s.w;
-    load(dst, s, policy, [&](int64_t row, int word, bool& ok) {
-      const int64_t at = (scale_byte(s, row) & ~int64_t{3}) + 4 * word;
-      ok = ok && at + 4 <= w.limit[1];
-      return w.p[1] + at;
-    });
-  }
+  // A thread copies the four aligned scale words around one weight row's kTileK / 16 block scales of a stage.
+  struct Scales {
+    const uint8_t* plane;
+    int64_t at0, limit;  // the row's first aligned word at k0 = 0; the plane's readable bytes
+    int r;
+    bool live;
+    __device__ void init(const StageSrc& s) {
+      static_assert(kTileN == kThreads, "a thread per weight row");
+      r = static_cast<int>(threadIdx.x);
+      int64_t wr;
+      live = s.rows.row(r, wr);
+      plane = s.w->p[1];
+      limit = s.w->limit[1];
+      at0 = live ? ((s.e_row0 + wr) * s.w->row_bytes[1]) & ~int64_t{3} : 0;
+    }
+    __device__ void load(uint32_t dst, int k0, int) const {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int64_t at = at0 + k0 / 16 + 4 * w;  // k0 / 16 is a multiple of 8: the alignment stays
+        const bool ok = live && at + 4 <= limit;
+        cuda::cp_async_ca<4>(scale_addr(dst, r, w), ok ? plane + at : plane, ok ? 4 : 0);
+      }
+    }
+  };
+  using Loader = PackedLoader<Scales>;
   // Byte t of `codes` (two E2M1 nibbles) times the bf16x2 block scale.
   __device__ static uint32_t dequant(uint32_t codes, int t, __nv_bfloat162 scale) {
     const uint32_t b = __byte_perm(codes, 0, 0x4440u | static_cast<uint32_t>(t));

@@ -1,0 +1,68 @@
+// A chat turn that no longer fits the model's positions (max_position_embeddings): the new message alone or the
+// history with it is a dg::Error that says so and what to do, and the conversation and its cache stay as they were,
+// so the session goes on (a shorter message, or a clear). A turn reports its prefill chunk by chunk. The embedded
+// model with a 160-position config keeps every turn short.
+#include <gtest/gtest.h>
+
+#include "chat_test_util.h"
+#include "core/error.h"
+#include "engine/chat.h"
+#include "support/embedded_copy.h"
+#include "support/expect_error.h"
+
+namespace dg::test {
+namespace {
+
+std::string words(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += " river";  // one token each
+  return s;
+}
+
+TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
+  EngineOptions eo;
+  eo.model_dir = embedded_model_with_positions(160);
+  eo.prefill_chunk = 16;
+  const auto engine = Engine::open(eo);
+  ChatOptions co;
+  co.sampler = engine->default_sampler(SamplerProfile::kContract);
+  co.sampler.steps = 2;
+  co.sampler.max_new_tokens = 8;
+  ChatSession chat(*engine, co);
+  const int64_t empty = chat.kv_tokens();
+
+  // The message alone is too long.
+  DG_EXPECT_ERROR(chat.user(words(200)), "no longer fits", "160 positions", "max_position_embeddings",
+                  "clear or rewind the conversation", "shorter message");
+  EXPECT_TRUE(chat.conversation().messages.empty());
+  EXPECT_EQ(chat.kv_tokens(), empty);
+
+  // A turn that fits, its prefill reported chunk by chunk.
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  ChatEvents ev;
+  ev.on_prefill = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+  const TurnResult first = chat.user(words(60), &ev);
+  ASSERT_GT(first.prompt.encoded, 32);
+  ASSERT_GE(calls.size(), 4u);
+  EXPECT_EQ(calls.front(), std::make_pair(int64_t{0}, first.prompt.encoded));
+  EXPECT_EQ(calls[1], std::make_pair(int64_t{16}, first.prompt.encoded));
+  EXPECT_EQ(calls.back(), std::make_pair(first.prompt.encoded, first.prompt.encoded));
+  EXPECT_EQ(calls.size(), 2 + static_cast<size_t>((first.prompt.encoded - 1) / 16));
+
+  // The history with the next message no longer fits: the error, then the session as it was.
+  const uint64_t fp = chat.fingerprint();
+  const int64_t kv = chat.kv_tokens();
+  DG_EXPECT_ERROR(chat.user(words(60)), "no longer fits", "160 positions", "32-token canvas",
+                  "at most 128 fit");
+  EXPECT_EQ(chat.conversation().messages.size(), 2u);
+  EXPECT_EQ(chat.kv_tokens(), kv);
+  EXPECT_EQ(chat.fingerprint(), fp);
+  const TurnResult short_one = chat.user("hi");  // a shorter message still fits
+  EXPECT_EQ(short_one.prompt.reused, kv);
+  chat.clear();  // and after a clear, the long one does
+  const TurnResult again = chat.user(words(60));
+  EXPECT_EQ(again.prompt.reused, empty);
+}
+
+}  // namespace
+}  // namespace dg::test

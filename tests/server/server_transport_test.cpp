@@ -1,0 +1,210 @@
+// The HTTP transport against hostile and unusual clients, over raw loopback sockets: chunked bodies count against
+// --max-body as they arrive, form-encoded bodies are read up to --max-body, pipelined requests are answered in
+// order, clients that send their head a line at a time hold no thread (health and chat still answer) and are cut at
+// the header deadline, a body that trickles is cut at the body deadline, connections are bounded per peer and in
+// total (the longest-waiting one makes room), and Expect: 100-continue is honoured. Each attack is bounded: at
+// most 100 connections, a few seconds.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "server_test_util.h"
+
+namespace dg::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kChat = "/v1/chat/completions";
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string chunked_head(const std::string& path) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+         "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+}
+std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+TEST(ServerTransport, ChunkedBodiesCountAgainstMaxBodyAsTheyArrive) {
+  server::ServerOptions o;
+  o.max_body_bytes = 64 << 10;
+  TestServer s(o, true);
+  const std::string body = chat_request("chunked").dump();
+
+  // Within the limit, chunked is read like any body.
+  int fd = connect_and_send(s.port, chunked_head(kChat) + chunk(body.substr(0, 10)) + chunk(body.substr(10)) +
+                                        "0\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  std::string got = recv_all(fd, 30);
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+
+  // 1 MiB of valid JSON (whitespace after the object) in 16 KiB chunks against a 64 KiB limit: 413 before the
+  // client has sent it all, and the job never runs.
+  fd = connect_and_send(s.port, chunked_head(kChat) + chunk(body));
+  ASSERT_GE(fd, 0);
+  const std::string pad = chunk(std::string(16 << 10, ' '));
+  size_t sent = 0;
+  for (int i = 0; i < 64 && send_all(fd, pad); ++i) sent += 16 << 10;
+  send_all(fd, "0\r\n\r\n");
+  got.clear();
+  closed_by_server(fd, 10, &got);
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  EXPECT_NE(got.find("--max-body"), std::string::npos) << got;
+  EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"completed\"}"), 1);
+}
+
+TEST(ServerTransport, FormEncodedBodiesAreReadUpToMaxBody) {
+  server::ServerOptions o;
+  o.api_keys = {"sk-form"};
+  TestServer s(o, true);
+  // curl -d sends application/x-www-form-urlencoded; 100 KB is far below --max-body (4 MiB).
+  const std::string body = chat_request("form").dump() + std::string(100'000, ' ');
+  httplib::Client c = s.client();
+  auto r = c.Post(kChat, {{"Authorization", "Bearer sk-form"}}, body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(ServerTransport, PipelinedRequestsAreAnsweredInOrder) {
+  TestServer s({}, true);
+  const std::string models = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const int fd = connect_and_send(s.port, raw_post(kChat, chat_request("first"), false) + models +
+                                              raw_post("/v1/completions", {{"prompt", "third"}, {"max_tokens", 4}}));
+  ASSERT_GE(fd, 0);
+  const std::string got = recv_all(fd, 30);
+  ::close(fd);
+  const size_t first = got.find("\"chat.completion\""), second = got.find("\"object\":\"list\""),
+               third = got.find("\"text_completion\"");
+  ASSERT_NE(first, std::string::npos) << got;
+  ASSERT_NE(second, std::string::npos) << got;
+  ASSERT_NE(third, std::string::npos) << got;
+  EXPECT_LT(first, second);
+  EXPECT_LT(second, third);
+  size_t answers = 0;
+  for (size_t at = got.find("HTTP/1.1 200"); at != std::string::npos; at = got.find("HTTP/1.1 200", at + 1)) ++answers;
+  EXPECT_EQ(answers, 3u) << got;
+}
+
+// 100 clients that each send a request head one line every 0.2 s: with the default limits they hold connections
+// but no thread, so /health and a chat request are answered at once; at the header deadline each gets 408.
+TEST(ServerTransport, SlowHeaderClientsLockNobodyOutAndAreCutAtTheDeadline) {
+  server::ServerOptions o;
+  o.header_timeout_s = 1.5;
+  TestServer s(o, true);
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = connect_and_send(s.port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    ASSERT_GE(fd, 0);
+    slow.push_back(fd);
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int round = 0; !done && round < 25; ++round) {
+      for (const int fd : slow) send_all(fd, fmt::format("X-Slow-{}: x\r\n", round));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double health = health_seconds(s.port);
+  EXPECT_GE(health, 0) << "/health did not answer while 100 clients trickled their heads";
+  EXPECT_LT(health, 1.0);
+  auto r = s.post(kChat, chat_request("served anyway"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+
+  int cut = 0;
+  for (const int fd : slow) {
+    std::string got;
+    if (closed_by_server(fd, 4, &got) && got.rfind("HTTP/1.1 408", 0) == 0) ++cut;
+  }
+  done = true;
+  trickle.join();
+  for (const int fd : slow) ::close(fd);
+  EXPECT_EQ(cut, 100) << "every slow client got 408 and was closed at the header deadline";
+  EXPECT_GE(health_seconds(s.port), 0);
+  EXPECT_EQ(s.metric("diffgemma_http_connections_closed_total{reason=\"timed_out\"}"), 100);
+}
+
+TEST(ServerTransport, ABodyThatTricklesIsCutAtTheBodyDeadline) {
+  server::ServerOptions o;
+  o.body_timeout_s = 1;
+  TestServer s(o, true);
+  const auto t0 = Clock::now();
+  const int fd = connect_and_send(s.port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                          "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{");
+  ASSERT_GE(fd, 0);
+  std::string got;
+  for (int i = 0; i < 30 && !closed_by_server(fd, 0.1, &got); ++i) send_all(fd, " ");
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+  EXPECT_LT(seconds_since(t0), 2.5);
+}
+
+TEST(ServerTransport, ConnectionsAreBoundedPerPeerAndInTotal) {
+  for (const bool per_peer : {true, false}) {
+    server::ServerOptions o;
+    if (per_peer) {
+      o.max_connections_per_peer = 8;
+    } else {
+      o.max_connections = 8;
+      o.max_connections_per_peer = 0;
+    }
+    TestServer s(o, true);
+    std::vector<int> idle;
+    for (int i = 0; i < 20; ++i) {
+      idle.push_back(connect_and_send(s.port, "GET /health HTTP/1.1\r\n"));  // a head that never ends
+      ASSERT_GE(idle.back(), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the server sees them in this order
+    }
+    // The 12 that waited longest made room for the last 8, then one more for /health; those evictions happened
+    // before /health was answered, so the survivors need no long look.
+    EXPECT_GE(health_seconds(s.port), 0) << (per_peer ? "per peer" : "in total");
+    int closed = 0;
+    for (size_t i = 0; i < idle.size(); ++i) {
+      const bool gone = closed_by_server(idle[i], i < 13 ? 2 : 0.02);
+      closed += gone ? 1 : 0;
+      EXPECT_EQ(gone, i < 13) << "connection " << i << (per_peer ? " (per peer)" : " (in total)");
+      ::close(idle[i]);
+    }
+    EXPECT_EQ(closed, 13);
+    EXPECT_EQ(s.metric("diffgemma_http_connections_closed_total{reason=\"evicted\"}"), 13);
+  }
+}
+
+TEST(ServerTransport, ExpectContinueIsAnsweredAndAnOversizedBodyIsRefusedFirst) {
+  server::ServerOptions o;
+  o.max_body_bytes = 1024;
+  TestServer s(o, true);
+  const std::string body = chat_request("continue").dump();
+  const std::string head = fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                       "application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                                       "Content-Length: {}\r\n\r\n", body.size());
+  int fd = connect_and_send(s.port, head);
+  ASSERT_GE(fd, 0);
+  char buf[64] = {};
+  ASSERT_GT(::recv(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << buf;
+  ASSERT_TRUE(send_all(fd, body));
+  std::string got = recv_all(fd, 30);
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+
+  fd = connect_and_send(s.port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+                                "Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  got = recv_all(fd, 10);
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+}
+
+}  // namespace
+}  // namespace dg::test
