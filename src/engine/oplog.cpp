@@ -81,7 +81,7 @@ void SessionRecorder::synced(const Session& s, int64_t keep, std::span<const int
 }
 
 void SessionRecorder::generating(const Session&, const SamplerOptions& opt) {
-  ++job_;
+  if (!fixed_job_) ++job_;
   log_.write({{"op", "generate"}, {"job", job_}, {"slot", slot_}, {"sampler", sampler_to_json(opt)}});
 }
 

@@ -32,11 +32,14 @@ ToolSet ToolSet::from(const Json& tools, bool strict) {
     Tool t;
     t.name = f["name"].get<std::string>();
     const std::string where = fmt::format("tools[{}].function.parameters", i);
+    DG_CHECK(!f.contains("strict") || f["strict"].is_boolean() || f["strict"].is_null(),
+             "tools[{}].function.strict must be true or false", i);
+    const bool strict_tool = strict || (f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>());
     if (f.contains("parameters") && !f["parameters"].is_null()) {
       try {
         t.schema = JsonSchema::compile(f["parameters"], where, false);
       } catch (const Error&) {
-        if (strict) throw;
+        if (strict_tool) throw;
       }
     } else {
       t.schema = JsonSchema::compile(Json{{"type", "object"}}, where, false);

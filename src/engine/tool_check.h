@@ -36,8 +36,9 @@ struct ToolProblem {
 class ToolSet {
  public:
   ToolSet() = default;
-  // `strict`: every tool's parameters must compile (an unsupported keyword is an error naming it); otherwise a tool
-  // whose schema uses one is checked by name only. Throws dg::Error on a malformed tools array.
+  // `strict`: every tool's parameters must compile (an unsupported keyword is an error naming it); so must those of
+  // a function declared `"strict": true`; any other tool whose schema uses one is checked by name only. Throws
+  // dg::Error on a malformed tools array.
   static ToolSet from(const Json& tools, bool strict = false);
 
   bool empty() const { return tools_.empty(); }

@@ -42,6 +42,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   for (const SamplerOptions* d : {&wire_.contract, &wire_.reference})
     DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",
              opt_.max_steps, d->steps);
+  wire_.tool_check = opt_.tool_check;
   wire_.max_steps = opt_.max_steps;
   wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
@@ -53,6 +54,8 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   wo.slots = opt_.slots;
   wo.max_batch = opt_.max_batch;
   wo.prefill_chunk = opt_.prefill_per_step;
+  wo.context = opt_.context;
+  wo.tool_continuation = opt_.tool_continuation;
   wo.log = [this](const std::string& line) { say(line); };
   wo.denoiser = std::move(denoiser);
   if (!opt_.log_dir.empty()) {
