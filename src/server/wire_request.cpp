@@ -292,18 +292,16 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
   const ResponseFormat format = get_response_format(b);
   r.spec.kind = JobSpec::Kind::kChat;
   r.spec.render.thinking = thinking_of(b);
-  if (!format.json) {
-  } else if (!conv.tools.is_null() && !conv.tools.empty()) {
+  if (format.json && !conv.tools.is_null() && !conv.tools.empty())
     throw ApiError(400, fmt::format("response_format {} cannot be combined with tools: the answer must be one JSON "
                                     "object, a tool call is not (drop the tools or send tool_choice \"none\")",
                                     format.type),
                    "invalid_request_error", "unsupported_value", "response_format");
-  } else if (r.spec.render.thinking) {
+  if (format.json && r.spec.render.thinking)
     throw ApiError(400, fmt::format("response_format {} cannot be combined with thinking: the JSON constraint starts "
                                     "at the first answer token, where a thinking model writes its thought channel "
                                     "(turn thinking off)", format.type),
                    "invalid_request_error", "unsupported_value", "response_format");
-  }
   r.spec.render.add_generation_prompt = true;
   RenderedPrompt p;
   try {

@@ -122,6 +122,17 @@ TEST(ServerStructured, ScriptedAnswersEndWithTheSchemasObject) {
       valid_content(s.post("/v1/chat/completions", schema_request("Reply in JSON", other, 1)), other);
   EXPECT_EQ(content.rfind(R"({"city": "Paris", "temp":)", 0), 0u) << json(content).dump();
   EXPECT_TRUE(json::accept(content) && json::parse(content)["temp"].is_string()) << json(content).dump();
+
+  // The Responses API's text.format carries the schema at its top level.
+  auto r = s.post("/v1/responses", {{"input", "Reply in JSON"}, {"max_output_tokens", 64}, {"steps", 2},
+                                    {"text", {{"format", {{"type", "json_schema"}, {"name", "w"}, {"schema", fits}}}}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::string text;
+  const json answer = json::parse(r->body);
+  for (const json& o : answer["output"])
+    if (o["type"] == "message") text += o["content"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, R"({"city": "Paris", "temp": 18})") << r->body;
 }
 
 TEST(ServerStructured, UnsupportedSchemasAndShortBudgetsAre400) {
