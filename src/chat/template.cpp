@@ -11,7 +11,8 @@ enum class Last : uint8_t { kNone, kThink, kTool, kToolCall, kToolResponse };
 
 bool is_system(Role r) { return r == Role::kSystem || r == Role::kDeveloper; }
 
-// The name a tool message answers to: its call's name (by id), else its own name, else "unknown".
+}  // namespace
+
 std::string response_name(const Message& call_msg, const Message& tool_msg) {
   std::string name = tool_msg.name.empty() ? "unknown" : tool_msg.name;
   for (const ToolCall& c : call_msg.tool_calls)
@@ -20,8 +21,6 @@ std::string response_name(const Message& call_msg, const Message& tool_msg) {
 }
 
 Json response_value(const Message& m) { return m.response.is_null() ? Json(m.content) : m.response; }
-
-}  // namespace
 
 RenderedPrompt render_chat(const Conversation& conv, const RenderOptions& opt, const Tokenizer& tok,
                            const ChatTokens& t) {

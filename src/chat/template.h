@@ -36,6 +36,11 @@ struct RenderedPrompt {
   PromptEnd end = PromptEnd::kClosed;
 };
 
+// The name a tool message's response is rendered under: its call's name (by id), else its own name, else
+// "unknown"; and its value (structured content, else the text).
+std::string response_name(const Message& call_msg, const Message& tool_msg);
+Json response_value(const Message& tool_msg);
+
 // Throws dg::Error naming the bad message or tool (a tool message with no call before it is dropped, as the
 // template does).
 RenderedPrompt render_chat(const Conversation& conv, const RenderOptions& opt, const Tokenizer& tok,

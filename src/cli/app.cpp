@@ -81,6 +81,8 @@ int run(int argc, char** argv) {
   register_quantize(app);
   register_serve(app);
   register_replay(app);
+  register_golden(app);
+  register_campaign(app);
   register_verify(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

@@ -44,6 +44,8 @@ void register_smoketest(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_replay(CLI::App& app);
+void register_golden(CLI::App& app);
+void register_campaign(CLI::App& app);
 void register_verify(CLI::App& app);
 
 }  // namespace dg::cli

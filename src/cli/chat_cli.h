@@ -26,6 +26,8 @@ const ShellTool* find_tool(const std::vector<ShellTool>& tools, const std::strin
 struct ChatCliOptions {
   ModelOptions model;
   SamplerFlags sampler;
+  ToolCheckFlags tool_check;
+  std::string oplog;  // op-log file ("" : none)
   bool think = false;
   std::string system;
   std::vector<std::string> tool_specs;

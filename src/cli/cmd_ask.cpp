@@ -17,7 +17,9 @@
 #include "core/error.h"
 #include "chat/stream.h"
 #include "chat/template.h"
+#include "diffusion/json_schema.h"
 #include "engine/chat.h"
+#include "engine/oplog.h"
 
 namespace dg::cli {
 namespace {
@@ -25,7 +27,7 @@ namespace {
 struct AskOptions {
   ModelOptions model;
   SamplerFlags sampler;
-  std::string prompt, prompt_file, prompt_ids;
+  std::string prompt, prompt_file, prompt_ids, json_schema, oplog;
   bool raw = false, show_ids = false, json = false, quiet = false, think = false, json_object = false;
 };
 
@@ -51,11 +53,11 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, const char* what = "--prompt-file") {
   std::error_code ec;
-  DG_CHECK(!std::filesystem::is_directory(path, ec), "--prompt-file '{}' is a directory, not a file", path);
+  DG_CHECK(!std::filesystem::is_directory(path, ec), "{} '{}' is a directory, not a file", what, path);
   std::ifstream in(path, std::ios::binary);
-  DG_CHECK(in.good(), "cannot read prompt file '{}'", path);
+  DG_CHECK(in.good(), "cannot read {} '{}'", what, path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -87,10 +89,15 @@ void run_ask(const AskOptions& o) {
     }
   }
   SamplerOptions opt = o.sampler.resolve(*engine);
-  if (o.json_object) {
-    DG_CHECK(chat.has_value() && !o.think, "--json-object needs a chat prompt (not --raw or --prompt-ids) without "
-                                           "--think: the constraint starts at the first answer token");
+  if (o.json_object || !o.json_schema.empty()) {
+    DG_CHECK(chat.has_value() && !o.think, "{} needs a chat prompt (not --raw or --prompt-ids) without --think: the "
+             "constraint starts at the first answer token", o.json_schema.empty() ? "--json-object" : "--json-schema");
     opt.json = chat_json_vocab(engine->tokenizer(), *chat, opt.stop_ids);
+  }
+  if (!o.json_schema.empty()) {
+    const Json schema = Json::parse(read_file(o.json_schema, "--json-schema"), nullptr, false);
+    DG_CHECK(!schema.is_discarded(), "--json-schema '{}' is not valid JSON", o.json_schema);
+    opt.json_schema = JsonSchema::compile(schema, o.json_schema);
   }
   GenerationProgress progress(o.quiet || o.json, opt.steps);
   const bool streaming = engine->has_tokenizer() && !o.json && !o.show_ids;
@@ -158,7 +165,18 @@ void run_ask(const AskOptions& o) {
     }
     std::cout.flush();
   };
-  const GenerateResult res = engine->generate(prompt, opt, &ev);
+  GenerateResult res;
+  if (o.oplog.empty()) {
+    res = engine->generate(prompt, opt, &ev);
+  } else {  // the same generation through a recorded session: `diffgemma replay` re-runs it
+    OpLog log(o.oplog);
+    Session session = engine->open_session();
+    log.write(oplog_open_record(*engine, 1, SessionOptions{}.ring_slack));
+    SessionRecorder rec(log);
+    session.set_observer(&rec);
+    session.sync(prompt);
+    res = session.generate(opt, &ev);
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (stream) std::cout << stream->flush() << "\n";
   if (reply) {
@@ -216,6 +234,11 @@ void register_ask(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print one JSON object (tokens, text, finish reason, per-block statistics)");
   cmd->add_flag("--json-object", o->json_object,
                 "JSON mode: the answer is one JSON object (the server's response_format json_object)");
+  cmd->add_option("--json-schema", o->json_schema,
+                  "structured output: the answer is one JSON object that validates against the JSON Schema in FILE "
+                  "(the server's response_format json_schema; supported keywords: docs/TOOLS.md)")
+      ->type_name("FILE");
+  cmd->add_option("--oplog", o->oplog, "append the generation's engine ops to this file (`diffgemma replay FILE`)");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   o->sampler.add_to(cmd);
   cmd->callback([o] { run_ask(*o); });

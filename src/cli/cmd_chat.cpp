@@ -6,6 +6,7 @@
 
 #include "cli/chat_cli.h"
 #include "cli/option_checks.h"
+#include "engine/oplog.h"
 
 namespace dg::cli {
 namespace {
@@ -23,6 +24,12 @@ void run_chat(ChatCliOptions& o) {
   ChatOptions co;
   co.thinking = o.think;
   co.sampler = o.sampler.resolve(*engine);
+  co.tool_check = o.tool_check.resolve();
+  std::unique_ptr<OpLog> oplog;
+  if (!o.oplog.empty()) {
+    oplog = std::make_unique<OpLog>(o.oplog);
+    co.oplog = oplog.get();
+  }
   ChatSession chat(*engine, co);
   if (!o.system.empty()) chat.set_system(o.system);
   if (!o.tools.empty()) {
@@ -65,6 +72,9 @@ void register_chat(CLI::App& app) {
   cmd->add_flag("--hide-thinking", o->hide_thinking, "do not print the reasoning (REPL)");
   cmd->add_option("--history", o->history, "line-editing history file (\"\": none)")->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
+  cmd->add_option("--oplog", o->oplog,
+                  "append every engine op of the session to this file (JSONL; `diffgemma replay FILE` re-runs it)");
+  o->tool_check.add_to(cmd);
   o->sampler.add_to(cmd);
   cmd->callback([o] { run_chat(*o); });
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/app.h"
+#include "cli/sampler_options.h"
 #include "core/error.h"
 #include "io/model_config.h"
 
@@ -27,6 +28,7 @@ struct ServeCliOptions {
   ModelOptions model;
   server::ServerOptions server;
   std::string api_key_file;
+  ToolCheckFlags tool_check;
   bool quiet = false;
 };
 
@@ -42,6 +44,7 @@ void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
 }
 
 void run_serve(ServeCliOptions& o) {
+  o.server.tool_check = o.tool_check.resolve();
   if (!o.api_key_file.empty()) read_api_keys(o.api_key_file, o.server.api_keys);
   std::erase(o.server.api_keys, std::string());  // `--api-key ""` (or an empty DG_API_KEY): no key
   // SIGINT and SIGTERM are taken by one thread (sigwait), so every other thread runs with them blocked; a write
@@ -154,6 +157,10 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--allow-special-literals", s.allow_special_literals,
                 "accept chat text holding special-token literals such as <|turn> (encoded as plain text) instead "
                 "of answering 400");
+  o->tool_check.add_to(cmd);  // the default of a request's tool_check and tool_attempts
+  cmd->add_flag("!--no-tool-continuation", s.tool_continuation,
+                "a request that continues a tool turn is prompted with the conversation re-rendered instead of the "
+                "turn's raw token log (docs/TOOLS.md)");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-request log lines on stderr");
   cmd->callback([o] { run_serve(*o); });
 #else

@@ -23,6 +23,7 @@ namespace {
 struct SmokeOptions {
   ModelOptions model;
   SamplerFlags sampler;
+  ToolCheckFlags tool_check;
   std::string battery = smoketest_battery();
   std::vector<std::string> only;
   std::string same_as;
@@ -114,7 +115,7 @@ void run_smoketest(const SmokeOptions& o) {
     Row row;
     row.prompt = &p;
     const auto t0 = std::chrono::steady_clock::now();
-    row.outcome = smoke::run_prompt(*engine, p, opt);
+    row.outcome = smoke::run_prompt(*engine, p, opt, o.tool_check.resolve());
     row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     row.failures = smoke::check_outcome(p, row.outcome, ids);
     row.known_fail = std::find(p.known_fail.begin(), p.known_fail.end(), sampler_profile_name(opt.profile)) !=
@@ -172,7 +173,8 @@ void run_smoketest(const SmokeOptions& o) {
         }
         p["rounds"].push_back({{"content", rd.content}, {"reasoning", rd.reasoning}, {"tool_calls", calls},
                                {"stop_token", rd.stop_token}, {"tokens", rd.tokens}, {"steps", steps},
-                               {"block_ends", ends}});
+                               {"block_ends", ends}, {"tool_errors", rd.tool_errors},
+                               {"tool_attempts", rd.tool_attempts}});
       }
       j["prompts"].push_back(p);
     }
@@ -209,6 +211,7 @@ void register_smoketest(CLI::App& app) {
   cmd->add_option("--same-as", o->same_as, "also fail unless the pass set equals this earlier --json result's");
   cmd->add_flag("--json", o->json, "print one JSON object (every prompt's rounds and verdict, sampler statistics)");
   cmd->add_flag("-q,--quiet", o->quiet, "no warnings on stderr");
+  o->tool_check.add_to(cmd);
   o->sampler.add_to(cmd);
   cmd->callback([o] { run_smoketest(*o); });
 }

@@ -108,4 +108,21 @@ SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
   return apply(engine.default_sampler(sampler_profile_from_name(profile)));
 }
 
+void ToolCheckFlags::add_to(CLI::App* cmd) {
+  cmd->add_option("--tool-check", mode,
+                  "a reply whose tool calls are malformed or fail the declared schema: off (handed on) | retry "
+                  "(generated again with the next seed) | repair (the model sees its errors and writes the reply "
+                  "again; docs/TOOLS.md)")
+      ->check(CLI::IsMember({"off", "retry", "repair"}))
+      ->capture_default_str();
+  cmd->add_option("--tool-attempts", attempts, "generations --tool-check may add to a reply (0 to 16)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+}
+
+ToolCheckOptions ToolCheckFlags::resolve() const {
+  DG_CHECK(attempts >= 0 && attempts <= 16, "--tool-attempts must be in [0, 16], got {}", attempts);
+  return ToolCheckOptions{tool_check_mode_from_name(mode), attempts};
+}
+
 }  // namespace dg::cli

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/tool_check.h"
 #include "diffusion/sampler_settings.h"
 #include "dg/engine.h"
 
@@ -24,6 +25,15 @@ struct SamplerFlags {
   void add_to(CLI::App* cmd);
   SamplerOptions apply(SamplerOptions base) const;     // the given values on top of base; validates (throws dg::Error)
   SamplerOptions resolve(const Engine& engine) const;  // apply() on the engine's defaults for the profile
+};
+
+// --tool-check off|retry|repair and --tool-attempts N: what happens to a reply whose tool calls are invalid.
+struct ToolCheckFlags {
+  std::string mode = "repair";
+  int attempts = 2;
+
+  void add_to(CLI::App* cmd);
+  ToolCheckOptions resolve() const;  // throws dg::Error naming the option
 };
 
 }  // namespace dg::cli

@@ -23,16 +23,26 @@ std::shared_ptr<const JsonVocab> JsonVocab::from(const Tokenizer& tok, std::span
   return v;
 }
 
-JsonCommit::JsonCommit(std::shared_ptr<const JsonVocab> vocab) : vocab_(std::move(vocab)) {
+JsonCommit::JsonCommit(std::shared_ptr<const JsonVocab> vocab, std::shared_ptr<const JsonSchema> schema)
+    : vocab_(std::move(vocab)), schema_(std::move(schema)), grammar_(schema_.get()) {
   DG_CHECK(vocab_ != nullptr && vocab_->end_id >= 0, "JSON mode needs a vocabulary table with an end token");
 }
 
 bool JsonCommit::accepts(int32_t id) const { return closing_after(id) >= 0; }
 
+void JsonCommit::first_bytes() {
+  for (int b = 0; b < 256; ++b) first_[static_cast<size_t>(b)] = grammar_.accepts(std::string(1, static_cast<char>(b)));
+}
+
+bool JsonCommit::may_start(int32_t id) const {
+  const std::string& b = vocab_->bytes[static_cast<size_t>(id)];
+  return !b.empty() && first_[static_cast<uint8_t>(b[0])];
+}
+
 int JsonCommit::closing_after(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= vocab_->bytes.size()) return -1;
   const std::string& b = vocab_->bytes[static_cast<size_t>(id)];
-  JsonGrammar g = grammar_;
+  SchemaGrammar g = grammar_;
   return !b.empty() && g.feed(b) ? g.closing_bytes() : -1;
 }
 
@@ -56,8 +66,11 @@ int32_t JsonCommit::best(int row, const RowLogits& logits) {
   for (int32_t i = 0; i < std::min(kTopK, V); ++i)
     if (accepts(order_[static_cast<size_t>(i)])) return order_[static_cast<size_t>(i)];
   int32_t pick = -1;
+  first_bytes();
   for (int32_t id = 0; id < V; ++id)
-    if ((pick < 0 || row_[static_cast<size_t>(id)] > row_[static_cast<size_t>(pick)]) && accepts(id)) pick = id;
+    if ((pick < 0 || row_[static_cast<size_t>(id)] > row_[static_cast<size_t>(pick)]) && may_start(id) &&
+        accepts(id))
+      pick = id;
   DG_CHECK(pick >= 0, "JSON mode: no token of the vocabulary continues the JSON text after {} bytes",
            grammar_.bytes());
   return pick;
@@ -83,7 +96,9 @@ int32_t JsonCommit::closer(int row, int32_t own, const RowLogits& logits) {
   };
   int32_t pick = -1;
   int pick_after = 0;
+  first_bytes();
   for (int32_t id = 0; id < V; ++id) {
+    if (!may_start(id)) continue;
     const int after = closing_after(id);
     if (after >= 0 && (pick < 0 || better(id, after, pick, pick_after))) {
       pick = id;
@@ -95,7 +110,7 @@ int32_t JsonCommit::closer(int row, int32_t own, const RowLogits& logits) {
   return pick;
 }
 
-int JsonCommit::constrain(std::span<int32_t> block, const RowLogits& logits) {
+int JsonCommit::constrain(std::span<int32_t> block, const RowLogits& logits, int budget) {
   int changed = 0;
   for (size_t r = 0; r < block.size(); ++r) {
     if (grammar_.complete()) {
@@ -105,11 +120,20 @@ int JsonCommit::constrain(std::span<int32_t> block, const RowLogits& logits) {
     }
     const int32_t own = block[r];
     const auto& stops = vocab_->stop_ids;
-    closing_ = closing_ || std::find(stops.begin(), stops.end(), own) != stops.end();
-    if (closing_)
-      block[r] = closer(static_cast<int>(r), own, logits);
-    else if (!accepts(own))
-      block[r] = best(static_cast<int>(r), logits);
+    // Rows left, this one included; only a schema keeps the object within the budget (json_object's answer is cut
+    // by it, finish "length", as the wire format has it).
+    const int64_t left = schema_ != nullptr ? static_cast<int64_t>(budget) - static_cast<int64_t>(r) : INT64_MAX;
+    closing_ = closing_ || std::find(stops.begin(), stops.end(), own) != stops.end() ||
+               left <= grammar_.closing_bytes();
+    if (!closing_) {
+      const int32_t pick = accepts(own) ? own : best(static_cast<int>(r), logits);
+      // A token that opens more than the rows after it can close (a key with required properties) starts the walk.
+      if (schema_ != nullptr && closing_after(pick) > left - 1)
+        closing_ = true;
+      else
+        block[r] = pick;
+    }
+    if (closing_) block[r] = closer(static_cast<int>(r), own, logits);
     changed += block[r] != own;
     grammar_.feed(vocab_->bytes[static_cast<size_t>(block[r])]);
   }

@@ -1,14 +1,17 @@
-// JSON mode (response_format json_object): a commit-time constraint that makes the answer one JSON object. When an
-// attempt's block is about to be committed, its rows are walked in order through a JsonGrammar; the first row whose
-// token cannot continue the JSON text is replaced by that row's best token that can (the row's top kTopK logits
-// first, then the whole vocabulary), and the walk goes on. Once the object has closed, the next row becomes the
-// end token, so the usual stop-token trim ends the answer there. Control and special tokens are never accepted.
-// When the model writes a stop token while the object is still open, the constraint closes it: from that row on,
+// JSON mode (response_format json_object; json_schema with a schema, json_schema_grammar.h): a commit-time
+// constraint that makes the answer one JSON object. When an attempt's block is about to be committed, its rows are
+// walked in order through the grammar; the first row whose token cannot continue the JSON text is replaced by that
+// row's best token that can (the row's top kTopK logits first, then the whole vocabulary), and the walk goes on.
+// Once the object has closed, the next row becomes the end token, so the usual stop-token trim ends the answer there.
+// Control and special tokens are never accepted. When the model writes a stop token while the object is still open,
+// or (with a schema) the token budget left is no more than the bytes that close it, the constraint closes it: then
 // each row takes its highest-logit token among those that bring the text strictly closer to a complete object
-// (JsonGrammar::closing_bytes), so the answer ends within a few tokens instead of running on to the budget.
-// The logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
+// (closing_bytes), so the answer ends within a few tokens (with a schema: within the budget, never cut by it). The
+// logits rows come from the driver (the last denoise forward), only for rows that need a replacement.
 #pragma once
 
+#include <array>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "diffusion/json_grammar.h"
+#include "diffusion/json_schema_grammar.h"
 
 namespace dg {
 
@@ -42,11 +45,16 @@ class JsonCommit {
  public:
   static constexpr int kTopK = 64;  // candidates by logit tried before the whole vocabulary is searched
 
-  explicit JsonCommit(std::shared_ptr<const JsonVocab> vocab);
+  // `schema`: the object must also validate against it (json_schema.h); nullptr: any JSON object.
+  explicit JsonCommit(std::shared_ptr<const JsonVocab> vocab, std::shared_ptr<const JsonSchema> schema = nullptr);
   // Constrains the block about to be committed and advances the grammar over it; returns how many rows changed.
   // Throws dg::Error when no token of the vocabulary can continue the text (a vocabulary without ASCII).
-  int constrain(std::span<int32_t> block, const RowLogits& logits);
-  const JsonGrammar& grammar() const { return grammar_; }
+  // `budget`: answer tokens left before the length limit. With a schema, once a row's remaining budget is no more
+  // than the bytes that close the object, the walk closes it (every token is at least one byte), so the limit never
+  // cuts it; without one (json_object) the limit cuts the object as it stands.
+  int constrain(std::span<int32_t> block, const RowLogits& logits, int budget = INT32_MAX);
+  const SchemaGrammar& grammar() const { return grammar_; }
+  bool has_schema() const { return schema_ != nullptr; }
 
  private:
   bool accepts(int32_t id) const;
@@ -55,12 +63,17 @@ class JsonCommit {
   int32_t best(int row, const RowLogits& logits);
   int32_t closer(int row, int32_t own, const RowLogits& logits);  // the closing mode's pick
   void sort_row(int row, const RowLogits& logits);                // row_ and order_ (top kTopK first)
+  // Whole-vocabulary scans first skip the tokens whose first byte the grammar refuses.
+  void first_bytes();
+  bool may_start(int32_t id) const;
 
   std::shared_ptr<const JsonVocab> vocab_;
-  JsonGrammar grammar_;
+  std::shared_ptr<const JsonSchema> schema_;
+  SchemaGrammar grammar_;
   bool closing_ = false;  // the model wrote a stop token inside the object
   std::vector<float> row_;
   std::vector<int32_t> order_;
+  std::array<bool, 256> first_{};
 };
 
 }  // namespace dg

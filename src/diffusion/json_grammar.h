@@ -15,6 +15,15 @@ class JsonGrammar {
  public:
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespace = 64;
+  // Where the text stands: what the next byte may be (a schema on top reads it, json_schema_grammar.h).
+  enum class Mode : uint8_t {
+    kStart, kKeyOrClose, kKey, kColon, kValue, kValueOrClose, kAfterValue,
+    kString, kEscape, kUnicode, kSurrogateSlash, kSurrogateU, kUtf8, kLiteral,
+    kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign, kNumExpDigits, kDone,
+  };
+  Mode mode() const { return mode_; }
+  bool in_key() const { return key_; }  // the string in progress is an object key
+  int depth() const { return depth_ + 1; }  // containers open
 
   // Feeds one byte; false (and the state unchanged) when it cannot continue a valid prefix.
   bool feed(uint8_t byte);
@@ -32,11 +41,6 @@ class JsonGrammar {
   int64_t bytes() const { return bytes_; }                // bytes accepted so far
 
  private:
-  enum class Mode : uint8_t {
-    kStart, kKeyOrClose, kKey, kColon, kValue, kValueOrClose, kAfterValue,
-    kString, kEscape, kUnicode, kSurrogateSlash, kSurrogateU, kUtf8, kLiteral,
-    kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign, kNumExpDigits, kDone,
-  };
   bool step(uint8_t c);  // the transition; may leave the state partly changed when it returns false
   bool open(char kind);  // pushes a container ('{' or '[')
   bool close(char kind);

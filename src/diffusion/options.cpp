@@ -1,6 +1,7 @@
 #include "diffusion/options.h"
 
 #include "core/error.h"
+#include "diffusion/json_schema.h"
 #include "diffusion/sampler_settings.h"
 
 namespace dg {
@@ -24,6 +25,11 @@ void SamplerOptions::validate() const {
         },
         s.member);
   DG_CHECK(t_max > t_min, "temperature schedule needs t_max > t_min >= 0 (got {} .. {})", t_min, t_max);
+  DG_CHECK(json_schema == nullptr || json != nullptr, "a JSON schema constrains JSON mode, which is off");
+  // Every token is at least one byte: a budget below the shortest valid object could end before it closes.
+  DG_CHECK(json_schema == nullptr || max_new_tokens >= json_schema->node(0).min_bytes,
+           "max_new_tokens {} is below the shortest object the JSON schema allows ({} bytes): the answer could not "
+           "always close", max_new_tokens, json_schema->node(0).min_bytes);
 }
 
 SamplerOptions make_sampler_options(SamplerProfile profile, const GenerationConfig& gen, int32_t pad_id,

@@ -17,6 +17,7 @@
 namespace dg {
 
 struct JsonVocab;
+class JsonSchema;
 
 enum class SamplerProfile : uint8_t { kContract, kReference };
 SamplerProfile sampler_profile_from_name(const std::string& name);  // "contract" | "reference"; throws otherwise
@@ -55,6 +56,8 @@ struct SamplerOptions {
   // JSON mode (response_format json_object): each committed block is constrained so that the answer is one JSON
   // object (src/diffusion/json_commit.h). nullptr: unconstrained.
   std::shared_ptr<const JsonVocab> json;
+  // With `json`: the object also validates against this schema (response_format json_schema; json_schema.h).
+  std::shared_ptr<const JsonSchema> json_schema;
 
   // Run the per-step decisions on the host even where the backend could keep them (an A/B of the two paths: the
   // same tokens). Steps observed through GenerateEvents::on_step always decide on the host.

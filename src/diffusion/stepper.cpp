@@ -32,7 +32,7 @@ Generation::Generation(int canvas, int64_t vocab, std::span<const int32_t> promp
   DG_CHECK(C_ > 0 && V_ > 0, "generation: canvas {} and vocabulary {} must be positive", C_, V_);
   max_blocks_ = (opt_.max_new_tokens + C_ - 1) / C_;
   if (opt_.commit_trim_tau > 0.0) max_blocks_ *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
-  if (opt_.json) json_.emplace(opt_.json);
+  if (opt_.json) json_.emplace(opt_.json, opt_.json_schema);
 }
 
 std::span<const int32_t> Generation::pending_encode() const {
@@ -52,7 +52,7 @@ void Generation::encoded(size_t n) {
 
 void Generation::next_block() {
   ++block_;
-  if (block_ >= max_blocks_) {
+  if (block_ >= max_blocks_ && !json_open()) {
     finish();
     return;
   }
@@ -186,7 +186,7 @@ void Generation::attempt_done(const RowStats* stats) {
   if (json_) {
     DG_CHECK(row_logits_ != nullptr, "generation: JSON mode without a source of logits rows (set_row_logits)");
     info_.constrained = json_->constrain(std::span<int32_t>(argmax_.data(), static_cast<size_t>(info_.kept)),
-                                         row_logits_);
+                                         row_logits_, opt_.max_new_tokens - static_cast<int>(res_.tokens.size()));
   }
   res_.forwards += info_.forwards;
   const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));
@@ -207,7 +207,7 @@ void Generation::attempt_done(const RowStats* stats) {
     finish();
     return;
   }
-  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || block_ + 1 == max_blocks_) {
+  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || (block_ + 1 == max_blocks_ && !json_open())) {
     finish();
     return;
   }

@@ -84,6 +84,9 @@ class Generation {
   Phase phase_ = Phase::kEncode;
   std::vector<int32_t> pending_;
   size_t pending_at_ = 0;
+  // JSON mode with a schema and the object still open: the block count does not end the generation (every block
+  // commits a token; the token budget, which the closing walk keeps, does).
+  bool json_open() const { return json_.has_value() && json_->has_schema() && !json_->grammar().complete(); }
   int max_blocks_ = 0;
   int block_ = -1;
   BlockInfo info_;

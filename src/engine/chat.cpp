@@ -5,14 +5,23 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "engine/oplog.h"
+#include "engine/tool_repair.h"
 
 namespace dg {
 
 ChatSession::ChatSession(const Engine& engine, ChatOptions opt)
     : engine_(engine), tok_(engine.tokenizer()), t_(ChatTokens::from(tok_)), opt_(std::move(opt)),
       session_(engine.open_session(opt_.session)) {
+  if (opt_.oplog != nullptr) {
+    opt_.oplog->write(oplog_open_record(engine, 1, opt_.session.ring_slack));
+    recorder_ = std::make_unique<SessionRecorder>(*opt_.oplog);
+    session_.set_observer(recorder_.get());
+  }
   settle();
 }
+
+ChatSession::~ChatSession() = default;
 
 RenderedPrompt ChatSession::render(bool generation_prompt) const {
   RenderOptions ro;
@@ -22,7 +31,19 @@ RenderedPrompt ChatSession::render(bool generation_prompt) const {
   return render_chat(conv_, ro, tok_, t_);
 }
 
-SyncStats ChatSession::settle() { return session_.sync(render(false).ids); }
+SyncStats ChatSession::settle() {
+  if (tool_turn_) {
+    // Still the tool round (results may have been added since): the raw turn stays; anything else drops it.
+    const std::vector<Message>& was = tool_turn_->conversation.messages;
+    bool same = conv_.messages.size() >= was.size() && conv_.tools == tool_turn_->conversation.tools &&
+                opt_.thinking == tool_turn_->render.thinking && opt_.open_thought == tool_turn_->render.open_thought;
+    for (size_t i = 0; same && i < was.size(); ++i) same = message_to_json(conv_.messages[i]) == message_to_json(was[i]);
+    for (size_t i = was.size(); same && i < conv_.messages.size(); ++i) same = conv_.messages[i].role == Role::kTool;
+    if (same) return last_sync_ = session_.sync(tool_turn_settled(*tool_turn_, t_));
+    tool_turn_.reset();
+  }
+  return last_sync_ = session_.sync(render(false).ids);
+}
 
 TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
   DG_CHECK(pending_calls().empty(), "the last reply's tool calls are waiting for their results");
@@ -39,11 +60,14 @@ TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
 }
 
 TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
-                          const SamplerOptions& opt, const ChatEvents* ev, Denoiser* denoiser) {
+                          const SamplerOptions& opt, const ChatEvents* ev, Denoiser* denoiser,
+                          std::span<const int32_t> reply_stops) {
   TurnResult r;
   r.prompt = session.sync(p.ids, ev != nullptr ? ev->on_prefill : PrefillProgress{});
   const std::string prefix = ev != nullptr ? ev->call_id_prefix : std::string("call_");
-  ReplyStream stream(tok, t, opt.stop_ids, p.end == PromptEnd::kThought);
+  const std::vector<int32_t> stops = reply_stops.empty() ? opt.stop_ids
+                                                         : std::vector<int32_t>(reply_stops.begin(), reply_stops.end());
+  ReplyStream stream(tok, t, stops, p.end == PromptEnd::kThought);
   int n_calls = 0;
   auto deliver = [&](std::vector<ReplyEvent> events) {
     for (ReplyEvent& e : events) {
@@ -72,7 +96,11 @@ TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatToke
 
   r.reply = stream.reply();
   for (size_t i = 0; i < r.reply.tool_calls.size(); ++i) r.reply.tool_calls[i].id = fmt::format("{}{}", prefix, i);
-  r.tokens = static_cast<int>(res.tokens.size());
+  r.raw = res.tokens;
+  const auto end = std::find_if(r.raw.begin(), r.raw.end(),
+                                [&](int32_t id) { return std::find(stops.begin(), stops.end(), id) != stops.end(); });
+  r.raw.erase(end, r.raw.end());
+  r.tokens = static_cast<int>(reply_stops.empty() ? res.tokens.size() : r.raw.size());
   r.forwards = res.forwards;
   r.generation = res.finish;
   if (!r.reply.tool_calls.empty())
@@ -100,10 +128,30 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   const std::vector<ToolCall> pending = pending_calls();
   DG_CHECK(pending.empty(), "tool call '{}' ({}) is waiting for its result", pending.empty() ? "" : pending[0].id,
            pending.empty() ? "" : pending[0].name);
-  const RenderedPrompt prompt = render(true);
-  check_room(prompt.ids.size());
-  TurnResult r = generate_reply(session_, tok_, t_, prompt, opt_.sampler, ev);
+  RenderedPrompt p = render(true);
+  if (tool_turn_ && opt_.tool_continuation) {
+    RenderOptions ro;
+    ro.thinking = opt_.thinking;
+    ro.open_thought = opt_.open_thought;
+    if (std::optional<RenderedPrompt> q = continue_tool_turn(*tool_turn_, conv_, ro, tok_, t_)) p = std::move(*q);
+  }
+  check_room(p.ids.size());
+  ChatEvents noted = ev != nullptr ? *ev : ChatEvents{};
+  if (recorder_ != nullptr) noted.on_tool_check = [&](const Json& j) { recorder_->note(j); };
+  TurnResult r = generate_checked_reply(session_, tok_, t_, p, opt_.sampler, tools_, opt_.tool_check, &noted,
+                                        opt_.denoiser);
   conv_.messages.push_back(assistant_message(r.reply));
+  tool_turn_.reset();
+  const bool raw_ok = std::find(r.raw.begin() + (r.raw.empty() ? 0 : 1), r.raw.end(), t_.turn_open) == r.raw.end();
+  if (opt_.tool_continuation && !r.reply.tool_calls.empty() && r.reply.stop_token == t_.response_open && raw_ok) {
+    ToolTurn turn;
+    turn.conversation = conv_;
+    turn.ids = p.ids;
+    turn.ids.insert(turn.ids.end(), r.raw.begin(), r.raw.end());
+    turn.render.thinking = opt_.thinking;
+    turn.render.open_thought = opt_.open_thought;
+    tool_turn_ = std::move(turn);
+  }
   settle();
   r.kv_tokens = session_.size();
   r.kv_fingerprint = session_.fingerprint();
@@ -196,7 +244,7 @@ void ChatSession::set_system(const std::string& text) {
 }
 
 void ChatSession::set_tools(const Json& tools) {
-  check_tools(tools);
+  tools_ = ToolSet::from(tools);
   conv_.tools = tools;
 }
 
@@ -234,6 +282,7 @@ void ChatSession::load(const std::string& path) {
   }
   const Conversation old = conv_;
   const bool old_thinking = opt_.thinking;
+  ToolSet tools = ToolSet::from(c.tools);
   conv_ = std::move(c);
   opt_.thinking = thinking;
   try {
@@ -243,6 +292,7 @@ void ChatSession::load(const std::string& path) {
     opt_.thinking = old_thinking;
     throw;
   }
+  tools_ = std::move(tools);
 }
 
 }  // namespace dg

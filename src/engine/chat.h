@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,16 +17,27 @@
 #include "chat/conversation.h"
 #include "chat/stream.h"
 #include "chat/template.h"
+#include "engine/tool_check.h"
+#include "chat/tool_turn.h"
 #include "dg/engine.h"
 #include "diffusion/json_commit.h"
 
 namespace dg {
+
+class OpLog;
+class SessionRecorder;
 
 struct ChatOptions {
   bool thinking = false;
   bool open_thought = true;  // RenderOptions::open_thought
   SamplerOptions sampler;
   SessionOptions session;
+  ToolCheckOptions tool_check;  // invalid tool calls: retried or repaired (engine/tool_repair.h)
+  // A tool round continues from the raw token log of the reply that called (reasoning intact; chat/tool_turn.h)
+  // instead of the re-rendered conversation.
+  bool tool_continuation = true;
+  Denoiser* denoiser = nullptr;  // what writes the replies: nullptr for the model (tests script replies)
+  OpLog* oplog = nullptr;  // every op of the session, when set (open record first; the caller keeps it open)
 };
 
 struct ChatEvents {
@@ -35,28 +47,36 @@ struct ChatEvents {
   std::function<void(const BlockInfo&, std::span<const int32_t>)> on_commit;  // each committed block's ids
   std::function<void(const StepInfo&, const StepView&)> on_canvas;  // every step's canvas (draft previews)
   std::function<bool()> cancel;  // asked before every denoise step (GenerateEvents::cancel)
+  // Each decision of the tool check (engine/tool_repair.h), as the op-log's note record without "op", "job", "slot":
+  // {"what":"tool_check", "mode", "attempt", "problems", "outcome"}.
+  std::function<void(const Json&)> on_tool_check;
   PrefillProgress on_prefill;    // the prompt's new tokens, chunk by chunk (GenerateEvents::on_prefill)
   std::string call_id_prefix = "call_";  // tool calls are numbered <prefix>0, <prefix>1, ... per reply
 };
 
 struct TurnResult {
   Reply reply;                // tool calls carry their ids (call_0, call_1, ... per reply)
-  std::string finish;         // "stop" | "length" | "tool_calls" | "cancelled"
+  std::string finish;         // "stop" | "length" | "tool_calls" | "cancelled" | "tool_error" (repair failed)
   int tokens = 0;             // answer tokens
   int forwards = 0;           // denoise forwards
   FinishReason generation = FinishReason::kLength;  // how the block loop ended
   SyncStats prompt;           // how the prompt reached the cache
   int64_t kv_tokens = 0;      // cache length once settled
   uint64_t kv_fingerprint = 0;
+  std::vector<int32_t> raw;   // the answer's ids as generated, up to (not including) the token that ended it
+  int tool_attempts = 0;      // generations after the first spent on invalid tool calls (engine/tool_repair.h)
+  std::vector<std::string> tool_problems;  // what the tool check found, every attempt's
 };
 
 // One reply to a rendered prompt, generated into `session`: sync (only what follows the common prefix is encoded),
 // generate, stream through ReplyStream. The session is left as Session::generate leaves it; kv_tokens and
 // kv_fingerprint are not filled (the caller settles the canonical render first). Shared by ChatSession and the
 // server's worker.
-// `denoiser`: nullptr for the session's model.
+// `denoiser`: nullptr for the session's model. `reply_stops`: the ids that end the reply as parsed, when they differ
+// from the sampler's stop ids (a repair generates past <|tool_response> and cuts the reply there).
 TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatTokens& t, const RenderedPrompt& p,
-                          const SamplerOptions& opt, const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr);
+                          const SamplerOptions& opt, const ChatEvents* ev = nullptr, Denoiser* denoiser = nullptr,
+                          std::span<const int32_t> reply_stops = {});
 // JSON mode's vocabulary for chat answers: the answer ends with <turn|> once the object has closed; the stop ids
 // (and every special token) never appear inside the JSON.
 std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const ChatTokens& t,
@@ -68,6 +88,7 @@ Message assistant_message(const Reply& r);
 class ChatSession {
  public:
   ChatSession(const Engine& engine, ChatOptions opt);  // throws dg::Error without a Gemma 4 chat tokenizer
+  ~ChatSession();
 
   // A user turn, then the answer. A turn that leaves no room for an answer within the model's positions
   // (max_position_embeddings) is a dg::Error saying so, and the conversation and its cache stay as they were.
@@ -81,11 +102,16 @@ class ChatSession {
   void clear();   // drops every message but the system prompt
   void set_system(const std::string& text);  // "" removes it
   void set_tools(const Json& tools);
+  const ToolSet& tools() const { return tools_; }
   void set_thinking(bool on);
   void save(const std::string& path) const;
   void load(const std::string& path);
 
-  SyncStats settle();  // syncs the cache to the canonical render (no generation prompt)
+  // Syncs the cache to the conversation as it stands, without a generation prompt: the canonical render, or during
+  // a tool round with continuation the raw tool turn (tool_turn()).
+  SyncStats settle();
+  const SyncStats& last_sync() const { return last_sync_; }  // the latest settle's (a rewind's, a clear's)
+  const std::optional<ToolTurn>& tool_turn() const { return tool_turn_; }
   const Conversation& conversation() const { return conv_; }
   const ChatOptions& options() const { return opt_; }
   ChatOptions& options() { return opt_; }
@@ -104,6 +130,10 @@ class ChatSession {
   ChatOptions opt_;
   Session session_;
   Conversation conv_;
+  ToolSet tools_;
+  std::unique_ptr<SessionRecorder> recorder_;
+  std::optional<ToolTurn> tool_turn_;  // the last reply called tools and the cache holds it raw
+  SyncStats last_sync_;
 };
 
 }  // namespace dg

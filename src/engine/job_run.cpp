@@ -1,12 +1,15 @@
-// One job on one session, on the worker thread: sync the prompt into the cache (prefix reuse), generate, stream
-// the answer as JobEvents, then (chat) settle the cache on the canonical render of the conversation with the
-// answer, so the client's next turn is a pure extension. Every engine op goes to the op-log when there is one.
+// One job on one session, on the worker thread: sync the prompt into the cache (prefix reuse), generate (a chat
+// reply checked against the declared tools, retried or repaired: engine/tool_repair.h), stream the answer as
+// JobEvents, then (chat) settle the cache on the canonical render of the conversation with the answer, so the
+// client's next turn is a pure extension, or, after a reply that called tools, on the raw tool turn
+// (chat/tool_turn.h). Every engine op goes to the op-log when there is one (a SessionRecorder on the session).
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "chat/stop_strings.h"
 #include "engine/chat.h"
+#include "engine/tool_repair.h"
 #include "engine/worker.h"
 
 namespace dg {
@@ -19,34 +22,26 @@ void push(Job& job, JobEvent::Kind kind, std::string text) {
   job.events.push(std::move(e));
 }
 
-SyncStats logged_sync(const Job& job, Session& s, int slot, std::span<const int32_t> target, OpLog* log) {
-  const int64_t keep = common_prefix(s.tokens(), target);
-  const SyncStats st = s.sync(target);
-  if (log != nullptr)
-    log->write({{"op", "sync"}, {"job", job.id}, {"slot", slot}, {"keep", keep},
-                {"append", std::vector<int32_t>(target.begin() + keep, target.end())}, {"reused", st.reused},
-                {"encoded", st.encoded}, {"rewound", st.rewound}, {"reprefilled", st.reprefilled},
-                {"kv_len", s.size()}});
-  return st;
-}
+// The job's records in the op-log: every sync and generation the session runs, numbered with the job, for as long
+// as the job holds the session.
+class JobRecording {
+ public:
+  JobRecording(const Job& job, Session& s, int slot, OpLog* log) : session_(s) {
+    if (log == nullptr) return;
+    rec_.emplace(*log, slot, static_cast<int64_t>(job.id));
+    s.set_observer(&*rec_);
+  }
+  ~JobRecording() { session_.set_observer(nullptr); }
+  JobRecording(const JobRecording&) = delete;
+  JobRecording& operator=(const JobRecording&) = delete;
+  void note(const Json& j) {
+    if (rec_) rec_->note(j);
+  }
 
-void log_generate(const Job& job, int slot, OpLog* log) {
-  if (log != nullptr)
-    log->write({{"op", "generate"}, {"job", job.id}, {"slot", slot}, {"sampler", sampler_to_json(job.spec.sampler)}});
-}
-
-void log_block(const Job& job, int slot, const BlockInfo& b, std::span<const int32_t> ids, OpLog* log) {
-  if (log != nullptr)
-    log->write({{"event", "block"}, {"job", job.id}, {"slot", slot}, {"block", b.block}, {"steps", b.steps},
-                {"ids", std::vector<int32_t>(ids.begin(), ids.end())}});
-}
-
-void log_end(const Job& job, int slot, FinishReason f, int forwards, int tokens, const Session& s, OpLog* log) {
-  if (log != nullptr)
-    log->write({{"event", "end"}, {"job", job.id}, {"slot", slot}, {"finish", finish_name(f)},
-                {"forwards", forwards}, {"tokens", tokens}, {"kv_len", s.size()},
-                {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}});
-}
+ private:
+  Session& session_;
+  std::optional<SessionRecorder> rec_;
+};
 
 // The stop check asked before every denoise step; it also opens the step for the latency histogram, which
 // on_step closes. `interrupted` tells a worker stop (client gone, deadline, shutdown) from a matched stop string.
@@ -92,17 +87,13 @@ void answer_interrupted(Job& job, WorkerStats& stats) {
   job.events.push(std::move(e));
 }
 
-void answer_done(Job& job, WorkerStats& stats, std::string finish, Reply reply, Usage usage) {
+void answer_done(Job& job, WorkerStats& stats, JobEvent done) {
   ++stats.jobs_completed;
-  stats.prompt_tokens += static_cast<uint64_t>(usage.prompt);
-  stats.cached_prompt_tokens += static_cast<uint64_t>(usage.cached);
-  stats.completion_tokens += static_cast<uint64_t>(usage.completion);
-  JobEvent e;
-  e.kind = JobEvent::Kind::kDone;
-  e.finish = std::move(finish);
-  e.reply = std::move(reply);
-  e.usage = usage;
-  job.events.push(std::move(e));
+  stats.prompt_tokens += static_cast<uint64_t>(done.usage.prompt);
+  stats.cached_prompt_tokens += static_cast<uint64_t>(done.usage.cached);
+  stats.completion_tokens += static_cast<uint64_t>(done.usage.completion);
+  done.kind = JobEvent::Kind::kDone;
+  job.events.push(std::move(done));
 }
 
 // A malformed call as text: what the model wrote between the call markers, its string delimiters as '"' (markers
@@ -130,11 +121,11 @@ void push_draft(Job& job, const Tokenizer& tok, const StepInfo& s, const StepVie
 
 }  // namespace
 
-void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
+std::optional<ToolTurn> run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   const JobSpec& spec = job.spec;
   const Tokenizer& tok = ctx.engine.tokenizer();
-  const SyncStats st = logged_sync(job, session, slot, spec.prompt, ctx.oplog);
-  log_generate(job, slot, ctx.oplog);
+  const ChatTokens& t = ctx.chat_tokens;
+  JobRecording rec(job, session, slot, ctx.oplog);
 
   StopStrings stops(spec.stop);
   StepGate gate{ctx};
@@ -145,7 +136,7 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   ev.call_id_prefix = spec.call_id_prefix;
   ev.cancel = [&] { return gate.check(); };
   ev.on_step = [&](const StepInfo&) { gate.step_done(); };
-  ev.on_commit = [&](const BlockInfo& b, std::span<const int32_t> ids) { log_block(job, slot, b, ids, ctx.oplog); };
+  ev.on_tool_check = [&](const Json& j) { rec.note(j); };
   if (spec.drafts) ev.on_canvas = [&](const StepInfo& s, const StepView& v) { push_draft(job, tok, s, v); };
   auto add_content = [&](const std::string& text) {
     std::string out = stops.push(text);
@@ -173,17 +164,17 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
         c.kind = JobEvent::Kind::kToolError;
         c.tool_error = e.error;
         job.events.push(std::move(c));
-        add_content(call_text(e.error.raw, ctx.chat_tokens, tok));
+        add_content(call_text(e.error.raw, t, tok));
         break;
       }
     }
   };
-  const TurnResult r = generate_reply(session, tok, ctx.chat_tokens, RenderedPrompt{spec.prompt, spec.prompt_end},
-                                      spec.sampler, &ev, ctx.denoiser);
-  log_end(job, slot, r.generation, r.forwards, r.tokens, session, ctx.oplog);
+  const RenderedPrompt prompt{spec.prompt, spec.prompt_end};
+  const TurnResult r = generate_checked_reply(session, tok, t, prompt, spec.sampler, spec.tools, spec.tool_check,
+                                              &ev, ctx.denoiser);
   if (gate.interrupted) {
     answer_interrupted(job, ctx.stats);  // the cache keeps what was encoded; the next sync rewinds it
-    return;
+    return std::nullopt;
   }
   if (!gate.stopped) {
     std::string rest = stops.finish();
@@ -196,29 +187,45 @@ void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   reply.content = content;
   reply.tool_calls = calls;
   reply.errors = call_errors;
-  // A malformed call and no good one: the answer is the call's text, and the finish says why (unless the token
-  // budget cut the call short: then it is "length").
-  const std::string finish = !calls.empty()                             ? "tool_calls"
-                             : gate.stopped                             ? "stop"
-                             : !call_errors.empty() && r.finish != "length" ? "tool_call_error"
-                                                                        : r.finish;
+  // Calls that cannot be run (malformed, or failing the check when no retry or repair mended them) and no good
+  // one: the answer is the calls' text, and the finish says why (unless the token budget cut a call short: then it
+  // is "length").
+  const bool unrunnable = r.finish == "tool_error" || (!call_errors.empty() && r.finish != "length");
+  const std::string finish = !calls.empty() ? "tool_calls" : gate.stopped ? "stop" : unrunnable ? "tool_call_error"
+                                                                                                : r.finish;
   Conversation conv = spec.conversation;
   conv.messages.push_back(assistant_message(reply));
-  answer_done(job, ctx.stats, finish, std::move(reply),
-              Usage{static_cast<int64_t>(spec.prompt.size()), r.tokens, st.reused});
+  JobEvent done;
+  done.finish = finish;
+  done.reply = std::move(reply);
+  done.usage = Usage{static_cast<int64_t>(spec.prompt.size()), r.tokens, r.prompt.reused, r.tool_attempts};
+  answer_done(job, ctx.stats, std::move(done));
 
-  // The canonical render (the answer as history renders it, the turn closed): the client's next request, which
+  // A reply that called tools and ended on <|tool_response> (as generated, reasoning included) stays in the cache
+  // as the model wrote it: the request that brings the results continues it. Any other reply settles on the
+  // canonical render (the answer as history renders it, the turn closed): the client's next request, which
   // carries this answer as an assistant message, extends the cache without a rewind.
+  const bool raw_ok = std::find(r.raw.begin() + (r.raw.empty() ? 0 : 1), r.raw.end(), t.turn_open) == r.raw.end();
+  if (ctx.tool_continuation && !calls.empty() && !gate.stopped && r.reply.stop_token == t.response_open && raw_ok) {
+    ToolTurn turn;
+    turn.conversation = std::move(conv);
+    turn.ids = spec.prompt;
+    turn.ids.insert(turn.ids.end(), r.raw.begin(), r.raw.end());
+    turn.render = spec.render;
+    session.sync(tool_turn_settled(turn, t));
+    return turn;
+  }
   RenderOptions ro = spec.render;
   ro.add_generation_prompt = false;
-  logged_sync(job, session, slot, render_chat(conv, ro, tok, ctx.chat_tokens).ids, ctx.oplog);
+  session.sync(render_chat(conv, ro, tok, t).ids);
+  return std::nullopt;
 }
 
 void run_completion_job(Job& job, Session& session, int slot, const JobContext& ctx) {
   const JobSpec& spec = job.spec;
   const Tokenizer& tok = ctx.engine.tokenizer();
-  const SyncStats st = logged_sync(job, session, slot, spec.prompt, ctx.oplog);
-  log_generate(job, slot, ctx.oplog);
+  JobRecording rec(job, session, slot, ctx.oplog);
+  const SyncStats st = session.sync(spec.prompt);
 
   StopStrings stops(spec.stop);
   StreamDecoder dec(tok);
@@ -242,8 +249,7 @@ void run_completion_job(Job& job, Session& session, int slot, const JobContext& 
     if (spec.drafts) push_draft(job, tok, s, v);
   };
   ge.step_rows = spec.drafts;
-  ge.on_block = [&](const BlockInfo& b, std::span<const int32_t> ids) {
-    log_block(job, slot, b, ids, ctx.oplog);
+  ge.on_block = [&](const BlockInfo&, std::span<const int32_t> ids) {
     for (const int32_t id : ids) {
       if (gate.stopped || stop_token || fed >= budget) break;
       const auto& stops_ids = spec.sampler.stop_ids;
@@ -260,7 +266,6 @@ void run_completion_job(Job& job, Session& session, int slot, const JobContext& 
   };
   const GenerateResult res =
       ctx.denoiser != nullptr ? session.generate(*ctx.denoiser, spec.sampler, &ge) : session.generate(spec.sampler, &ge);
-  log_end(job, slot, res.finish, res.forwards, static_cast<int>(res.tokens.size()), session, ctx.oplog);
   if (gate.interrupted) {
     answer_interrupted(job, ctx.stats);
     return;
@@ -275,9 +280,11 @@ void run_completion_job(Job& job, Session& session, int slot, const JobContext& 
   }
   Reply reply;
   reply.content = text;
-  const bool stop = gate.stopped || res.finish == FinishReason::kStop;
-  answer_done(job, ctx.stats, stop ? "stop" : "length", std::move(reply),
-              Usage{static_cast<int64_t>(spec.prompt.size()), static_cast<int64_t>(res.tokens.size()), st.reused});
+  JobEvent done;
+  done.finish = gate.stopped || res.finish == FinishReason::kStop ? "stop" : "length";
+  done.reply = std::move(reply);
+  done.usage = Usage{static_cast<int64_t>(spec.prompt.size()), static_cast<int64_t>(res.tokens.size()), st.reused};
+  answer_done(job, ctx.stats, std::move(done));
 }
 
 }  // namespace dg

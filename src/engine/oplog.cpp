@@ -10,7 +10,10 @@
 #include <limits>
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "diffusion/json_schema.h"
 #include "diffusion/sampler_settings.h"
 
 namespace dg {
@@ -59,6 +62,51 @@ void create_private_dirs(const std::string& dir) {
   }
 }
 
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content) {
+  const EngineOptions& eo = engine.options();
+  return {{"op", "open"},
+          {"version", 1},
+          {"content", content},
+          {"model", engine.checkpoint().dir},
+          {"backend", eo.backend},
+          {"precision", std::string(storage_name(eo.precision.act))},
+          {"kv_precision", std::string(storage_name(eo.precision.kv))},
+          {"context", eo.context},
+          {"slots", slots},
+          {"ring_slack", ring_slack}};
+}
+
+void SessionRecorder::synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) {
+  log_.write({{"op", "sync"}, {"job", job_}, {"slot", slot_}, {"keep", keep},
+              {"append", std::vector<int32_t>(append.begin(), append.end())}, {"reused", st.reused},
+              {"encoded", st.encoded}, {"rewound", st.rewound}, {"reprefilled", st.reprefilled},
+              {"kv_len", s.size()}});
+}
+
+void SessionRecorder::generating(const Session&, const SamplerOptions& opt) {
+  if (!fixed_job_) ++job_;
+  log_.write({{"op", "generate"}, {"job", job_}, {"slot", slot_}, {"sampler", sampler_to_json(opt)}});
+}
+
+void SessionRecorder::committed(const Session&, const BlockInfo& b, std::span<const int32_t> ids) {
+  log_.write({{"event", "block"}, {"job", job_}, {"slot", slot_}, {"block", b.block}, {"steps", b.steps},
+              {"ids", std::vector<int32_t>(ids.begin(), ids.end())}});
+}
+
+void SessionRecorder::generated(const Session& s, const GenerateResult& res) {
+  log_.write({{"event", "end"}, {"job", job_}, {"slot", slot_}, {"finish", finish_name(res.finish)},
+              {"forwards", res.forwards}, {"tokens", static_cast<int>(res.tokens.size())}, {"kv_len", s.size()},
+              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}});
+}
+
+void SessionRecorder::cleared(const Session&) { log_.write({{"op", "clear"}, {"job", job_}, {"slot", slot_}}); }
+
+void SessionRecorder::note(Json record) {
+  Json j{{"op", "note"}, {"job", job_}, {"slot", slot_}};
+  for (auto it = record.begin(); it != record.end(); ++it) j[it.key()] = it.value();
+  log_.write(j);
+}
+
 // A record lists the run's and the generation config's settings, the model's ids, then the contract's settings
 // (the order every op-log so far has).
 Json sampler_to_json(const SamplerOptions& o) {
@@ -73,6 +121,7 @@ Json sampler_to_json(const SamplerOptions& o) {
   j["bos_id"] = o.bos_id;
   put(true);
   if (o.json) j["json_object"] = true;  // written only when on: logs without JSON mode read as before
+  if (o.json_schema) j["json_schema"] = o.json_schema->source();
   return j;
 }
 
@@ -118,6 +167,7 @@ SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab>
   if (j.value("json_object", false)) {
     DG_CHECK(json != nullptr, "op-log sampler: JSON mode needs the model's tokenizer");
     o.json = std::move(json);
+    if (j.contains("json_schema")) o.json_schema = JsonSchema::compile(j["json_schema"], "op-log json_schema");
   }
   o.validate();
   return o;

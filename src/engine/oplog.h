@@ -1,12 +1,14 @@
 // The op-log: every engine operation the server's worker performs, as JSONL with token ids (no text), so a field
 // session can be re-executed exactly. Records, one per line, in the order the worker ran them:
-//   {"op":"open", "model", "backend", "precision", "kv_precision", "context", "slots", "ring_slack"}
+//   {"op":"open", "version", "content", "model", "backend", "precision", "kv_precision", "context", "slots",
+//    "ring_slack"}
 //   {"op":"route", "job", "slot", "why", "common", "held", "prompt"}           (the reuse decision; no effect)
 //   {"op":"sync", "job", "slot", "keep", "append":[ids], "reused", "encoded", "rewound", "reprefilled", "kv_len"}
 //   {"op":"generate", "job", "slot", "sampler":{...}}
 //   {"event":"block", "job", "slot", "block", "steps", "ids":[ids]}           (each committed block)
 //   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint"}
 //   {"op":"clear", "job", "slot"}                                             (after an engine error)
+//   {"op":"note", "job", "slot", "what", ...}                                  (a decision; no effect: tool checks)
 // A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
 // with finish "cancelled" after `forwards` denoise steps; replay cancels it at the same step.
 // The token ids are the conversations themselves (the model's tokenizer decodes them verbatim): the file is created
@@ -41,6 +43,31 @@ class OpLog {
   std::string path_;
   bool content_ = true;
   int fd_ = -1;
+};
+
+// The first record of a log: what replay needs to open the same engine and sessions.
+Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content = true);
+
+// Records one session's ops: every sync, generation, committed block and clear. The `chat` and `ask` logs number
+// their generations from 1 (syncs carry the last number); the server's worker gives every record of a job the job's
+// number, however many generations it runs (a checked tool reply may run several).
+class SessionRecorder final : public SessionObserver {
+ public:
+  explicit SessionRecorder(OpLog& log, int slot = 0) : log_(log), slot_(slot) {}
+  SessionRecorder(OpLog& log, int slot, int64_t job) : log_(log), slot_(slot), job_(job), fixed_job_(true) {}
+  void synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) override;
+  void generating(const Session& s, const SamplerOptions& opt) override;
+  void committed(const Session& s, const BlockInfo& b, std::span<const int32_t> ids) override;
+  void generated(const Session& s, const GenerateResult& res) override;
+  void cleared(const Session& s) override;
+  void note(Json record);  // adds "op":"note", job and slot
+  OpLog& log() { return log_; }
+
+ private:
+  OpLog& log_;
+  int slot_;
+  int64_t job_ = 0;
+  bool fixed_job_ = false;
 };
 
 // Creates `dir` and any missing parent, each readable by its owner only (0700); a directory that exists is left

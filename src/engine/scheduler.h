@@ -18,6 +18,7 @@
 #include "chat/stream.h"
 #include "chat/template.h"
 #include "diffusion/options.h"
+#include "engine/tool_check.h"
 
 namespace dg {
 
@@ -30,7 +31,10 @@ struct JobSpec {
   PromptEnd prompt_end = PromptEnd::kAnswer;
   Conversation conversation;  // chat: the request's messages, to settle the canonical render after the reply
   RenderOptions render;       // chat: how `prompt` was rendered (thinking on or off)
+  ToolSet tools;              // chat: the declared tools, compiled: each reply's calls are checked against them
+  ToolCheckOptions tool_check;  // chat: what becomes of a reply whose calls fail the check (engine/tool_repair.h)
   SamplerOptions sampler;
+  bool max_tokens_given = false;  // the request set the answer budget (else it is the rest of the context)
   std::vector<std::string> stop;  // stop strings: the answer ends before the first one
   bool drafts = false;            // canvas previews after every denoise step
   std::string call_id_prefix = "call_";
@@ -40,6 +44,7 @@ struct JobSpec {
 struct Usage {
   int64_t prompt = 0, completion = 0;
   int64_t cached = 0;  // prompt tokens reused from a session's cache
+  int tool_attempts = 0;  // generations the tool check added to the answer (retries or repairs; not in `completion`)
 };
 
 struct JobEvent {
@@ -49,7 +54,7 @@ struct JobEvent {
   ToolCall call;
   ToolCallError tool_error;
   int block = 0, step = 0;  // kDraft
-  std::string finish;       // kDone: stop | length | tool_calls
+  std::string finish;       // kDone: stop | length | tool_calls | tool_call_error
   Reply reply;              // kDone: the whole answer (a completion's text is reply.content)
   Usage usage;              // kDone
   int status = 500;         // kError: the HTTP status it maps to (504 timeout, 500 engine error, 503 shutdown)

@@ -17,6 +17,7 @@ SyncStats Session::sync(std::span<const int32_t> log, const PrefillProgress& pro
   SyncStats st;
   const auto mism = std::mismatch(log_.begin(), log_.end(), log.begin(), log.end());
   int64_t lcp = mism.first - log_.begin();
+  const int64_t keep = lcp;
   if (lcp < size()) {
     if (kv_.can_rewind(lcp)) {
       st.rewound = size() - lcp;
@@ -46,6 +47,7 @@ SyncStats Session::sync(std::span<const int32_t> log, const PrefillProgress& pro
   }
   log_.insert(log_.end(), rest.begin(), rest.end());
   st.encoded = static_cast<int64_t>(rest.size());
+  if (observer_ != nullptr) observer_->synced(*this, keep, log.subspan(static_cast<size_t>(keep)), st);
   return st;
 }
 
@@ -57,11 +59,24 @@ GenerateResult Session::generate(const SamplerOptions& opt, const GenerateEvents
 GenerateResult Session::generate(Denoiser& denoiser, const SamplerOptions& opt, const GenerateEvents* events) {
   DG_CHECK(kv_.len() > 0, "generate: the session is empty (sync a prompt first)");
   const int64_t before = kv_.len();
+  GenerateEvents observed;
+  if (observer_ != nullptr) {
+    observer_->generating(*this, opt);
+    if (events != nullptr) observed = *events;
+    observed.step_rows = events != nullptr && events->step_rows;
+    const GenerateEvents* caller = events;
+    observed.on_block = [this, caller](const BlockInfo& b, std::span<const int32_t> ids) {
+      observer_->committed(*this, b, ids);
+      if (caller != nullptr && caller->on_block) caller->on_block(b, ids);
+    };
+    events = &observed;
+  }
   GenerateResult res = dg::generate(denoiser, kv_, {}, opt, events);
   const int64_t encoded = kv_.len() - before;
   DG_CHECK(encoded >= 0 && encoded <= static_cast<int64_t>(res.committed.size()),
            "generate encoded {} tokens but committed {}", encoded, res.committed.size());
   log_.insert(log_.end(), res.committed.begin(), res.committed.begin() + encoded);
+  if (observer_ != nullptr) observer_->generated(*this, res);
   return res;
 }
 
@@ -74,6 +89,7 @@ SyncStats Session::rewind(int64_t n_tokens) {
 void Session::clear() {
   kv_.clear();
   log_.clear();
+  if (observer_ != nullptr) observer_->cleared(*this);
 }
 
 }  // namespace dg

@@ -27,6 +27,20 @@ struct SyncStats {
   bool reprefilled = false;  // the rings could not rewind: the cache was rebuilt from the log
 };
 
+class Session;
+
+// Sees every operation of a session as it happens (the op-log's SessionRecorder, src/engine/oplog.h).
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  // After a sync: the target was the first `keep` tokens the session held followed by `append`.
+  virtual void synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) = 0;
+  virtual void generating(const Session& s, const SamplerOptions& opt) = 0;  // before a generation
+  virtual void committed(const Session& s, const BlockInfo& b, std::span<const int32_t> ids) = 0;
+  virtual void generated(const Session& s, const GenerateResult& res) = 0;  // after it, the log extended
+  virtual void cleared(const Session&) {}
+};
+
 class Session {
  public:
   Session(const Model& model, const KvOptions& kv);
@@ -44,6 +58,8 @@ class Session {
   using Encoder = std::function<void(KvCache& kv, std::span<const int32_t> ids)>;
   void set_encoder(Encoder e) { encoder_ = std::move(e); }
   void clear();
+  // Every later sync and generation is reported to `o` (nullptr: none); the observer outlives its use.
+  void set_observer(SessionObserver* o) { observer_ = o; }
 
   const std::vector<int32_t>& tokens() const { return log_; }
   int64_t size() const { return static_cast<int64_t>(log_.size()); }
@@ -55,6 +71,7 @@ class Session {
   KvCache kv_;
   std::vector<int32_t> log_;  // log_[i] is the token at cache position i
   Encoder encoder_;
+  SessionObserver* observer_ = nullptr;
 };
 
 }  // namespace dg

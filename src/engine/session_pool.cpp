@@ -54,14 +54,28 @@ Route SessionPool::route(std::span<const int32_t> prompt, const std::string& ten
   return best;
 }
 
+int SessionPool::tool_turn_slot(const std::string& tenant,
+                                const std::function<bool(const ToolTurn&)>& continues) const {
+  for (int i = 0; i < size(); ++i) {
+    const Slot& s = slots_[static_cast<size_t>(i)];
+    if (!s.busy && s.tenant == tenant && s.tool_turn && continues(*s.tool_turn)) return i;
+  }
+  return -1;
+}
+
 void SessionPool::acquire(int slot, const std::string& tenant) {
   Slot& s = slots_.at(static_cast<size_t>(slot));
   DG_CHECK(!s.busy, "session slot {} is already in use", slot);
   s.busy = true;
   s.last_used = ++clock_;
   s.tenant = tenant;
+  s.tool_turn.reset();
 }
 
 void SessionPool::release(int slot) { slots_.at(static_cast<size_t>(slot)).busy = false; }
+
+void SessionPool::set_tool_turn(int slot, std::optional<ToolTurn> turn) {
+  slots_.at(static_cast<size_t>(slot)).tool_turn = std::move(turn);
+}
 
 }  // namespace dg

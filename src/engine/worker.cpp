@@ -1,5 +1,7 @@
 #include "engine/worker.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -60,8 +62,36 @@ void Worker::loop() {
     if (!refuse(*job)) run(*job);
 }
 
+bool Worker::continue_turn(Job& job, const ToolTurn& turn) const {
+  JobSpec& spec = job.spec;
+  std::optional<RenderedPrompt> p =
+      continue_tool_turn(turn, spec.conversation, spec.render, engine_.tokenizer(), chat_tokens_);
+  if (!p) return false;
+  // The raw log holds the reasoning the canonical render drops, so it is longer than the prompt the request was
+  // checked with: a budget the request set must still fit; the default one (the rest of the context) shrinks.
+  const auto n = static_cast<int64_t>(p->ids.size());
+  if (opt_.context > 0) {
+    if (n >= opt_.context) return false;
+    if (spec.max_tokens_given && n + spec.sampler.max_new_tokens > opt_.context) return false;
+    if (!spec.max_tokens_given)
+      spec.sampler.max_new_tokens = static_cast<int>(std::min<int64_t>(spec.sampler.max_new_tokens, opt_.context - n));
+  }
+  spec.prompt = std::move(p->ids);
+  spec.prompt_end = p->end;
+  return true;
+}
+
 int Worker::open_slot(Job& job) {
-  const Route r = pool_.route(job.spec.prompt, job.spec.tenant);
+  Route r;
+  if (opt_.tool_continuation && job.spec.kind == JobSpec::Kind::kChat)
+    r.slot = pool_.tool_turn_slot(job.spec.tenant, [&](const ToolTurn& t) { return continue_turn(job, t); });
+  if (r.slot >= 0) {
+    r.why = "tool_turn";
+    r.held = pool_.session(r.slot).size();
+    r.common = common_prefix(pool_.session(r.slot).tokens(), job.spec.prompt);
+  } else {
+    r = pool_.route(job.spec.prompt, job.spec.tenant);
+  }
   DG_CHECK(r.slot >= 0, "no free session slot (the worker holds at most one job per slot)");
   say(fmt::format("job {}: slot {} ({}{}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
                   r.clear ? ", another tenant's: cleared" : "", r.common, job.spec.prompt.size(), r.held));
@@ -87,9 +117,10 @@ void Worker::run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_st
   JobContext ctx{engine_, chat_tokens_, stats_, opt_.oplog,
                  [&] { return stopping_.load() || job.cancelled.load() || job.expired(); }, denoiser};
   ctx.worker_times_steps = worker_times_steps;
+  ctx.tool_continuation = opt_.tool_continuation;
   try {
     if (job.spec.kind == JobSpec::Kind::kChat)
-      run_chat_job(job, session, slot, ctx);
+      pool_.set_tool_turn(slot, run_chat_job(job, session, slot, ctx));
     else
       run_completion_job(job, session, slot, ctx);
   } catch (const std::exception& e) {

@@ -31,6 +31,9 @@ struct WorkerOptions {
   int slots = 4;       // sessions kept resident: conversations whose KV a later request can reuse
   int max_batch = 1;   // jobs denoised together (capped by slots; 1: one job at a time)
   int64_t prefill_chunk = 1024;  // batched worker: prompt tokens encoded between two batched steps
+  int64_t context = 0;  // prompt + answer tokens one request may use (a tool-turn continuation must fit; 0: no bound)
+  // A request that continues a slot's tool turn is prompted with the turn's raw token log (chat/tool_turn.h).
+  bool tool_continuation = true;
   SessionOptions session;
   OpLog* oplog = nullptr;                          // every engine op, when set
   std::function<void(const std::string&)> log;     // one line per decision: routing, cancels, errors
@@ -54,7 +57,10 @@ class Worker {
   void loop_batched();
   bool refuse(Job& job);  // answers a job that must not run (shutdown, cancelled or expired in the queue)
   void run(Job& job);
-  int open_slot(Job& job);  // routes and acquires a session slot
+  // Routes and acquires a session slot: the slot whose tool turn the job continues (its prompt becomes that
+  // turn's raw log), else SessionPool::route.
+  int open_slot(Job& job);
+  bool continue_turn(Job& job, const ToolTurn& turn) const;  // sets the job's prompt when it continues `turn`
   void close_slot(int slot);
   void run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps);
   void say(const std::string& line) const;
@@ -79,8 +85,10 @@ struct JobContext {
   std::function<bool()> stop;
   Denoiser* denoiser = nullptr;  // nullptr: the session's model
   bool worker_times_steps = false;  // the batched worker records step latency and occupancy per batched step
+  bool tool_continuation = true;    // keep a tool-calling reply's raw turn in the cache (WorkerOptions)
 };
-void run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx);
+// A chat job; returns the tool turn the slot's cache now ends in (a reply that called tools), else nullopt.
+std::optional<ToolTurn> run_chat_job(Job& job, Session& session, int slot, const JobContext& ctx);
 void run_completion_job(Job& job, Session& session, int slot, const JobContext& ctx);
 
 }  // namespace dg

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/tool_check.h"
+
 namespace dg::server {
 
 struct ServerOptions {
@@ -34,6 +36,10 @@ struct ServerOptions {
   bool log_content = true;         // false: the op-log holds token counts, not token ids (and cannot be replayed)
   std::string model_id;            // the id /v1/models lists and responses carry ("": the directory's name)
   bool allow_special_literals = false;  // chat text holding a special-token literal: 400, or plain text
+  // A reply whose tool calls are malformed or fail the declared schemas: handed on, retried or repaired (a request's
+  // `tool_check` / `tool_attempts` choose otherwise; engine/tool_repair.h).
+  ToolCheckOptions tool_check;
+  bool tool_continuation = true;  // a request continuing a tool turn extends its raw token log (chat/tool_turn.h)
 };
 
 }  // namespace dg::server

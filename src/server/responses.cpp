@@ -1,5 +1,7 @@
 #include "server/responses.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace dg::server {
@@ -44,11 +46,25 @@ Json chat_tools(const Json& tools) {
                                t.is_object() ? t.value("type", "") : std::string()),
           "unsupported_value");
     Json f = Json::object();
-    for (const char* k : {"name", "description", "parameters"})
+    for (const char* k : {"name", "description", "parameters", "strict"})
       if (t.contains(k)) f[k] = t[k];
     out.push_back({{"type", "function"}, {"function", f}});
   }
   return out;
+}
+
+// Where a chat json_schema's schema is; a Responses format carries it as text.format.schema.
+constexpr const char* kChatSchemaPath = "response_format.json_schema.schema";
+
+// text.format ({type: "json_schema", name, schema, strict} flat) as a chat response_format ({type: "json_schema",
+// json_schema: {name, schema, strict}}); other formats are the same in both APIs.
+Json chat_response_format(const Json& format) {
+  if (!format.is_object() || format.value("type", Json()) != "json_schema" || format.contains("json_schema"))
+    return format;
+  Json js = Json::object();
+  for (const char* k : {"name", "description", "schema", "strict"})
+    if (format.contains(k)) js[k] = format[k];
+  return {{"type", "json_schema"}, {"json_schema", js}};
 }
 
 // input (a string, or items) -> chat messages.
@@ -100,11 +116,13 @@ void add_input(const Json& input, Json& messages) {
 }
 
 Json usage_object(const Usage& u) {
-  return {{"input_tokens", u.prompt},
-          {"input_tokens_details", {{"cached_tokens", u.cached}}},
-          {"output_tokens", u.completion},
-          {"output_tokens_details", {{"reasoning_tokens", 0}}},
-          {"total_tokens", u.prompt + u.completion}};
+  Json j = {{"input_tokens", u.prompt},
+            {"input_tokens_details", {{"cached_tokens", u.cached}}},
+            {"output_tokens", u.completion},
+            {"output_tokens_details", {{"reasoning_tokens", 0}}},
+            {"total_tokens", u.prompt + u.completion}};
+  if (u.tool_attempts > 0) j["diffgemma_tool_attempts"] = u.tool_attempts;
+  return j;
 }
 
 Json item_json(const ResponseItem& it, const std::string& status) {
@@ -154,7 +172,7 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
   if (const Json* n = field(b, "max_output_tokens")) chat["max_tokens"] = *n;
   if (const Json* text = field(b, "text")) {
     if (!text->is_object()) bad("text", "'text' must be an object");
-    if (const Json* format = field(*text, "format")) chat["response_format"] = *format;
+    if (const Json* format = field(*text, "format")) chat["response_format"] = chat_response_format(*format);
   }
   if (const Json* r = field(b, "reasoning")) {
     if (!r->is_object()) bad("reasoning", "'reasoning' must be an object");
@@ -164,13 +182,18 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
   // The fields both APIs share, and the DiffusionGemma extensions.
   for (const char* k : {"model", "stream", "stop", "seed", "user", "temperature", "top_p", "steps", "entropy_bound",
                         "confidence_threshold", "t_min", "t_max", "sampler", "thinking", "drafts",
-                        "chat_template_kwargs"})
+                        "chat_template_kwargs", "tool_check", "tool_attempts"})
     if (const Json* f = field(b, k)) chat[k] = *f;
   try {
     return parse_chat_request(chat, ctx);
   } catch (ApiError& e) {
     if (e.param == "max_tokens") e.param = "max_output_tokens";
-    if (e.param == "response_format") e.param = "text.format";
+    if (e.param == "response_format") {
+      std::string m = e.what();
+      for (size_t at = m.find(kChatSchemaPath); at != std::string::npos; at = m.find(kChatSchemaPath, at))
+        m.replace(at, std::string_view(kChatSchemaPath).size(), "text.format.schema");
+      throw ApiError(e.status, m, e.type, e.code, "text.format");
+    }
     if (e.param.rfind("messages", 0) == 0)
       throw ApiError(e.status, fmt::format("input (as chat messages, instructions first): {}", e.what()), e.type,
                      e.code, "input");

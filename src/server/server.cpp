@@ -42,6 +42,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   for (const SamplerOptions* d : {&wire_.contract, &wire_.reference})
     DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",
              opt_.max_steps, d->steps);
+  wire_.tool_check = opt_.tool_check;
   wire_.max_steps = opt_.max_steps;
   wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);
@@ -53,22 +54,14 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
   wo.slots = opt_.slots;
   wo.max_batch = opt_.max_batch;
   wo.prefill_chunk = opt_.prefill_per_step;
+  wo.context = opt_.context;
+  wo.tool_continuation = opt_.tool_continuation;
   wo.log = [this](const std::string& line) { say(line); };
   wo.denoiser = std::move(denoiser);
   if (!opt_.log_dir.empty()) {
     oplog_ = std::make_unique<OpLog>(open_oplog_path(opt_.log_dir), opt_.log_content);
     wo.oplog = oplog_.get();
-    const EngineOptions& eo = engine.options();
-    oplog_->write({{"op", "open"},
-                   {"version", 1},
-                   {"content", opt_.log_content},
-                   {"model", engine.checkpoint().dir},
-                   {"backend", eo.backend},
-                   {"precision", std::string(storage_name(eo.precision.act))},
-                   {"kv_precision", std::string(storage_name(eo.precision.kv))},
-                   {"context", eo.context},
-                   {"slots", wo.slots},
-                   {"ring_slack", wo.session.ring_slack}});
+    oplog_->write(oplog_open_record(engine, wo.slots, wo.session.ring_slack, opt_.log_content));
   }
   worker_ = std::make_unique<Worker>(engine_, queue_, worker_stats_, wo);
 

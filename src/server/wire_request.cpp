@@ -7,6 +7,7 @@
 
 #include "chat/template.h"
 #include "core/error.h"
+#include "diffusion/json_schema.h"
 #include "diffusion/sampler_settings.h"
 
 namespace dg::server {
@@ -180,6 +181,7 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
   const char* key = field(b, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   const int64_t rest = ctx.max_tokens > 0 ? std::min(ctx.context - prompt, ctx.max_tokens) : ctx.context - prompt;
   const int64_t max = get_int(b, key, 1, std::numeric_limits<int32_t>::max(), rest);
+  r.spec.max_tokens_given = field(b, key) != nullptr;
   if (ctx.max_tokens > 0 && max > ctx.max_tokens) over_limit(key, max, ctx.max_tokens, "--max-tokens", "answer tokens");
   if (prompt + max > ctx.context)
     throw ApiError(400,
@@ -236,6 +238,54 @@ bool thinking_of(const Json& b) {
   return get_bool(b, "thinking", on);
 }
 
+// tool_check (off | retry | repair) and tool_attempts (0 to 16): what becomes of a reply whose tool calls are
+// malformed or fail the declared schemas (engine/tool_repair.h); the server's --tool-check by default.
+ToolCheckOptions get_tool_check(const Json& b, const WireContext& ctx) {
+  ToolCheckOptions o = ctx.tool_check;
+  if (const Json* m = field(b, "tool_check")) {
+    if (!m->is_string() || (*m != "off" && *m != "retry" && *m != "repair"))
+      bad("tool_check", "'tool_check' must be \"off\", \"retry\" or \"repair\"");
+    o.mode = tool_check_mode_from_name(m->get<std::string>());
+  }
+  o.attempts = static_cast<int>(get_int(b, "tool_attempts", 0, 16, o.attempts));
+  return o;
+}
+
+struct ResponseFormat {
+  std::string type = "text";
+  bool json = false;                          // json_object, or json_schema
+  std::shared_ptr<const JsonSchema> schema;  // json_schema with a schema
+};
+
+// response_format: text, json_object, or json_schema {json_schema: {name, schema, strict}} (the schema compiled;
+// a keyword the constraint does not support is a 400 naming it and where it is). A json_schema without a schema is
+// JSON mode (any object).
+ResponseFormat get_response_format(const Json& b) {
+  ResponseFormat f;
+  const Json* rf = field(b, "response_format");
+  if (rf == nullptr) return f;
+  f.type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string() ? (*rf)["type"].get<std::string>()
+                                                                                   : std::string();
+  if (f.type != "text" && f.type != "json_object" && f.type != "json_schema")
+    bad("response_format", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+  f.json = f.type != "text";
+  if (f.type != "json_schema") return f;
+  const Json* js = field(*rf, "json_schema");
+  if (js == nullptr || !js->is_object())
+    bad("response_format", "response_format json_schema needs a 'json_schema' object ({\"name\": ..., \"schema\": "
+                           "{...}})");
+  if (const Json* st = field(*js, "strict"); st != nullptr && !st->is_boolean())
+    bad("response_format", "'response_format.json_schema.strict' must be true or false");
+  const Json* schema = field(*js, "schema");
+  if (schema == nullptr) return f;
+  try {
+    f.schema = JsonSchema::compile(*schema, "response_format.json_schema.schema");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "unsupported_value", "response_format");
+  }
+  return f;
+}
+
 }  // namespace
 
 Json parse_body(const std::string& body) {
@@ -279,32 +329,26 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
   }
   if (const Json* tools = field(b, "tools"); tools != nullptr && choice != "none") {
     try {
-      check_tools(*tools);
+      r.spec.tools = ToolSet::from(*tools);  // a strict function's schema must compile: 400 naming the keyword
     } catch (const Error& e) {
       bad("tools", e.what());
     }
     conv.tools = *tools;
   }
-  bool json_object = false;
-  if (const Json* rf = field(b, "response_format")) {
-    const std::string type = rf->is_object() && rf->contains("type") && (*rf)["type"].is_string()
-                                 ? (*rf)["type"].get<std::string>() : std::string();
-    if (type != "text" && type != "json_object")
-      throw ApiError(400, "response_format must be {\"type\":\"text\"} or {\"type\":\"json_object\"}: json_schema "
-                          "needs schema-constrained decoding, which this server does not do",
-                     "invalid_request_error", "unsupported_value", "response_format");
-    json_object = type == "json_object";
-  }
+  r.spec.tool_check = get_tool_check(b, ctx);
+  const ResponseFormat format = get_response_format(b);
   r.spec.kind = JobSpec::Kind::kChat;
   r.spec.render.thinking = thinking_of(b);
-  if (json_object && !conv.tools.is_null() && !conv.tools.empty())
-    throw ApiError(400, "response_format json_object cannot be combined with tools: the answer must be one JSON "
-                        "object, a tool call is not (drop the tools or send tool_choice \"none\")",
+  if (format.json && !conv.tools.is_null() && !conv.tools.empty())
+    throw ApiError(400, fmt::format("response_format {} cannot be combined with tools: the answer must be one JSON "
+                                    "object, a tool call is not (drop the tools or send tool_choice \"none\")",
+                                    format.type),
                    "invalid_request_error", "unsupported_value", "response_format");
-  if (json_object && r.spec.render.thinking)
-    throw ApiError(400, "response_format json_object cannot be combined with thinking: the JSON constraint starts at "
-                        "the first answer token, where a thinking model writes its thought channel (turn thinking "
-                        "off)", "invalid_request_error", "unsupported_value", "response_format");
+  if (format.json && r.spec.render.thinking)
+    throw ApiError(400, fmt::format("response_format {} cannot be combined with thinking: the JSON constraint starts "
+                                    "at the first answer token, where a thinking model writes its thought channel "
+                                    "(turn thinking off)", format.type),
+                   "invalid_request_error", "unsupported_value", "response_format");
   r.spec.render.add_generation_prompt = true;
   RenderedPrompt p;
   try {
@@ -319,9 +363,18 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
   r.spec.prompt_end = p.end;
   r.spec.conversation = std::move(conv);
   apply_common(b, ctx, r);
-  if (json_object) {
+  if (format.json) {
     DG_CHECK(ctx.json_vocab != nullptr, "the server has no JSON-mode vocabulary table");
     r.spec.sampler.json = ctx.json_vocab;
+    r.spec.sampler.json_schema = format.schema;
+    // Every token is at least one byte: a budget below the shortest valid object could end before it closes.
+    const int shortest = format.schema != nullptr ? format.schema->node(0).min_bytes : 0;
+    if (r.spec.sampler.max_new_tokens < shortest) {
+      const char* key = field(b, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+      bad(key, fmt::format("'{}' is {}, below the shortest object the JSON schema allows ({} bytes; a token is at "
+                           "least one byte, so the answer could not always close)",
+                           key, r.spec.sampler.max_new_tokens, shortest));
+    }
   }
   return r;
 }

@@ -11,6 +11,7 @@
 #include "chat/conversation.h"
 #include "engine/chat.h"
 #include "engine/scheduler.h"
+#include "engine/tool_check.h"
 #include "io/tokenizer.h"
 
 namespace dg::server {
@@ -32,7 +33,9 @@ struct WireContext {
   SamplerOptions contract, reference;  // the engine's defaults per sampler profile
   int64_t context = 8192;              // prompt + max_tokens must fit
   bool allow_special_literals = false;
-  std::shared_ptr<const JsonVocab> json_vocab;  // response_format json_object's vocabulary table (chat_json_vocab)
+  // response_format json_object's and json_schema's vocabulary table (chat_json_vocab)
+  std::shared_ptr<const JsonVocab> json_vocab;
+  ToolCheckOptions tool_check;  // a request's `tool_check` and `tool_attempts` default (serve --tool-check)
   // Per-request work (--max-steps, --max-tokens): a request over either is refused with 400 naming the limit.
   int max_steps = 128;      // denoise steps per block
   int64_t max_tokens = 0;   // answer tokens (so blocks); 0: the rest of the context

@@ -42,10 +42,12 @@ std::string error_code_of(int status) {
 }
 
 Json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt},
-          {"completion_tokens", u.completion},
-          {"total_tokens", u.prompt + u.completion},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached}}}};
+  Json j = {{"prompt_tokens", u.prompt},
+            {"completion_tokens", u.completion},
+            {"total_tokens", u.prompt + u.completion},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached}}}};
+  if (u.tool_attempts > 0) j["diffgemma_tool_attempts"] = u.tool_attempts;
+  return j;
 }
 
 Json tool_call_json(const ToolCall& c, int index, bool with_index) {

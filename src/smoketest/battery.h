@@ -58,6 +58,7 @@ struct Round {
   int tool_errors = 0;        // malformed or truncated calls
   int32_t stop_token = -1;    // -1: the token budget ran out first
   int tokens = 0;             // answer tokens, up to the stop token
+  int tool_attempts = 0;      // generations the tool check added (retries or repairs)
   std::vector<BlockInfo> blocks;
 };
 

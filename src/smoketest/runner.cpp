@@ -41,6 +41,7 @@ Round turn(ChatSession& chat, bool first, const std::string& user) {
   r.tool_errors = static_cast<int>(t.reply.errors.size());
   r.stop_token = t.reply.stop_token;
   r.tokens = t.tokens;
+  r.tool_attempts = t.tool_attempts;
   return r;
 }
 
@@ -51,11 +52,13 @@ StopIds stop_ids(const Engine& engine) {
   return StopIds{t.turn_close, t.eos, t.response_open};
 }
 
-Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt) {
+Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt,
+                   const ToolCheckOptions& check) {
   const Tokenizer& tok = engine.tokenizer();
   ChatOptions co;
   co.thinking = p.think;
   co.sampler = opt;
+  co.tool_check = check;
   ChatSession chat(engine, co);
   if (!p.tools.empty()) chat.set_tools(p.tools);
   Outcome o;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tool_check.h"
 #include "dg/engine.h"
 #include "smoketest/battery.h"
 
@@ -15,7 +16,9 @@ namespace dg::smoke {
 
 // One prompt from a fresh conversation: the render check against `raw`, the user turn, and for kind "tool" the
 // call's result and the final answer.
-Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt);
+// `check`: what happens to a reply whose tool calls are invalid (engine/tool_check.h).
+Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt,
+                   const ToolCheckOptions& check = {});
 
 StopIds stop_ids(const Engine& engine);
 

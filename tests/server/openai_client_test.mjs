@@ -1,7 +1,8 @@
 // The official `openai` npm client against the server: `diffgemma serve` on the embedded model (any weights:
 // the protocol, not the words) for models, chat, completions and responses with and without streaming, usage,
-// prefix reuse and errors; the server with scripted replies (dg_scripted_server) for tool calls (chat and
-// responses), the SDK's tool runner and responses stream helper, reasoning and stop strings. Run by
+// prefix reuse, errors, schema-valid JSON (response_format json_schema) and a tool call that validates; the server
+// with scripted replies (dg_scripted_server) for tool calls (chat and responses), a call repaired and a repair
+// that fails, the SDK's tool runner and responses stream helper, reasoning and stop strings. Run by
 // openai_client.sh (ctest: server.openai_npm_client).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -161,8 +162,94 @@ test('errors arrive as the SDK error classes', async () => {
   );
 });
 
+// Structured output on the embedded model: the constraint makes any weights answer in the schema.
+const colourSchema = {
+  type: 'object', additionalProperties: false, required: ['colour', 'count', 'name'],
+  properties: { colour: { enum: ['red', 'green', 'blue'] }, count: { type: 'integer' }, name: { type: 'string' } },
+};
+const cityListSchema = {
+  type: 'object', required: ['city', 'tags'],
+  properties: {
+    city: { type: 'object', required: ['name', 'capital'],
+      properties: { name: { type: 'string' }, capital: { type: 'boolean' } } },
+    tags: { type: 'array', items: { enum: ['old', 'big', 'cold'] }, minItems: 1, maxItems: 3 },
+  },
+};
+
+test('response_format json_schema: the content parses and has the schema\'s shape', async () => {
+  const ask = (content, schema, seed) => realClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content }], max_tokens: 64, steps: 4, seed,
+    response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema } },
+  });
+  const a = await ask('Describe a colour as JSON.', colourSchema, 11);
+  assert.equal(a.choices[0].finish_reason, 'stop');
+  const colour = JSON.parse(a.choices[0].message.content);
+  assert.deepEqual(Object.keys(colour).sort(), ['colour', 'count', 'name']);
+  assert.ok(['red', 'green', 'blue'].includes(colour.colour), colour.colour);
+  assert.ok(Number.isInteger(colour.count), String(colour.count));
+  assert.equal(typeof colour.name, 'string');
+  const b = await ask('Describe Paris as JSON.', cityListSchema, 12);
+  const city = JSON.parse(b.choices[0].message.content);
+  assert.equal(typeof city.city.name, 'string');
+  assert.equal(typeof city.city.capital, 'boolean');
+  assert.ok(city.tags.length >= 1 && city.tags.length <= 3, JSON.stringify(city.tags));
+  for (const t of city.tags) assert.ok(['old', 'big', 'cold'].includes(t), t);
+});
+
+test('an unsupported schema keyword is a BadRequestError naming it', async () => {
+  await assert.rejects(
+    realClient().chat.completions.create({
+      model: 'dg-tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 8,
+      response_format: { type: 'json_schema',
+        json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'string', minLength: 2 } } } } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && /'minLength'/.test(e.message) && e.param === 'response_format',
+  );
+});
+
+test('the embedded model\'s tool call validates against its tool', async () => {
+  const calculator = {
+    type: 'function',
+    function: { name: 'calculator', description: 'Evaluates an arithmetic expression and returns the result.',
+      parameters: { type: 'object', required: ['expression'],
+        properties: { expression: { type: 'string', description: 'The expression, for example 12*7.' } } } },
+  };
+  const r = await realClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'What is 347 times 29?' }], tools: [calculator],
+    max_tokens: 128, seed: 1,
+  });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'calculator');
+  assert.equal(typeof JSON.parse(call.function.arguments).expression, 'string');
+});
+
 // ---- scripted replies ----
 let scripted;
+
+test('a call that fails its schema is repaired: the SDK gets a valid call', async () => {
+  const ask = (extra) => scriptedClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'mend the call' }], tools: [weatherTool],
+    max_tokens: 64, steps: 2, ...extra,
+  });
+  const r = await ask({});
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(JSON.parse(r.choices[0].message.tool_calls[0].function.arguments), { city: 'Paris' });
+  assert.equal(r.usage.diffgemma_tool_attempts, 1);
+  const off = await ask({ tool_check: 'off' });
+  assert.deepEqual(JSON.parse(off.choices[0].message.tool_calls[0].function.arguments), { town: 'Paris' });
+});
+
+test('a repair that fails ends with finish_reason tool_call_error, nothing to run', async () => {
+  const r = await scriptedClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'stubborn call' }], tools: [weatherTool],
+    max_tokens: 64, steps: 2,
+  });
+  assert.equal(r.choices[0].finish_reason, 'tool_call_error');
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(r.choices[0].message.content, 'call:get_weather{town:"Paris"}');
+  assert.match(r.choices[0].message.diffgemma_tool_call_errors[0].message, /city/);
+});
 const scriptedClient = () => new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: 'sk-scripted', maxRetries: 0 });
 
 test('tool calls come back as message.tool_calls with reasoning apart', async () => {

@@ -1,0 +1,61 @@
+// `diffgemma golden`: runs the golden path matrix (engine/golden.h) and compares it with the blessed file, or with
+// --bless writes the file anew (after a deliberate change). Exit 4 when a byte differs. Run from the source tree:
+//   diffgemma golden -m models/dg-tiny [--backend cuda] [--bless]
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "core/error.h"
+#include "engine/golden.h"
+
+namespace dg::cli {
+namespace {
+
+struct GoldenOptions {
+  ModelOptions model;
+  std::string file;  // "": golden_file(backend)
+  std::vector<std::string> only;
+  bool bless = false;
+};
+
+void run_golden_cmd(GoldenOptions o) {
+  DG_CHECK(!(o.bless && !o.only.empty()), "--bless rewrites the whole file: run it without --only");
+  if (o.file.empty()) o.file = golden_file(o.model.backend);
+  const auto engine = Engine::open(engine_options(o.model));
+  const Json got = run_golden(*engine, o.only);
+  if (o.bless) {
+    std::ofstream out(o.file, std::ios::binary);
+    DG_CHECK(out.good(), "cannot write the golden file '{}'", o.file);
+    out << golden_text(got);
+    DG_CHECK(out.good(), "cannot write the golden file '{}'", o.file);
+    fmt::print("golden: blessed {} cases into {}\n", got["cases"].size(), o.file);
+    return;
+  }
+  std::ifstream in(o.file, std::ios::binary);
+  DG_CHECK(in.good(), "cannot read the golden file '{}' (write it with --bless)", o.file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const Json want = Json::parse(ss.str(), nullptr, false);
+  DG_CHECK(!want.is_discarded(), "'{}' is not JSON", o.file);
+  const std::vector<std::string> diffs = compare_golden(got, want);
+  for (const std::string& d : diffs) fmt::print("golden: {}\n", d);
+  if (!diffs.empty()) throw CommandExit{4};
+  fmt::print("golden: {} cases identical\n", got["cases"].size());
+}
+
+}  // namespace
+
+void register_golden(CLI::App& app) {
+  auto o = std::make_shared<GoldenOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "golden", "run the golden path matrix (token ids and KV fingerprints); exit 4 when a byte differs");
+  add_model_options(cmd, o->model);
+  cmd->add_option("--file", o->file, "the blessed results (default tests/fixtures/golden/BACKEND.json)");
+  cmd->add_option("--only", o->only, "run only these cases (repeatable)");
+  cmd->add_flag("--bless", o->bless, "write the results as the new golden file (after a deliberate change)");
+  cmd->callback([o] { run_golden_cmd(*o); });
+}
+
+}  // namespace dg::cli

@@ -1,0 +1,33 @@
+// The golden path matrix: fixed conversations through the production chat session — a plain turn, a thinking turn,
+// a tool call answered and continued, a rewind and the same turn again, prefix reuse across turns, a conversation
+// whose sliding-window rings wrap (and a rewind past them that re-prefills), a batched run — each pinned by the
+// token ids it generated and the KV cache's length and fingerprint at every checkpoint. A refactor that changes any
+// byte fails it; a deliberate change re-blesses the file (`diffgemma golden --bless`). docs/TOOLS.md, "The gates".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chat/conversation.h"
+#include "dg/engine.h"
+
+namespace dg {
+
+// {"version":1, "backend", "cases":[{"name", "checkpoints":[{"what", "ids":[...], "kv_len", "kv_fingerprint", ...}]}]}
+// `only`: the case names to run (empty: all).
+Json run_golden(const Engine& engine, const std::vector<std::string>& only = {});
+
+// Every difference between a run and the blessed file, case by case ("ring_wrap checkpoint 2 (turn 3): kv_len
+// 41 != 40"); empty when identical.
+std::vector<std::string> compare_golden(const Json& got, const Json& want);
+
+std::vector<std::string> golden_case_names();
+
+// The results as the blessed file holds them: one line per checkpoint, so a re-bless reads as a small diff.
+std::string golden_text(const Json& results);
+
+// The blessed file of a backend, relative to the source tree: tests/fixtures/golden/<backend>.json (each backend
+// pins its own bytes: the CPU reference and CUDA differ in the last bits).
+std::string golden_file(const std::string& backend);
+
+}  // namespace dg

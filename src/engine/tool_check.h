@@ -1,0 +1,63 @@
+// ToolSet: the declared tools of a conversation with their parameter schemas compiled (diffusion/json_schema.h),
+// and the check of a reply's tool calls against them: a malformed call (the grammar), a call to a tool that was not
+// declared, arguments that do not match the tool's schema (missing, extra or mistyped). Each problem carries the
+// message the model is shown in an error tool response when the reply is repaired (engine/tool_repair.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat/chat_tokens.h"
+#include "chat/conversation.h"
+#include "chat/stream.h"
+#include "diffusion/json_schema.h"
+#include "io/tokenizer.h"
+
+namespace dg {
+
+// What to do with a reply whose calls fail the check (engine/tool_repair.h): hand it on (off), generate it again
+// with another seed (retry), or show the model its errors and let it write the reply again (repair).
+enum class ToolCheckMode : uint8_t { kOff, kRetry, kRepair };
+ToolCheckMode tool_check_mode_from_name(const std::string& name);  // off | retry | repair; throws otherwise
+const char* tool_check_mode_name(ToolCheckMode m);
+
+struct ToolCheckOptions {
+  ToolCheckMode mode = ToolCheckMode::kRepair;
+  int attempts = 2;  // generations after the first
+};
+
+struct ToolProblem {
+  std::string name;     // the tool the call names ("" when the call is too malformed to name one)
+  std::string message;  // what is wrong, addressed to the model ("unknown tool 'calc' (declared: calculator)")
+  std::string raw;      // the call's text, markers included
+};
+
+class ToolSet {
+ public:
+  ToolSet() = default;
+  // `strict`: every tool's parameters must compile (an unsupported keyword is an error naming it); so must those of
+  // a function declared `"strict": true`; any other tool whose schema uses one is checked by name only. Throws
+  // dg::Error on a malformed tools array.
+  static ToolSet from(const Json& tools, bool strict = false);
+
+  bool empty() const { return tools_.empty(); }
+  const JsonSchema* schema(const std::string& name) const;  // nullptr: not declared, or checked by name only
+  bool declared(const std::string& name) const;
+  // Problems of the reply's calls, in order: malformed calls (Reply::errors), then each call that fails the check.
+  std::vector<ToolProblem> check(const Reply& r, const Tokenizer& tok, const ChatTokens& t) const;
+
+ private:
+  struct Tool {
+    std::string name;
+    std::shared_ptr<const JsonSchema> schema;
+  };
+  std::vector<Tool> tools_;
+};
+
+// A call as the model writes it, for messages and raw text: <|tool_call>call:NAME{…}<tool_call|>.
+std::string call_text(const ToolCall& c, const Tokenizer& tok, const ChatTokens& t);
+// The tool a malformed call's raw text names ("" when none can be read).
+std::string raw_call_name(const std::string& raw);
+
+}  // namespace dg
