@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/kv_layer.h"
+#include "core/host_memory.h"
 #include "core/tensor.h"
 #include "ops/decide/decide.h"
 #include "ops/moe/moe.h"
@@ -127,6 +128,8 @@ class Backend {
   // Opens (true) or closes the range an external profiler records (CUDA: cudaProfilerStart/Stop); a no-op elsewhere.
   virtual void profiler_range(bool on) { (void)on; }
   virtual size_t peak_memory() const { return 0; }  // bytes of device memory held at the high-water mark
+  // Memory this backend's buffers come from, free now and in total (the host's by default; a GPU's own).
+  virtual MemoryInfo memory_info() const { return host_memory(); }
 
   // Graphs: the ops issued between capture_begin() and capture_end() are recorded, not run; launch_captured()
   // replays the last capture (CUDA graphs). Inputs that change between replays must live in buffers filled

@@ -67,8 +67,11 @@ void run_serve(ServeCliOptions& o) {
   };
   server::Server srv(*engine, o.server, log);
   const int port = srv.bind();
+  const MemoryPlan& plan = srv.memory_plan();
+  fmt::print(stderr, "diffgemma serve: --max-batch {}{}\n", plan.why,
+             plan.max_batch == 1 ? " (one request at a time)" : "");
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{})\n",
-             o.server.host, port, o.model.model, o.server.context, o.server.slots, o.server.max_queue,
+             o.server.host, port, o.model.model, o.server.context, plan.slots, o.server.max_queue,
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);
@@ -104,13 +107,23 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-prefix-reuse", s.prefix_reuse,
                 "no request reuses another request's KV cache (every prompt is encoded whole; no cached_tokens)");
   cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
-  cmd->add_option("--max-batch", s.max_batch, "requests denoised together in one batched forward per step (1: one at a time; capped by --slots)")
+  cmd->add_option("--max-batch", s.max_batch,
+                  "requests denoised together in one batched forward per step (0: as many as fit in memory, printed "
+                  "at start; 1: one at a time; capped by --slots)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory", s.memory_gib,
+                  "GiB the sessions and batches may fill beyond the loaded weights (0: what the backend reports free)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--prefill-per-step", s.prefill_per_step,
                   "with --max-batch > 1: prompt tokens a new request encodes between two batched steps of the others")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--slots", s.slots, "resident sessions (KV caches) a returning conversation can reuse")
+  cmd->add_option("--slots", s.slots,
+                  "resident sessions (KV caches) a returning conversation can reuse (0: as many as --max-batch, at "
+                  "least 4)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
