@@ -109,8 +109,12 @@ class Backend {
   // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
 
+  // [rows, vocab] for the tempered logits row_stats writes and the next step's soft_embed reads, in the activation
+  // storage (default: alloc()). A backend that rounds f32 activations to 16 bits may store them in 16 bits, which
+  // hold the rounded values exactly.
+  virtual Tensor alloc_tempered(Shape s) { return alloc(s); }
   // Sampler row statistics of softmax(logits / temperature) to the host, and the tempered logits in the
-  // activation storage (the next step's self-conditioning input).
+  // activation storage (the next step's self-conditioning input; `tempered` from alloc_tempered or alloc).
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;

@@ -10,8 +10,9 @@ namespace dg {
 
 namespace {
 
-// The CPU stores every value as f32 (rounded to the requested precision) and reads weights where they are mapped.
-StorageBytes cpu_bytes(const Precision&) { return StorageBytes{4, 4, 4, 0}; }
+// The CPU stores every value as f32 (rounded to the requested precision) but the tempered logits, 16-bit under a
+// 16-bit precision (CpuBackend::alloc_tempered); it reads weights where they are mapped.
+StorageBytes cpu_bytes(const Precision& p) { return StorageBytes{4, 4, p.act == Storage::kF32 ? 4 : 2, 0}; }
 // bf16 activations, tempered logits and unpacked weights, an f16 KV cache (CudaBackend::precision).
 StorageBytes cuda_bytes(const Precision&) { return StorageBytes{2, 2, 2, 2}; }
 

@@ -9,9 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "backend/registry.h"
 #include "cli/app.h"
 #include "core/error.h"
+#include "engine/memory_plan.h"
 #include "io/model_config.h"
+#include "model/checkpoint.h"
+#include "model/synthetic.h"
+#include "model/weights.h"
 
 #ifdef DG_WITH_SERVER
 #include <pthread.h>
@@ -28,7 +33,46 @@ struct ServeCliOptions {
   server::ServerOptions server;
   std::string api_key_file;
   bool quiet = false;
+  bool plan = false;         // print the memory plan and exit
+  double device_gib = 0;     // --plan: the device's memory in all (0: this machine's)
 };
+
+// `serve --plan`: what a stream holds and what fits, for -m on --backend at --ctx, computed by the server's own
+// plan (docs/SERVER.md, "Memory per stream") without loading the weights or starting anything.
+void run_plan(const ServeCliOptions& o) {
+  EngineOptions eo = engine_options(o.model);
+  const StorageBytes bytes = backend_entry(eo.backend).bytes(eo.precision);
+  ModelConfig cfg;
+  size_t weights = 0;
+  if (const std::optional<std::string> profile = synthetic_profile(eo.model_dir)) {
+    cfg = diffusiongemma_26b_config();
+    weights = synthetic_weight_bytes(cfg, *profile, bytes.act);
+  } else {
+    const Checkpoint ck = Checkpoint::open(eo.model_dir);
+    cfg = ck.config;
+    weights = weight_bytes(ck.weights, bytes.weight);
+  }
+  eo.context = o.server.context + cfg.canvas;
+  MemoryInfo device = o.device_gib > 0 ? server::given_memory(o.device_gib)
+                                       : make_backend(eo.backend, BackendOptions{eo.precision})->memory_info();
+  DG_CHECK(weights < device.free, "the weights ({}) do not fit in the {} free of {}", gib(weights), gib(device.free),
+           gib(device.total));
+  device.free -= weights;
+  const MemoryInfo m = o.server.memory_gib > 0 ? server::given_memory(o.server.memory_gib) : device;
+  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, eo.precision, o.server), m);
+  const StreamMemory& s = p.stream;
+  const SharedMemory& sh = p.shared;
+  fmt::print("model {} on {}, --ctx {} (sessions of {} tokens)\n", eo.model_dir, eo.backend, o.server.context,
+             eo.context);
+  fmt::print("weights      {}\n", gib(weights));
+  fmt::print("memory       {} free of {}{}; {} kept as margin\n", gib(m.free), gib(m.total),
+             o.server.memory_gib > 0 ? " (--memory)" : " beside the weights", gib(p.margin));
+  fmt::print("a stream     {}: KV cache {}, self-conditioning {}, activations {}, canvas {}\n",
+             gib(s.kv + s.working()), gib(s.kv), gib(s.tempered), gib(s.activations), gib(s.canvas));
+  fmt::print("shared       {}: lm_head logits {}, prefill {}, soft embedding {}\n", gib(sh.total()), gib(sh.logits),
+             gib(sh.prefill), gib(sh.soft_embed));
+  fmt::print("--max-batch  {} with {} slots; {} would fit\n", p.max_batch, p.slots, p.fits);
+}
 
 // One key per line; blank lines and lines starting with '#' are skipped.
 void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
@@ -42,6 +86,10 @@ void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
 }
 
 void run_serve(ServeCliOptions& o) {
+  if (o.plan) {
+    run_plan(o);
+    return;
+  }
   if (!o.api_key_file.empty()) read_api_keys(o.api_key_file, o.server.api_keys);
   std::erase(o.server.api_keys, std::string());  // `--api-key ""` (or an empty DG_API_KEY): no key
   // SIGINT and SIGTERM are taken by one thread (sigwait), so every other thread runs with them blocked; a write
@@ -168,6 +216,13 @@ void register_serve(CLI::App& app) {
                 "accept chat text holding special-token literals such as <|turn> (encoded as plain text) instead "
                 "of answering 400");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-request log lines on stderr");
+  cmd->add_flag("--plan", o->plan,
+                "print what one stream holds and how many fit (-m, --backend, --ctx, --max-batch, --slots, --memory) "
+                "without loading the weights, and exit; -m may be synthetic:26b-a4b[:bf16|q4|fp8|nvfp4]");
+  cmd->add_option("--device-memory", o->device_gib,
+                  "with --plan: the device's GiB in all, the weights' share included (default: this machine's "
+                  "device, which --backend cuda then needs)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_serve(*o); });
 #else
   cmd->allow_extras();

@@ -55,18 +55,9 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
   for (size_t i = 0; i < items.size();) {
     size_t j = i;
     int64_t rows = 0;
-    Tensor logits;
-    if (items[i].keep_logits) {  // its own group, into the logits kept for draw()
-      rows = static_cast<int64_t>(items[j++].step.canvas.size());
-      Tensor& kept = kept_[items[i].seq];
-      if (kept.empty() || kept.shape[0] != rows) kept = be.alloc_f32(Shape{rows, V});
-      logits = kept;
-    } else {
-      while (j < items.size() && !items[j].keep_logits &&
-             rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
-        rows += static_cast<int64_t>(items[j++].step.canvas.size());
-      logits = row_slice(logits_, 0, rows);
-    }
+    while (j < items.size() && rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
+      rows += static_cast<int64_t>(items[j++].step.canvas.size());
+    Tensor logits = row_slice(logits_, 0, rows);
     m_.lm_head_rows(row_slice(y, row0, rows), logits);
     be.stage("sampler");
     int64_t at = 0;
@@ -75,7 +66,7 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
       const int64_t n = static_cast<int64_t>(it.step.canvas.size());
       const Tensor part = row_slice(logits, at, n);
       Tensor& tempered = tempered_[it.seq];
-      if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc(Shape{n, V});
+      if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc_tempered(Shape{n, V});
       be.row_stats(part, it.step.temperature, tempered, it.stats);
       if (!it.step.u.empty()) be.categorical(part, it.step.temperature, it.step.u, it.drawn);
       at += n;
@@ -83,13 +74,6 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
     row0 += rows;
   }
   be.stage("host");
-}
-
-void ModelBatchDenoiser::draw(int seq, float temperature, std::span<const double> u, int32_t* out) {
-  const auto it = kept_.find(seq);
-  DG_CHECK(it != kept_.end() && it->second.shape[0] == static_cast<int64_t>(u.size()),
-           "batched draw: sequence {} has no kept logits of {} rows", seq, u.size());
-  m_.backend().categorical(it->second, temperature, u, out);
 }
 
 void BatchDenoiser::row_logits(int, int, std::vector<float>&) {
@@ -187,7 +171,7 @@ int BatchRunner::round() {
     if (!r->gen->begin_step(req)) continue;  // cancelled: done
     r->stats.resize(req.canvas.size());
     r->drawn.resize(req.u.size());
-    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), false, r->gen->constrained()});
+    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), r->gen->constrained()});
   }
   if (!items.empty()) {
     d_.denoise(items);

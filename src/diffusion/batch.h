@@ -21,13 +21,13 @@ struct BatchItem {
   const KvCache* kv = nullptr;
   StepRequest step;
   RowStats* stats = nullptr;  // [canvas] out
-  int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty
-  bool keep_logits = false;   // keep this step's logits for draw() after the call
+  int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty: the categorical draws of this step
   bool keep_rows = false;     // JSON mode: row_logits() may be asked for this sequence after the call
 };
 
 // What the batched driver needs from a model: encode, and one denoise forward over several sequences' canvases
-// reduced to per-row statistics. Each sequence keeps its tempered logits between steps (its self-conditioning).
+// reduced to per-row statistics and, where a step asks, categorical draws. Each sequence keeps its tempered logits
+// between steps (its self-conditioning) and nothing else: no logits outlive the call.
 class BatchDenoiser {
  public:
   virtual ~BatchDenoiser() = default;
@@ -43,8 +43,6 @@ class BatchDenoiser {
   virtual int open() = 0;  // a handle for a new sequence
   virtual void close(int seq) = 0;
   virtual void denoise(std::span<const BatchItem> items) = 0;
-  // Categorical draws from softmax(logits / temperature) of a sequence's last step (denoised with keep_logits).
-  virtual void draw(int seq, float temperature, std::span<const double> u, int32_t* out) = 0;
   // JSON mode: the softcapped logits [vocab] of one row of a sequence's canvas in the last denoise() call.
   virtual void row_logits(int seq, int row, std::vector<float>& out);
 };
@@ -60,12 +58,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
   void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
   int open() override;
-  void close(int seq) override {
-    tempered_.erase(seq);
-    kept_.erase(seq);
-  }
+  void close(int seq) override { tempered_.erase(seq); }
   void denoise(std::span<const BatchItem> items) override;
-  void draw(int seq, float temperature, std::span<const double> u, int32_t* out) override;
   // From the last forward's hidden states: lm_head over that one row only.
   void row_logits(int seq, int row, std::vector<float>& out) override;
 
@@ -74,7 +68,6 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   int64_t logit_rows_;
   int next_ = 0;
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
-  std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
   Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
   Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
   std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows

@@ -22,7 +22,8 @@
 
 namespace dg {
 
-void answer_error(Job& job, int status, std::string message);  // pushes the job's kError event
+// Pushes the job's kError event; `code` when the status's own does not say it.
+void answer_error(Job& job, int status, std::string message, std::string code = "");
 
 // What denoises a job's canvases: nullptr for the model itself; tests script replies with it.
 using DenoiserFactory = std::function<std::unique_ptr<Denoiser>(const Model& model, const Job& job)>;

@@ -56,8 +56,8 @@ class Worker::Flight final : public Denoiser {
   }
   // Worker side: this job's canvas in the batched step, and what to do with the results.
   BatchItem item() {
-    StepRequest r{canvas_, kind_, temperature_, cutoff_, {}};
-    return BatchItem{seq_, kv_, r, stats_, nullptr, keep_logits_, keep_rows_};
+    StepRequest r{canvas_, kind_, temperature_, cutoff_, u_};
+    return BatchItem{seq_, kv_, r, stats_, drawn_, keep_rows_};
   }
   void stepped(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,16 +87,23 @@ class Worker::Flight final : public Denoiser {
   }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override {
+    denoise_draw(kv, canvas, kind, sparse_cutoff, temperature, stats, {}, nullptr);
+  }
+  // Categorical steps draw inside the batched step (their uniforms come with the request).
+  void denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                    float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn) override {
     kv_ = &kv;
     canvas_.assign(canvas.begin(), canvas.end());
     kind_ = kind;
     cutoff_ = sparse_cutoff;
     temperature_ = temperature;
     stats_ = stats;
+    u_ = u;
+    drawn_ = drawn;
     post(State::kDenoise);
   }
-  void draw(std::span<const double> u, int32_t* out) override {
-    call([&] { bd_.draw(seq_, temperature_, u, out); });
+  void draw(std::span<const double>, int32_t*) override {
+    fail("the batched worker draws inside the denoise step (denoise_draw)");
   }
   void row_logits(int row, std::vector<float>& out) override {
     call([&] { bd_.row_logits(seq_, row, out); });
@@ -135,7 +142,6 @@ class Worker::Flight final : public Denoiser {
   int slot_;
   BatchDenoiser& bd_;
   int seq_;
-  bool keep_logits_ = !job_->spec.sampler.argmax_commit;
   bool keep_rows_ = job_->spec.sampler.json != nullptr;  // JSON mode asks for logits rows after a step
   std::thread thread_;
   std::mutex mu_;
@@ -150,6 +156,8 @@ class Worker::Flight final : public Denoiser {
   ScKind kind_ = ScKind::kZero;
   float cutoff_ = 0, temperature_ = 1;
   RowStats* stats_ = nullptr;
+  std::span<const double> u_;  // the draws' uniforms (the job's Generation holds them while it waits)
+  int32_t* drawn_ = nullptr;
 };
 
 void Worker::loop_batched() {

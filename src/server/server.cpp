@@ -26,29 +26,33 @@ std::string open_oplog_path(const std::string& dir) {
 
 // The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
 MemoryPlan plan_server_memory(const Engine& engine, const ServerOptions& opt) {
+  const MemoryInfo m = opt.memory_gib > 0 ? given_memory(opt.memory_gib) : engine.backend().memory_info();
+  return plan_memory(engine.config(), memory_request(engine.options(), engine.backend().precision(), opt), m);
+}
+
+}  // namespace
+
+MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision, const ServerOptions& opt) {
   DG_CHECK(opt.max_batch >= 0, "--max-batch must be at least 1, or 0 for what fits (got {})", opt.max_batch);
   DG_CHECK(opt.slots >= 0, "--slots must be at least 1, or 0 for as many as the batch (got {})", opt.slots);
   DG_CHECK(opt.memory_gib >= 0, "--memory must be positive, or 0 for what the backend reports (got {})",
            opt.memory_gib);
-  const EngineOptions& eo = engine.options();
   const BackendEntry& be = backend_entry(eo.backend);
   MemoryRequest r;
   r.context = eo.context;
   r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as Engine::open_session
-  r.prefill_rows = engine.model().prefill_chunk();
-  r.bytes = be.bytes(engine.backend().precision());
+  r.prefill_rows = eo.prefill_chunk;
+  r.bytes = be.bytes(precision);
   r.max_batch = opt.max_batch;
   r.slots = opt.slots;
   r.cap = be.batch_cap;
-  MemoryInfo m = engine.backend().memory_info();
-  if (opt.memory_gib > 0) {
-    const auto b = static_cast<size_t>(opt.memory_gib * static_cast<double>(size_t{1} << 30));
-    m = MemoryInfo{b, b};
-  }
-  return plan_memory(engine.config(), r, m);
+  return r;
 }
 
-}  // namespace
+MemoryInfo given_memory(double gib) {
+  const auto b = static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30));
+  return MemoryInfo{b, b};
+}
 
 Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
     : engine_(engine), opt_(std::move(opt)), plan_(plan_server_memory(engine, opt_)), log_(std::move(log)),

@@ -24,6 +24,12 @@
 
 namespace dg::server {
 
+// What the server's memory plan is asked (docs/SERVER.md, "Memory per stream"): the engine's context, ring slack
+// and prefill chunk, the storage sizes of its backend at `precision`, the batch and slots asked for. Throws
+// dg::Error for negative options.
+MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision, const ServerOptions& opt);
+MemoryInfo given_memory(double gib);  // --memory GIB: that much free, of as much in all
+
 class Server {
  public:
   using Log = std::function<void(const std::string&)>;

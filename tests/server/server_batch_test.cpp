@@ -15,12 +15,14 @@
 namespace dg::test {
 namespace {
 
-// Long answers without the confident stop (the threshold is out of reach), so the requests overlap.
+// Long answers without the confident stop (the threshold is out of reach), so the requests overlap. The fourth
+// runs the reference sampler: categorical draws, made inside the batched step.
 json long_request(size_t i, const json& extra = json::object()) {
   static const char* users[] = {"Count from 1 to 40.", "Name some colours.", "Tell me about cats.",
                                 "Write a poem about the sea."};
   json r = chat_request(users[i % 4], {{"max_tokens", 96}, {"steps", 4}, {"confidence_threshold", 1e-30},
                                        {"seed", 10 + static_cast<int>(i)}});
+  if (i % 4 == 3) r["sampler"] = "reference";
   for (auto it = extra.begin(); it != extra.end(); ++it) r[it.key()] = it.value();
   return r;
 }
