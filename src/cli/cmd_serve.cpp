@@ -165,7 +165,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--prefill-per-step", s.prefill_per_step,
-                  "with --max-batch > 1: prompt tokens a new request encodes between two batched steps of the others")
+                  "batched worker: prompt tokens encoded between two batched steps, the waiting prompts together in "
+                  "turns")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--slots", s.slots,

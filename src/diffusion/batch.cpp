@@ -137,33 +137,56 @@ void BatchRunner::retire_done() {
   }
 }
 
+std::vector<PrefillTake> PrefillRotation::pick(std::span<const uint64_t> ids, std::span<const int64_t> waiting,
+                                               int64_t budget) {
+  DG_CHECK(ids.size() == waiting.size(), "prefill: {} prompts and {} counts", ids.size(), waiting.size());
+  std::vector<PrefillTake> out;
+  if (ids.empty() || budget <= 0) return out;
+  size_t first = 0;
+  while (first < ids.size() && ids[first] < next_) ++first;
+  if (first == ids.size()) first = 0;  // wrap: the earliest prompt
+  for (size_t k = 0; k < ids.size() && budget > 0; ++k) {
+    const size_t i = (first + k) % ids.size();
+    DG_CHECK(waiting[i] > 0 && (i == 0 || ids[i] > ids[i - 1]), "prefill: prompt {} waits for {} tokens", ids[i],
+             waiting[i]);
+    const int64_t n = std::min(waiting[i], budget);
+    out.push_back(PrefillTake{i, n});
+    budget -= n;
+    next_ = ids[i] + 1;
+  }
+  return out;
+}
+
 int BatchRunner::round() {
   admit();
-  // Committed blocks of running requests first (at most a canvas each), then prompts within the round's budget
-  // in arrival order; a prompt that does not fit continues next round.
-  std::vector<EncodeSeq> blocks;
-  std::vector<Request*> encoding;
-  for (const auto& r : active_)
-    if (r->gen->phase() == Generation::Phase::kEncode && r->gen->started()) {
-      blocks.push_back(EncodeSeq{r->kv, r->gen->pending_encode()});
-      encoding.push_back(r.get());
-    }
-  if (!blocks.empty()) d_.encode_batch(blocks);
-  for (size_t i = 0; i < encoding.size(); ++i) encoding[i]->gen->encoded(blocks[i].ids.size());
-  int64_t budget = opt_.prefill_tokens;
+  // One encoder pass: the committed blocks of running requests (at most a canvas each), and prompt tokens within
+  // the round's budget, shared in turns (PrefillRotation); a prompt the budget cuts continues in a later round.
+  std::vector<EncodeSeq> seqs;
+  std::vector<std::pair<Request*, size_t>> encoding;
+  std::vector<Request*> prompts;
+  std::vector<uint64_t> ids;
+  std::vector<int64_t> waiting;
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kEncode) continue;
-    const std::span<const int32_t> ids = r->gen->pending_encode();
-    if (ids.empty()) {
+    const std::span<const int32_t> pending = r->gen->pending_encode();
+    if (r->gen->started()) {
+      seqs.push_back(EncodeSeq{r->kv, pending});
+      encoding.emplace_back(r.get(), pending.size());
+    } else if (pending.empty()) {
       r->gen->encoded(0);
-      continue;
+    } else {
+      prompts.push_back(r.get());
+      ids.push_back(static_cast<uint64_t>(r->id));
+      waiting.push_back(static_cast<int64_t>(pending.size()));
     }
-    if (budget <= 0) continue;
-    const size_t n = std::min(ids.size(), static_cast<size_t>(budget));
-    d_.encode(*r->kv, ids.first(n));
-    r->gen->encoded(n);
-    budget -= static_cast<int64_t>(n);
   }
+  for (const PrefillTake& t : prefill_.pick(ids, waiting, opt_.prefill_tokens)) {
+    Request* r = prompts[t.index];
+    seqs.push_back(EncodeSeq{r->kv, r->gen->pending_encode().first(static_cast<size_t>(t.tokens))});
+    encoding.emplace_back(r, static_cast<size_t>(t.tokens));
+  }
+  if (!seqs.empty()) d_.encode_batch(seqs);
+  for (const auto& [r, n] : encoding) r->gen->encoded(n);
   std::vector<BatchItem> items;
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kDenoise) continue;

@@ -74,13 +74,30 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   Tensor row_;                      // [1, vocab] f32 for row_logits
 };
 
-struct BatchOptions {
-  int max_batch = 32;               // requests denoised together; more wait
-  int64_t prefill_tokens = 4096;    // encode budget per round (prompt chunks and committed blocks)
+// One round's share of the prompt tokens waiting to be encoded: prompts take turns in admission order, each round
+// starting after the prompt served last, and take what they wait for up to what is left of the budget. A long
+// prompt holds back the prompts behind it by at most one round, and prompts that keep arriving cannot hold it
+// back for longer than one turn through them.
+struct PrefillTake {
+  size_t index = 0;    // into the waiting prompts of the call
+  int64_t tokens = 0;  // to encode this round
+};
+class PrefillRotation {
+ public:
+  // ids: the waiting prompts' admission numbers, increasing; waiting: the tokens each still needs (> 0).
+  std::vector<PrefillTake> pick(std::span<const uint64_t> ids, std::span<const int64_t> waiting, int64_t budget);
+
+ private:
+  uint64_t next_ = 0;  // the first prompt at or after this admission number goes first
 };
 
-// Drives requests through a BatchDenoiser: each round() encodes the committed blocks of running requests in one
-// batched encode, prompts within the prefill budget (in arrival order), and then runs one batched denoise step
+struct BatchOptions {
+  int max_batch = 32;               // requests denoised together; more wait
+  int64_t prefill_tokens = 4096;    // prompt tokens encoded per round, all prompts together (PrefillRotation)
+};
+
+// Drives requests through a BatchDenoiser: each round() runs one batched encode of the committed blocks of running
+// requests and of prompt tokens within the round's budget (PrefillRotation), and then one batched denoise step
 // over every admitted request in its denoise phase.
 class BatchRunner {
  public:
@@ -115,6 +132,7 @@ class BatchRunner {
 
   BatchDenoiser& d_;
   BatchOptions opt_;
+  PrefillRotation prefill_;
   int next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> active_;

@@ -41,7 +41,7 @@ MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision
   MemoryRequest r;
   r.context = eo.context;
   r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as Engine::open_session
-  r.prefill_rows = eo.prefill_chunk;
+  r.prefill_rows = std::max(eo.prefill_chunk, opt.prefill_per_step);  // a prompt encode: serial, or a round's
   r.bytes = be.bytes(precision);
   r.max_batch = opt.max_batch;
   r.slots = opt.slots;
