@@ -71,9 +71,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryRequest& r, MemoryInfo 
   const size_t budget = memory.free > p.margin ? memory.free - p.margin : 0;
   const SharedMemory serial = shared_memory(c, r, false), batched = shared_memory(c, r, true);
   const auto slots_for = [&](int b) { return r.slots > 0 ? r.slots : std::max(b, kMinSlots); };
+  const auto shared_for = [&](int b) { return b > 1 ? batched : serial; };  // a batch of 1 runs the serial worker
   const auto need = [&](int b, int s) {
-    p.shared = b > 1 ? batched : serial;
-    return p.need(std::min(b, s), s);
+    return static_cast<size_t>(s) * p.stream.kv + static_cast<size_t>(std::min(b, s)) * p.stream.working() +
+           shared_for(b).total();
   };
   while (p.fits < kMostStreams && need(p.fits + 1, slots_for(p.fits + 1)) <= budget) ++p.fits;
 
@@ -91,17 +92,18 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryRequest& r, MemoryInfo 
              "not even one stream fits: {} KV caches ({} slots) and one stream need {} with {} shared, but there is "
              "{}; lower --ctx or --slots, or give more memory",
              gib(static_cast<size_t>(slots_for(1)) * p.stream.kv), slots_for(1), gib(need(1, slots_for(1))),
-             gib(p.shared.total()), room);
+             gib(serial.total()), room);
     const char* reason = p.max_batch == p.fits ? "as many as fit"
                          : p.max_batch == r.slots ? "--slots"
                                                   : "the backend's cap";
-    need(p.max_batch, p.slots);
+    p.shared = shared_for(p.max_batch);
     p.why = fmt::format("{} ({}; {} would fit): {}, {} shared; {}", p.max_batch, reason, p.fits, each,
                         gib(p.shared.total()), room);
     return p;
   }
   p.slots = slots_for(r.max_batch);
   p.max_batch = std::min(r.max_batch, p.slots);
+  p.shared = shared_for(p.max_batch);
   const size_t needed = need(p.max_batch, p.slots);
   DG_CHECK(needed <= budget,
            "--max-batch {} with {} slots needs {} ({} KV caches of {} at {} tokens, {} streams in flight of {} each, "

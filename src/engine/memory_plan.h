@@ -54,7 +54,7 @@ struct MemoryPlan {
   int slots = kMinSlots;  // sessions (KV caches) kept resident
   int fits = 0;           // the most streams that would fit, the cap aside
   std::string why;        // one line: the chosen batch and what bounded it
-  // Bytes `batch` streams over `slots` sessions need, shared buffers included.
+  // Bytes `batch` streams over `slots` sessions need, with this plan's shared buffers.
   size_t need(int batch, int slots) const;
 };
 
