@@ -43,8 +43,8 @@ class Recording final : public BatchDenoiser {
 TEST(BatchedPrefill, ShortPromptsBehindALongOneStartFirstAndTheLongOneIsNotStarved) {
   Engine e(source_path("models/dg-tiny"));
   const int64_t V = e.ck.config.vocab;
-  constexpr int64_t kBudget = 64;
-  const std::vector<int> lengths = {600, 20, 20, 20};
+  constexpr int64_t kBudget = 32;
+  const std::vector<int> lengths = {300, 10, 10, 10};
   std::vector<std::vector<int32_t>> prompts;
   std::vector<SamplerOptions> opts;
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -52,7 +52,7 @@ TEST(BatchedPrefill, ShortPromptsBehindALongOneStartFirstAndTheLongOneIsNotStarv
     SamplerOptions o = make_sampler_options(SamplerProfile::kContract, e.ck.generation, e.ck.config.pad_id, 2);
     o.seed = 30 + i;
     o.steps = 3;
-    o.max_new_tokens = 64;
+    o.max_new_tokens = 32;
     o.confidence_threshold = 1e-30;
     opts.push_back(o);
   }
@@ -75,12 +75,12 @@ TEST(BatchedPrefill, ShortPromptsBehindALongOneStartFirstAndTheLongOneIsNotStarv
     for (BatchRunner::Done& done : runner.take_finished()) together[static_cast<size_t>(done.id)] = done.result;
   }
 
-  // Round 0: the long prompt takes the budget; round 1: the short ones (60 tokens) and 4 more of the long one, in
-  // one pass; then 64 a round until its 600 are in.
+  // Round 0: the long prompt takes the budget; round 1: the short ones (30 tokens) and 2 more of the long one, in
+  // one pass; then 32 a round until its 300 are in.
   for (size_t i = 1; i < prompts.size(); ++i) EXPECT_EQ(first_step[i], 1) << "short prompt " << i;
-  EXPECT_EQ(first_step[0], (600 + 60 + kBudget - 1) / kBudget - 1) << "the long prompt, every round served";
+  EXPECT_EQ(first_step[0], (300 + 30 + kBudget - 1) / kBudget - 1) << "the long prompt, every round served";
   ASSERT_GE(d.passes.size(), 2u);
-  EXPECT_EQ(d.passes[1], (std::vector<int64_t>{20, 20, 20, 4})) << "prompts arriving together, one encoder pass";
+  EXPECT_EQ(d.passes[1], (std::vector<int64_t>{10, 10, 10, 2})) << "prompts arriving together, one encoder pass";
   for (const std::vector<int64_t>& pass : d.passes) {
     int64_t prompt_rows = 0;
     for (const int64_t n : pass) prompt_rows += n;
