@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/kv_layer.h"
+#include "core/host_memory.h"
 #include "core/tensor.h"
 #include "ops/decide/decide.h"
 #include "ops/moe/moe.h"
@@ -108,8 +109,12 @@ class Backend {
   // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
 
+  // [rows, vocab] for the tempered logits row_stats writes and the next step's soft_embed reads, in the activation
+  // storage (default: alloc()). A backend that rounds f32 activations to 16 bits may store them in 16 bits, which
+  // hold the rounded values exactly.
+  virtual Tensor alloc_tempered(Shape s) { return alloc(s); }
   // Sampler row statistics of softmax(logits / temperature) to the host, and the tempered logits in the
-  // activation storage (the next step's self-conditioning input).
+  // activation storage (the next step's self-conditioning input; `tempered` from alloc_tempered or alloc).
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
@@ -127,6 +132,8 @@ class Backend {
   // Opens (true) or closes the range an external profiler records (CUDA: cudaProfilerStart/Stop); a no-op elsewhere.
   virtual void profiler_range(bool on) { (void)on; }
   virtual size_t peak_memory() const { return 0; }  // bytes of device memory held at the high-water mark
+  // Memory this backend's buffers come from, free now and in total (the host's by default; a GPU's own).
+  virtual MemoryInfo memory_info() const { return host_memory(); }
 
   // Graphs: the ops issued between capture_begin() and capture_end() are recorded, not run; launch_captured()
   // replays the last capture (CUDA graphs). Inputs that change between replays must live in buffers filled

@@ -19,11 +19,20 @@ struct BackendOptions {
   CudaKernels cuda;     // the CUDA backend's kernel choices
 };
 
+// Bytes per stored value of what a backend keeps per sequence, for memory planning without a device
+// (serve --plan): activations, the KV cache, and the tempered logits that self-condition the next step.
+struct StorageBytes {
+  int act = 4, kv = 4, tempered = 4;
+  int weight = 0;  // an unpacked weight as uploaded (0: as the checkpoint stores it; packed formats stay packed)
+};
+
 struct BackendEntry {
   const char* name;
   const char* missing;  // what to build, where this build lacks it (null: built)
   bool (*present)();       // the machine has what it runs on (a GPU)
   std::unique_ptr<Backend> (*make)(const BackendOptions& o);
+  StorageBytes (*bytes)(const Precision& p);  // at the requested precision (a GPU backend has its own)
+  int batch_cap;  // most streams `serve` batches by default (docs/SERVER.md, "Memory")
 };
 
 // Every known backend, the reference first.

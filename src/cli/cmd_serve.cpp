@@ -9,10 +9,15 @@
 
 #include <fmt/format.h>
 
+#include "backend/registry.h"
 #include "cli/app.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
+#include "engine/memory_plan.h"
 #include "io/model_config.h"
+#include "model/checkpoint.h"
+#include "model/synthetic.h"
+#include "model/weights.h"
 
 #ifdef DG_WITH_SERVER
 #include <pthread.h>
@@ -30,7 +35,46 @@ struct ServeCliOptions {
   std::string api_key_file;
   ToolCheckFlags tool_check;
   bool quiet = false;
+  bool plan = false;         // print the memory plan and exit
+  double device_gib = 0;     // --plan: the device's memory in all (0: this machine's)
 };
+
+// `serve --plan`: what a stream holds and what fits, for -m on --backend at --ctx, computed by the server's own
+// plan (docs/SERVER.md, "Memory per stream") without loading the weights or starting anything.
+void run_plan(const ServeCliOptions& o) {
+  EngineOptions eo = engine_options(o.model);
+  const StorageBytes bytes = backend_entry(eo.backend).bytes(eo.precision);
+  ModelConfig cfg;
+  size_t weights = 0;
+  if (const std::optional<std::string> profile = synthetic_profile(eo.model_dir)) {
+    cfg = diffusiongemma_26b_config();
+    weights = synthetic_weight_bytes(cfg, *profile, bytes.act);
+  } else {
+    const Checkpoint ck = Checkpoint::open(eo.model_dir);
+    cfg = ck.config;
+    weights = weight_bytes(ck.weights, bytes.weight);
+  }
+  eo.context = o.server.context + cfg.canvas;
+  MemoryInfo device = o.device_gib > 0 ? server::given_memory(o.device_gib)
+                                       : make_backend(eo.backend, BackendOptions{eo.precision})->memory_info();
+  DG_CHECK(weights < device.free, "the weights ({}) do not fit in the {} free of {}", gib(weights), gib(device.free),
+           gib(device.total));
+  device.free -= weights;
+  const MemoryInfo m = o.server.memory_gib > 0 ? server::given_memory(o.server.memory_gib) : device;
+  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, eo.precision, o.server), m);
+  const StreamMemory& s = p.stream;
+  const SharedMemory& sh = p.shared;
+  fmt::print("model {} on {}, --ctx {} (sessions of {} tokens)\n", eo.model_dir, eo.backend, o.server.context,
+             eo.context);
+  fmt::print("weights      {}\n", gib(weights));
+  fmt::print("memory       {} free of {}{}; {} kept as margin\n", gib(m.free), gib(m.total),
+             o.server.memory_gib > 0 ? " (--memory)" : " beside the weights", gib(p.margin));
+  fmt::print("a stream     {}: KV cache {}, self-conditioning {}, activations {}, canvas {}\n",
+             gib(s.kv + s.working()), gib(s.kv), gib(s.tempered), gib(s.activations), gib(s.canvas));
+  fmt::print("shared       {}: lm_head logits {}, prefill {}, soft embedding {}\n", gib(sh.total()), gib(sh.logits),
+             gib(sh.prefill), gib(sh.soft_embed));
+  fmt::print("--max-batch  {} with {} slots; {} would fit\n", p.max_batch, p.slots, p.fits);
+}
 
 // One key per line; blank lines and lines starting with '#' are skipped.
 void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
@@ -44,6 +88,10 @@ void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
 }
 
 void run_serve(ServeCliOptions& o) {
+  if (o.plan) {
+    run_plan(o);
+    return;
+  }
   o.server.tool_check = o.tool_check.resolve();
   if (!o.api_key_file.empty()) read_api_keys(o.api_key_file, o.server.api_keys);
   std::erase(o.server.api_keys, std::string());  // `--api-key ""` (or an empty DG_API_KEY): no key
@@ -70,8 +118,11 @@ void run_serve(ServeCliOptions& o) {
   };
   server::Server srv(*engine, o.server, log);
   const int port = srv.bind();
+  const MemoryPlan& plan = srv.memory_plan();
+  fmt::print(stderr, "diffgemma serve: --max-batch {}{}\n", plan.why,
+             plan.max_batch == 1 ? " (one request at a time)" : "");
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{})\n",
-             o.server.host, port, o.model.model, o.server.context, o.server.slots, o.server.max_queue,
+             o.server.host, port, o.model.model, o.server.context, plan.slots, o.server.max_queue,
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);
@@ -107,13 +158,24 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-prefix-reuse", s.prefix_reuse,
                 "no request reuses another request's KV cache (every prompt is encoded whole; no cached_tokens)");
   cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
-  cmd->add_option("--max-batch", s.max_batch, "requests denoised together in one batched forward per step (1: one at a time; capped by --slots)")
+  cmd->add_option("--max-batch", s.max_batch,
+                  "requests denoised together in one batched forward per step (0: as many as fit in memory, printed "
+                  "at start; 1: one at a time; capped by --slots)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory", s.memory_gib,
+                  "GiB the sessions and batches may fill beyond the loaded weights (0: what the backend reports free)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--prefill-per-step", s.prefill_per_step,
-                  "with --max-batch > 1: prompt tokens a new request encodes between two batched steps of the others")
+                  "batched worker: prompt tokens encoded between two batched steps, the waiting prompts together in "
+                  "turns")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--slots", s.slots, "resident sessions (KV caches) a returning conversation can reuse")
+  cmd->add_option("--slots", s.slots,
+                  "resident sessions (KV caches) a returning conversation can reuse (0: as many as --max-batch, at "
+                  "least 4)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
@@ -162,6 +224,13 @@ void register_serve(CLI::App& app) {
                 "a request that continues a tool turn is prompted with the conversation re-rendered instead of the "
                 "turn's raw token log (docs/TOOLS.md)");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-request log lines on stderr");
+  cmd->add_flag("--plan", o->plan,
+                "print what one stream holds and how many fit (-m, --backend, --ctx, --max-batch, --slots, --memory) "
+                "without loading the weights, and exit; -m may be synthetic:26b-a4b[:bf16|q4|fp8|nvfp4]");
+  cmd->add_option("--device-memory", o->device_gib,
+                  "with --plan: the device's GiB in all, the weights' share included (default: this machine's "
+                  "device, which --backend cuda then needs)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_serve(*o); });
 #else
   cmd->allow_extras();

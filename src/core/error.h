@@ -14,6 +14,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A buffer could not be allocated (a device's memory is full): the same work may succeed under less load.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

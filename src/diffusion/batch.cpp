@@ -55,18 +55,9 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
   for (size_t i = 0; i < items.size();) {
     size_t j = i;
     int64_t rows = 0;
-    Tensor logits;
-    if (items[i].keep_logits) {  // its own group, into the logits kept for draw()
-      rows = static_cast<int64_t>(items[j++].step.canvas.size());
-      Tensor& kept = kept_[items[i].seq];
-      if (kept.empty() || kept.shape[0] != rows) kept = be.alloc_f32(Shape{rows, V});
-      logits = kept;
-    } else {
-      while (j < items.size() && !items[j].keep_logits &&
-             rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
-        rows += static_cast<int64_t>(items[j++].step.canvas.size());
-      logits = row_slice(logits_, 0, rows);
-    }
+    while (j < items.size() && rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
+      rows += static_cast<int64_t>(items[j++].step.canvas.size());
+    Tensor logits = row_slice(logits_, 0, rows);
     m_.lm_head_rows(row_slice(y, row0, rows), logits);
     be.stage("sampler");
     int64_t at = 0;
@@ -75,7 +66,7 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
       const int64_t n = static_cast<int64_t>(it.step.canvas.size());
       const Tensor part = row_slice(logits, at, n);
       Tensor& tempered = tempered_[it.seq];
-      if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc(Shape{n, V});
+      if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc_tempered(Shape{n, V});
       be.row_stats(part, it.step.temperature, tempered, it.stats);
       if (!it.step.u.empty()) be.categorical(part, it.step.temperature, it.step.u, it.drawn);
       at += n;
@@ -83,13 +74,6 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
     row0 += rows;
   }
   be.stage("host");
-}
-
-void ModelBatchDenoiser::draw(int seq, float temperature, std::span<const double> u, int32_t* out) {
-  const auto it = kept_.find(seq);
-  DG_CHECK(it != kept_.end() && it->second.shape[0] == static_cast<int64_t>(u.size()),
-           "batched draw: sequence {} has no kept logits of {} rows", seq, u.size());
-  m_.backend().categorical(it->second, temperature, u, out);
 }
 
 void BatchDenoiser::row_logits(int, int, std::vector<float>&) {
@@ -153,33 +137,56 @@ void BatchRunner::retire_done() {
   }
 }
 
+std::vector<PrefillTake> PrefillRotation::pick(std::span<const uint64_t> ids, std::span<const int64_t> waiting,
+                                               int64_t budget) {
+  DG_CHECK(ids.size() == waiting.size(), "prefill: {} prompts and {} counts", ids.size(), waiting.size());
+  std::vector<PrefillTake> out;
+  if (ids.empty() || budget <= 0) return out;
+  size_t first = 0;
+  while (first < ids.size() && ids[first] < next_) ++first;
+  if (first == ids.size()) first = 0;  // wrap: the earliest prompt
+  for (size_t k = 0; k < ids.size() && budget > 0; ++k) {
+    const size_t i = (first + k) % ids.size();
+    DG_CHECK(waiting[i] > 0 && (i == 0 || ids[i] > ids[i - 1]), "prefill: prompt {} waits for {} tokens", ids[i],
+             waiting[i]);
+    const int64_t n = std::min(waiting[i], budget);
+    out.push_back(PrefillTake{i, n});
+    budget -= n;
+    next_ = ids[i] + 1;
+  }
+  return out;
+}
+
 int BatchRunner::round() {
   admit();
-  // Committed blocks of running requests first (at most a canvas each), then prompts within the round's budget
-  // in arrival order; a prompt that does not fit continues next round.
-  std::vector<EncodeSeq> blocks;
-  std::vector<Request*> encoding;
-  for (const auto& r : active_)
-    if (r->gen->phase() == Generation::Phase::kEncode && r->gen->started()) {
-      blocks.push_back(EncodeSeq{r->kv, r->gen->pending_encode()});
-      encoding.push_back(r.get());
-    }
-  if (!blocks.empty()) d_.encode_batch(blocks);
-  for (size_t i = 0; i < encoding.size(); ++i) encoding[i]->gen->encoded(blocks[i].ids.size());
-  int64_t budget = opt_.prefill_tokens;
+  // One encoder pass: the committed blocks of running requests (at most a canvas each), and prompt tokens within
+  // the round's budget, shared in turns (PrefillRotation); a prompt the budget cuts continues in a later round.
+  std::vector<EncodeSeq> seqs;
+  std::vector<std::pair<Request*, size_t>> encoding;
+  std::vector<Request*> prompts;
+  std::vector<uint64_t> ids;
+  std::vector<int64_t> waiting;
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kEncode) continue;
-    const std::span<const int32_t> ids = r->gen->pending_encode();
-    if (ids.empty()) {
+    const std::span<const int32_t> pending = r->gen->pending_encode();
+    if (r->gen->started()) {
+      seqs.push_back(EncodeSeq{r->kv, pending});
+      encoding.emplace_back(r.get(), pending.size());
+    } else if (pending.empty()) {
       r->gen->encoded(0);
-      continue;
+    } else {
+      prompts.push_back(r.get());
+      ids.push_back(static_cast<uint64_t>(r->id));
+      waiting.push_back(static_cast<int64_t>(pending.size()));
     }
-    if (budget <= 0) continue;
-    const size_t n = std::min(ids.size(), static_cast<size_t>(budget));
-    d_.encode(*r->kv, ids.first(n));
-    r->gen->encoded(n);
-    budget -= static_cast<int64_t>(n);
   }
+  for (const PrefillTake& t : prefill_.pick(ids, waiting, opt_.prefill_tokens)) {
+    Request* r = prompts[t.index];
+    seqs.push_back(EncodeSeq{r->kv, r->gen->pending_encode().first(static_cast<size_t>(t.tokens))});
+    encoding.emplace_back(r, static_cast<size_t>(t.tokens));
+  }
+  if (!seqs.empty()) d_.encode_batch(seqs);
+  for (const auto& [r, n] : encoding) r->gen->encoded(n);
   std::vector<BatchItem> items;
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kDenoise) continue;
@@ -187,7 +194,7 @@ int BatchRunner::round() {
     if (!r->gen->begin_step(req)) continue;  // cancelled: done
     r->stats.resize(req.canvas.size());
     r->drawn.resize(req.u.size());
-    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), false, r->gen->constrained()});
+    items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), r->gen->constrained()});
   }
   if (!items.empty()) {
     d_.denoise(items);

@@ -21,13 +21,13 @@ struct BatchItem {
   const KvCache* kv = nullptr;
   StepRequest step;
   RowStats* stats = nullptr;  // [canvas] out
-  int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty
-  bool keep_logits = false;   // keep this step's logits for draw() after the call
+  int32_t* drawn = nullptr;   // [canvas] out when step.u is not empty: the categorical draws of this step
   bool keep_rows = false;     // JSON mode: row_logits() may be asked for this sequence after the call
 };
 
 // What the batched driver needs from a model: encode, and one denoise forward over several sequences' canvases
-// reduced to per-row statistics. Each sequence keeps its tempered logits between steps (its self-conditioning).
+// reduced to per-row statistics and, where a step asks, categorical draws. Each sequence keeps its tempered logits
+// between steps (its self-conditioning) and nothing else: no logits outlive the call.
 class BatchDenoiser {
  public:
   virtual ~BatchDenoiser() = default;
@@ -43,8 +43,6 @@ class BatchDenoiser {
   virtual int open() = 0;  // a handle for a new sequence
   virtual void close(int seq) = 0;
   virtual void denoise(std::span<const BatchItem> items) = 0;
-  // Categorical draws from softmax(logits / temperature) of a sequence's last step (denoised with keep_logits).
-  virtual void draw(int seq, float temperature, std::span<const double> u, int32_t* out) = 0;
   // JSON mode: the softcapped logits [vocab] of one row of a sequence's canvas in the last denoise() call.
   virtual void row_logits(int seq, int row, std::vector<float>& out);
 };
@@ -60,12 +58,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
   void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
   int open() override;
-  void close(int seq) override {
-    tempered_.erase(seq);
-    kept_.erase(seq);
-  }
+  void close(int seq) override { tempered_.erase(seq); }
   void denoise(std::span<const BatchItem> items) override;
-  void draw(int seq, float temperature, std::span<const double> u, int32_t* out) override;
   // From the last forward's hidden states: lm_head over that one row only.
   void row_logits(int seq, int row, std::vector<float>& out) override;
 
@@ -74,20 +68,36 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   int64_t logit_rows_;
   int next_ = 0;
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
-  std::map<int, Tensor> kept_;      // per sequence asking keep_logits: its last step's logits
   Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
   Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
   std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows
   Tensor row_;                      // [1, vocab] f32 for row_logits
 };
 
-struct BatchOptions {
-  int max_batch = 32;               // requests denoised together; more wait
-  int64_t prefill_tokens = 4096;    // encode budget per round (prompt chunks and committed blocks)
+// One round's share of the prompt tokens waiting to be encoded: prompts take turns in admission order, each round
+// starting after the prompt served last, and take what they wait for up to what is left of the budget. A long
+// prompt holds back the prompts behind it by at most one round, and prompts that keep arriving cannot hold it
+// back for longer than one turn through them.
+struct PrefillTake {
+  size_t index = 0;    // into the waiting prompts of the call
+  int64_t tokens = 0;  // to encode this round
+};
+class PrefillRotation {
+ public:
+  // ids: the waiting prompts' admission numbers, increasing; waiting: the tokens each still needs (> 0).
+  std::vector<PrefillTake> pick(std::span<const uint64_t> ids, std::span<const int64_t> waiting, int64_t budget);
+
+ private:
+  uint64_t next_ = 0;  // the first prompt at or after this admission number goes first
 };
 
-// Drives requests through a BatchDenoiser: each round() encodes the committed blocks of running requests in one
-// batched encode, prompts within the prefill budget (in arrival order), and then runs one batched denoise step
+struct BatchOptions {
+  int max_batch = 32;               // requests denoised together; more wait
+  int64_t prefill_tokens = 4096;    // prompt tokens encoded per round, all prompts together (PrefillRotation)
+};
+
+// Drives requests through a BatchDenoiser: each round() runs one batched encode of the committed blocks of running
+// requests and of prompt tokens within the round's budget (PrefillRotation), and then one batched denoise step
 // over every admitted request in its denoise phase.
 class BatchRunner {
  public:
@@ -122,6 +132,7 @@ class BatchRunner {
 
   BatchDenoiser& d_;
   BatchOptions opt_;
+  PrefillRotation prefill_;
   int next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> active_;

@@ -29,7 +29,7 @@ void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kin
   if (kind == ScKind::kLogits)
     DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
-  if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc(Shape{rows, V});
+  if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc_tempered(Shape{rows, V});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
   if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
     const GraphKey key{&kv, ids.data, kv.len(), rows, sparse_cutoff};
@@ -103,6 +103,12 @@ void Denoiser::encode_reporting(KvCache& kv, std::span<const int32_t> ids, const
   if (progress) progress(0, n);
   encode(kv, ids);
   if (progress) progress(n, n);
+}
+
+void Denoiser::denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                            float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn) {
+  denoise(kv, canvas, kind, sparse_cutoff, temperature, stats);
+  draw(u, drawn);
 }
 
 void Denoiser::row_logits(int, std::vector<float>&) {
@@ -198,10 +204,12 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
       continue;
     }
     stats.resize(req.canvas.size());
-    model.denoise(kv, req.canvas, req.kind, req.sparse_cutoff, req.temperature, stats.data());
-    if (!req.u.empty()) {
+    if (req.u.empty()) {
+      model.denoise(kv, req.canvas, req.kind, req.sparse_cutoff, req.temperature, stats.data());
+    } else {
       drawn.resize(req.u.size());
-      model.draw(req.u, drawn.data());
+      model.denoise_draw(kv, req.canvas, req.kind, req.sparse_cutoff, req.temperature, stats.data(), req.u,
+                         drawn.data());
     }
     g.end_step(stats.data(), drawn.data());
   }

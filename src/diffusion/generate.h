@@ -92,6 +92,10 @@ class Denoiser {
                        float temperature, RowStats* stats) = 0;
   // One categorical draw per row from softmax(last logits / temperature), by inverse CDF at u[row].
   virtual void draw(std::span<const double> u, int32_t* out) = 0;
+  // A step whose draws' uniforms are known before it: denoise, then the draws to `drawn` [canvas]. By default
+  // denoise() then draw(); a batched denoiser draws inside the step, keeping no logits between calls.
+  virtual void denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                            float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn);
   // JSON mode: the softcapped logits [vocab] of one row of the last denoise step. By default: an error.
   virtual void row_logits(int row, std::vector<float>& out);
 

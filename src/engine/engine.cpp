@@ -14,22 +14,6 @@
 
 namespace dg {
 
-namespace {
-
-constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
-
-// "synthetic:26b-a4b[:PROFILE]" -> PROFILE (bf16 when absent); nullopt for a directory.
-std::optional<std::string> synthetic_profile(const std::string& model) {
-  if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
-  const std::string rest = model.substr(kSynthetic.size());
-  if (rest.empty()) return "bf16";
-  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4",
-           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4]", model, kSynthetic);
-  return rest.substr(1);
-}
-
-}  // namespace
-
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   backend_entry(opt.backend);  // an unknown name fails before the checkpoint is read

@@ -58,6 +58,7 @@ struct JobEvent {
   Reply reply;              // kDone: the whole answer (a completion's text is reply.content)
   Usage usage;              // kDone
   int status = 500;         // kError: the HTTP status it maps to (504 timeout, 500 engine error, 503 shutdown)
+  std::string code;         // kError: the error code when the status's own does not say it ("out_of_memory")
 };
 
 // Events from the worker to one HTTP thread. Unbounded: a job emits at most a few events per committed block.

@@ -42,6 +42,8 @@ std::vector<double> occupancy_bounds(int max_batch) {
 
 WorkerStats::WorkerStats(int max_batch)
     : step_seconds({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0}),
-      batch_occupancy(occupancy_bounds(max_batch)) {}
+      batch_occupancy(occupancy_bounds(max_batch)),
+      prefill_prompts(occupancy_bounds(max_batch)),
+      prefill_tokens({16, 64, 256, 1024, 2048, 4096, 8192, 16384}) {}
 
 }  // namespace dg

@@ -46,6 +46,8 @@ struct WorkerStats {
   std::atomic<int> running{0};  // jobs on the worker now
   Histogram step_seconds;       // wall time of one denoise step (of the whole batch)
   Histogram batch_occupancy;    // jobs denoised together in one step
+  Histogram prefill_prompts;    // batched worker: prompts with tokens in one encoder pass
+  Histogram prefill_tokens;     // batched worker: prompt tokens in one encoder pass (at most --prefill-per-step)
 };
 
 }  // namespace dg

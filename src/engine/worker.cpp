@@ -1,6 +1,7 @@
 #include "engine/worker.h"
 
 #include <algorithm>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -29,11 +30,12 @@ void Worker::say(const std::string& line) const {
   if (opt_.log) opt_.log(line);
 }
 
-void answer_error(Job& job, int status, std::string message) {
+void answer_error(Job& job, int status, std::string message, std::string code) {
   JobEvent e;
   e.kind = JobEvent::Kind::kError;
   e.status = status;
   e.text = std::move(message);
+  e.code = std::move(code);
   job.events.push(std::move(e));
 }
 
@@ -127,8 +129,15 @@ void Worker::run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_st
     ++stats_.jobs_failed;
     session.clear();  // the cache may hold half an op: start the slot over
     if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", slot}});
-    say(fmt::format("job {}: engine error: {}", job.id, e.what()));
-    answer_error(job, 500, fmt::format("engine error: {}", e.what()));
+    // Memory ran out under this load (the plan at start keeps it from happening; docs/SERVER.md): the client may
+    // retry, as after a 503 at admission. Anything else is the engine's fault.
+    const bool oom = dynamic_cast<const OutOfMemory*>(&e) != nullptr || dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    say(fmt::format("job {}: {}: {}", job.id, oom ? "out of memory" : "engine error", e.what()));
+    if (oom)
+      answer_error(job, 503, fmt::format("the server ran out of memory for this request ({}); retry later", e.what()),
+                   "out_of_memory");
+    else
+      answer_error(job, 500, fmt::format("engine error: {}", e.what()));
   }
 }
 

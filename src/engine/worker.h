@@ -3,18 +3,21 @@
 // denoisers) it runs one job at a time to its end, in arrival order. With max_batch > 1 it keeps up to
 // min(max_batch, slots) jobs in flight and denoises their canvases in one batched forward per step (continuous
 // batching, src/engine/worker_batch.cpp): each job's host logic runs on its own thread, one at a time, and every
-// model call it makes (prefill chunks, denoise steps, draws) is executed by the worker thread. Between steps it
+// model call it makes (prompt and block encodes, denoise steps with their draws) is executed by the worker thread;
+// the encodes of a round share one encoder pass, prompts within a budget taken in turns. Between steps it
 // asks whether to stop (client gone, deadline passed, a stop string matched, shutdown); docs/SERVER.md.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 
 #include "chat/chat_tokens.h"
 #include "dg/engine.h"
+#include "diffusion/batch.h"
 #include "engine/oplog.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
@@ -22,7 +25,8 @@
 
 namespace dg {
 
-void answer_error(Job& job, int status, std::string message);  // pushes the job's kError event
+// Pushes the job's kError event; `code` when the status's own does not say it.
+void answer_error(Job& job, int status, std::string message, std::string code = "");
 
 // What denoises a job's canvases: nullptr for the model itself; tests script replies with it.
 using DenoiserFactory = std::function<std::unique_ptr<Denoiser>(const Model& model, const Job& job)>;
@@ -30,7 +34,7 @@ using DenoiserFactory = std::function<std::unique_ptr<Denoiser>(const Model& mod
 struct WorkerOptions {
   int slots = 4;       // sessions kept resident: conversations whose KV a later request can reuse
   int max_batch = 1;   // jobs denoised together (capped by slots; 1: one job at a time)
-  int64_t prefill_chunk = 1024;  // batched worker: prompt tokens encoded between two batched steps
+  int64_t prefill_chunk = 1024;  // batched worker: prompt tokens encoded per round, all prompts together
   int64_t context = 0;  // prompt + answer tokens one request may use (a tool-turn continuation must fit; 0: no bound)
   // A request that continues a slot's tool turn is prompted with the turn's raw token log (chat/tool_turn.h).
   bool tool_continuation = true;
@@ -55,6 +59,7 @@ class Worker {
   bool batched() const { return opt_.max_batch > 1 && !opt_.denoiser; }
   void loop();
   void loop_batched();
+  void encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding);
   bool refuse(Job& job);  // answers a job that must not run (shutdown, cancelled or expired in the queue)
   void run(Job& job);
   // Routes and acquires a session slot: the slot whose tool turn the job continues (its prompt becomes that

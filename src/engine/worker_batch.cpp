@@ -1,9 +1,11 @@
 // The batched worker loop. Each job in flight runs its host logic (chat rendering, reply parsing, stop strings,
 // events, op-log) on a thread of its own, but only while it holds the turn: the worker hands the turn to one job
 // at a time, and every model call the job makes is executed by the worker thread on the job's behalf. A turn ends
-// when the job asks for a denoise step (it joins this round's batch) or a committed block's encode (batched with
-// the other jobs' blocks), yields between prefill chunks, or finishes. A round: admit queued jobs, give each ready
-// job its turn, encode the committed blocks, run one batched forward over every waiting canvas.
+// when the job asks for a denoise step (it joins this round's batch) or an encode (a committed block, or prompt
+// tokens: batched with the other jobs'), or finishes. A round: admit queued jobs, give each ready job its turn, run
+// one encoder pass over the committed blocks and the prompt tokens within the round's budget (shared in turns,
+// PrefillRotation), give the jobs whose encode is done their turn again, run one batched forward over every
+// waiting canvas.
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -20,10 +22,10 @@ namespace dg {
 
 class Worker::Flight final : public Denoiser {
  public:
-  enum class State : uint8_t { kReady, kTurn, kCall, kYield, kEncode, kDenoise, kDone };
+  enum class State : uint8_t { kReady, kTurn, kCall, kEncode, kDenoise, kDone };
 
-  Flight(Worker& w, std::shared_ptr<Job> job, int slot, BatchDenoiser& bd)
-      : w_(w), job_(std::move(job)), slot_(slot), bd_(bd), seq_(bd.open()) {}
+  Flight(Worker& w, std::shared_ptr<Job> job, int slot, BatchDenoiser& bd, uint64_t admitted)
+      : w_(w), job_(std::move(job)), slot_(slot), bd_(bd), seq_(bd.open()), admitted_(admitted) {}
   ~Flight() override { bd_.close(seq_); }
 
   void start() { thread_ = std::thread([this] { body(); }); }
@@ -33,6 +35,7 @@ class Worker::Flight final : public Denoiser {
     return state_;
   }
   int slot() const { return slot_; }
+  uint64_t admitted() const { return admitted_; }  // admission order
   Job& job() { return *job_; }
 
   // Worker side: hands the turn over and serves the job's model calls until the turn ends.
@@ -56,8 +59,8 @@ class Worker::Flight final : public Denoiser {
   }
   // Worker side: this job's canvas in the batched step, and what to do with the results.
   BatchItem item() {
-    StepRequest r{canvas_, kind_, temperature_, cutoff_, {}};
-    return BatchItem{seq_, kv_, r, stats_, nullptr, keep_logits_, keep_rows_};
+    StepRequest r{canvas_, kind_, temperature_, cutoff_, u_};
+    return BatchItem{seq_, kv_, r, stats_, drawn_, keep_rows_};
   }
   void stepped(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,34 +72,37 @@ class Worker::Flight final : public Denoiser {
   int canvas() const override { return w_.engine_.model().config().canvas; }
   int64_t vocab() const override { return w_.engine_.model().config().vocab; }
   int64_t max_positions() const override { return w_.engine_.model().config().max_positions; }
-  // Committed blocks: encoded together with the other jobs' blocks of this round.
-  void encode(KvCache& kv, std::span<const int32_t> ids) override {
-    if (ids.empty()) return;
-    block_ = EncodeSeq{&kv, ids};
-    post(State::kEncode);
-  }
-  EncodeSeq block() const { return block_; }
-  // Prompts (the session's sync): in chunks, one per round.
-  void encode_prompt(KvCache& kv, std::span<const int32_t> ids) {
-    const auto chunk = static_cast<size_t>(w_.opt_.prefill_chunk);
-    for (size_t at = 0; at < ids.size(); at += chunk) {
-      const std::span<const int32_t> part = ids.subspan(at, std::min(chunk, ids.size() - at));
-      call([&] { w_.engine_.model().encode(kv, part); });
-      if (at + chunk < ids.size()) post(State::kYield);  // running canvases step before the next chunk
-    }
+  // Committed blocks: encoded whole in this round's encoder pass.
+  void encode(KvCache& kv, std::span<const int32_t> ids) override { wait_encoded(kv, ids, false); }
+  // Prompts (the session's sync): as much of them per round as the round's budget gives (Worker::encode_round).
+  void encode_prompt(KvCache& kv, std::span<const int32_t> ids) { wait_encoded(kv, ids, true); }
+  // Worker side, in kEncode: whether the ids are a prompt's, how many are left, and the next n of them.
+  bool prompt() const { return prompt_; }
+  int64_t waiting() const { return static_cast<int64_t>(pending_.ids.size()); }
+  EncodeSeq take(int64_t n) {
+    const EncodeSeq s{pending_.kv, pending_.ids.first(static_cast<size_t>(n))};
+    pending_.ids = pending_.ids.subspan(static_cast<size_t>(n));
+    return s;
   }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override {
+    denoise_draw(kv, canvas, kind, sparse_cutoff, temperature, stats, {}, nullptr);
+  }
+  // Categorical steps draw inside the batched step (their uniforms come with the request).
+  void denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
+                    float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn) override {
     kv_ = &kv;
     canvas_.assign(canvas.begin(), canvas.end());
     kind_ = kind;
     cutoff_ = sparse_cutoff;
     temperature_ = temperature;
     stats_ = stats;
+    u_ = u;
+    drawn_ = drawn;
     post(State::kDenoise);
   }
-  void draw(std::span<const double> u, int32_t* out) override {
-    call([&] { bd_.draw(seq_, temperature_, u, out); });
+  void draw(std::span<const double>, int32_t*) override {
+    fail("the batched worker draws inside the denoise step (denoise_draw)");
   }
   void row_logits(int row, std::vector<float>& out) override {
     call([&] { bd_.row_logits(seq_, row, out); });
@@ -117,6 +123,12 @@ class Worker::Flight final : public Denoiser {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return state_ == State::kTurn; });
   }
+  void wait_encoded(KvCache& kv, std::span<const int32_t> ids, bool prompt) {
+    if (ids.empty()) return;
+    pending_ = EncodeSeq{&kv, ids};
+    prompt_ = prompt;
+    post(State::kEncode);
+  }
   // Ends or pauses the turn with `s` and waits for the next one; rethrows what the worker's work threw.
   void post(State s) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -135,7 +147,7 @@ class Worker::Flight final : public Denoiser {
   int slot_;
   BatchDenoiser& bd_;
   int seq_;
-  bool keep_logits_ = !job_->spec.sampler.argmax_commit;
+  uint64_t admitted_;
   bool keep_rows_ = job_->spec.sampler.json != nullptr;  // JSON mode asks for logits rows after a step
   std::thread thread_;
   std::mutex mu_;
@@ -143,19 +155,67 @@ class Worker::Flight final : public Denoiser {
   State state_ = State::kReady;
   std::function<void()> call_;
   std::exception_ptr error_;
-  EncodeSeq block_;  // the pending committed-block encode
+  EncodeSeq pending_;    // in kEncode: the ids still to encode
+  bool prompt_ = false;  // they are a prompt's (else a committed block's)
   // The pending denoise step.
   const KvCache* kv_ = nullptr;
   std::vector<int32_t> canvas_;
   ScKind kind_ = ScKind::kZero;
   float cutoff_ = 0, temperature_ = 1;
   RowStats* stats_ = nullptr;
+  std::span<const double> u_;  // the draws' uniforms (the job's Generation holds them while it waits)
+  int32_t* drawn_ = nullptr;
 };
+
+// One encoder pass: every committed block waiting, and prompt tokens within the round's budget, shared in turns.
+// Jobs whose ids are all in the cache get their turn again (a prompt the budget cut waits for a later round).
+void Worker::encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding) {
+  std::vector<EncodeSeq> seqs;
+  std::vector<Flight*> taken, done, prompts;  // taken: every job in the pass; done: those it finishes
+  std::vector<uint64_t> order;
+  std::vector<int64_t> waiting;
+  for (Flight* f : encoding) {
+    if (f->prompt()) {
+      prompts.push_back(f);
+      order.push_back(f->admitted());
+      waiting.push_back(f->waiting());
+    } else {
+      seqs.push_back(f->take(f->waiting()));
+      taken.push_back(f);
+      done.push_back(f);
+    }
+  }
+  const std::vector<PrefillTake> picked = rotation.pick(order, waiting, opt_.prefill_chunk);
+  int64_t prompt_tokens = 0;
+  for (const PrefillTake& t : picked) {
+    Flight* f = prompts[t.index];
+    seqs.push_back(f->take(t.tokens));
+    taken.push_back(f);
+    if (f->waiting() == 0) done.push_back(f);
+    prompt_tokens += t.tokens;
+  }
+  if (!picked.empty()) {
+    stats_.prefill_prompts.observe(static_cast<double>(picked.size()));
+    stats_.prefill_tokens.observe(static_cast<double>(prompt_tokens));
+  }
+  std::exception_ptr error;
+  try {
+    bd.encode_batch(seqs);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (Flight* f : error ? taken : done) {  // an encode that failed fails every job in it
+    f->stepped(error);
+    f->turn();
+  }
+}
 
 void Worker::loop_batched() {
   ModelBatchDenoiser bd(engine_.model());
+  PrefillRotation rotation;
   const int cap = std::min(opt_.max_batch, pool_.size());
   std::list<std::unique_ptr<Flight>> flights;
+  uint64_t admitted = 0;
   bool closed = false;
   for (;;) {
     // Admit: wait for work only when nothing is in flight.
@@ -167,35 +227,21 @@ void Worker::loop_batched() {
       }
       if (refuse(*job)) continue;
       const int slot = open_slot(*job);
-      flights.push_back(std::make_unique<Flight>(*this, std::move(job), slot, bd));
+      flights.push_back(std::make_unique<Flight>(*this, std::move(job), slot, bd, admitted++));
       flights.back()->start();
     }
     if (flights.empty()) {
       if (closed) return;
       continue;
     }
-    // Turns, in admission order; the committed blocks that asked to be encoded, in one pass, and those jobs'
-    // turns again; then one batched forward over every canvas that asked for a step.
+    // Turns, in admission order; one encoder pass over what asked to be encoded, and the turns of the jobs it
+    // finished; then one batched forward over every canvas that asked for a step.
     std::vector<Flight*> encoding;
     for (const auto& f : flights) {
-      const Flight::State s = f->state();
-      if (s == Flight::State::kReady || s == Flight::State::kYield) f->turn();
+      if (f->state() == Flight::State::kReady) f->turn();
       if (f->state() == Flight::State::kEncode) encoding.push_back(f.get());
     }
-    if (!encoding.empty()) {
-      std::vector<EncodeSeq> blocks;
-      for (Flight* f : encoding) blocks.push_back(f->block());
-      std::exception_ptr error;
-      try {
-        bd.encode_batch(blocks);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      for (Flight* f : encoding) {
-        f->stepped(error);
-        f->turn();
-      }
-    }
+    if (!encoding.empty()) encode_round(bd, rotation, encoding);
     std::vector<Flight*> batch;
     for (const auto& f : flights)
       if (f->state() == Flight::State::kDenoise) batch.push_back(f.get());

@@ -1,6 +1,7 @@
 #include "model/synthetic.h"
 
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -76,18 +77,50 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
   return plan;
 }
 
-ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile) {
+namespace {
+
+constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
+
+// The packed format of a tensor of `kind` under `profile`; kBF16 where it stays unpacked.
+DType synthetic_format(const std::string& profile, SyntheticTensor::Kind kind) {
   DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4",
            "unknown synthetic weight profile '{}': expected bf16, q4, fp8 or nvfp4", profile);
-  const bool packed = profile != "bf16";
-  const DType experts_fmt = profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
+  if (profile == "bf16" || kind == SyntheticTensor::Kind::kPlain) return DType::kBF16;
+  if (kind == SyntheticTensor::Kind::kSelfCondLinear) return DType::kQ8;
+  return profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
+}
+
+}  // namespace
+
+std::optional<std::string> synthetic_profile(const std::string& model) {
+  if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
+  const std::string rest = model.substr(kSynthetic.size());
+  if (rest.empty()) return "bf16";
+  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4",
+           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4]", model, kSynthetic);
+  return rest.substr(1);
+}
+
+size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes) {
+  size_t bytes = 0;
+  for (const SyntheticTensor& t : synthetic_plan(cfg, 1)) {
+    Tensor x;
+    x.dtype = synthetic_format(profile, t.kind);
+    x.shape = t.shape;
+    bytes += x.dtype == DType::kBF16 ? static_cast<size_t>(t.shape.numel()) * static_cast<size_t>(act_bytes)
+                                     : x.nbytes();
+  }
+  return bytes;
+}
+
+ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile) {
+  synthetic_format(profile, SyntheticTensor::Kind::kPlain);  // checks the name
   SyntheticFill& fill = synthetic_fill(be);
   std::map<std::string, Tensor> made;
   for (const SyntheticTensor& t : synthetic_plan(cfg, seed)) {
     Tensor x;
-    if (packed && t.kind != SyntheticTensor::Kind::kPlain) {
-      x = fill.synthetic_packed(t.kind == SyntheticTensor::Kind::kExperts ? experts_fmt : DType::kQ8, t.shape,
-                                t.seed, t.scale);
+    if (const DType fmt = synthetic_format(profile, t.kind); fmt != DType::kBF16) {
+      x = fill.synthetic_packed(fmt, t.shape, t.seed, t.scale);
     } else {
       x = be.alloc(t.shape);
       fill.fill_uniform(x, t.seed, t.scale, t.offset);

@@ -19,6 +19,10 @@ namespace dg {
 // `layers` > 0 keeps the first that many layers (the last kept layer is made full, as the reference requires).
 ModelConfig diffusiongemma_26b_config(int layers = 0);
 
+// "synthetic:26b-a4b[:PROFILE]" -> PROFILE (bf16 when absent); nullopt for anything else (a directory). Throws
+// dg::Error for an unknown profile.
+std::optional<std::string> synthetic_profile(const std::string& model);
+
 // One tensor of the synthetic model: its checkpoint name, shape and recipe (element i is synthetic_uniform(seed, i,
 // scale, offset), src/ops/elementwise/synthetic_uniform.h); `kind` marks what the packed profiles store packed.
 struct SyntheticTensor {
@@ -39,6 +43,9 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
 // `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,
 // finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them.
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16");
+// The bytes synthetic_weights makes on a backend whose activations take `act_bytes` per element (packed tensors as
+// their planes).
+size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes);
 
 // The model a benchmark or diagnostic runs on: the checkpoint in `dir` when given, else the 26B-A4B shape (its
 // first `layers` layers when > 0) with synthetic weights of `profile` from `seed`; on backend `backend` (default

@@ -204,6 +204,19 @@ ModelWeights assemble_weights(const ModelConfig& cfg, const std::function<Tensor
   return w;
 }
 
+size_t weight_bytes(const ModelWeights& w, int plain_bytes) {
+  const auto bytes = [plain_bytes](const Tensor& t) {
+    if (t.empty()) return size_t{0};
+    if (dtype_is_packed(t.dtype) || plain_bytes == 0) return t.nbytes();
+    return static_cast<size_t>(t.numel()) * static_cast<size_t>(plain_bytes);
+  };
+  size_t n = 0;
+  for (const auto& f : kModelWeightFields) n += bytes(w.*f.member);
+  for (const LayerWeights& l : w.layers)
+    for (const auto& f : kLayerWeightFields) n += bytes(l.*f.member);
+  return n;
+}
+
 ModelWeights upload_weights(const ModelWeights& host, Backend& be) {
   for (const auto& f : kModelWeightFields) be.check_weight(host.*f.member, f.use, f.what);
   for (size_t l = 0; l < host.layers.size(); ++l)

@@ -58,6 +58,10 @@ struct WeightField {
 extern const WeightField<LayerWeights> kLayerWeightFields[21];
 extern const WeightField<ModelWeights> kModelWeightFields[6];
 
+// Bytes the weights take on a backend that holds an unpacked weight in `plain_bytes` per element (0: as stored);
+// packed formats stay as they are.
+size_t weight_bytes(const ModelWeights& w, int plain_bytes);
+
 // The weights as `be` reads them: every field checked (Backend::check_weight, before the first is copied), uploaded,
 // and the groups that share an input placed side by side.
 ModelWeights upload_weights(const ModelWeights& host, Backend& be);

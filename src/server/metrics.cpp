@@ -69,6 +69,8 @@ std::string prometheus_text(const HttpStats& http, const WorkerStats& w, const Q
   single(out, "diffgemma_max_batch", "gauge", "jobs the worker may denoise together", q.max_batch);
   histogram(out, "diffgemma_step_seconds", "wall time of one denoise step", w.step_seconds);
   histogram(out, "diffgemma_batch_occupancy", "jobs denoised together in one step", w.batch_occupancy);
+  histogram(out, "diffgemma_prefill_prompts", "prompts encoded together in one encoder pass", w.prefill_prompts);
+  histogram(out, "diffgemma_prefill_tokens", "prompt tokens in one encoder pass", w.prefill_tokens);
   return out;
 }
 

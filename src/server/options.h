@@ -18,9 +18,10 @@ struct ServerOptions {
   std::vector<std::string> api_keys;
   bool prefix_reuse = true;        // false: no request reuses another's KV cache (every prompt is encoded whole)
   int64_t context = 8192;          // prompt + answer tokens one request may use
-  int max_batch = 1;               // jobs denoised together in one batched forward (capped by slots)
-  int slots = 4;                   // resident sessions (KV caches) for prefix reuse
-  int64_t prefill_per_step = 1024;  // batched worker: prompt tokens a job encodes between two batched steps
+  int max_batch = 0;               // jobs denoised together in one batched forward (0: as many as memory allows)
+  int slots = 0;                   // resident sessions (KV caches) for prefix reuse (0: the batch, at least 4)
+  double memory_gib = 0;           // memory the streams may fill (0: what the backend reports free)
+  int64_t prefill_per_step = 4096;  // batched worker: prompt tokens encoded per round, the waiting prompts together
   size_t max_queue = 64;           // waiting requests beyond which new ones get 429
   double timeout_s = 600;          // per request, from arrival to the last event
   int max_steps = 128;             // denoising steps per block one request may ask for (then 400)

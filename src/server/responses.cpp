@@ -352,14 +352,14 @@ std::string ResponsesStream::encode(const JobEvent& e) {
       out += event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}});
       return out;
     }
-    case JobEvent::Kind::kError: return error(e.status, e.text);
+    case JobEvent::Kind::kError: return error(e.status, e.text, e.code);
   }
   return {};
 }
 
-std::string ResponsesStream::error(int status, const std::string& message) {
+std::string ResponsesStream::error(int status, const std::string& message, const std::string& code_given) {
   finished_ = true;
-  const std::string code = error_code_of(status);
+  const std::string code = code_given.empty() ? error_code_of(status) : code_given;
   const Json err = {{"code", code.empty() ? Json(nullptr) : Json(code)}, {"message", message},
                     {"type", error_type_of(status)}};
   std::string out = close();

@@ -45,7 +45,7 @@ class ResponsesStream final : public StreamEncoder {
       : meta_(std::move(meta)), request_(std::move(request)), first_(std::move(first)) {}
   std::string start() override;  // response.created, response.in_progress
   std::string encode(const JobEvent& e) override;
-  std::string error(int status, const std::string& message) override;  // response.failed
+  std::string error(int status, const std::string& message, const std::string& code = "") override;  // response.failed
   bool finished() const override { return finished_; }
 
  private:

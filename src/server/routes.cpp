@@ -239,7 +239,7 @@ void Server::wait_for_answer(const HttpRequest& req, HttpResponse& res, const st
       return;
     }
     if (e && e->kind == JobEvent::Kind::kError) {
-      reply_error(res, e->status, e->text);  // the same code as the stream's error event (error_code_of)
+      reply_error(res, e->status, e->text, e->code);  // the same code as the stream's error event
       res.hang_up = e->status == 499;
       return;
     }

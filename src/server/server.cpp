@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/registry.h"
 #include "core/error.h"
 
 namespace dg::server {
@@ -23,17 +24,46 @@ std::string open_oplog_path(const std::string& dir) {
   return (std::filesystem::path(dir) / fmt::format("ops-{}-{}.jsonl", std::time(nullptr), ::getpid())).string();
 }
 
+// The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
+MemoryPlan plan_server_memory(const Engine& engine, const ServerOptions& opt) {
+  const MemoryInfo m = opt.memory_gib > 0 ? given_memory(opt.memory_gib) : engine.backend().memory_info();
+  return plan_memory(engine.config(), memory_request(engine.options(), engine.backend().precision(), opt), m);
+}
+
 }  // namespace
 
+MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision, const ServerOptions& opt) {
+  DG_CHECK(opt.max_batch >= 0, "--max-batch must be at least 1, or 0 for what fits (got {})", opt.max_batch);
+  DG_CHECK(opt.slots >= 0, "--slots must be at least 1, or 0 for as many as the batch (got {})", opt.slots);
+  DG_CHECK(opt.memory_gib >= 0, "--memory must be positive, or 0 for what the backend reports (got {})",
+           opt.memory_gib);
+  const BackendEntry& be = backend_entry(eo.backend);
+  MemoryRequest r;
+  r.context = eo.context;
+  r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as Engine::open_session
+  r.prefill_rows = std::max(eo.prefill_chunk, opt.prefill_per_step);  // a prompt encode: serial, or a round's
+  r.bytes = be.bytes(precision);
+  r.max_batch = opt.max_batch;
+  r.slots = opt.slots;
+  r.cap = be.batch_cap;
+  return r;
+}
+
+MemoryInfo given_memory(double gib) {
+  const auto b = static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30));
+  return MemoryInfo{b, b};
+}
+
 Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
-    : engine_(engine), opt_(std::move(opt)), log_(std::move(log)),
+    : engine_(engine), opt_(std::move(opt)), plan_(plan_server_memory(engine, opt_)), log_(std::move(log)),
       chat_tokens_(ChatTokens::from(engine.tokenizer())),
       wire_{engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract),
             engine.default_sampler(SamplerProfile::kReference), opt_.context, opt_.allow_special_literals,
             chat_json_vocab(engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract).stop_ids)},
-      worker_stats_(opt_.max_batch), queue_(opt_.max_queue) {
+      worker_stats_(plan_.max_batch), queue_(opt_.max_queue) {
   DG_CHECK(opt_.context > 0, "--ctx must be positive (got {})", opt_.context);
-  DG_CHECK(opt_.max_batch >= 1, "--max-batch must be at least 1 (got {})", opt_.max_batch);
+  opt_.max_batch = plan_.max_batch;
+  opt_.slots = plan_.slots;
   DG_CHECK(opt_.prefill_per_step >= 1, "--prefill-per-step must be at least 1 (got {})", opt_.prefill_per_step);
   DG_CHECK(opt_.max_queue >= 1, "--max-queue must be at least 1");
   DG_CHECK(opt_.timeout_s > 0, "--timeout must be positive");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dg/engine.h"
+#include "engine/memory_plan.h"
 #include "engine/oplog.h"
 #include "engine/scheduler.h"
 #include "engine/stats.h"
@@ -22,6 +23,12 @@
 #include "server/wire_response.h"
 
 namespace dg::server {
+
+// What the server's memory plan is asked (docs/SERVER.md, "Memory per stream"): the engine's context, ring slack
+// and prefill chunk, the storage sizes of its backend at `precision`, the batch and slots asked for. Throws
+// dg::Error for negative options.
+MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision, const ServerOptions& opt);
+MemoryInfo given_memory(double gib);  // --memory GIB: that much free, of as much in all
 
 class Server {
  public:
@@ -36,6 +43,8 @@ class Server {
   void run();   // starts the worker and serves until stop()
   void stop();  // from any thread: queued and running jobs are answered 503, streams end, run() returns
   std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }
+  // The batch and the slots the server chose (or was given) and the memory behind them.
+  const MemoryPlan& memory_plan() const { return plan_; }
 
  private:
   HttpHandlers handlers();
@@ -63,6 +72,7 @@ class Server {
 
   const Engine& engine_;
   ServerOptions opt_;
+  MemoryPlan plan_;
   Log log_;
   ChatTokens chat_tokens_;
   WireContext wire_;

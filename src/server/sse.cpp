@@ -13,9 +13,9 @@ std::string SseEncoder::start() {
   return sse_data(c);
 }
 
-std::string SseEncoder::error(int status, const std::string& message) {
+std::string SseEncoder::error(int status, const std::string& message, const std::string& code) {
   finished_ = true;
-  return sse_data(error_body(message, error_type_of(status), error_code_of(status)));
+  return sse_data(error_body(message, error_type_of(status), code.empty() ? error_code_of(status) : code));
 }
 
 std::string SseEncoder::encode(const JobEvent& e) {
@@ -46,7 +46,7 @@ std::string SseEncoder::encode(const JobEvent& e) {
       if (include_usage_) out += sse_data(chat_ ? chat_usage_chunk(meta_, e.usage) : text_usage_chunk(meta_, e.usage));
       return out + kSseDone;
     }
-    case JobEvent::Kind::kError: return error(e.status, e.text);
+    case JobEvent::Kind::kError: return error(e.status, e.text, e.code);
   }
   return {};
 }

@@ -19,7 +19,8 @@ class StreamEncoder {
   virtual ~StreamEncoder() = default;
   virtual std::string start() = 0;                    // the first bytes, before the worker takes the job
   virtual std::string encode(const JobEvent& e) = 0;  // "" when the event has nothing for the client
-  virtual std::string error(int status, const std::string& message) = 0;  // a terminal error event
+  // A terminal error event; `code` "" for the status's own (error_code_of).
+  virtual std::string error(int status, const std::string& message, const std::string& code = "") = 0;
   virtual bool finished() const = 0;
 };
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
@@ -33,7 +34,7 @@ class SseEncoder final : public StreamEncoder {
 
   std::string start() override;  // the first bytes: the role chunk (chat) or nothing (completions)
   std::string encode(const JobEvent& e) override;
-  std::string error(int status, const std::string& message) override;
+  std::string error(int status, const std::string& message, const std::string& code = "") override;
   bool finished() const override { return finished_; }
 
  private:

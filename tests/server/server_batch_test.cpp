@@ -1,24 +1,28 @@
-// The batched worker (--max-batch > 1) on the embedded model: concurrent requests are denoised together (the
-// batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial worker gives;
-// a client that hangs up leaves the batch while the others finish unchanged; stopping answers everything.
+// The batched worker (--max-batch > 1, the default) on the embedded model: concurrent requests are denoised
+// together (the batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial
+// worker (--max-batch 1) gives; a client that hangs up leaves the batch while the others finish unchanged; stopping
+// answers everything; a batch that does not fit the memory is refused at start.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <future>
 
 #include "engine/oplog.h"
+#include "support/expect_error.h"
 #include "server_test_util.h"
 #include "support/paths.h"
 
 namespace dg::test {
 namespace {
 
-// Long answers without the confident stop (the threshold is out of reach), so the requests overlap.
+// Long answers without the confident stop (the threshold is out of reach), so the requests overlap. The fourth
+// runs the reference sampler: categorical draws, made inside the batched step.
 json long_request(size_t i, const json& extra = json::object()) {
   static const char* users[] = {"Count from 1 to 40.", "Name some colours.", "Tell me about cats.",
                                 "Write a poem about the sea."};
   json r = chat_request(users[i % 4], {{"max_tokens", 96}, {"steps", 4}, {"confidence_threshold", 1e-30},
                                        {"seed", 10 + static_cast<int>(i)}});
+  if (i % 4 == 3) r["sampler"] = "reference";
   for (auto it = extra.begin(); it != extra.end(); ++it) r[it.key()] = it.value();
   return r;
 }
@@ -30,17 +34,30 @@ std::string content(const httplib::Result& r) {
   return json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>();
 }
 
-TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherAndAnswerAsAlone) {
+server::ServerOptions serial() {
+  server::ServerOptions o;
+  o.max_batch = 1;
+  return o;
+}
+
+// The default: as many as fit in memory, capped (on the CPU at 8), with as many sessions.
+TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherByDefaultAndAnswerAsAlone) {
   constexpr size_t kN = 4;
   std::vector<std::string> alone;
   {
-    TestServer s;
+    TestServer s(serial());
+    EXPECT_EQ(s.srv->memory_plan().max_batch, 1);
+    EXPECT_EQ(s.metric("diffgemma_max_batch"), 1);
     for (size_t i = 0; i < kN; ++i) alone.push_back(content(s.post("/v1/chat/completions", long_request(i))));
+    EXPECT_EQ(s.metric("diffgemma_batch_occupancy_sum"), s.metric("diffgemma_batch_occupancy_count"))
+        << "the serial worker denoises one job per step";
   }
-  server::ServerOptions o;
-  o.max_batch = 4;
-  o.slots = 4;
-  TestServer s(o);
+  TestServer s;
+  const MemoryPlan& plan = s.srv->memory_plan();
+  EXPECT_EQ(plan.max_batch, 8) << plan.why;
+  EXPECT_EQ(plan.slots, 8);
+  EXPECT_EQ(s.metric("diffgemma_max_batch"), 8);
+  EXPECT_EQ(s.metric("diffgemma_session_slots"), 8);
   std::vector<std::future<httplib::Result>> futures;
   for (size_t i = 0; i < kN; ++i)
     futures.push_back(std::async(std::launch::async, [&s, i] { return s.post("/v1/chat/completions", long_request(i)); }));
@@ -56,7 +73,7 @@ TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherAndAnswerAsAlone) {
 TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {
   std::string want;
   {
-    TestServer s;
+    TestServer s(serial());
     want = content(s.post("/v1/chat/completions", long_request(1)));
   }
   server::ServerOptions o;
@@ -183,6 +200,14 @@ TEST(ServerBatch, StoppingTheServerAnswersEveryJobInFlightAndQueued) {
   auto rq = queued.get();
   ASSERT_TRUE(rq);
   EXPECT_EQ(rq->status, 503) << rq->body;
+}
+
+// An explicit batch beyond the memory (--memory 0.01 GiB) is an error naming the numbers, before anything runs.
+TEST(ServerBatch, ABatchThatDoesNotFitIsRefusedAtStart) {
+  server::ServerOptions o;
+  o.max_batch = 64;
+  o.memory_gib = 0.01;
+  DG_EXPECT_ERROR(TestServer s(o), "--max-batch 64 with 64 slots needs", "KV caches of", "0 fit");
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ class CpuBackend final : public Backend, public SyntheticFill {
 
   Tensor alloc(Shape s) override { return host_tensor(DType::kF32, s); }
   Tensor alloc_f32(Shape s) override { return host_tensor(DType::kF32, s); }
+  Tensor alloc_tempered(Shape s) override { return host_tensor(tempered_dtype(), s); }
   Tensor upload(const Tensor& host) override { return host; }
   Tensor ids(std::span<const int32_t> ids) override {
     Tensor t = host_tensor(DType::kI32, Shape{static_cast<int64_t>(ids.size())});
@@ -155,12 +156,18 @@ class CpuBackend final : public Backend, public SyntheticFill {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
   }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
-    soft_embed_cpu(sc_logits.f32(), rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
+    soft_embed_cpu(sc_logits.data, sc_logits.dtype, rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
                    sparse_cutoff, out.f32());
   }
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {
-    row_stats_cpu(logits.f32(), rows_of(logits), cols_of(logits), temperature, tempered.f32(), host_stats);
-    round_all(tempered);  // the reference stores the tempered logits in the model dtype for self-conditioning
+    // The reference stores the tempered logits in the model dtype for self-conditioning: rounded f32 values, or
+    // the 16-bit values themselves (alloc_tempered).
+    DG_CHECK(tempered.dtype == DType::kF32 || tempered.dtype == tempered_dtype(),
+             "row_stats: tempered logits stored as {} under {} activations", dtype_name(tempered.dtype),
+             storage_name(p_.act));
+    row_stats_cpu(logits.f32(), rows_of(logits), cols_of(logits), temperature, tempered.data, tempered.dtype,
+                  host_stats);
+    if (tempered.dtype == DType::kF32) round_all(tempered);
   }
   std::unique_ptr<Decider> make_decider() override { return std::make_unique<CpuDecider>(*this); }
   void configure_kv(KvOptions& o, int64_t context) override {
@@ -187,6 +194,10 @@ class CpuBackend final : public Backend, public SyntheticFill {
   }
 
  private:
+  // The tempered logits in 16 bits where the activations are rounded to 16 bits (exact), else f32.
+  DType tempered_dtype() const {
+    return p_.act == Storage::kBF16 ? DType::kBF16 : p_.act == Storage::kF16 ? DType::kF16 : DType::kF32;
+  }
   void round_all(Tensor& t) const {
     if (p_.act == Storage::kF32) return;
     for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = round_to(p_.act, t.f32()[i]);

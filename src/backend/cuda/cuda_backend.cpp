@@ -523,6 +523,19 @@ class CudaBackend final : public Backend, public SyntheticFill {
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
     return static_cast<size_t>(high);
   }
+  // The driver's free memory plus what the stream-ordered pool holds without using (freed buffers it keeps).
+  MemoryInfo memory_info() const override {
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    cudaMemPool_t pool;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetDefaultMemPool(&pool, dev);
+    uint64_t reserved = 0, used = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
+    return MemoryInfo{free + static_cast<size_t>(reserved > used ? reserved - used : 0), total};
+  }
 
  private:
   CublasCtx blas_ctx() {

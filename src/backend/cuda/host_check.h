@@ -1,5 +1,5 @@
 // Host-side checks of the CUDA backend's launchers: a failed CUDA call, op Status or cuBLAS call becomes a
-// dg::Error naming what failed.
+// dg::Error naming what failed (dg::OutOfMemory for an allocation the device could not serve).
 #pragma once
 
 #include <cublas_v2.h>
@@ -11,6 +11,7 @@
 namespace dg::cuda_host {
 
 inline void check(cudaError_t e, const char* what) {
+  if (e == cudaErrorMemoryAllocation) throw OutOfMemory(fmt::format("CUDA error in {}: {}", what, cudaGetErrorString(e)));
   if (e != cudaSuccess) fail("CUDA error in {}: {}", what, cudaGetErrorString(e));
 }
 inline void check(const Status& s) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace dg {
 
 struct RowStats {
@@ -16,6 +18,9 @@ struct RowStats {
 
 // raw: [rows, vocab] f32; writes the tempered logits to `tempered` (may alias raw) when it is not null.
 void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperature, float* tempered, RowStats* out);
+// The same with the tempered logits stored as `tempered_dtype` (f32, or bf16 / f16 rounded to nearest even).
+void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered,
+                   DType tempered_dtype, RowStats* out);
 
 // Inverse-CDF draw from softmax(tempered row): the first index whose running f64 sum exceeds u (the last
 // index with nonzero probability when rounding leaves u above the total).

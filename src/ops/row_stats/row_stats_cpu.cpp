@@ -3,20 +3,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace dg {
 
 void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperature, float* tempered, RowStats* out) {
+  row_stats_cpu(raw, rows, vocab, temperature, tempered, DType::kF32, out);
+}
+
+void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered,
+                   DType tempered_dtype, RowStats* out) {
+  DG_CHECK(tempered == nullptr || tempered_dtype == DType::kF32 || tempered_dtype == DType::kBF16 ||
+               tempered_dtype == DType::kF16,
+           "row_stats: tempered logits cannot be stored as {}", dtype_name(tempered_dtype));
   parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = raw + r * vocab;
-      float* t = tempered != nullptr ? tempered + r * vocab : nullptr;
+      const size_t at = static_cast<size_t>(r * vocab);
+      float* t32 = tempered != nullptr && tempered_dtype == DType::kF32 ? static_cast<float*>(tempered) + at : nullptr;
+      uint16_t* t16 = tempered != nullptr && tempered_dtype != DType::kF32 ? static_cast<uint16_t*>(tempered) + at
+                                                                            : nullptr;
+      const bool bf16 = tempered_dtype == DType::kBF16;
       float mx = -INFINITY;
       int32_t am = 0;
       for (int64_t v = 0; v < vocab; ++v) {
         const float y = x[v] / temperature;
-        if (t != nullptr) t[v] = y;
+        if (t32 != nullptr) t32[v] = y;
+        if (t16 != nullptr) t16[v] = bf16 ? f32_to_bf16(y) : f32_to_f16(y);
         if (y > mx) {
           mx = y;
           am = static_cast<int32_t>(v);

@@ -12,10 +12,10 @@
 
 namespace dg {
 
-// sc_logits: [rows, vocab] f32 (already processed logits); embed: [vocab, hidden]; out: [rows, hidden].
-// sparse_cutoff == 0 selects the exact path.
-void soft_embed_cpu(const float* sc_logits, int64_t rows, const Tensor& embed, float scale, Storage act,
-                    float sparse_cutoff, float* out);
+// sc_logits: [rows, vocab] of `sc_dtype` (f32, bf16 or f16; already processed logits); embed: [vocab, hidden];
+// out: [rows, hidden] f32. sparse_cutoff == 0 selects the exact path.
+void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const Tensor& embed, float scale,
+                    Storage act, float sparse_cutoff, float* out);
 
 }  // namespace dg
 

@@ -8,15 +8,22 @@
 
 namespace dg {
 
-void soft_embed_cpu(const float* sc_logits, int64_t rows, const Tensor& embed, float scale, Storage act,
-                    float sparse_cutoff, float* out) {
+void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const Tensor& embed, float scale,
+                    Storage act, float sparse_cutoff, float* out) {
   const int64_t vocab = embed.shape[0], hidden = embed.shape[1];
+  const size_t esz_sc = dtype_size(sc_dtype);
   // Probabilities per row (f32 softmax, then the activation storage rounding), with survivor lists when sparse.
   std::vector<float> p(static_cast<size_t>(rows * vocab));
   std::vector<std::vector<int32_t>> keep(static_cast<size_t>(rows));
   parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(sc_dtype == DType::kF32 ? 0 : static_cast<size_t>(vocab));
     for (int64_t r = r0; r < r1; ++r) {
-      const float* x = sc_logits + r * vocab;
+      const void* src = static_cast<const uint8_t*>(sc_logits) + static_cast<size_t>(r * vocab) * esz_sc;
+      const float* x = static_cast<const float*>(src);
+      if (sc_dtype != DType::kF32) {
+        convert_to_f32(src, sc_dtype, static_cast<size_t>(vocab), row.data());
+        x = row.data();
+      }
       float* pr = p.data() + r * vocab;
       const float mx = *std::max_element(x, x + vocab);
       double sum = 0.0;
