@@ -67,8 +67,9 @@ void run_serve(ServeCliOptions& o) {
   };
   server::Server srv(*engine, o.server, log);
   const int port = srv.bind();
-  fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{})\n",
+  fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{}{})\n",
              o.server.host, port, o.model.model, o.server.context, o.server.slots, o.server.max_queue,
+             eo.attention_topk.on() ? ", attention top-k " + attn_topk_name(eo.attention_topk) : "",
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);

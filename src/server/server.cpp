@@ -66,6 +66,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
                    {"backend", eo.backend},
                    {"precision", std::string(storage_name(eo.precision.act))},
                    {"kv_precision", std::string(storage_name(eo.precision.kv))},
+                   {"attention_topk", attn_topk_name(eo.attention_topk)},
                    {"context", eo.context},
                    {"slots", wo.slots},
                    {"ring_slack", wo.session.ring_slack}});
