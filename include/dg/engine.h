@@ -32,6 +32,7 @@ struct EngineOptions {
   bool verify = false;           // check a .dgq pack's per-tensor checksums before use (model/integrity.h)
   bool graphs = true;            // CUDA: denoise steps replay captured graphs (Model::set_graphs)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act): auto | bf16 | fp8
+  AttnTopk attention_topk;          // full layers' top-k sparse attention (Model::set_attention_topk); off: dense
 };
 
 class Engine {

@@ -22,6 +22,14 @@ void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up
   gelu_mul(out, u, out);  // elementwise: in place
 }
 
+void Backend::attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
+                             const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                             int64_t window, const AttnTopk& topk, Tensor& out) {
+  DG_CHECK(!topk.on(), "the {} backend has no top-k attention (attention top-k {}); use off", name(),
+           attn_topk_name(topk));
+  attention(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, out);
+}
+
 void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out) {
   DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());

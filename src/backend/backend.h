@@ -16,6 +16,7 @@
 #include "backend/kv_layer.h"
 #include "core/host_memory.h"
 #include "core/tensor.h"
+#include "ops/attention/attention_topk.h"
 #include "ops/decide/decide.h"
 #include "ops/moe/moe.h"
 #include "ops/row_stats/row_stats.h"
@@ -100,6 +101,12 @@ class Backend {
   virtual void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                          const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
                          int64_t window, Tensor& out) = 0;
+  // Top-k sparse attention (src/ops/attention/attention_topk.h): attention() where each (query row, head) keeps
+  // only topk.keep(visible) of the keys it sees. The default runs attention() for topk off and refuses otherwise,
+  // naming the backend.
+  virtual void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from,
+                              int64_t cache_to, const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0,
+                              bool causal, int64_t window, const AttnTopk& topk, Tensor& out);
   // Stores K/V rows [n, n_kv, D] for positions pos0.. in a cache layer (KvCache::prepare_write made room).
   virtual void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) = 0;
 

@@ -26,6 +26,7 @@ struct ModelOptions {
   bool verify = false;
   bool graphs = true;
   std::string expert_act = "auto";
+  std::string attention_topk = "off";  // off | dyn | K (attn_topk_from_name)
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);

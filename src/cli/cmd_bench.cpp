@@ -41,6 +41,7 @@ struct BenchOptions {
   int64_t prefill_chunk = 4096;
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
+  std::string attention_topk = "off";  // full layers' top-k sparse attention (Model::set_attention_topk)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
@@ -180,6 +181,7 @@ void run_bench(const BenchOptions& o) {
   Model model(cfg, bm.w, *be);
   model.set_prefill_chunk(o.prefill_chunk);
   model.set_graphs(o.graphs);
+  model.set_attention_topk(attn_topk_from_name(o.attention_topk, "--attention-topk"));
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
   for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
@@ -193,6 +195,7 @@ void run_bench(const BenchOptions& o) {
                    {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
+                   {"attention_topk", attn_topk_name(model.attention_topk())},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
@@ -335,6 +338,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
+  cmd->add_option("--attention-topk", o->attention_topk, attention_topk_help())
+      ->check(attention_topk_value())
       ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");

@@ -1,6 +1,6 @@
 // `diffgemma replay OPLOG`: re-executes a server op-log (`serve --log-dir`) and reports the first divergence:
 // a sync that reused or encoded a different number of tokens, a committed token, a finish, a cache fingerprint.
-// The model, backend and precisions come from the log's open record unless given.
+// The model, backend, precisions and attention top-k come from the log's open record unless given.
 #include <fstream>
 
 #include <fmt/format.h>
@@ -35,6 +35,8 @@ int run_replay(ReplayCliOptions& o) {
   if (o.cmd->count("--backend") == 0) o.model.backend = open.value("backend", o.model.backend);
   if (o.cmd->count("--precision") == 0) o.model.precision = open.value("precision", o.model.precision);
   if (o.cmd->count("--kv-precision") == 0) o.model.kv_precision = open.value("kv_precision", o.model.kv_precision);
+  // A log from before the option ran dense attention.
+  if (o.cmd->count("--attention-topk") == 0) o.model.attention_topk = open.value("attention_topk", std::string("off"));
   EngineOptions eo = engine_options(o.model);
   eo.context = open.value("context", eo.context);
   const auto engine = Engine::open(eo);

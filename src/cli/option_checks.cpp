@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/cpus.h"
+#include "core/error.h"
+#include "ops/attention/attention_topk.h"
 
 namespace dg::cli {
 namespace {
@@ -74,6 +76,26 @@ CLI::Validator positive_int_list() {
         return n > 0 ? std::string() : fmt::format("'{}' is not {}", s, desc);
       },
       desc);
+}
+
+CLI::Validator attention_topk_value() {
+  const char* desc = "off, dyn or a number of keys from 1 to 4096";
+  return CLI::Validator(
+      [desc](std::string& s) -> std::string {
+        try {
+          attn_topk_from_name(s, "--attention-topk");
+        } catch (const Error&) {
+          return fmt::format("'{}' is not {}", s, desc);
+        }
+        return {};
+      },
+      desc);
+}
+
+const char* attention_topk_help() {
+  return "full-attention layers keep only each query row's top-k scoring keys, in prefill and denoise alike: off "
+         "(dense attention) | dyn (k = clamp(visible keys / 128, 64, 512)) | K (a fixed k, 1..4096); changes "
+         "results (docs/ARCHITECTURE.md, \"Top-k attention\")";
 }
 
 CLI::Validator switch_value() {

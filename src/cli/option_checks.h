@@ -16,6 +16,9 @@ CLI::Validator positive_finite();         // a finite number > 0
 CLI::Validator non_negative_finite();     // a finite number >= 0
 CLI::Validator unit_interval();           // a finite number in [0, 1]
 CLI::Validator positive_int_list();       // comma-separated integers >= 1 ("512,4096"), at least one
+CLI::Validator attention_topk_value();    // off | dyn | K in 1..4096 (attn_topk_from_name)
+// --attention-topk's help text (ask, chat, serve, replay, smoketest and bench share it).
+const char* attention_topk_help();
 // A switch (add_flag): bare, or given a boolean (--graphs=false, --no-graphs=on); a count such as --no-graphs=2
 // means nothing for a switch.
 CLI::Validator switch_value();

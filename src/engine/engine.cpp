@@ -47,6 +47,7 @@ Engine::Engine(Checkpoint ck, const EngineOptions& opt) : ck_(std::move(ck)), op
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);
   model_->set_graphs(opt.graphs);
+  model_->set_attention_topk(opt.attention_topk);
 }
 
 const Tokenizer& Engine::tokenizer() const {

@@ -71,6 +71,7 @@ Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool
           {"backend", eo.backend},
           {"precision", std::string(storage_name(eo.precision.act))},
           {"kv_precision", std::string(storage_name(eo.precision.kv))},
+          {"attention_topk", attn_topk_name(eo.attention_topk)},
           {"context", eo.context},
           {"slots", slots},
           {"ring_slack", ring_slack}};

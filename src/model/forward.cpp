@@ -125,9 +125,14 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
     Tensor o_part = row_slice(o, sg.row0, sg.rows);
     be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-    be_.attention(q_part, sg.pos0, kv.layer(l), cache_from, len, row_slice(kn, sg.row0, sg.rows),
-                  row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, spec.sliding && causal ? cfg_.window : 0,
-                  o_part);
+    const Tensor k_rows = row_slice(kn, sg.row0, sg.rows), v_rows = row_slice(vn, sg.row0, sg.rows);
+    const int64_t window = spec.sliding && causal ? cfg_.window : 0;
+    // Full layers may keep only each row's top-k keys (set_attention_topk); sliding layers always run dense.
+    if (!spec.sliding && attn_topk_.on())
+      be_.attention_topk(q_part, sg.pos0, kv.layer(l), cache_from, len, k_rows, v_rows, sg.pos0, causal, window,
+                         attn_topk_, o_part);
+    else
+      be_.attention(q_part, sg.pos0, kv.layer(l), cache_from, len, k_rows, v_rows, sg.pos0, causal, window, o_part);
     be_.stage("attention");
   }
   kv_write();
@@ -181,6 +186,12 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   }
   emit(trace, p + "out", out);
   return out;
+}
+
+void Model::set_attention_topk(const AttnTopk& topk) {
+  DG_CHECK(topk.mode != AttnTopk::Mode::kFixed || (topk.k >= 1 && topk.k <= kAttnTopkMax),
+           "attention top-k: k must be from 1 to {} (got {})", kAttnTopkMax, topk.k);
+  attn_topk_ = topk;
 }
 
 void Model::set_prefill_chunk(int64_t tokens) {

@@ -73,6 +73,10 @@ class Model {
   // of every ModelDenoiser (ask, chat, serve, bench); --no-graphs turns it off.
   void set_graphs(bool on) { graphs_ = on; }
   bool graphs() const { return graphs_; }
+  // Top-k sparse attention on the full-attention layers, prefill and denoise alike (src/ops/attention/
+  // attention_topk.h; --attention-topk); off (dense) by default. Sliding layers are never affected.
+  void set_attention_topk(const AttnTopk& topk);
+  const AttnTopk& attention_topk() const { return attn_topk_; }
 
   // Denoise forward for a canvas at positions kv.len()...; writes softcapped logits [canvas, vocab] (f32).
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, const ScInput& sc, Tensor& logits,
@@ -126,6 +130,7 @@ class Model {
   std::vector<std::vector<float>> inv_freq_;  // per layer, [head_dim / 2]
   int64_t prefill_chunk_ = 4096;
   bool graphs_ = true;
+  AttnTopk attn_topk_;
 };
 
 }  // namespace dg

@@ -8,6 +8,7 @@
 #include "backend/synthetic_fill.h"
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_topk.h"
 #include "ops/elementwise/synthetic_uniform.h"
 #include "ops/embed/embed.h"
 #include "ops/glu/glu.h"
@@ -121,6 +122,11 @@ class CpuBackend final : public Backend, public SyntheticFill {
   void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
                  Tensor& out) override {
+    attention_topk(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, AttnTopk{}, out);
+  }
+  void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
+                      const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
+                      const AttnTopk& topk, Tensor& out) override {
     const int64_t n_heads = q.shape[1], D = q.shape[2];
     const int64_t n_kv = k_fresh.shape[1];
     const int64_t n_cached = cache_to - cache_from;
@@ -133,8 +139,8 @@ class CpuBackend final : public Backend, public SyntheticFill {
     }
     AttnKeys cached{kc.data(), vc.data(), cache_from, n_cached};
     AttnKeys fresh{k_fresh.f32(), v_fresh.f32(), fresh_pos0, k_fresh.shape[0]};
-    attention_cpu(q.f32(), q.shape[0], q_pos0, cached, fresh, AttnShape{n_heads, n_kv, D}, causal, window, p_.act,
-                  out.f32());
+    attention_topk_cpu(q.f32(), q.shape[0], q_pos0, cached, fresh, AttnShape{n_heads, n_kv, D}, causal, window, topk,
+                       p_.act, out.f32());
   }
   void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) override {
     const int64_t n = k.shape[0];

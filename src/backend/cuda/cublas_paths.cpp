@@ -11,6 +11,26 @@ namespace {
 
 using cuda_host::check;
 
+// scores [nH, rows, S] (f32) = Q K^T for query rows [c0, c0 + rows) of q (bf16 [T, nH, D]) over gathered keys k (bf16
+// [S, nKV, D]): per KV head one strided batch over its query heads.
+void attention_scores(const CublasCtx& ctx, const uint16_t* q, const uint16_t* k, int64_t c0, int64_t rows, int64_t nH,
+                      int64_t nKV, int64_t D, int64_t S, float* scores) {
+  const float one = 1.0f, zero = 0.0f;
+  const int64_t g = nH / nKV;
+  for (int64_t h = 0; h < nKV; ++h)
+    check(cublasGemmStridedBatchedEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(S), static_cast<int>(rows),
+                                     static_cast<int>(D), &one, k + h * D, CUDA_R_16BF, static_cast<int>(nKV * D), 0,
+                                     q + (c0 * nH + h * g) * D, CUDA_R_16BF, static_cast<int>(nH * D), D, &zero,
+                                     scores + h * g * rows * S, CUDA_R_32F, static_cast<int>(S), rows * S,
+                                     static_cast<int>(g), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "attention scores");
+}
+
+// Query rows per chunk so that the f32 scores of a chunk stay under `bytes`.
+int64_t rows_per_chunk(int64_t T, int64_t nH, int64_t S, int64_t bytes) {
+  return std::max<int64_t>(1, std::min<int64_t>(T, bytes / (nH * std::max<int64_t>(S, 1) * 4)));
+}
+
 }  // namespace
 
 // Attention as GEMMs: gather the visible keys (one contiguous bf16 block), then per KV head a strided batch over
@@ -25,7 +45,7 @@ void attention_gemm_cublas(const CublasCtx& ctx, const Tensor& q, int64_t q_pos0
   const int64_t key_pos0 = n_cached > 0 ? cached.from : fresh_pos0;
   Tensor kb = ctx.alloc(DType::kBF16, Shape{S, nKV, D}), vb = ctx.alloc(DType::kBF16, Shape{S, nKV, D});
   check(attention_gather_cuda(cached, k_fresh.data, v_fresh.data, n_fresh, nKV * D, kb.data, vb.data, ctx.stream));
-  const int64_t qc = std::max<int64_t>(1, std::min<int64_t>(T, (int64_t{256} << 20) / (nH * S * 4)));
+  const int64_t qc = rows_per_chunk(T, nH, S, int64_t{256} << 20);
   const float one = 1.0f, zero = 0.0f;
   const auto* qp = static_cast<const uint16_t*>(q.data);
   auto* op = static_cast<uint16_t*>(out.data);
@@ -34,14 +54,7 @@ void attention_gemm_cublas(const CublasCtx& ctx, const Tensor& q, int64_t q_pos0
   for (int64_t c0 = 0; c0 < T; c0 += qc) {
     const int64_t rows = std::min(qc, T - c0);
     Tensor sc = ctx.alloc(DType::kF32, Shape{nH, rows, S}), pr = ctx.alloc(DType::kBF16, Shape{nH, rows, S});
-    for (int64_t h = 0; h < nKV; ++h)
-      check(cublasGemmStridedBatchedEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(S), static_cast<int>(rows),
-                                       static_cast<int>(D), &one, kp + h * D, CUDA_R_16BF,
-                                       static_cast<int>(nKV * D), 0, qp + (c0 * nH + h * g) * D, CUDA_R_16BF,
-                                       static_cast<int>(nH * D), D, &zero, sc.f32() + h * g * rows * S, CUDA_R_32F,
-                                       static_cast<int>(S), rows * S, static_cast<int>(g), CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT),
-            "attention scores");
+    attention_scores(ctx, qp, kp, c0, rows, nH, nKV, D, S, sc.f32());
     check(attention_softmax_cuda(sc.f32(), nH, rows, S, q_pos0 + c0, key_pos0, causal, window, pr.data, ctx.stream));
     const auto* pp = static_cast<const uint16_t*>(pr.data);
     for (int64_t h = 0; h < nKV; ++h)
@@ -52,6 +65,29 @@ void attention_gemm_cublas(const CublasCtx& ctx, const Tensor& q, int64_t q_pos0
                                        CUDA_R_16BF, static_cast<int>(nH * D), D, static_cast<int>(g),
                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "attention output");
+  }
+}
+
+// Top-k attention: the same gathered keys and scores, then the selection kernel (softmax and P V over each row's
+// kept keys) writes the chunk's output rows.
+void attention_topk_cublas(const CublasCtx& ctx, const Tensor& q, int64_t q_pos0, const CachedKv& cached,
+                           const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                           int64_t window, const AttnTopk& topk, Tensor& out) {
+  const int64_t T = q.shape[0], nH = q.shape[1], D = q.shape[2], nKV = k_fresh.shape[1];
+  const int64_t n_cached = cached.to - cached.from, n_fresh = k_fresh.shape[0], S = n_cached + n_fresh;
+  DG_CHECK(n_cached == 0 || n_fresh == 0 || cached.to == fresh_pos0, "attention: keys are not contiguous");
+  const int64_t key_pos0 = n_cached > 0 ? cached.from : fresh_pos0;
+  Tensor kb = ctx.alloc(DType::kBF16, Shape{S, nKV, D}), vb = ctx.alloc(DType::kBF16, Shape{S, nKV, D});
+  check(attention_gather_cuda(cached, k_fresh.data, v_fresh.data, n_fresh, nKV * D, kb.data, vb.data, ctx.stream));
+  const int64_t qc = rows_per_chunk(T, nH, S, kTopkScoreBytes);
+  const auto* qp = static_cast<const uint16_t*>(q.data);
+  auto* op = static_cast<uint16_t*>(out.data);
+  for (int64_t c0 = 0; c0 < T; c0 += qc) {
+    const int64_t rows = std::min(qc, T - c0);
+    Tensor sc = ctx.alloc(DType::kF32, Shape{nH, rows, S});
+    attention_scores(ctx, qp, static_cast<const uint16_t*>(kb.data), c0, rows, nH, nKV, D, S, sc.f32());
+    check(attention_topk_select_cuda(sc.f32(), vb.data, nH, rows, S, nKV, D, q_pos0 + c0, key_pos0, causal, window,
+                                     topk, op + c0 * nH * D, ctx.stream));
   }
 }
 

@@ -1,5 +1,6 @@
-// The cuBLAS-driven alternatives of the CUDA backend (selectable for comparison; docs/NEGATIVE.md): attention as
-// gathered-key batched GEMMs around a masked softmax, and the MoE expert products through cuBLAS's grouped GEMM.
+// The cuBLAS-driven paths of the CUDA backend: attention as gathered-key batched GEMMs around a masked softmax
+// (selectable for comparison; docs/NEGATIVE.md), top-k attention's scores, and the MoE expert products through
+// cuBLAS's grouped GEMM.
 #pragma once
 
 #include <cublas_v2.h>
@@ -11,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_topk.h"
 
 namespace dg {
 
@@ -24,6 +26,12 @@ struct CublasCtx {
 void attention_gemm_cublas(const CublasCtx& c, const Tensor& q, int64_t q_pos0, const CachedKv& cached,
                            const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
                            int64_t window, Tensor& out);
+// Top-k attention (src/ops/attention/attention_topk.h; topk on): the same gathered keys and cuBLAS scores, query rows
+// in chunks whose f32 scores stay under kTopkScoreBytes, then attention_topk_select_cuda per chunk.
+inline constexpr int64_t kTopkScoreBytes = int64_t{1} << 30;
+void attention_topk_cublas(const CublasCtx& c, const Tensor& q, int64_t q_pos0, const CachedKv& cached,
+                           const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                           int64_t window, const AttnTopk& topk, Tensor& out);
 // y[i] = x[i] W_e^T for each expert e's rows [off[e], off[e+1]) (host offsets); synchronises the stream.
 void grouped_gemm_cublas(const CublasCtx& c, const void* x, int64_t K, const void* W, int64_t N,
                          const std::vector<int32_t>& off, void* y);

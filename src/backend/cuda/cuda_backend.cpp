@@ -345,6 +345,17 @@ class CudaBackend final : public Backend, public SyntheticFill {
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
                          sh, causal, window, out.data, stream_));
   }
+  void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
+                      const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
+                      const AttnTopk& topk, Tensor& out) override {
+    if (!topk.on()) {
+      attention(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, out);
+      return;
+    }
+    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+    const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
+    attention_topk_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, topk, out);
+  }
   void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) override {
     const int64_t n = k.shape[0];
     check(kv_write_cuda(k.data, v.data, n, k.numel() / n, pos0, kv.k.data, kv.v.data, kv.cap, kv.ring, stream_));

@@ -30,6 +30,7 @@ OpRunner op_runner(const std::string& op) {
       {"soft_embed", run_soft_embed},
       {"moe", run_moe},
       {"attention", run_attention},
+      {"attention_topk", run_attention_topk},
       {"row_stats", run_row_stats},
       {"categorical", run_categorical},
       {"decide", run_decide},
@@ -41,7 +42,7 @@ OpRunner op_runner(const std::string& op) {
 std::vector<std::string> runner_ops() {
   return {"rmsnorm",    "rmsnorm_rope", "rope",       "gelu_mul",  "add",         "scale",     "fill_uniform",
           "residual_norms", "ffn_tail", "embed",      "linear",    "linears",     "gated_linear", "lm_head",
-          "soft_embed", "moe",          "attention",  "row_stats", "categorical", "decide"};
+          "soft_embed", "moe",          "attention",  "attention_topk", "row_stats", "categorical", "decide"};
 }
 
 uint64_t case_seed(const OpCase& c, uint64_t input) {

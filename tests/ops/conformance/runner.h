@@ -67,6 +67,7 @@ std::vector<Output> run_lm_head(const OpCase& c, const Side& s);
 std::vector<Output> run_soft_embed(const OpCase& c, const Side& s);
 std::vector<Output> run_moe(const OpCase& c, const Side& s);
 std::vector<Output> run_attention(const OpCase& c, const Side& s);
+std::vector<Output> run_attention_topk(const OpCase& c, const Side& s);
 std::vector<Output> run_row_stats(const OpCase& c, const Side& s);
 std::vector<Output> run_categorical(const OpCase& c, const Side& s);
 std::vector<Output> run_decide(const OpCase& c, const Side& s);
