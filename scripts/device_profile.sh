@@ -6,29 +6,35 @@
 # them into the docs/CUDA.md table) and detail-*.txt. Only gpu__time_duration is collected per kernel: it needs
 # one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
+# DG_PREBUILT=/path/of/the/tree/where/they/were/built: binaries carried from scripts/device_pack.sh, no build.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 t0=$SECONDS
 stamp() { echo "[$((SECONDS - t0)) s] $*"; }
-{
-  nvidia-smi -L
-  stamp "configure + build"
-  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
-    -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
-  cmake --build build/gpu -j"$(nproc)" --target diffgemma ${DG_EXTRA_TARGETS:-} 2>&1 | grep -E "error|FAILED"
-  stamp "built"
-} 2>&1 | tee -a "$OUT/build.txt"
-test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
+if [ -n "${DG_PREBUILT:-}" ]; then  # binaries from scripts/device_pack.sh: no build here
+  . scripts/device_prebuilt.sh
+else
+  {
+    nvidia-smi -L
+    stamp "configure + build"
+    cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+      -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DDG_DEPS_DIR="$PWD/.carry/deps" -DDG_LINE_EDITING=OFF \
+      -DDG_WERROR=OFF > /dev/null 2>&1 || { echo "configure failed"; exit 1; }
+    cmake --build build/gpu -j"$(nproc)" --target diffgemma ${DG_EXTRA_TARGETS:-} 2>&1 | grep -E "error|FAILED"
+    stamp "built"
+  } 2>&1 | tee -a "$OUT/build.txt"
+  dg=build/gpu/diffgemma
+  test -x $dg || { echo "build failed"; exit 1; }
+fi
 export DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
 ncu="ncu --profile-from-start off --graph-profiling node --cache-control none --clock-control none"
-bench="build/gpu/diffgemma bench --graphs --skip-generate"
+bench="$dg bench --graphs --skip-generate"
 metrics=gpu__time_duration.sum
 for w in ${DG_PROFILE_WEIGHTS:-bf16 fp8 q4}; do
   for c in ${DG_PROFILE_CONTEXT:-1024}; do
     stamp "ncu: denoise step, $w, context $c"
-    timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --weights "$w" --prefill "" --context "$c" \
+    timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --weights "$w" --prefill 512 --context "$c" \
       --denoise-steps 1 --profile-range denoise --label "profile-$w-$c" --out "$OUT/bench.jsonl" \
       > "$OUT/ncu-$w-$c.csv" 2> "$OUT/ncu-$w-$c.err" || echo "rc $?"
     python3 scripts/ncu_table.py "$OUT/ncu-$w-$c.csv" --top 30 || tail -n 5 "$OUT/ncu-$w-$c.err"
@@ -36,7 +42,7 @@ for w in ${DG_PROFILE_WEIGHTS:-bf16 fp8 q4}; do
 done
 if [ -n "${DG_PROFILE_PREFILL-4096}" ]; then
   stamp "ncu: prefill ${DG_PROFILE_PREFILL:-4096}"
-  timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --prefill "${DG_PROFILE_PREFILL:-4096}" --context "" \
+  timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --prefill "${DG_PROFILE_PREFILL:-4096}" --context 1024 \
     --profile-range prefill --label profile-prefill --out "$OUT/bench.jsonl" > "$OUT/ncu-prefill.csv" \
     2> "$OUT/ncu-prefill.err" || echo "rc $?"
   python3 scripts/ncu_table.py "$OUT/ncu-prefill.csv" --top 12 || tail -n 5 "$OUT/ncu-prefill.err"
@@ -46,7 +52,7 @@ for d in ${DG_PROFILE_DETAIL-bf16:moe_stream_kernel fp8:moe_stream_kernel q4:moe
   stamp "ncu detail: $k ($w)"
   timeout 200 $ncu -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $bench --weights "$w" --prefill "" --context 1024 --denoise-steps 1 --profile-range denoise \
+    $bench --weights "$w" --prefill 512 --context 1024 --denoise-steps 1 --profile-range denoise \
     > "$OUT/detail-$w-$k.txt" 2>&1 || echo "rc $?"
   grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Issue Slots Busy|No Eligible|Warp Cycles Per Issued" "$OUT/detail-$w-$k.txt" | head -24
 done

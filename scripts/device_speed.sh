@@ -29,14 +29,7 @@ score() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['
 if [ -n "${DG_PREBUILT:-}" ]; then
   # Binaries packed on the development machine by scripts/device_pack.sh (carry .carry/prebuilt.tar.xz): no build
   # here. The tests find their fixtures under the source path compiled into them, DG_PREBUILT.
-  mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
-  tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
-  cp /tmp/prebuilt/diffgemma build/cuda-ci/ && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/
-  cp /tmp/prebuilt/lib/* .carry/lib/
-  export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
-  [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
-  dg=build/cuda-ci/diffgemma tests_bin=build/cuda-ci/tests/dg_cuda_tests
-  $dg --version > /dev/null || { echo "the prebuilt diffgemma does not run here"; exit 1; }
+  . scripts/device_prebuilt.sh
   stamp "prebuilt binaries"
 else
   stamp "configure + build"

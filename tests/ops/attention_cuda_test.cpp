@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/attention/attention.h"
+#include "ops/attention/attention_cuda.h"
 #include "support/compare.h"
 #include "support/seeded.h"
 

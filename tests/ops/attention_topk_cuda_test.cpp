@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/attention/attention_topk.h"
+#include "ops/attention/attention_topk_cuda.h"
 #include "ops/linear/linear.h"
 #include "support/compare.h"
 #include "support/seeded.h"

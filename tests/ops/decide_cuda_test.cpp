@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "diffusion/rng.h"
-#include "ops/decide/decide.h"
+#include "ops/decide/decide_cuda.h"
 
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>

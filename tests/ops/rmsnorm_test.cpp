@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "support/compare.h"
 #include "support/seeded.h"
 

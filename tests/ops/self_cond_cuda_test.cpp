@@ -11,7 +11,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/dtype.h"
-#include "ops/self_cond/self_cond.h"
+#include "ops/self_cond/self_cond_cuda.h"
 #include "support/compare.h"
 #include "support/seeded.h"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/attention/attention.h"
-#include "ops/attention/attention_topk.h"
+#include "ops/attention/attention_cuda.h"
+#include "ops/attention/attention_topk_cuda.h"
 
 namespace dg {
 

@@ -5,8 +5,8 @@
 
 #include "backend/cuda/host_check.h"
 #include "core/error.h"
-#include "ops/decide/decide.h"
-#include "ops/row_stats/row_stats.h"
+#include "ops/decide/decide_cuda.h"
+#include "ops/row_stats/row_stats_cuda.h"
 
 namespace dg {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "ops/moe/moe.h"
+#include "ops/moe/moe_cuda.h"
 
 namespace dg {
 

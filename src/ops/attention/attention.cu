@@ -2,7 +2,7 @@
 // lane), keys stream from the cache (f16, ring slots) then the fresh rows (bf16); online softmax in f32.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/attention/attention.h"
+#include "ops/attention/attention_cuda.h"
 
 namespace dg {
 namespace {

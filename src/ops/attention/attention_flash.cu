@@ -11,7 +11,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mma.cuh"
-#include "ops/attention/attention.h"
+#include "ops/attention/attention_cuda.h"
 
 namespace dg {
 namespace {

@@ -1,7 +1,7 @@
 // Kernels around the GEMM attention path: the key/value gather and the masked softmax (see attention.h).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/attention/attention.h"
+#include "ops/attention/attention_cuda.h"
 
 namespace dg {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/attention/attention_topk.h"
+#include "ops/attention/attention_topk_cuda.h"
 
 namespace dg {
 namespace {

@@ -2,7 +2,7 @@
 // below it, ties by index: a stable sort); the f32 cumsum of the accept and the f64 entropy sum then run in one
 // thread in the CPU twin's order, and the stop rule is decide_rule.h's, so the decisions match the twin bit for bit.
 #include "core/cuda/cuda_check.h"
-#include "ops/decide/decide.h"
+#include "ops/decide/decide_cuda.h"
 #include "ops/decide/decide_rule.h"
 
 namespace dg {

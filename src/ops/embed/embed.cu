@@ -1,6 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/embed/embed.h"
+#include "ops/embed/embed_cuda.h"
 
 namespace dg {
 namespace {

@@ -16,17 +16,3 @@ float embed_scale(int64_t hidden, Storage act);
 void embed_cpu(const int32_t* ids, int64_t rows, const Tensor& table, float scale, Storage act, float* out);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// ids: device [rows] int32 (validated by the caller); table: device [vocab, hidden] bf16; out: bf16 [rows, hidden].
-Status embed_cuda(const int32_t* ids, int64_t rows, const void* table, int64_t hidden, float scale, void* out,
-                  cudaStream_t s);
-
-}  // namespace dg
-#endif

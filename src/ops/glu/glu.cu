@@ -1,6 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/glu/glu.h"
+#include "ops/glu/glu_cuda.h"
 
 namespace dg {
 namespace {

@@ -22,18 +22,3 @@ void gated_mlp_cpu(const float* x, int64_t rows, const Tensor& gate, const Tenso
                    float* out);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// bf16: out[i] = bf16(bf16(gelu_tanh(gate[i])) * up[i]) over n elements (out may alias gate).
-Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cudaStream_t s);
-// Fused expert activation on a [rows, 2*ff] gate|up buffer: out [rows, ff] = bf16(bf16(gelu(g)) * u).
-Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* out, cudaStream_t s);
-
-}  // namespace dg
-#endif

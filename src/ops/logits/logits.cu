@@ -1,6 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/logits/logits.h"
+#include "ops/logits/logits_cuda.h"
 
 namespace dg {
 namespace {

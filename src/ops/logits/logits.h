@@ -14,16 +14,3 @@ namespace dg {
 void lm_head_softcap_cpu(const float* y, int64_t rows, const Tensor& embed, float cap, Storage act, float* out);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// In place on the f32 lm_head product: l = cap * tanh(bf16(l) / cap) (cap <= 0: only the bf16 rounding).
-Status softcap_cuda(float* logits, int64_t n, float cap, cudaStream_t s);
-
-}  // namespace dg
-#endif

@@ -3,7 +3,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/moe/moe.h"
+#include "ops/moe/moe_cuda.h"
 
 namespace dg {
 namespace {
@@ -188,6 +188,14 @@ __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int
   xg[t] = x[static_cast<int64_t>(perm[i] / top_k) * hidden + c];
 }
 
+// Rows of 16-byte chunks (hidden % 8 == 0, aligned rows): a block per gathered row, no division per element.
+__global__ void gather_rows_kernel(const uint4* x, const int32_t* perm, int top_k, int64_t chunks, uint4* xg) {
+  const int64_t i = blockIdx.x;
+  const uint4* src = x + static_cast<int64_t>(perm[i] / top_k) * chunks;
+  uint4* dst = xg + i * chunks;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) dst[c] = src[c];
+}
+
 // Tensor-core path: a block owns (expert, 64 output columns); each of its 4 warps a 16-column slice; m-tiles of
 // 16 rows walk the expert's rows. Requires K % 16 == 0 and N % 16 == 0.
 __global__ void grouped_gemm_wmma_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
@@ -354,6 +362,11 @@ Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int to
                        cudaStream_t s) {
   const int64_t n = pairs * hidden;
   if (n == 0) return Status::ok();
+  if (hidden % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xg) % 16 == 0) {
+    gather_rows_kernel<<<static_cast<unsigned>(pairs), 128, 0, s>>>(static_cast<const uint4*>(x), perm, top_k,
+                                                                    hidden / 8, static_cast<uint4*>(xg));
+    return cuda_status(cudaGetLastError(), "moe_gather_cuda");
+  }
   gather_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(x), perm, top_k, hidden,
                                                          static_cast<bf16*>(xg), n);
   return cuda_status(cudaGetLastError(), "moe_gather_cuda");

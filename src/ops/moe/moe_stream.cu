@@ -8,7 +8,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mma.cuh"
 #include "core/packed_layout.h"
-#include "ops/moe/moe.h"
+#include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 
 namespace dg {

@@ -1,6 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
 
 #include <string>
 

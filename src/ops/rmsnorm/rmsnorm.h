@@ -13,24 +13,3 @@ namespace dg {
 void rmsnorm_cpu(const float* x, int64_t rows, int64_t dim, const Tensor* w, float eps, float* y);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// CUDA RMSNorm: one thread block per row, f32 accumulation; x and y bf16/f16/f32 device pointers with row
-// stride `dim`, w a device [dim] weight or null. Same semantics as rmsnorm_cpu (output rounded to y's dtype).
-// bf16 rows of up to 1,024 elements (a multiple of 8, 16-byte aligned) take one warp each.
-Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, DType yt, int64_t rows, int64_t dim,
-                    float eps, cudaStream_t stream);
-// The composition rmsnorm then rope (src/ops/rope/rope.h) in one kernel: x, y bf16 [rows, heads, dim] (head_dim a
-// multiple of 16 up to 1,024), w bf16 [dim] or null, positions pos0 + row, inv_freq device f32 [dim / 2]. The normed
-// values are rounded to bf16 before the rotation, as the two kernels store them.
-Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t heads, int64_t dim, float eps,
-                         int64_t pos0, const float* inv_freq, cudaStream_t stream);
-
-}  // namespace dg
-#endif

@@ -1,6 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/rope/rope.h"
+#include "ops/rope/rope_cuda.h"
 
 namespace dg {
 namespace {

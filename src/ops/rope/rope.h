@@ -17,17 +17,3 @@ void rope_cpu(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int
               Storage act);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// x: device bf16 [rows, heads, head_dim] rotated in place at positions pos0 + row; inv_freq: device f32 [head_dim/2].
-Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,
-                 cudaStream_t s);
-
-}  // namespace dg
-#endif

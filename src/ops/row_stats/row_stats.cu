@@ -2,7 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/row_stats/row_stats.h"
+#include "ops/row_stats/row_stats_cuda.h"
 
 namespace dg {
 namespace {

@@ -27,22 +27,3 @@ void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperat
 int32_t categorical_draw(const float* tempered, int64_t vocab, double u);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// Row statistics of f32 logits: writes RowStats (device memory, same layout) and the tempered logits bf16(raw / T)
-// for self-conditioning. Same semantics as row_stats_cpu (entropy and p_max from f64 sums, merged in a fixed order:
-// deterministic); each row is split into slices over several blocks so a canvas fills the GPU.
-Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
-                      RowStats* stats, cudaStream_t s);
-// Inverse-CDF draws (device u [rows] -> ids [rows]) as categorical_draw: f64 running sums over softmax(raw / T).
-Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,
-                        int32_t* ids, cudaStream_t s);
-
-}  // namespace dg
-#endif

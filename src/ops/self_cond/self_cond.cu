@@ -2,7 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "ops/self_cond/self_cond.h"
+#include "ops/self_cond/self_cond_cuda.h"
 
 namespace dg {
 namespace {

@@ -18,22 +18,3 @@ void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const T
                     Storage act, float sparse_cutoff, float* out);
 
 }  // namespace dg
-
-#if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/status.h"
-
-namespace dg {
-
-// Row softmax of bf16 tempered logits [rows, vocab] to bf16 probabilities (f32 inside); with sparse_cutoff > 0 the
-// tokens below cutoff * p_max are zeroed (the survivor path's result, computed densely). The soft embedding is then
-// a GEMM probs x embed, scaled. Each row is cut into soft_probs_slices(rows, vocab) slices over as many blocks: one
-// pass writes each slice's (max, sum of exp) to `scratch` (8 bytes per slice), a second merges a row's pairs in
-// slice order and writes the probabilities.
-int64_t soft_probs_slices(int64_t rows, int64_t vocab);
-Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
-                       void* scratch, cudaStream_t s);
-
-}  // namespace dg
-#endif

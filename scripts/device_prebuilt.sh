@@ -1,0 +1,12 @@
+# Sourced by the device scripts (device_speed.sh, device_profile.sh) when DG_PREBUILT is set: unpacks the binaries
+# scripts/device_pack.sh made on the development machine (carry .carry/prebuilt.tar.xz), points the loader at their
+# libraries and links the source path compiled into the tests (DG_PREBUILT) to this tree, where their fixtures are.
+# Sets dg and tests_bin.
+mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
+tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
+cp /tmp/prebuilt/diffgemma build/cuda-ci/ && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/
+cp /tmp/prebuilt/lib/* .carry/lib/
+export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
+[ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
+dg=build/cuda-ci/diffgemma tests_bin=build/cuda-ci/tests/dg_cuda_tests
+$dg --version > /dev/null || { echo "the prebuilt diffgemma does not run here"; exit 1; }

@@ -1,0 +1,21 @@
+// The CUDA launchers of glu.h. Only the .cu files, the CUDA backend and the CUDA tests include this header,
+// so a source that includes glu.h for its CPU reference compiles the same with and without DG_WITH_CUDA (and a
+// CUDA build takes it from the compiler cache).
+#pragma once
+
+#include "ops/glu/glu.h"
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// bf16: out[i] = bf16(bf16(gelu_tanh(gate[i])) * up[i]) over n elements (out may alias gate).
+Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cudaStream_t s);
+// Fused expert activation on a [rows, 2*ff] gate|up buffer: out [rows, ff] = bf16(bf16(gelu(g)) * u).
+Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* out, cudaStream_t s);
+
+}  // namespace dg
+#endif

@@ -1,0 +1,70 @@
+// The CUDA launchers of moe.h. Only the .cu files, the CUDA backend and the CUDA tests include this header,
+// so a source that includes moe.h for its CPU reference compiles the same with and without DG_WITH_CUDA (and a
+// CUDA build takes it from the compiler cache).
+#pragma once
+
+#include "ops/moe/moe.h"
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
+// top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
+// rows with the gated GELU between them, and a fixed-order f32 combine.
+
+// normed (bf16 [rows, hidden], rmsnorm without weight) becomes bf16(bf16(normed * scale) * root) in place.
+Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s);
+// scores bf16 [rows, n_exp] -> idx [rows, top_k], weight f32 [rows, top_k] (softmax f32, top-k with ties to the lower
+// index, renormalised, times per_expert_scale).
+Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                      int32_t* idx, float* weight, cudaStream_t s);
+// Groups pair ids p = row * top_k + rank by expert, stably: perm[offsets[e] ..] lists expert e's pairs in p order,
+// inv[p] is p's position. counts: scratch [n_exp]; offsets: [n_exp + 1].
+Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
+                      int32_t* perm, int32_t* inv, cudaStream_t s);
+// xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
+Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
+                       cudaStream_t s);
+// y[i, n] = sum_k x[i, k] W[e, n, k] for each expert's rows i in [offsets[e], offsets[e+1]); W: bf16 [n_exp, N, K].
+// x must have 16 spare rows after `pairs` (tile reads past the end are discarded).
+Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N, int64_t n_exp, const int32_t* offsets,
+                             void* y, cudaStream_t s);
+// The streaming grouped GEMM (moe_stream.cu, design in docs/CUDA.md): y[i, n] = bf16(sum_k x[src(i), k] W[e, n, k])
+// for each expert's sorted rows i in [offsets[e], offsets[e+1]), src(i) = x_rows ? x_rows[i] / x_rows_div : i (so
+// x_rows = perm, x_rows_div = top_k gathers the routed rows on the fly). W: [n_exp, N, K] in `w_dtype`: bf16, or
+// packed q4 / fp8 / nvfp4 / q8 bytes as src/core/packed_layout.h lays them out (dequantised in registers; fp8, q8 row
+// scales and nvfp4's expert scale applied to the f32 sums). Reads the offsets on the device only (no host
+// synchronisation); each expert's weights are read once per 64 of its rows. Needs K % 8 == 0 (q4, nvfp4: 32;
+// fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
+// x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
+// (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
+// a8_stages (3 or 4) is that pipeline's depth.
+Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
+                            DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
+                            const float* x_scale = nullptr, int a8_stages = 3);
+// The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
+// packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
+Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
+                          cudaStream_t s);
+// Whether the streaming kernel has a body for weights in `w_dtype`.
+bool moe_stream_supports(DType w_dtype);
+// The same product with gate_up [n_exp, 2*ff, K] (gate rows first) and the gated GELU in the epilogue:
+// out[i, j] = bf16(bf16(gelu_tanh(g)) * u) with g, u the bf16-rounded products with rows j and ff + j, i.e.
+// gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].
+Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
+                               DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
+                               cudaStream_t s, const float* x_scale = nullptr, int a8_stages = 3);
+// Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
+// (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
+// weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.
+Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, float* scale, cudaStream_t s);
+// out[r, c] = bf16(sum_k weight[r, k] * y[inv[r * top_k + k], c]), summed in rank order.
+Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
+                        void* out, cudaStream_t s);
+
+}  // namespace dg
+#endif

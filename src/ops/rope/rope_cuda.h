@@ -1,0 +1,20 @@
+// The CUDA launchers of rope.h. Only the .cu files, the CUDA backend and the CUDA tests include this header,
+// so a source that includes rope.h for its CPU reference compiles the same with and without DG_WITH_CUDA (and a
+// CUDA build takes it from the compiler cache).
+#pragma once
+
+#include "ops/rope/rope.h"
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+
+namespace dg {
+
+// x: device bf16 [rows, heads, head_dim] rotated in place at positions pos0 + row; inv_freq: device f32 [head_dim/2].
+Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,
+                 cudaStream_t s);
+
+}  // namespace dg
+#endif
