@@ -18,6 +18,7 @@
 #include "diffusion/rng.h"
 #include "ops/glu/glu_cuda.h"
 #include "ops/moe/moe_cuda.h"
+#include "ops/moe/q4_layout.h"
 #include "quant/codec.h"
 #include "quant/packed_tensor.h"
 #include "support/compare.h"
@@ -116,6 +117,7 @@ struct GemmCase {
   DType fmt = DType::kBF16;
   bool act8 = false;  // fp8 activations (W8A8): x quantised per row to E4M3 on the host, codes + scales uploaded
   int a8_stages = 3;  // ... through a pipeline of this many stages
+  float w_amp = 0.1f;  // weights uniform in [-w_amp, w_amp]
 };
 
 // Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.
@@ -166,6 +168,37 @@ TestWeights make_weights(DType fmt, Shape s, uint64_t seed, float scale) {
   return w;
 }
 
+// The layouts a format's device weights are tested in: q4 in both (disk, and the kernel layout made on the device).
+std::vector<Q4Layout> layouts(DType fmt) {
+  if (fmt == DType::kQ4) return {Q4Layout::kDisk, Q4Layout::kKernel};
+  return {Q4Layout::kDisk};
+}
+
+// W's bytes on the device in `layout`: q4's kernel layout converted there by q4_to_kernel_layout_cuda, and checked
+// byte for byte against the host twin.
+struct DeviceWeights {
+  void* p = nullptr;
+  DeviceWeights(const TestWeights& w, Q4Layout layout) {
+    std::vector<uint8_t> bytes = w.bytes;
+    const bool kernel = layout == Q4Layout::kKernel;
+    if (kernel) bytes.resize(static_cast<size_t>(q4_kernel_layout_bytes(w.host.shape)), 0);
+    EXPECT_EQ(cudaMalloc(&p, bytes.size()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    if (!kernel) return;
+    const Status s = q4_to_kernel_layout_cuda(p, w.host.shape, nullptr);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    q4_to_kernel_layout(bytes.data(), w.host.shape);
+    std::vector<uint8_t> got(bytes.size());
+    EXPECT_EQ(cudaMemcpy(got.data(), p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(got == bytes) << "q4_to_kernel_layout_cuda differs from its host twin";
+  }
+  ~DeviceWeights() { cudaFree(p); }
+  DeviceWeights(const DeviceWeights&) = delete;
+  DeviceWeights& operator=(const DeviceWeights&) = delete;
+};
+
+const char* layout_name(Q4Layout l) { return l == Q4Layout::kKernel ? "/kernel layout" : ""; }
+
 // The relative error of a weight as the kernel feeds it to the tensor cores: q4's decoded f32 value is rounded once
 // to bf16 (2^-9); fp8, nvfp4 and q8 codes are exact in bf16 (their scales multiply the f32 sums).
 double weight_rel_error(DType fmt) { return fmt == DType::kQ4 ? std::ldexp(1.0, -9) : 0.0; }
@@ -203,13 +236,13 @@ struct Bounded {
   }
 };
 
-void run_gemm_case(const GemmCase& c) {
+void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   const Routing rt = c.counts.empty() ? route_random(c.rows, c.top_k, c.n_exp, 11) : route_counts(c.counts, 12);
   const int64_t pairs = static_cast<int64_t>(rt.perm.size()), K = c.K, N = c.N, ff = N / 2;
   const int64_t x_rows = c.gather ? (pairs + c.top_k - 1) / c.top_k : pairs;
   const auto x = rand_bf16(static_cast<size_t>(x_rows * K), 21, 2.0f);
   const Act8 x8 = c.act8 ? act8_rows(x, x_rows, K) : Act8{};
-  const TestWeights W = make_weights(c.fmt, Shape{c.n_exp, N, K}, 22, 0.1f);
+  const TestWeights W = make_weights(c.fmt, Shape{c.n_exp, N, K}, 22, c.w_amp);
   const double w_rel = weight_rel_error(c.fmt);
 
   // f64 reference over the same bf16 values: want[i, n] and S[i, n] for sorted position i. kernel_w: the same over
@@ -240,7 +273,8 @@ void run_gemm_case(const GemmCase& c) {
     }
   });
 
-  const DeviceBuf dx(x), dw(W.bytes), doff(rt.offsets), dperm(rt.perm), dx8(x8.codes), dsc(x8.scales);
+  const DeviceBuf dx(x), doff(rt.offsets), dperm(rt.perm), dx8(x8.codes), dsc(x8.scales);
+  const DeviceWeights dw(W, layout);
   const void* xin = c.act8 ? dx8.p : dx.p;
   const float* xsc = c.act8 ? dsc.as<float>() : nullptr;
   const DeviceBuf dy(static_cast<size_t>(pairs * N) * 2), da(static_cast<size_t>(pairs * ff) * 2);
@@ -248,10 +282,10 @@ void run_gemm_case(const GemmCase& c) {
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.a8_stages);
+                                  xsc, c.a8_stages, layout);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.a8_stages);
+                              c.a8_stages, layout);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -274,13 +308,17 @@ void run_gemm_case(const GemmCase& c) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(kernel_w.begin(), kernel_w.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();
   EXPECT_EQ(gated.bad, 0) << c.name << " gated: " << gated.str();
   EXPECT_GE(dp.cosine, 0.99999) << c.name;
   EXPECT_GE(dg.cosine, 0.9999) << c.name;
+}
+
+void run_gemm_case(const GemmCase& c) {
+  for (Q4Layout l : layouts(c.fmt)) run_gemm_case_in(c, l);
 }
 
 bool have_gpu() { return cuda_device_count() > 0; }
@@ -318,8 +356,8 @@ TEST(MoeStreamCuda, FullShapeRandomRouting) {
 // The pipeline as CudaBackend::moe runs it with --moe stream, against the composed CPU reference with bf16
 // storage. Bound (a priori): an f32 summation-order difference can flip a bf16 rounding of g, u, the activation or
 // an expert output by one ulp, which moves an output by a few bf16 ulps of its size: max_abs <= 2^-6 max|want|.
-void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16,
-                  bool act8 = false) {
+void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt, bool act8,
+                     Q4Layout layout) {
   const int64_t pairs = rows * top_k;
   const Routing rt = route_random(rows, top_k, n_exp, 31);
   const auto z = rand_bf16(static_cast<size_t>(rows * hidden), 32, 2.0f);
@@ -334,7 +372,8 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
   moe_experts_cpu(zf.data(), rows, rt.idx.data(), wts.data(), top_k, gu.host, dn.host, Storage::kBF16, want.data(),
                   act8);
 
-  const DeviceBuf dz(z), dgu(gu.bytes), ddn(dn.bytes), didx(rt.idx), dwts(wts);
+  const DeviceBuf dz(z), didx(rt.idx), dwts(wts);
+  const DeviceWeights dgu(gu, layout), ddn(dn, layout);
   const DeviceBuf counts(static_cast<size_t>(n_exp) * 4), offsets(static_cast<size_t>(n_exp + 1) * 4);
   const DeviceBuf perm(static_cast<size_t>(pairs) * 4), inv(static_cast<size_t>(pairs) * 4);
   const DeviceBuf act(static_cast<size_t>(pairs * ff) * 2), y(static_cast<size_t>(pairs * hidden) * 2);
@@ -358,9 +397,10 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   } else {
     s = moe_stream_gate_up_cuda(dz.p, perm.as<int32_t>(), top_k, hidden, dgu.p, fmt, ff, n_exp,
-                                offsets.as<int32_t>(), act.p, nullptr);
+                                offsets.as<int32_t>(), act.p, nullptr, nullptr, 3, layout);
     ASSERT_TRUE(s.is_ok()) << s.message();
-    s = moe_stream_gemm_cuda(act.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr);
+    s = moe_stream_gemm_cuda(act.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr,
+                             nullptr, 3, layout);
     ASSERT_TRUE(s.is_ok()) << s.message();
   }
   s = moe_combine_cuda(y.p, inv.as<int32_t>(), dwts.as<float>(), rows, top_k, hidden, out.p, nullptr);
@@ -375,11 +415,16 @@ void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int t
   // where it sits on a rounding boundary, as q4's bound allows for.
   const bool q4 = fmt == DType::kQ4 || act8;
   const test::Diff d = test::compare(got, want, std::ldexp(peak, q4 ? -5 : -6));
-  std::cout << "  pipeline " << dtype_name(fmt) << (act8 ? "/a8" : "") << " " << rows << "x" << hidden << " ff " << ff << " experts " << n_exp << " top " << top_k
+  std::cout << "  pipeline " << dtype_name(fmt) << (act8 ? "/a8" : "") << layout_name(layout) << " " << rows << "x" << hidden << " ff " << ff << " experts " << n_exp << " top " << top_k
             << ": " << d.str() << "\n";
   EXPECT_TRUE(d.finite);
   EXPECT_EQ(d.first_bad, -1) << d.str();
   EXPECT_GE(d.cosine, q4 ? 0.9995 : 0.9999) << d.str();
+}
+
+void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16,
+                  bool act8 = false) {
+  for (Q4Layout l : layouts(fmt)) run_pipeline_in(rows, hidden, ff, n_exp, top_k, fmt, act8, l);
 }
 
 // moe_group_cuda against the host's stable counting sort, element for element: the one-block kernel (up to 256
@@ -428,6 +473,22 @@ TEST(MoeStreamQuantCuda, OddShapesAndPassBoundaries) {
     run_gemm_case({"K32 N40", 32, 40, 5, {64, 65, 0, 0, 16}, 0, 1, false, fmt});
     run_gemm_case({"K160 N2 one row", 160, 2, 3, {0, 1, 0}, 0, 1, false, fmt});
   }
+}
+
+// q4 at weight amplitudes whose kernel layout needs a matrix power p > 0 (scales near 0.3, 5 and 4000: the
+// pre-scaled scale would overflow bf16 otherwise), K of 1, 4 and 5.5 stages, one-row experts, N off the tile.
+TEST(MoeStreamQuantCuda, Q4LargeScales) {
+  DG_NEED_GPU();
+  for (float amp : {2.0f, 40.0f, 3e4f}) {
+    GemmCase c{"K32 N40 large", 32, 40, 5, {64, 65, 0, 1, 16}, 0, 1, false, DType::kQ4};
+    c.w_amp = amp;
+    run_gemm_case(c);
+    c = GemmCase{"K704 N200 gather large", 704, 200, 3, {1, 37, 150}, 0, 2, true, DType::kQ4};
+    c.w_amp = amp;
+    run_gemm_case(c);
+  }
+  GemmCase c{"K512 N130 one row", 512, 130, 2, {1, 0}, 0, 1, false, DType::kQ4};
+  run_gemm_case(c);
 }
 
 TEST(MoeStreamQuantCuda, TinyModelShapes) {
@@ -495,7 +556,7 @@ TEST(MoeStreamFp8ActCuda, QuantisationMatchesEncodeRows) {
 
 // The dense form (stream_linear_cuda) against linear_cpu on the same packed weight: the q8 self-conditioning MLP
 // at the 26B-A4B shapes over one canvas, and odd shapes. Bound: the plain GEMM bound above.
-void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
+void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, Q4Layout layout) {
   const auto x = rand_bf16(static_cast<size_t>(rows * K), 41, 2.0f);
   const TestWeights w = make_weights(fmt, Shape{N, K}, 42, 0.05f);
   std::vector<double> want(static_cast<size_t>(rows * N)), asum(want.size());
@@ -513,8 +574,9 @@ void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
         asum[static_cast<size_t>(r * N + n)] = a;
       }
   });
-  const DeviceBuf dx(x), dw(w.bytes), dy(static_cast<size_t>(rows * N) * 2);
-  const Status s = stream_linear_cuda(dx.p, rows, K, dw.p, fmt, N, dy.p, nullptr);
+  const DeviceBuf dx(x), dy(static_cast<size_t>(rows * N) * 2);
+  const DeviceWeights dw(w, layout);
+  const Status s = stream_linear_cuda(dx.p, rows, K, dw.p, fmt, N, dy.p, nullptr, layout);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(rows * N)));
@@ -524,11 +586,15 @@ void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
     b.add(static_cast<int64_t>(i), y[i], want[i],
           std::ldexp(std::fabs(want[i]), -8) + std::ldexp(asum[i], -14) + w_rel * asum[i]);
   const test::Diff d = test::compare(y, std::vector<float>(want.begin(), want.end()));
-  std::cout << "  linear " << dtype_name(fmt) << " " << rows << "x" << K << " -> " << N << ": " << d.str() << "; "
+  std::cout << "  linear " << dtype_name(fmt) << layout_name(layout) << " " << rows << "x" << K << " -> " << N << ": " << d.str() << "; "
             << b.str() << "\n";
   EXPECT_TRUE(d.finite);
   EXPECT_EQ(b.bad, 0) << b.str();
   EXPECT_GE(d.cosine, 0.99999) << d.str();
+}
+
+void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
+  for (Q4Layout l : layouts(fmt)) run_linear_in(rows, K, N, fmt, l);
 }
 
 TEST(MoeStreamQuantCuda, DenseLinear) {

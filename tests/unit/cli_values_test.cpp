@@ -106,6 +106,7 @@ TEST(CliValues, MeaninglessModelKernelAndBenchValuesAreUsageErrors) {
       {"bench --backend cpu --expert-act fp16", "--expert-act"},
       {"bench --backend cpu --no-graphs=yes,no", "--graphs"},
       {"bench --backend cpu --unfused-norms=7", "--unfused-norms"},
+      {"bench --backend cpu --q4-disk-layout=7", "--q4-disk-layout"},
       {"bench --backend cpu --denoise-steps 0", "--denoise-steps: '0'"},
       {"bench --backend cpu --steps 0", "--steps: '0'"},
       {"bench --backend cpu --prompt-tokens 0", "--prompt-tokens: '0'"},

@@ -25,6 +25,7 @@
 #include "ops/glu/glu_cuda.h"
 #include "ops/logits/logits_cuda.h"
 #include "ops/moe/moe_cuda.h"
+#include "ops/moe/q4_layout.h"
 #include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rope/rope_cuda.h"
@@ -84,12 +85,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   std::string name() const override { return "cuda"; }
   Precision precision() const override { return Precision{Storage::kBF16, Storage::kF16}; }
 
-  Tensor device(DType t, Shape s) {
+  // `bytes`: the allocation's size when it is not nbytes() (q4 in the kernel layout).
+  Tensor device(DType t, Shape s, size_t bytes = 0) {
     Tensor out;
     out.dtype = t;
     out.shape = s;
     out.device = Device::kCuda;
-    const size_t bytes = std::max<size_t>(out.nbytes(), 16);
+    bytes = std::max<size_t>(std::max<size_t>(bytes, out.nbytes()), 16);
     void* p = nullptr;
     check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync");
     out.data = p;
@@ -103,18 +105,31 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void check_weight(const Tensor& host, WeightUse use, const std::string& what) const override {
     cuda_check_weight(host, use, what, kernels_);
   }
-  // Packed weights keep their planes as stored (the kernels dequantise in registers); others become bf16.
+  // Packed weights keep their planes as stored (the kernels dequantise in registers; q4 is rearranged into the
+  // kernel layout unless kernels_.q4_kernel_layout is off); others become bf16.
   Tensor upload(const Tensor& t) override {
     if (t.empty()) return t;
-    Tensor dst = device(dtype_is_packed(t.dtype) ? t.dtype : DType::kBF16, t.shape);
+    Tensor dst = device(dtype_is_packed(t.dtype) ? t.dtype : DType::kBF16, t.shape, packed_bytes(t.dtype, t.shape));
     if (dtype_is_packed(t.dtype) || t.dtype == DType::kBF16) {
       check(cudaMemcpyAsync(dst.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
+      to_kernel_layout(dst);
     } else {
       Tensor raw = device(t.dtype, t.shape);
       check(cudaMemcpyAsync(raw.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
       check(convert_cuda(raw.data, t.dtype, dst.data, DType::kBF16, t.numel(), stream_));
     }
     return dst;  // pageable host memory: the copy has left the host buffer when cudaMemcpyAsync returns
+  }
+  Q4Layout q4_layout() const { return kernels_.q4_kernel_layout ? Q4Layout::kKernel : Q4Layout::kDisk; }
+  // The allocation a device tensor of `fmt` needs beyond nbytes(): q4 in the kernel layout keeps its factors after
+  // the planes. 0: nbytes().
+  size_t packed_bytes(DType fmt, const Shape& s) const {
+    return fmt == DType::kQ4 && q4_layout() == Q4Layout::kKernel ? static_cast<size_t>(q4_kernel_layout_bytes(s)) : 0;
+  }
+  // A q4 device tensor in the disk layout becomes the kernel layout (when that is the backend's choice).
+  void to_kernel_layout(Tensor& t) {
+    if (t.dtype == DType::kQ4 && q4_layout() == Q4Layout::kKernel)
+      check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
   }
   // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
   // become views of it. Empty or packed tensors leave the group as it is.
@@ -228,7 +243,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     if (dtype_is_packed(w.dtype)) {
-      check(stream_linear_cuda(x.data, rows_of(x), cols_of(x), w.data, w.dtype, w.shape[0], out.data, stream_));
+      check(stream_linear_cuda(x.data, rows_of(x), cols_of(x), w.data, w.dtype, w.shape[0], out.data, stream_,
+                               q4_layout()));
       return;
     }
     gemm_xwt(x.data, rows_of(x), cols_of(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
@@ -398,9 +414,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
     } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
-                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_));
+                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_, nullptr, 3,
+                                    q4_layout()));
       check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                                 offsets.as<int32_t>(), y.data, stream_));
+                                 offsets.as<int32_t>(), y.data, stream_, nullptr, 3, q4_layout()));
     } else {
       Tensor xg = alloc(Shape{P + 16, H});
       check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
@@ -487,8 +504,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
   Tensor synthetic_packed(DType fmt, Shape s, uint64_t seed, float amax) override {
     DG_CHECK(moe_stream_supports(fmt) && dtype_is_packed(fmt), "synthetic weights: the CUDA backend has no {} kernel",
              dtype_name(fmt));
-    Tensor t = device(fmt, s);
+    Tensor t = device(fmt, s, packed_bytes(fmt, s));
     check(fill_packed_cuda(t.data, fmt, s, seed, amax, stream_));
+    to_kernel_layout(t);
     return t;
   }
 

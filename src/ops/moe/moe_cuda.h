@@ -12,6 +12,14 @@
 
 namespace dg {
 
+// How q4 weights lie in device memory for the streaming kernel: kDisk as the pack stores them (docs/FORMATS.md),
+// or kKernel, rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md,
+// "q4 in the kernel layout"; src/ops/moe/q4_layout.h).
+enum class Q4Layout { kDisk, kKernel };
+// In place: a q4 tensor of shape s on the device, its disk layout in the first packed_layout(kQ4, s).total bytes of
+// an allocation of q4_kernel_layout_bytes(s) bytes (16-byte aligned), becomes the kernel layout.
+Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
+
 // The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
 // top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
 // rows with the gated GELU between them, and a fixed-order f32 combine.
@@ -43,13 +51,14 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
 // (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
 // a8_stages (3 or 4) is that pipeline's depth.
+// q4 weights come in either layout (Q4Layout); the kernel layout must be made by q4_to_kernel_layout_cuda.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
-                            const float* x_scale = nullptr, int a8_stages = 3);
+                            const float* x_scale = nullptr, int a8_stages = 3, Q4Layout q4 = Q4Layout::kDisk);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s);
+                          cudaStream_t s, Q4Layout q4 = Q4Layout::kDisk);
 // Whether the streaming kernel has a body for weights in `w_dtype`.
 bool moe_stream_supports(DType w_dtype);
 // The same product with gate_up [n_exp, 2*ff, K] (gate rows first) and the gated GELU in the epilogue:
@@ -57,7 +66,8 @@ bool moe_stream_supports(DType w_dtype);
 // gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale = nullptr, int a8_stages = 3);
+                               cudaStream_t s, const float* x_scale = nullptr, int a8_stages = 3,
+                               Q4Layout q4 = Q4Layout::kDisk);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

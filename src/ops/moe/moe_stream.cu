@@ -10,6 +10,8 @@
 #include "core/packed_layout.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
+#include "ops/moe/moe_stream_q4.cuh"
+#include "ops/moe/q4_layout.h"
 
 namespace dg {
 namespace {
@@ -256,8 +258,9 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
   return cuda_status(cudaGetLastError(), what);
 }
 
-// The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row).
-Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K) {
+// The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row; q4 in the kernel layout: the
+// matrices' factors as plane 2).
+Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, Q4Layout q4) {
   Planes p{};
   const auto* base = static_cast<const uint8_t*>(W);
   if (fmt == DType::kBF16) {
@@ -272,15 +275,22 @@ Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, in
     p.row_bytes[i] = L.row_bytes[i];
     p.limit[i] = (i + 1 < L.n_planes ? L.offset[i + 1] : L.total) - L.offset[i];
   }
+  if (fmt == DType::kQ4 && q4 == Q4Layout::kKernel) {
+    const Shape s{n_exp, w_rows, K};
+    p.p[2] = base + q4_kernel_factor_offset(s);
+    p.row_bytes[2] = 0;
+    p.limit[2] = q4_kernel_layout_bytes(s) - q4_kernel_factor_offset(s);
+  }
   return p;
 }
 
 template <class Fmt, bool kGated>
-Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what) {
+Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what,
+                      Q4Layout q4 = Q4Layout::kDisk) {
   if (a.K % Fmt::kKAlign != 0)
     return Status::error(std::string(what) + ": K = " + std::to_string(a.K) + " must be a multiple of " +
                          std::to_string(Fmt::kKAlign) + " for " + std::string(dtype_name(fmt)) + " weights");
-  a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K);
+  a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K, q4);
   return launch<Fmt, kGated>(a, n_exp, s, what);
 }
 
@@ -295,7 +305,7 @@ bool device_has_fp8_mma() {
 
 template <bool kGated>
 Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
-                   int a8_stages = 3) {
+                   int a8_stages = 3, Q4Layout q4 = Q4Layout::kDisk) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
@@ -316,7 +326,9 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
   }
   switch (w_dtype) {
     case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
-    case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ4:
+      if (q4 == Q4Layout::kKernel) return launch_checked<WeightQ4Kernel, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what);
@@ -336,26 +348,26 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int a8_stages) {
+                            cudaStream_t s, const float* x_scale, int a8_stages, Q4Layout q4) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", a8_stages);
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", a8_stages, q4);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s) {
+                          cudaStream_t s, Q4Layout q4) {
   if (rows == 0) return Status::ok();
   const StreamArgs a{static_cast<const uint8_t*>(x), nullptr, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
                      rows, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda");
+  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 3, q4);
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int a8_stages) {
+                               cudaStream_t s, const float* x_scale, int a8_stages, Q4Layout q4) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", a8_stages);
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", a8_stages, q4);
 }
 
 }  // namespace dg

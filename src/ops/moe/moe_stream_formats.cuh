@@ -2,7 +2,8 @@
 // weight tile lands in shared memory, how a warp turns it into mma.sync A fragments (bf16 m16k16, the quantised
 // formats dequantised here in registers; or, with kAct8, e4m3 m16k32 straight from the codes), and the f32 factor
 // the epilogue applies per weight row. Byte layouts of the
-// packed planes: docs/FORMATS.md; the GPU reads them as stored. CPU twins: decode_rows (src/quant/codec.h).
+// packed planes: docs/FORMATS.md; the GPU reads them as stored (q4 also in the kernel layout: moe_stream_q4.cuh).
+// CPU twins: decode_rows (src/quant/codec.h).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,0 +1,65 @@
+// q4_to_kernel_layout_cuda: a q4 tensor's disk layout into the streaming kernel's layout, in place on the device
+// (definition and host twin: src/ops/moe/q4_layout.h). Two passes: each matrix's largest scale (its power p), then
+// each group's codes and scale word rewritten by one thread.
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "ops/moe/moe_cuda.h"
+#include "ops/moe/q4_layout.h"
+
+namespace dg {
+namespace {
+
+// Block m: the largest scale of matrix m -> factors[m] = 2^p.
+__global__ void q4_power_kernel(const uint8_t* scales, int64_t row_bytes, int64_t rows_per_matrix, int64_t groups,
+                                float* factors) {
+  __shared__ unsigned top;
+  if (threadIdx.x == 0) top = 0;
+  __syncthreads();
+  const int64_t m = blockIdx.x, n = rows_per_matrix * groups;
+  unsigned mine = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t r = m * rows_per_matrix + i / groups, g = i % groups;
+    const uint16_t sb = *reinterpret_cast<const uint16_t*>(scales + r * row_bytes + 4 * g);
+    mine = max(mine, static_cast<unsigned>(sb & 0x7FFFu));
+  }
+  atomicMax(&top, mine);
+  __syncthreads();
+  if (threadIdx.x == 0) factors[m] = q4_pow2(q4_kernel_power(static_cast<uint16_t>(top)));
+}
+
+// One thread per group: its 16 code bytes and its scale word.
+__global__ void q4_relayout_kernel(uint8_t* codes, int64_t code_row_bytes, uint8_t* scales, int64_t scale_row_bytes,
+                                   int64_t rows_per_matrix, int64_t groups, int64_t n, const float* factors) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / groups, g = i % groups;
+  uint4* c = reinterpret_cast<uint4*>(codes + r * code_row_bytes + 16 * g);
+  const uint4 disk = *c;
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(&disk);
+  *c = make_uint4(q4_kernel_word(b, 0), q4_kernel_word(b, 1), q4_kernel_word(b, 2), q4_kernel_word(b, 3));
+  const uint32_t f = __float_as_uint(factors[r / rows_per_matrix]);
+  const int p = static_cast<int>(f >> 23) - 127;
+  uint32_t* s = reinterpret_cast<uint32_t*>(scales + r * scale_row_bytes + 4 * g);
+  *s = q4_kernel_scale_word(*s, p);
+}
+
+}  // namespace
+
+Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
+  if (const char* why = packed_shape_error(DType::kQ4, s))
+    return Status::error(std::string("q4_to_kernel_layout_cuda: ") + why);
+  if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) return Status::error("q4_to_kernel_layout_cuda: W must be 16-byte aligned");
+  const PackedLayout L = packed_layout(DType::kQ4, s);
+  auto* base = static_cast<uint8_t*>(W);
+  auto* factors = reinterpret_cast<float*>(base + q4_kernel_factor_offset(s));
+  const int64_t groups = L.cols / 32, per_matrix = L.rows / L.matrices;
+  if (L.matrices > 0x7FFFFFFF) return Status::error("q4_to_kernel_layout_cuda: too many matrices");
+  q4_power_kernel<<<static_cast<unsigned>(L.matrices), 256, 0, st>>>(base + L.offset[1], L.row_bytes[1], per_matrix,
+                                                                     groups, factors);
+  const int64_t n = L.rows * groups;
+  q4_relayout_kernel<<<cuda::blocks_for(n, 256), 256, 0, st>>>(base + L.offset[0], L.row_bytes[0], base + L.offset[1],
+                                                               L.row_bytes[1], per_matrix, groups, n, factors);
+  return cuda_status(cudaGetLastError(), "q4_to_kernel_layout_cuda");
+}
+
+}  // namespace dg

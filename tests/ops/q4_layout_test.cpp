@@ -1,0 +1,81 @@
+// The q4 kernel layout's host twin (src/ops/moe/q4_layout.h): after q4_to_kernel_layout, every weight as the
+// streaming kernel computes it (q4_kernel_weight: the masked code's subnormal value times the pre-scaled scale plus
+// the pre-scaled min, rounded once to bf16, times the matrix's factor) equals the disk layout's decoded weight
+// rounded to bf16 — the weight the disk-layout kernel feeds the tensor cores — at weight amplitudes from 1e-3 to
+// 3e4 (matrix powers p from 0 to 17) and with an all-equal group. The GPU conversion is checked byte for byte
+// against this twin in tests/ops/moe_stream_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/moe/q4_layout.h"
+#include "quant/packed_tensor.h"
+#include "support/seeded.h"
+
+namespace dg {
+namespace {
+
+TEST(Q4KernelLayout, WordHoldsTheLanesCodes) {
+  uint8_t group[16];
+  for (int j = 0; j < 16; ++j) group[j] = static_cast<uint8_t>(j | (15 - j) << 4);  // element 2j: j, 2j + 1: 15 - j
+  for (int t = 0; t < 4; ++t) {
+    const uint32_t w = q4_kernel_word(group, t);
+    for (int j = 0; j < 4; ++j) {  // pair j: elements 2t + 8j (byte t + 4j, low) and 2t + 8j + 1 (high)
+      EXPECT_EQ((w >> (4 * j)) & 0xF, static_cast<uint32_t>(t + 4 * j)) << t << " " << j;
+      EXPECT_EQ((w >> (16 + 4 * j)) & 0xF, static_cast<uint32_t>(15 - t - 4 * j)) << t << " " << j;
+    }
+  }
+}
+
+TEST(Q4KernelLayout, PowerKeepsTheScaledScaleFinite) {
+  EXPECT_EQ(q4_kernel_power(0), 0);
+  EXPECT_EQ(q4_kernel_power(f32_to_bf16(1.0f / 64)), 0);  // 2^-6 2^133 = 2^127
+  EXPECT_EQ(q4_kernel_power(f32_to_bf16(1.0f / 32)), 1);
+  EXPECT_EQ(q4_kernel_power(f32_to_bf16(3.0f)), 7);
+  for (float scale : {1e-3f, 1.0f / 64, 0.03f, 0.9f, 3.0f, 4000.0f}) {
+    const uint16_t b = f32_to_bf16(scale);
+    const int p = q4_kernel_power(b);
+    const uint32_t w = q4_kernel_scale_word(b | static_cast<uint32_t>(f32_to_bf16(-0.5f)) << 16, p);
+    const float s = bf16_to_f32(static_cast<uint16_t>(w & 0xFFFF));
+    EXPECT_TRUE(std::isfinite(s)) << scale;
+    EXPECT_EQ(static_cast<double>(s), std::ldexp(static_cast<double>(bf16_to_f32(b)), 133 - p)) << scale;
+    EXPECT_EQ(bf16_to_f32(static_cast<uint16_t>(w >> 16)), std::ldexp(-0.5f, -p)) << scale;
+  }
+}
+
+void check_weights(Shape s, float amp, uint64_t seed, bool flat_group) {
+  const int64_t n = s.numel();
+  std::vector<float> v = test::seeded_uniform(static_cast<size_t>(n), seed, -amp, amp, Storage::kBF16);
+  if (flat_group) std::fill_n(v.begin() + 32, 32, v[32]);  // row 0's second group: all equal (scale 0 or one step)
+  Tensor f = host_tensor(DType::kF32, s);
+  std::copy(v.begin(), v.end(), f.f32());
+  const Tensor packed = pack_tensor(f, DType::kQ4);
+  const Tensor decoded = unpack_tensor(packed);
+  std::vector<uint8_t> blob(static_cast<size_t>(q4_kernel_layout_bytes(s)), 0xAB);
+  std::memcpy(blob.data(), packed.data, packed.nbytes());
+  q4_to_kernel_layout(blob.data(), s);
+  const int64_t K = s[s.rank - 1], rows = n / K;
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const float want = round_bf16(decoded.f32()[r * K + k]), got = q4_kernel_weight(blob.data(), s, r, k);
+      if (got != want && bad++ < 5)
+        ADD_FAILURE() << "amplitude " << amp << ": weight (" << r << ", " << k << ") " << got << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0) << "amplitude " << amp;
+}
+
+TEST(Q4KernelLayout, KernelWeightsEqualTheRoundedDiskWeights) {
+  check_weights(Shape{3, 40, 96}, 0.1f, 1, true);    // three matrices, K of three groups (a partial stage)
+  check_weights(Shape{2, 16, 160}, 1e-3f, 2, false);
+  check_weights(Shape{2, 16, 64}, 2.0f, 3, false);   // p = 1 .. 2
+  check_weights(Shape{2, 16, 64}, 40.0f, 4, true);   // p about 6
+  check_weights(Shape{7, 32}, 3e4f, 5, false);       // one matrix, p about 17
+}
+
+}  // namespace
+}  // namespace dg
