@@ -14,6 +14,8 @@
 #          its commit-time trim, which random weights would fire on every row), the JSON with its timings
 #   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps)
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
+#   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
+#   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
 # A pack is "name" (quantize --profile name) or "name@OPTIONS" (run options, comma-separated, e.g.
 # fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations).
 set -u
@@ -91,6 +93,21 @@ if has serve; then
   stamp "serve ${DG_STREAMS:-8,32}"
   timeout 200 $dg bench --serve --streams "${DG_STREAMS:-8,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 \
     --label speed-serve --out "$OUT/bench.jsonl" 2>&1 | grep -E '"serve"|error' | cut -c1-300
+fi
+if has topk; then
+  # Top-k attention against dense at long context (docs/CUDA.md, "Top-k attention"): prefill and denoise step.
+  for t in off dyn; do
+    stamp "bench topk $t, prefill ${DG_TOPK_PREFILL:-65536}, contexts ${DG_TOPK_CONTEXTS:-65536,131072}"
+    timeout 200 $dg bench --prefill "${DG_TOPK_PREFILL:-65536}" --context "${DG_TOPK_CONTEXTS:-65536,131072}" \
+      --skip-generate --attention-topk "$t" --label "topk-$t" --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
+  done
+fi
+if has reference; then
+  # transformers on the same shapes in the same run (static cache + torch.compile; about 3 minutes of compilation)
+  stamp "transformers compiled"
+  PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-400}" python3 scripts/bench_reference.py --mode compiled \
+    --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
+    | grep -E '"event"|Error|error' | cut -c1-300
 fi
 if has smoke; then
   for p in $packs; do

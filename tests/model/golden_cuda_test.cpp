@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "engine/golden.h"
 #include "support/paths.h"
 
