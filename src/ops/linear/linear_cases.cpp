@@ -18,7 +18,11 @@ constexpr const char* kPackedMeasured =
     "(+ 2^-9 S for q4) of f64 sums, cosine >= 0.99999, at 130 x 64 -> 200 (q4, fp8, nvfp4, q8) and the q8 "
     "self-conditioning MLP 256 x 2816 -> 2112 and 256 x 2112 -> 2816";
 
-constexpr Bound kCudaDense{.rel = 0x1p-7, .rel_sum = 0x1p-14, .min_cosine = 0.99999, .basis = kGemmBasis};
+constexpr Bound kCudaDense{
+    .rel = 0x1p-7, .rel_sum = 0x1p-14, .min_cosine = 0.99999, .basis = kGemmBasis,
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): linear worst 0.85 of the bound (26B-A4B full o_proj: max_abs 0.125, cosine "
+                "0.999997), linears 0.86 (26B-A4B sliding q, k, v: max_abs 6.3e-2), cosine >= 0.999997 in all 25 "
+                "cases"};
 constexpr Bound kCudaPacked{.rel = 0x1p-7, .rel_sum = 0x1p-14, .min_cosine = 0.99999, .basis = kGemmBasis,
                             .measured = kPackedMeasured};
 constexpr Bound kCudaPackedQ4{
@@ -29,7 +33,9 @@ constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused
 constexpr Bound kCudaGated{
     .of_peak = 0x1p-6, .min_cosine = 0.9999,
     .basis = "the gate and up products within the GEMM bound, then gelu and the product each rounded to bf16: an "
-             "f32 order difference flips a rounding by one ulp at most, a few bf16 ulps of the largest output"};
+             "f32 order difference flips a rounding by one ulp at most, a few bf16 ulps of the largest output",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst 0.19 of the bound (26B-A4B dense MLP: max_abs 1.0 of outputs near 2^7), "
+                "cosine >= 0.99999998 in all 4 cases"};
 
 OpCase linear(std::string name, CaseParams p, DType w, const Bound& cuda, bool real = false) {
   return {"linear", "linear", std::move(name), std::move(p), w, real, false, {{"cuda", "", cuda}}};

@@ -12,7 +12,9 @@ constexpr Bound kCudaLogits{
     .basis = "the product as a bf16 GEMM with f32 accumulation (cuBLAS) against the twin's f32 dot products, each "
              "rounded to bf16 before the softcap: one bf16 rounding per side (2^-8 relative each) plus the "
              "accumulation order (2^-14 of the sum of |products|, the streaming kernel's measured bound); the "
-             "softcap's slope is at most 1"};
+             "softcap's slope is at most 1",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst 0.78 of the bound (26B-A4B full vocabulary, 8 rows: max_abs 9.5e-2), cosine "
+                ">= 0.99999999 in all 6 cases"};
 
 OpCase logits(std::string name, int64_t rows, int64_t hidden, int64_t vocab, double softcap, bool real = false) {
   return {"logits", "lm_head", std::move(name),

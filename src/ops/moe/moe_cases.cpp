@@ -12,10 +12,14 @@ constexpr const char* kPipelineBasis =
     "the activation or an expert output by one ulp) plus the routing weights from bf16 router scores, which move "
     "an output by 2^-8 of itself at most";
 
-constexpr Bound kCudaMoe{.of_peak = 0x1p-6, .min_cosine = 0.9999, .basis = kPipelineBasis};
+constexpr const char* kMoeMeasured =
+    "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst 0.31 of the bound (26B-A4B canvas: max_abs 0.125), cosine >= 0.99998 over the 13 cases "
+    "that ran (the q4 26B-A4B canvas hit the run's time limit)";
+constexpr Bound kCudaMoe{.of_peak = 0x1p-6, .min_cosine = 0.9999, .basis = kPipelineBasis, .measured = kMoeMeasured};
 // q4 feeds bf16-rounded weights; fp8 activations may move an E4M3 code by a step where a bf16 ulp of difference
 // sits on a rounding boundary (the pipeline's measured bounds for those: 2^-5, 0.9995).
-constexpr Bound kCudaMoeLoose{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = kPipelineBasis};
+constexpr Bound kCudaMoeLoose{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = kPipelineBasis,
+                               .measured = kMoeMeasured};
 constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 
 OpCase moe(std::string name, int64_t rows, int64_t hidden, int64_t ff, int64_t experts, int64_t top_k,

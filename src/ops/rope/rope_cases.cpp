@@ -10,7 +10,8 @@ constexpr Bound kCudaRope{
     .min_cosine = 0.9999,
     .basis = "angles are the same f32 products; cos and sin from the GPU's sincosf against libm's differ by an f32 "
              "ulp or two, which flips their bf16 rounding where they straddle a boundary; each product and the sum "
-             "are rounded to bf16: a few bf16 ulps of the pair's magnitude"};
+             "are rounded to bf16: a few bf16 ulps of the pair's magnitude",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): bit for bit in all 8 cases (positions to 8,191, head dims to 512)"};
 
 OpCase rope(std::string name, CaseParams p) {
   return {"rope", "rope", std::move(name), std::move(p), DType::kBF16, false, false, {{"cuda", "", kCudaRope}}};

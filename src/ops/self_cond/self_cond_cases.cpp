@@ -11,7 +11,9 @@ constexpr Bound kCudaSoftEmbed{
     .basis = "probabilities rounded to bf16 on both sides from f32 softmaxes summed in different orders (one ulp, "
              "2^-7 relative at most: SoftProbsCuda measured 0.97 of that bound), a probability on the cutoff "
              "boundary zeroed on one side only (below cutoff * p_max), then a bf16 GEMM over the vocabulary with f32 "
-             "accumulation and the product rounded to bf16 before and after the embedding scale"};
+             "accumulation and the product rounded to bf16 before and after the embedding scale",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst 0.54 of the bound (odd 7 x 989 -> 111: max_abs 1.6e-2), cosine >= 0.999996 in "
+                "all 9 cases"};
 
 OpCase soft(std::string name, int64_t rows, int64_t vocab, int64_t hidden, double cutoff, bool real = false) {
   return {"self_cond", "soft_embed", std::move(name),
