@@ -23,16 +23,19 @@ constexpr Bound kCudaGemm{
     .abs = 2e-2,
     .min_cosine = 0.9999,
     .basis = "probabilities rounded to bf16 before P V (2^-9 relative each) and the output to bf16: a few bf16 ulps "
-             "of |out| <= 1"};
+             "of |out| <= 1",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): tiny_b canvas at head dim 8: max_abs 2.8e-3 (0.14 of the bound), cosine 0.999998"};
 
 // The top-k path: the gemm path's gathered bf16 keys and cuBLAS f32 scores, then the selection kernel (f32 softmax
-// and f32 probabilities in P V). Not measured yet: the cases fail on CUDA until a GPU run records the numbers.
+// and f32 probabilities in P V).
 constexpr Bound kCudaTopk{
     .abs = 2e-2,
     .min_cosine = 0.9999,
     .basis = "scores f32 on both sides (cuBLAS against the f32 loop: summation order only), the same kept set but "
              "where two scores within that error straddle the k-th place (a key of probability ~1/k or less "
-             "swapped), probabilities f32, the output rounded to bf16"};
+             "swapped), probabilities f32, the output rounded to bf16",
+    .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst max_abs 1.95e-3 (0.098 of the bound; 26B-A4B prefill, full, dyn), cosine "
+                ">= 0.9999985 in all 7 cases: the kept sets agreed"};
 
 OpCase attn(std::string name, CaseParams p, bool real = false) {
   const bool flash = p.n("head_dim") >= 16;  // powers of two 16..512 (attention_flash_supports)
