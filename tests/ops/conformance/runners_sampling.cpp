@@ -1,6 +1,5 @@
 // Runners of the sampler's ops: row statistics (with ties for the maximum placed across each row), categorical
 // draws, and the decide op through the backend's Decider over several steps.
-#include <bit>
 
 #include "core/error.h"
 #include "diffusion/rng.h"
@@ -22,8 +21,6 @@ std::vector<float> logits(const OpCase& c, int64_t rows, int64_t vocab, bool tie
   }
   return v;
 }
-
-int64_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 }  // namespace
 
@@ -72,7 +69,9 @@ std::vector<Output> run_decide(const OpCase& c, const Side& s) {
   const std::vector<int32_t> canvas =
       seeded_ids(static_cast<size_t>(rows), case_seed(c, 1), 3, static_cast<int32_t>(vocab));
   d->start(p, canvas, case_seed(c, 2), Lcg::jumps(2 * n));
-  Output out{"decisions", {}, {}, {}};
+  // The decisions compare exactly; the statistics behind them (f32 entropies and maxima from the backend's row
+  // statistics, whose bound is row_stats') under their own bound.
+  Output out{"decisions", {}, {}, {}}, stats{"statistics", {}, {}, {}};
   std::vector<RowStats> st(static_cast<size_t>(rows));
   std::vector<int32_t> ids(static_cast<size_t>(rows));
   for (int64_t step = 0; step < c.p.n("steps"); ++step) {
@@ -82,16 +81,17 @@ std::vector<Output> run_decide(const OpCase& c, const Side& s) {
     Tensor tempered = s.be.alloc(Shape{rows, vocab});
     const DecideStatus status = d->step(logits_t, 0.8f, tempered);
     for (int sh = 0; sh < 64; sh += 16) out.ints.push_back(static_cast<int64_t>((status.lcg >> sh) & 0xffff));
-    out.ints.insert(out.ints.end(), {status.stop, status.accepted, bits(status.mean_entropy), status.step,
-                                     status.pad_gated});
+    out.ints.insert(out.ints.end(), {status.stop, status.accepted, status.step, status.pad_gated});
+    stats.values.push_back(status.mean_entropy);
     d->read_stats(st.data());
     d->read_canvas(ids.data());
     for (int64_t r = 0; r < rows; ++r) {
       const RowStats& t = st[static_cast<size_t>(r)];
-      out.ints.insert(out.ints.end(), {ids[static_cast<size_t>(r)], t.argmax, bits(t.entropy), bits(t.p_max)});
+      out.ints.insert(out.ints.end(), {ids[static_cast<size_t>(r)], t.argmax});
+      stats.values.insert(stats.values.end(), {t.entropy, t.p_max});
     }
   }
-  return {out};
+  return {out, stats};
 }
 
 }  // namespace dg::test
