@@ -6,24 +6,15 @@
 #include "chat_test_util.h"
 #include "core/error.h"
 #include "engine/chat.h"
-#include "support/paths.h"
+#include "support/embedded_engine.h"
 
 namespace dg::test {
 namespace {
 
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
-
 ChatOptions quick(bool thinking = false) {
   ChatOptions o;
   o.thinking = thinking;
-  o.sampler = tiny_engine().default_sampler(SamplerProfile::kContract);
+  o.sampler = embedded_engine().default_sampler(SamplerProfile::kContract);
   o.sampler.steps = 4;
   o.sampler.max_new_tokens = 40;
   return o;
@@ -37,7 +28,7 @@ std::vector<int32_t> canonical(const ChatSession& c) {
 }
 
 TEST(ChatSession, EachTurnExtendsTheCacheAndHoldsTheCanonicalRender) {
-  ChatSession chat(tiny_engine(), quick());
+  ChatSession chat(embedded_engine(), quick());
   EXPECT_EQ(chat.kv_tokens(), 1);  // <bos>
   const TurnResult a = chat.user("Hello there");
   EXPECT_EQ(a.prompt.reused, 1);
@@ -58,7 +49,7 @@ TEST(ChatSession, EachTurnExtendsTheCacheAndHoldsTheCanonicalRender) {
 }
 
 TEST(ChatSession, RewindRestoresTheKvByteForByteAndRegeneratesIdentically) {
-  ChatSession chat(tiny_engine(), quick());
+  ChatSession chat(embedded_engine(), quick());
   const TurnResult first = chat.user("One");
   const uint64_t fp = chat.fingerprint();
   const std::vector<int32_t> log = chat.session().tokens();
@@ -78,7 +69,7 @@ TEST(ChatSession, RewindRestoresTheKvByteForByteAndRegeneratesIdentically) {
 }
 
 TEST(Session, DivergenceRewindsWithinTheRingsAndReprefillsBeyond) {
-  const Engine& e = tiny_engine();
+  const Engine& e = embedded_engine();
   KvOptions ko;
   ko.ring_slack = 16;
   Session s(e.model(), ko);
@@ -108,7 +99,7 @@ TEST(Session, DivergenceRewindsWithinTheRingsAndReprefillsBeyond) {
 }
 
 TEST(ChatSession, ToolRoundsContinueInsideTheModelTurn) {
-  ChatSession chat(tiny_engine(), quick());
+  ChatSession chat(embedded_engine(), quick());
   chat.set_tools(Json::parse(R"([{"type":"function","function":{"name":"get_time","description":"The time",
       "parameters":{"type":"object","properties":{"zone":{"type":"string"}},"required":["zone"]}}}])"));
   chat.add_message(message_from_json(Json::parse(R"({"role":"user","content":"What time is it in Oslo?"})"), "m"));
@@ -136,7 +127,7 @@ TEST(ChatSession, ToolRoundsContinueInsideTheModelTurn) {
 }
 
 TEST(ChatSession, ThinkingTurnsDropTheirReasoningFromHistory) {
-  ChatSession chat(tiny_engine(), quick(true));
+  ChatSession chat(embedded_engine(), quick(true));
   chat.user("Think about it");
   EXPECT_TRUE(same_ids(chat.session().tokens(), canonical(chat)));
   const std::string text = tiny_tokenizer().decode(chat.session().tokens());
@@ -148,11 +139,11 @@ TEST(ChatSession, ThinkingTurnsDropTheirReasoningFromHistory) {
 
 TEST(ChatSession, SaveAndLoadRoundTrip) {
   const std::string path = scratch_dir("chat") + "/conv.json";
-  ChatSession a(tiny_engine(), quick());
+  ChatSession a(embedded_engine(), quick());
   a.set_system("Be brief.");
   a.user("Hi");
   a.save(path);
-  ChatSession b(tiny_engine(), quick());
+  ChatSession b(embedded_engine(), quick());
   b.load(path);
   EXPECT_EQ(b.session().tokens(), a.session().tokens());
   EXPECT_EQ(b.fingerprint(), a.fingerprint());

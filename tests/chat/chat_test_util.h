@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ inline const ChatTokens& tiny_chat_tokens() {
   return t;
 }
 inline std::vector<int32_t> plain(const std::string& s) { return tiny_tokenizer().encode(s, SpecialTokens::kPlain); }
+// The parts' ids one after another.
+inline std::vector<int32_t> ids(std::initializer_list<std::vector<int32_t>> parts) {
+  std::vector<int32_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
 
 // Equal id vectors, or a failure naming the first differing index with the text on both sides.
 inline ::testing::AssertionResult same_ids(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {

@@ -10,21 +10,12 @@
 #include "diffusion/json_schema.h"
 #include "engine/chat.h"
 #include "engine/oplog.h"
+#include "support/embedded_engine.h"
 #include "support/expect_error.h"
-#include "support/paths.h"
 #include "support/process.h"
 
 namespace dg::test {
 namespace {
-
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
 
 const char* kSchemas[] = {
     R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["C","F"]},
@@ -43,7 +34,7 @@ std::vector<int32_t> chat_prompt(const std::string& text) {
 }
 
 TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
-  const Engine& e = tiny_engine();
+  const Engine& e = embedded_engine();
   const auto vocab = chat_json_vocab(e.tokenizer(), tiny_chat_tokens(), e.default_sampler(SamplerProfile::kContract).stop_ids);
   int forced = 0;
   for (const char* text : kSchemas) {
@@ -71,8 +62,8 @@ TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
 }
 
 TEST(StructuredOutput, ABudgetBelowTheShortestObjectIsRefused) {
-  SamplerOptions o = tiny_engine().default_sampler(SamplerProfile::kContract);
-  o.json = chat_json_vocab(tiny_engine().tokenizer(), tiny_chat_tokens(), o.stop_ids);
+  SamplerOptions o = embedded_engine().default_sampler(SamplerProfile::kContract);
+  o.json = chat_json_vocab(embedded_engine().tokenizer(), tiny_chat_tokens(), o.stop_ids);
   o.json_schema = JsonSchema::compile(Json::parse(kSchemas[0]));
   o.max_new_tokens = o.json_schema->node(0).min_bytes - 1;
   DG_EXPECT_ERROR(o.validate(), "below the shortest object the JSON schema allows (31 bytes)");
@@ -94,7 +85,7 @@ TEST(StructuredOutput, AskTakesASchemaFileAndNamesAnUnsupportedKeyword) {
   const Json value = Json::parse(ok.out, nullptr, false);
   ASSERT_FALSE(value.is_discarded()) << ok.out;
   EXPECT_TRUE(JsonSchema::compile(Json::parse(kSchemas[0]))->validate(value).empty()) << ok.out;
-  const ReplayReport rep = replay_oplog(tiny_engine(), log);
+  const ReplayReport rep = replay_oplog(embedded_engine(), log);
   EXPECT_FALSE(rep.diverged) << rep.divergence;
   EXPECT_EQ(rep.jobs, 1);
   const ProcessResult no = run_command(cli_path() + " ask -q --json-schema " + bad + " -p x");

@@ -11,26 +11,11 @@
 #include "engine/chat.h"
 #include "engine/oplog.h"
 #include "engine/tool_repair.h"
-#include "support/paths.h"
+#include "support/embedded_engine.h"
 #include "support/sequence_denoiser.h"
 
 namespace dg::test {
 namespace {
-
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
-
-std::vector<int32_t> ids(std::initializer_list<std::vector<int32_t>> parts) {
-  std::vector<int32_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
 
 std::vector<int32_t> call(const std::string& key) {
   const ChatTokens& t = tiny_chat_tokens();
@@ -43,7 +28,7 @@ struct Fixture {
       "properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}}}])");
   ToolSet set = ToolSet::from(tools);
   RenderedPrompt prompt;
-  SamplerOptions opt = tiny_engine().default_sampler(SamplerProfile::kContract);
+  SamplerOptions opt = embedded_engine().default_sampler(SamplerProfile::kContract);
   std::string log = scratch_dir("tool_repair") + "/ops.jsonl";
 
   Fixture() {
@@ -63,11 +48,11 @@ struct Fixture {
     int generations = 0;
   };
   Run run(ToolCheckMode mode, std::vector<std::vector<int32_t>> replies, int attempts = 2) {
-    Session s = tiny_engine().open_session();
+    Session s = embedded_engine().open_session();
     OpLog oplog(log);
     SessionRecorder rec(oplog);
     s.set_observer(&rec);
-    SequenceDenoiser d(tiny_engine().model(), std::move(replies), tiny_chat_tokens().eos);
+    SequenceDenoiser d(embedded_engine().model(), std::move(replies), tiny_chat_tokens().eos);
     Run out;
     ChatEvents ev;
     ev.on_reply = [&](const ReplyEvent& e) { out.events.push_back(e); };
@@ -121,7 +106,7 @@ TEST(ToolRepair, RepairFeedsErrorsThenEvaporatesTheExchange) {
   EXPECT_EQ(run.events[0].call.arguments, Json({{"city", "Oslo"}}));
   // The cache is back at the prompt's end, byte for byte.
   EXPECT_TRUE(same_ids(run.cache, f.prompt.ids));
-  Session fresh = tiny_engine().open_session();
+  Session fresh = embedded_engine().open_session();
   fresh.sync(f.prompt.ids);
   EXPECT_EQ(run.fingerprint, fresh.fingerprint());
   // The op-log: the second generation followed the bad reply and one error response, without <|tool_response>
@@ -200,10 +185,10 @@ TEST(ToolRepair, ARepairOnTheEmbeddedModelIsRecordedAndReplays) {
   {
     OpLog oplog(log);
     ChatOptions o;
-    o.sampler = tiny_engine().default_sampler(SamplerProfile::kContract);
+    o.sampler = embedded_engine().default_sampler(SamplerProfile::kContract);
     o.sampler.seed = 1;
     o.oplog = &oplog;
-    ChatSession chat(tiny_engine(), o);
+    ChatSession chat(embedded_engine(), o);
     chat.set_tools(Json::parse(R"([{"type":"function","function":{"name":"calculator",
         "description":"Evaluates an arithmetic expression and returns the result.","parameters":{"type":"object",
         "required":["expression"],"properties":{"expression":{"type":"integer"}}}}}])"));
@@ -213,7 +198,7 @@ TEST(ToolRepair, ARepairOnTheEmbeddedModelIsRecordedAndReplays) {
   ASSERT_FALSE(r.tool_problems.empty());
   EXPECT_NE(r.tool_problems[0].find("$.expression: expected an integer, got a string"), std::string::npos)
       << r.tool_problems[0];
-  const ReplayReport rep = replay_oplog(tiny_engine(), log);
+  const ReplayReport rep = replay_oplog(embedded_engine(), log);
   EXPECT_FALSE(rep.diverged) << rep.divergence;
   EXPECT_EQ(rep.jobs, 1 + r.tool_attempts);
 }

@@ -10,26 +10,11 @@
 #include "engine/chat.h"
 #include "engine/oplog.h"
 #include "engine/session_pool.h"
-#include "support/paths.h"
+#include "support/embedded_engine.h"
 #include "support/sequence_denoiser.h"
 
 namespace dg::test {
 namespace {
-
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
-
-std::vector<int32_t> ids(std::initializer_list<std::vector<int32_t>> parts) {
-  std::vector<int32_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
 
 const char* kTools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
     "properties":{"city":{"type":"string"}},"required":["city"]}}}])";
@@ -44,7 +29,7 @@ struct Rounds {
 
 Rounds run(bool continuation) {
   const ChatTokens& t = tiny_chat_tokens();
-  SequenceDenoiser d(tiny_engine().model(),
+  SequenceDenoiser d(embedded_engine().model(),
                      {ids({plain("The user wants the weather in Oslo, so I call the tool."), {t.channel_close},
                            {t.call_open}, plain("call:get_weather{city:"), {t.quote}, plain("Oslo"), {t.quote},
                            plain("}"), {t.call_close, t.response_open}}),
@@ -56,12 +41,12 @@ Rounds run(bool continuation) {
     OpLog oplog(log);
     ChatOptions o;
     o.thinking = true;
-    o.sampler = tiny_engine().default_sampler(SamplerProfile::kContract);
+    o.sampler = embedded_engine().default_sampler(SamplerProfile::kContract);
     o.sampler.max_new_tokens = 64;
     o.tool_continuation = continuation;
     o.denoiser = &d;
     o.oplog = &oplog;
-    ChatSession chat(tiny_engine(), o);
+    ChatSession chat(embedded_engine(), o);
     chat.set_tools(Json::parse(kTools));
     out.call = chat.user("Weather in Oslo?");
     out.after_call = chat.session().tokens();

@@ -9,19 +9,11 @@
 #include <fmt/format.h>
 
 #include "engine/golden.h"
+#include "support/embedded_engine.h"
 #include "support/paths.h"
 
 namespace dg::test {
 namespace {
-
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
 
 Json blessed() {
   std::ifstream in(source_path(golden_file("cpu")));
@@ -31,7 +23,7 @@ Json blessed() {
 }
 
 TEST(Golden, TheProductionPathsAreByteIdentical) {
-  const Json got = run_golden(tiny_engine());
+  const Json got = run_golden(embedded_engine());
   const Json want = blessed();
   EXPECT_EQ(got["cases"].size(), golden_case_names().size());
   const std::vector<std::string> diffs = compare_golden(got, want);
@@ -41,7 +33,7 @@ TEST(Golden, TheProductionPathsAreByteIdentical) {
 
 // The sanitizer run's share of the gate (the whole matrix is plain_only, docs/CI.md): one case, the tool round.
 TEST(Golden, OneCaseIsByteIdentical) {
-  const Json got = run_golden(tiny_engine(), {"tool_round"});
+  const Json got = run_golden(embedded_engine(), {"tool_round"});
   ASSERT_EQ(got["cases"].size(), 1u);
   const std::vector<std::string> diffs = compare_golden(got, blessed());
   EXPECT_TRUE(diffs.empty()) << fmt::format("{}", fmt::join(diffs, "\n"));

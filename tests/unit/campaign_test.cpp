@@ -11,20 +11,12 @@
 #include "core/error.h"
 #include "engine/chat.h"
 #include "smoketest/campaign.h"
+#include "support/embedded_engine.h"
 #include "support/paths.h"
 #include "support/process.h"
 
 namespace dg::test {
 namespace {
-
-const Engine& tiny_engine() {
-  static const std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
-  }();
-  return *e;
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -49,16 +41,16 @@ TEST(Campaign, ArmsTimesBatteriesIntoOneDirectoryAndReReported) {
   const std::string smoke = cut("tests/fixtures/smoketest/battery.json", {"capital_france", "hello"}, dir + "/s.json");
   const std::string progs = cut("tests/fixtures/programmatic/battery.json", {"sh_count", "py_sum_args"},
                                 dir + "/p.json");
-  smoke::CampaignArm base{"base", "", tiny_engine().default_sampler(SamplerProfile::kContract), false, {}};
+  smoke::CampaignArm base{"base", "", embedded_engine().default_sampler(SamplerProfile::kContract), false, {}};
   base.sampler.max_new_tokens = 48;
   smoke::CampaignArm ref = base;
   ref.name = "ref";
   ref.options = "--sampler reference";
-  ref.sampler = tiny_engine().default_sampler(SamplerProfile::kReference);
+  ref.sampler = embedded_engine().default_sampler(SamplerProfile::kReference);
   ref.sampler.max_new_tokens = 48;
   const std::string out = dir + "/run";
   const std::vector<Json> rows =
-      smoke::run_campaign(tiny_engine(), {base, ref}, {{"smoke", smoke}, {"programmatic", progs}}, out, false);
+      smoke::run_campaign(embedded_engine(), {base, ref}, {{"smoke", smoke}, {"programmatic", progs}}, out, false);
   ASSERT_EQ(rows.size(), 8u);
   for (const Json& r : rows) {
     const std::string v = r["verdict"];
@@ -81,11 +73,11 @@ TEST(Campaign, ArmsTimesBatteriesIntoOneDirectoryAndReReported) {
 TEST(Campaign, SeedsAndOnlyRunEachPromptOncePerSeedAndCountValidToolCalls) {
   const std::string dir = scratch_dir("campaign_seeds");
   const std::string smoke = cut("tests/fixtures/smoketest/battery.json", {"hello", "tool_multiply"}, dir + "/s.json");
-  smoke::CampaignArm off{"off", "--tool-check off", tiny_engine().default_sampler(SamplerProfile::kContract), false,
+  smoke::CampaignArm off{"off", "--tool-check off", embedded_engine().default_sampler(SamplerProfile::kContract), false,
                          {ToolCheckMode::kOff, 0}};
   off.sampler.max_new_tokens = 48;
   smoke::CampaignScope scope{smoke::parse_seeds("3,5"), {"tool_multiply"}};
-  const std::vector<Json> rows = smoke::run_campaign(tiny_engine(), {off}, {{"smoke", smoke}}, dir + "/run", false,
+  const std::vector<Json> rows = smoke::run_campaign(embedded_engine(), {off}, {{"smoke", smoke}}, dir + "/run", false,
                                                      scope);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["seed"], 3);

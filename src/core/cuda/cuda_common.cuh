@@ -41,6 +41,22 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
+// The max (is_max) or the sum of v over a block of kThreads threads, returned to every thread; sh: kThreads / 32
+// floats of shared memory. Two barriers: the block may reuse sh after it returns.
+template <int kThreads>
+__device__ float block_reduce(float v, bool is_max, float* sh) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = is_max ? -INFINITY : 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) t = is_max ? fmaxf(t, sh[w]) : t + sh[w];
+  __syncthreads();
+  return t;
+}
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 // Streaming multiprocessors of the current device (read once).

@@ -28,19 +28,6 @@ __global__ void gather_kernel(const f16* ck, const f16* cv, int64_t cap, bool ri
 
 constexpr int kThreads = 256;
 
-__device__ float block_reduce(float v, bool is_max, float* sh) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = is_max ? -INFINITY : 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) t = is_max ? fmaxf(t, sh[w]) : t + sh[w];
-  __syncthreads();
-  return t;
-}
-
 // One block per (head, query row).
 __global__ void softmax_kernel(const float* scores, int64_t rows, int64_t S, int64_t q_pos0, int64_t key_pos0,
                                bool causal, int64_t window, bf16* probs) {
@@ -57,11 +44,11 @@ __global__ void softmax_kernel(const float* scores, int64_t rows, int64_t S, int
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < S; j += kThreads)
     if (visible(j)) mx = fmaxf(mx, x[j]);
-  mx = block_reduce(mx, true, sh);
+  mx = cuda::block_reduce<kThreads>(mx, true, sh);
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < S; j += kThreads)
     if (visible(j)) sum += expf(x[j] - mx);
-  sum = block_reduce(sum, false, sh);
+  sum = cuda::block_reduce<kThreads>(sum, false, sh);
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   for (int64_t j = threadIdx.x; j < S; j += kThreads)
     p[j] = __float2bfloat16_rn(visible(j) ? expf(x[j] - mx) * inv : 0.0f);

@@ -18,19 +18,6 @@ using cuda::bf16;
 constexpr int kThreads = 256;
 constexpr int kDimsPerThread = 4;  // head dims up to kThreads * 4 = 1024
 
-__device__ float block_reduce(float v, bool is_max, float* sh) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = is_max ? -INFINITY : 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) t = is_max ? fmaxf(t, sh[w]) : t + sh[w];
-  __syncthreads();
-  return t;
-}
-
 __global__ void __launch_bounds__(kThreads)
     topk_kernel(const float* __restrict__ scores, const bf16* __restrict__ v, int64_t heads, int64_t rows, int64_t S,
                 int64_t n_kv, int64_t D, int64_t q_pos0, int64_t key_pos0, bool causal, int64_t window, AttnTopk topk,
@@ -116,14 +103,14 @@ __global__ void __launch_bounds__(kThreads)
   // 3. Softmax over the kept scores (f32), then P V over their gathered value rows.
   float mx = -INFINITY;
   for (int i = tid; i < n_kept; i += kThreads) mx = fmaxf(mx, x[kept[i]]);
-  mx = block_reduce(mx, true, red);
+  mx = cuda::block_reduce<kThreads>(mx, true, red);
   float sum = 0.0f;
   for (int i = tid; i < n_kept; i += kThreads) {
     const float e = expf(x[kept[i]] - mx);
     prob[i] = e;
     sum += e;
   }
-  sum = block_reduce(sum, false, red);  // its barriers also publish prob[]
+  sum = cuda::block_reduce<kThreads>(sum, false, red);  // its barriers also publish prob[]
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   float acc[kDimsPerThread] = {};
   for (int i = 0; i < n_kept; ++i) {

@@ -11,15 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/host_device.h"
 #include "ops/attention/attention.h"
-
-#if !defined(DG_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define DG_HOST_DEVICE __host__ __device__
-#else
-#define DG_HOST_DEVICE
-#endif
-#endif
 
 namespace dg {
 

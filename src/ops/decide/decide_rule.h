@@ -6,15 +6,8 @@
 
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "ops/decide/decide.h"
-
-#if !defined(DG_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define DG_HOST_DEVICE __host__ __device__
-#else
-#define DG_HOST_DEVICE
-#endif
-#endif
 
 namespace dg {
 

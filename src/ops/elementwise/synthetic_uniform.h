@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DG_HOST_DEVICE __host__ __device__
-#else
-#define DG_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace dg {
 
