@@ -47,13 +47,22 @@ if [ -n "${DG_PROFILE_PREFILL-4096}" ]; then
     2> "$OUT/ncu-prefill.err" || echo "rc $?"
   python3 scripts/ncu_table.py "$OUT/ncu-prefill.csv" --top 12 || tail -n 5 "$OUT/ncu-prefill.err"
 fi
+# DG_PROFILE_SOURCE=1: the detailed runs also sample warp stalls per SASS instruction (detail-*-sass.csv, for
+# finding the stalling loads and chains of a kernel).
+src_sections=""
+[ -n "${DG_PROFILE_SOURCE:-}" ] && src_sections="--section SourceCounters --import-source no"
 for d in ${DG_PROFILE_DETAIL-bf16:moe_stream_kernel fp8:moe_stream_kernel q4:moe_stream_kernel bf16:flash}; do
   w=${d%%:*} k=${d#*:}
   stamp "ncu detail: $k ($w)"
+  rep="/tmp/detail-$w-${k//[^a-zA-Z0-9_]/_}"
+  rm -f "$rep.ncu-rep"
   timeout 200 $ncu -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $bench --weights "$w" --prefill 512 --context 1024 --denoise-steps 1 --profile-range denoise \
-    > "$OUT/detail-$w-$k.txt" 2>&1 || echo "rc $?"
-  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Issue Slots Busy|No Eligible|Warp Cycles Per Issued" "$OUT/detail-$w-$k.txt" | head -24
+    $src_sections -o "$rep" $bench --weights "$w" --prefill 512 --context 1024 --denoise-steps 1 --profile-range denoise \
+    > /dev/null 2>&1 || echo "rc $?"
+  ncu -i "$rep.ncu-rep" --page details > "$OUT/detail-$w-${k//[^a-zA-Z0-9_]/_}.txt" 2>&1
+  [ -n "$src_sections" ] && ncu -i "$rep.ncu-rep" --page source --csv --print-source sass \
+    > "$OUT/detail-$w-${k//[^a-zA-Z0-9_]/_}-sass.csv" 2>&1
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Issue Slots Busy|No Eligible|Warp Cycles Per Issued" "$OUT/detail-$w-${k//[^a-zA-Z0-9_]/_}.txt" | head -24
 done
 stamp "done"

@@ -192,7 +192,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -401,6 +401,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
       ->check(CLI::IsMember({3, 4}))
+      ->capture_default_str();
+  cmd->add_option("--moe-q4-stages", o->kernels.moe_q4_stages,
+                  "CUDA q4 experts (kernel layout): pipeline stages of the streaming kernel, 2 | 3 | 4")
+      ->check(CLI::IsMember({2, 3, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
       ->check(positive_int())

@@ -116,7 +116,7 @@ struct GemmCase {
   bool gather;  // x has `rows` rows, read through perm / top_k; else x has one row per sorted position
   DType fmt = DType::kBF16;
   bool act8 = false;  // fp8 activations (W8A8): x quantised per row to E4M3 on the host, codes + scales uploaded
-  int a8_stages = 3;  // ... through a pipeline of this many stages
+  int stages = 0;  // pipeline stages where the format offers a choice (W8A8, q4 kernel layout); 0: its default
   float w_amp = 0.1f;  // weights uniform in [-w_amp, w_amp]
 };
 
@@ -282,10 +282,10 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.a8_stages, layout);
+                                  xsc, c.stages, layout);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.a8_stages, layout);
+                              c.stages, layout);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -489,6 +489,18 @@ TEST(MoeStreamQuantCuda, Q4LargeScales) {
   }
   GemmCase c{"K512 N130 one row", 512, 130, 2, {1, 0}, 0, 1, false, DType::kQ4};
   run_gemm_case(c);
+}
+
+// The q4 kernel layout's deeper pipelines (--moe-q4-stages 3, 4): K ending mid-stage, pass boundaries, full shape.
+TEST(MoeStreamQuantCuda, Q4DeeperPipelines) {
+  DG_NEED_GPU();
+  for (int stages : {3, 4}) {
+    const std::string tag = std::to_string(stages) + " stages, ";
+    run_gemm_case({(tag + "K96 N40 gather").c_str(), 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kQ4, false,
+                   stages});
+    run_gemm_case({(tag + "26B-A4B gate_up").c_str(), 2816, 1408, 128, {}, 256, 8, true, DType::kQ4, false, stages});
+    run_gemm_case({(tag + "26B-A4B down").c_str(), 704, 2816, 128, {}, 256, 8, false, DType::kQ4, false, stages});
+  }
 }
 
 TEST(MoeStreamQuantCuda, TinyModelShapes) {

@@ -414,10 +414,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
     } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
       Tensor act = alloc(Shape{P, ff});
       check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
-                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_, nullptr, 3,
-                                    q4_layout()));
+                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_, nullptr,
+                                    kernels_.moe_q4_stages, q4_layout()));
       check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                                 offsets.as<int32_t>(), y.data, stream_, nullptr, 3, q4_layout()));
+                                 offsets.as<int32_t>(), y.data, stream_, nullptr, kernels_.moe_q4_stages,
+                                 q4_layout()));
     } else {
       Tensor xg = alloc(Shape{P + 16, H});
       check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));

@@ -34,6 +34,8 @@ struct CudaKernels {
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
   int moe_a8_stages = 3;
+  // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
+  int moe_q4_stages = 2;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -78,6 +80,8 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.attention_cols == 128 || k.attention_cols == 256, "--attention-cols must be 128 or 256, not {}",
            k.attention_cols);
   DG_CHECK(k.moe_a8_stages == 3 || k.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}", k.moe_a8_stages);
+  DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
+           k.moe_q4_stages);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }
 

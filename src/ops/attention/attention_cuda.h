@@ -51,8 +51,8 @@ Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, 
 // writing a [rows, keys] matrix. Fresh keys/values arrive as f16 (the cache's storage; the caller converts the bf16
 // rows, exact for the magnitudes the K/V norms produce); probabilities enter P V as f16. Head dims 16..512 in
 // powers of two (attention_flash_supports); anything else is an error naming the gemm kernel. Bidirectional
-// (canvas) attention splits the keys over up to max_splits blocks per row tile when the grid would not fill the
-// GPU (flash-decoding), merging the partial results in f32. A block writes out_cols (128 or 256) output columns of
+// (canvas) attention splits the keys over up to max_splits blocks per row tile, as many as fill the GPU's resident
+// blocks in one wave (flash-decoding), merging the partial results in f32. A block writes out_cols (128 or 256) output columns of
 // its head; larger head dims take several blocks, each recomputing the scores.
 bool attention_flash_supports(int64_t head_dim);
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,

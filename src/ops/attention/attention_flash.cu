@@ -90,12 +90,22 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kKeys;
   const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
 
-  // Q tile: bf16 -> f16 (exact for the magnitudes QK-norm produces), zero rows past the end.
+  // Q tile: bf16 copied into the (still unused) K buffer with every copy in flight at once, then converted to f16
+  // (exact for the magnitudes QK-norm produces); rows past the end are zero.
+  static_assert(kKeys * (kD + 8) >= kRows * kD, "the bf16 Q tile fits in the K buffer");
+  bf16* qraw = reinterpret_cast<bf16*>(ks);
   for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
     const int row = i / (kD / 8), ch = i % (kD / 8);
     const int64_t r = r0 + row;
-    uint4 raw = make_uint4(0, 0, 0, 0);
-    if (r < a.rows) raw = *reinterpret_cast<const uint4*>(a.q + (r * a.n_heads + h) * kD + ch * 8);
+    cuda::cp_async16(cuda::smem_u32(qraw + row * kD + ch * 8), a.q + ((r < a.rows ? r : 0) * a.n_heads + h) * kD + ch * 8,
+                     r < a.rows);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
+    const int row = i / (kD / 8), ch = i % (kD / 8);
+    const uint4 raw = *reinterpret_cast<const uint4*>(qraw + row * kD + ch * 8);
     const auto* b = reinterpret_cast<const __nv_bfloat162*>(&raw);
     uint4 packed;
     auto* o = reinterpret_cast<uint32_t*>(&packed);
@@ -132,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
       if (a.window > 0 && kp_hi <= tile_qp_min - a.window) continue;
       need_mask = need_mask || kp_hi > tile_qp_min || (a.window > 0 && kp_lo <= tile_qp_max - a.window);
     }
-    __syncthreads();  // the previous tile's readers are done (and the Q tile is stored)
+    __syncthreads();  // the previous tile's readers are done (and the Q tile is converted out of the K buffer)
     load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
     cp_async_commit();
     load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, col0);
@@ -302,11 +312,17 @@ Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
   const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * (kD / kDv);
   const int64_t tiles = (a.n_cached + a.n_fresh + kKeys - 1) / kKeys;
-  // Bidirectional (canvas) attention splits its keys until the grid fills about two waves of the GPU; causal
-  // prefill has query tiles enough and keeps one split.
+  // Bidirectional (canvas) attention splits its keys so that the grid fills the GPU's resident blocks in one wave
+  // (a partial second wave costs as much as a full one); causal prefill has query tiles enough and keeps one split.
+  static const int per_sm = [] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_kernel<kD, kDv>, kThreads, smem) != cudaSuccess) n = 1;
+    return n < 1 ? 1 : n;
+  }();
   int64_t splits = 1;
   if (!a.causal && max_splits > 1 && tiles > 1) {
-    splits = std::min<int64_t>({max_splits, tiles, std::max<int64_t>(1, (2 * cuda::sm_count() + base - 1) / base)});
+    const int64_t slots = static_cast<int64_t>(per_sm) * cuda::sm_count();
+    splits = std::max<int64_t>(1, std::min<int64_t>({max_splits, tiles, slots / base}));
   }
   a.tiles_per_split = static_cast<int>((tiles + splits - 1) / splits);
   a.n_splits = static_cast<int>(splits == 1 ? 1 : (tiles + a.tiles_per_split - 1) / a.tiles_per_split);

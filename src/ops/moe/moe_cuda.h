@@ -50,11 +50,12 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
 // x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
 // (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
-// a8_stages (3 or 4) is that pipeline's depth.
 // q4 weights come in either layout (Q4Layout); the kernel layout must be made by q4_to_kernel_layout_cuda.
+// stages: the pipeline's depth where a format offers a choice (W8A8: 3 or 4; q4 in the kernel layout: 2, 3 or 4);
+// 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
-                            const float* x_scale = nullptr, int a8_stages = 3, Q4Layout q4 = Q4Layout::kDisk);
+                            const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -66,7 +67,7 @@ bool moe_stream_supports(DType w_dtype);
 // gelu_mul_split_cuda applied to moe_stream_gemm_cuda's output. out: [pairs, ff].
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale = nullptr, int a8_stages = 3,
+                               cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
                                Q4Layout q4 = Q4Layout::kDisk);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8

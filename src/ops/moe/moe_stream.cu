@@ -305,7 +305,7 @@ bool device_has_fp8_mma() {
 
 template <bool kGated>
 Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
-                   int a8_stages = 3, Q4Layout q4 = Q4Layout::kDisk) {
+                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
@@ -319,16 +319,24 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
     if (!fp8_mma)
       return Status::error(std::string(what) + ": fp8 activations need a GPU of compute capability 8.9 or later "
                                                "(Ada, Hopper); use --expert-act bf16");
-    if (a8_stages == 3) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
-    if (a8_stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (stages == 3 || stages == 0) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
     return Status::error(std::string(what) + ": fp8-activation pipelines have 3 or 4 stages, not " +
-                         std::to_string(a8_stages));
+                         std::to_string(stages));
+  }
+  if (w_dtype == DType::kQ4 && q4 == Q4Layout::kKernel) {
+    switch (stages) {
+      case 0: case 2: return launch_checked<WeightQ4Kernel<2>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      case 3: return launch_checked<WeightQ4Kernel<3>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      case 4: return launch_checked<WeightQ4Kernel<4>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      default:
+        return Status::error(std::string(what) + ": q4 pipelines have 2, 3 or 4 stages, not " +
+                             std::to_string(stages));
+    }
   }
   switch (w_dtype) {
     case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
-    case DType::kQ4:
-      if (q4 == Q4Layout::kKernel) return launch_checked<WeightQ4Kernel, kGated>(a, W, w_dtype, n_exp, s, what, q4);
-      return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what);
@@ -348,10 +356,10 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int a8_stages, Q4Layout q4) {
+                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", a8_stages, q4);
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -359,15 +367,15 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
   if (rows == 0) return Status::ok();
   const StreamArgs a{static_cast<const uint8_t*>(x), nullptr, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
                      rows, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 3, q4);
+  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, q4);
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int a8_stages, Q4Layout q4) {
+                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", a8_stages, q4);
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4);
 }
 
 }  // namespace dg

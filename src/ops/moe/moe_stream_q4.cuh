@@ -15,8 +15,10 @@ namespace dg::moe_stream {
 // gradual underflow keeps the value linear). The scale word is bf16 (scale 2^(133 - p), min 2^-p), p the matrix's
 // power of two (plane 2, an f32 2^p the epilogue multiplies by), so fma(v, scale 2^(133 - p), min 2^-p) =
 // 2^-p bf16(scale q + min): one rounding of exact operands, the disk layout's weights times 2^-p.
+// kStages_: the pipeline's depth (2, 3 or 4; four CTAs per SM fit up to 3, three at 4).
+template <int kStages_>
 struct WeightQ4Kernel : PackedStage<128, 32, 4> {
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kStages_;
   static constexpr int kMinBlocks = 4;
   static constexpr int kKAlign = 32;
   static constexpr int kLoadK = 128, kFrags = 8;  // one load_a: the whole stage (the four scale words in one load)
