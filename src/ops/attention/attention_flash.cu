@@ -48,27 +48,36 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 }
 
 // Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
-// row stride `ld`; key j of the tile is global key j0 + j.
+// row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
+// kRowStep-th row; its ring slot advances by kRowStep per row (one modulo per tile, no division per chunk).
 template <int kWidth>
 __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
-                                          int64_t kvh, int64_t D, int64_t j0, int64_t col0) {
-  constexpr int kChunks = kWidth / 8;
-  const int64_t S = a.n_cached + a.n_fresh;
-  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
-    const int row = i / kChunks, ch = i % kChunks;
-    const int64_t j = j0 + row;
+                                          int kvh, int D, int64_t j0, int col0) {
+  constexpr int kChunks = kWidth / 8, kRowStep = kThreads / kChunks, kPer = kKeys / kRowStep;
+  static_assert(kThreads % kChunks == 0 && kKeys % kRowStep == 0, "whole rows per thread");
+  const int ch = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
+  const int64_t S = a.n_cached + a.n_fresh, stride = static_cast<int64_t>(a.n_kv) * D;
+  const f16* cbase = cache + kvh * D + col0 + ch * 8;
+  const f16* fbase = fresh + kvh * D + col0 + ch * 8;
+  int64_t j = j0 + r0, slot = a.from + j;
+  if (a.ring) slot %= a.cap;
+  const uint32_t d0 = cuda::smem_u32(dst + r0 * ld + ch * 8);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
     const void* src = a.q;  // any valid address when zero-filling
     bool valid = false;
     if (j < a.n_cached) {
-      const int64_t p = a.from + j;
-      const int64_t slot = a.ring ? p % a.cap : p;
-      src = cache + (slot * a.n_kv + kvh) * D + col0 + ch * 8;
+      src = cbase + slot * stride;
       valid = true;
     } else if (j < S) {
-      src = fresh + ((j - a.n_cached) * a.n_kv + kvh) * D + col0 + ch * 8;
+      src = fbase + (j - a.n_cached) * stride;
       valid = true;
     }
-    cuda::cp_async16(cuda::smem_u32(dst + row * ld + ch * 8), src, valid);
+    cuda::cp_async16(d0 + static_cast<uint32_t>(k * kRowStep * ld * 2), src, valid);
+    j += kRowStep;
+    slot += kRowStep;
+    if (a.ring)
+      while (slot >= a.cap) slot -= a.cap;
   }
 }
 
@@ -145,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
     __syncthreads();  // the previous tile's readers are done (and the Q tile is converted out of the K buffer)
     load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
     cp_async_commit();
-    load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, col0);
+    load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, static_cast<int>(col0));
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -207,12 +216,15 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
     }
     l_lo = l_lo * alpha_lo + sum_lo;  // per-thread partial sums; the row total is reduced once at the end
     l_hi = l_hi * alpha_hi + sum_hi;
+    // Once the row maxima settle, most tiles leave them unchanged (alpha exactly 1): the warp skips the rescale.
+    if (__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < kDv / 8; ++n) {
-      o[n][0] *= alpha_lo;
-      o[n][1] *= alpha_lo;
-      o[n][2] *= alpha_hi;
-      o[n][3] *= alpha_hi;
+      for (int n = 0; n < kDv / 8; ++n) {
+        o[n][0] *= alpha_lo;
+        o[n][1] *= alpha_lo;
+        o[n][2] *= alpha_hi;
+        o[n][3] *= alpha_hi;
+      }
     }
 
     cp_async_wait<0>();

@@ -106,10 +106,6 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
   __shared__ float x_sc[kRowCap];     // kAct8: each pass row's activation scale
   const int e = static_cast<int>(blockIdx.y);
-  const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
-  const int r1 = a.offsets ? a.offsets[e + 1]
-                            : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
-  if (r0 >= r1) return;
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   constexpr int kOutStride = kOutCols + 8;  // bf16 staging rows, padded against bank conflicts
   constexpr int kSplit = kGated ? kTileN / 2 : kTileN;
@@ -124,8 +120,19 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
   constexpr int kChunkElems = 16 / kXElem<Fmt>;
   const int n_k = (a.K + kTileK - 1) / kTileK;
+  auto stage_addr = [base](int kt) { return base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>); };
   typename Fmt::Loader wl;  // this thread's weight copies, resolved once
   wl.init(StageSrc{&a.W, e_row0, a.K, rows, 0});
+  // The first pass's weight stages do not depend on the expert's rows: they go out before the offsets are read (a
+  // dependent global load, then the row map's), and join the commit groups of their stages below.
+  for (int kt = 0; kt < kStages - 1 && kt < n_k; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
+  const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
+  const int r1 = a.offsets ? a.offsets[e + 1]
+                            : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
+  if (r0 >= r1) {
+    cuda::cp_async_wait<0>();
+    return;
+  }
   // This thread's activation copies: chunk xc of pass rows tid / kChunks + it * kXRowStep.
   static_assert(kThreads % kChunks == 0, "a thread keeps one activation chunk column");
   constexpr int kXRowStep = kThreads / kChunks, kXLoads = (kRowCap + kXRowStep - 1) / kXRowStep;
@@ -149,11 +156,11 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       xsrc[it] = off >= 0 ? a.x + (off + xc * kChunkElems) * kXElem<Fmt> : nullptr;
     }
 
-    auto load = [&](int kt) {
-      const uint32_t ws = base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>);
+    auto load = [&](int kt, bool weights) {
+      const uint32_t ws = stage_addr(kt);
       const uint32_t xs = ws + Fmt::kStageBytes;
       const int k0 = kt * kTileK;
-      wl.load(ws, k0, a.K, policy);
+      if (weights) wl.load(ws, k0, a.K, policy);
       const bool k_ok = k0 + xc * kChunkElems < a.K;
 #pragma unroll
       for (int it = 0; it < kXLoads; ++it) {
@@ -173,15 +180,15 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
         for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
 
     for (int kt = 0; kt < kStages - 1; ++kt) {
-      if (kt < n_k) load(kt);
+      if (kt < n_k) load(kt, p0 != r0);  // the first pass's weights are in flight already
       cuda::cp_async_commit();
     }
     for (int kt = 0; kt < n_k; ++kt) {
       cuda::cp_async_wait<kStages - 2>();  // stage kt has landed
       __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
-      if (kt + kStages - 1 < n_k) load(kt + kStages - 1);  // into stage kt - 1's buffer
+      if (kt + kStages - 1 < n_k) load(kt + kStages - 1, true);  // into stage kt - 1's buffer
       cuda::cp_async_commit();
-      stage_mma<Fmt>(base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>),
+      stage_mma<Fmt>(stage_addr(kt),
                      StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
     }
     cuda::cp_async_wait<0>();
