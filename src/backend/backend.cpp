@@ -30,6 +30,15 @@ void Backend::attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv,
   attention(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, out);
 }
 
+void Backend::attention_segments(const Tensor& q, std::span<const AttnSegment> segs, const Tensor& k_fresh,
+                                 const Tensor& v_fresh, bool causal, int64_t window, Tensor& out) {
+  for (const AttnSegment& g : segs) {
+    Tensor o = row_slice(out, g.row0, g.rows);
+    attention(row_slice(q, g.row0, g.rows), g.pos0, *g.kv, g.cache_from, g.cache_to, row_slice(k_fresh, g.row0, g.rows),
+              row_slice(v_fresh, g.row0, g.rows), g.pos0, causal, window, o);
+  }
+}
+
 void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out) {
   DG_CHECK(w.size() == out.size(), "residual_norms: {} weights for {} outputs", w.size(), out.size());

@@ -28,6 +28,14 @@ struct Precision {
   Storage kv = Storage::kF32;   // KV cache storage
 };
 
+// One sequence of Backend::attention_segments: its rows [row0, row0 + rows) of q, out and the fresh K/V (at
+// positions pos0..), over the cached positions [cache_from, cache_to) of its cache layer.
+struct AttnSegment {
+  int64_t row0 = 0, rows = 0, pos0 = 0;
+  const KvLayer* kv = nullptr;
+  int64_t cache_from = 0, cache_to = 0;
+};
+
 // What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
 enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
@@ -107,6 +115,10 @@ class Backend {
   virtual void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from,
                               int64_t cache_to, const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0,
                               bool causal, int64_t window, const AttnTopk& topk, Tensor& out);
+  // attention() for several sequences at once (a batched denoise step: each sequence's rows see its own cache and
+  // its own fresh rows). The default runs attention() per sequence.
+  virtual void attention_segments(const Tensor& q, std::span<const AttnSegment> segs, const Tensor& k_fresh,
+                                  const Tensor& v_fresh, bool causal, int64_t window, Tensor& out);
   // Stores K/V rows [n, n_kv, D] for positions pos0.. in a cache layer (KvCache::prepare_write made room).
   virtual void kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) = 0;
 

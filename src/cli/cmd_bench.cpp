@@ -192,7 +192,7 @@ void run_bench(const BenchOptions& o) {
   };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -380,6 +380,11 @@ void register_bench(CLI::App& app) {
                   "once per slice)")
       ->check(CLI::IsMember({128, 256}))
       ->capture_default_str();
+  cmd->add_option("--attention-segments", o->kernels.attention_segments,
+                  "CUDA batched steps (--serve): one flash launch over every sequence (one), one call per sequence "
+                  "(each), or one launch when the sequences' tiles fill the GPU (auto)")
+      ->transform(CLI::CheckedTransformer(choices(kSegmentsModeNames)))
+      ->default_str("auto");
   cmd->add_option("--moe", o->kernels.moe,
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
                   "wmma (ours, fragments from global memory) | auto (cublas for calls of at least --moe-auto-rows "

@@ -74,4 +74,16 @@ Tensor host_view(const void* data, DType t, Shape s) {
   return out;
 }
 
+Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows) {
+  DG_CHECK(!dtype_is_packed(t.dtype) && t.shape.rank >= 1, "row_slice: {} tensor {} has no plain rows",
+           dtype_name(t.dtype), t.shape.str());
+  DG_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= t.shape[0], "row_slice: rows [{}, {}) of a tensor {}", row0,
+           row0 + rows, t.shape.str());
+  Tensor v = t;
+  const int64_t per_row = t.shape[0] == 0 ? 0 : t.numel() / t.shape[0];
+  v.data = static_cast<char*>(t.data) + static_cast<size_t>(row0 * per_row) * dtype_size(t.dtype);
+  v.shape.dims[0] = rows;
+  return v;
+}
+
 }  // namespace dg

@@ -47,5 +47,7 @@ struct Tensor {
 Tensor host_tensor(DType t, Shape s);
 // Non-owning view of host memory.
 Tensor host_view(const void* data, DType t, Shape s);
+// Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
+Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
 
 }  // namespace dg

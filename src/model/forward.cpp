@@ -15,18 +15,6 @@ void emit(const ForwardTrace* trace, const std::string& name, const Tensor& t) {
 
 }  // namespace
 
-Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows) {
-  DG_CHECK(!dtype_is_packed(t.dtype) && t.shape.rank >= 1, "row_slice: {} tensor {} has no plain rows",
-           dtype_name(t.dtype), t.shape.str());
-  DG_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= t.shape[0], "row_slice: rows [{}, {}) of a tensor {}", row0,
-           row0 + rows, t.shape.str());
-  Tensor v = t;
-  const int64_t per_row = t.shape[0] == 0 ? 0 : t.numel() / t.shape[0];
-  v.data = static_cast<char*>(t.data) + static_cast<size_t>(row0 * per_row) * dtype_size(t.dtype);
-  v.shape.dims[0] = rows;
-  return v;
-}
-
 Model::Model(const ModelConfig& cfg, const ModelWeights& w, Backend& be) : cfg_(cfg), w_(w), be_(be) {
   for (int l = 0; l < cfg.n_layers; ++l) inv_freq_.push_back(cfg.rope_inv_freq(l));
 }
@@ -116,6 +104,13 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
   // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
   // cached tokens for every canvas row in the decoder.
+  // Dense attention takes every sequence in one call (a batched step: one launch on the GPU); full layers with
+  // top-k take one call per sequence.
+  const int64_t window = spec.sliding && causal ? cfg_.window : 0;
+  const bool topk = !spec.sliding && attn_topk_.on();
+  std::vector<KvLayer> layers;
+  std::vector<AttnSegment> parts;
+  layers.reserve(segs.size());
   for (const Segment& sg : segs) {
     Tensor q_part = row_slice(qn, sg.row0, sg.rows);
     if (!one_rope) be_.rope(q_part, sg.pos0, inv_freq);
@@ -123,16 +118,27 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     const int64_t len = kv.len();
     int64_t cache_from = 0;
     if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
+    layers.push_back(kv.layer(l));
+    if (!topk) {
+      parts.push_back(AttnSegment{sg.row0, sg.rows, sg.pos0, &layers.back(), cache_from, len});
+      continue;
+    }
     Tensor o_part = row_slice(o, sg.row0, sg.rows);
     be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-    const Tensor k_rows = row_slice(kn, sg.row0, sg.rows), v_rows = row_slice(vn, sg.row0, sg.rows);
-    const int64_t window = spec.sliding && causal ? cfg_.window : 0;
-    // Full layers may keep only each row's top-k keys (set_attention_topk); sliding layers always run dense.
-    if (!spec.sliding && attn_topk_.on())
-      be_.attention_topk(q_part, sg.pos0, kv.layer(l), cache_from, len, k_rows, v_rows, sg.pos0, causal, window,
-                         attn_topk_, o_part);
-    else
-      be_.attention(q_part, sg.pos0, kv.layer(l), cache_from, len, k_rows, v_rows, sg.pos0, causal, window, o_part);
+    be_.attention_topk(q_part, sg.pos0, layers.back(), cache_from, len, row_slice(kn, sg.row0, sg.rows),
+                       row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, window, attn_topk_, o_part);
+    be_.stage("attention");
+  }
+  if (!parts.empty()) {
+    be_.stage("attention_core");
+    if (parts.size() == 1) {
+      const AttnSegment& g = parts[0];
+      Tensor o_part = row_slice(o, g.row0, g.rows);
+      be_.attention(row_slice(qn, g.row0, g.rows), g.pos0, *g.kv, g.cache_from, g.cache_to,
+                    row_slice(kn, g.row0, g.rows), row_slice(vn, g.row0, g.rows), g.pos0, causal, window, o_part);
+    } else {
+      be_.attention_segments(qn, parts, kn, vn, causal, window, o);
+    }
     be_.stage("attention");
   }
   kv_write();

@@ -49,9 +49,6 @@ struct EncodeSeq {
 // finished it (the caller may time it).
 using PrefillProgress = std::function<void(int64_t done, int64_t total)>;
 
-// Rows [row0, row0 + rows) of a [rows, ...] tensor of an unpacked dtype, sharing its storage.
-Tensor row_slice(const Tensor& t, int64_t row0, int64_t rows);
-
 class Model {
  public:
   // `w` must be the weights as `be` reads them (Backend::upload).

@@ -16,8 +16,8 @@
 namespace dg::test {
 namespace {
 
-void batched_matches_alone(const std::string& dir) {
-  Engine e(dir, {}, "cuda");
+void batched_matches_alone(const std::string& dir, const CudaKernels& kernels = {}) {
+  Engine e(dir, {}, "cuda", kernels);
   const ModelConfig& cfg = e.ck.config;
   const int64_t V = cfg.vocab, C = cfg.canvas;
   const std::vector<int> ctx = {5, static_cast<int>(cfg.window) + 40, 3 * static_cast<int>(cfg.window)};
@@ -64,6 +64,17 @@ TEST(CudaBatchedDenoise, TinyFixtureMatchesEachSequenceAlone) {
 TEST(CudaBatchedDenoise, EmbeddedModelMatchesEachSequenceAlone) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   batched_matches_alone(source_path("models/dg-tiny"));
+}
+
+// The batch's attention as one flash launch over every sequence (what `auto` picks once the sequences' tiles fill
+// the GPU; the small models here would otherwise take one call per sequence).
+TEST(CudaBatchedDenoise, OneAttentionLaunchMatchesEachSequenceAlone) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CudaKernels k;
+  k.attention_segments = SegmentsMode::kOne;
+  batched_matches_alone(source_path("models/dg-tiny"), k);
+  DG_REQUIRE_FIXTURE("tiny_a");
+  batched_matches_alone(RefFixture::load("tiny_a").ckpt_dir, k);
 }
 
 }  // namespace

@@ -361,6 +361,34 @@ class CudaBackend final : public Backend, public SyntheticFill {
     check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
                          sh, causal, window, out.data, stream_));
   }
+  // Several sequences: one launch of the flash kernel over all of them when their query tiles fill a wave of the
+  // GPU (a batched step); otherwise per-sequence calls, whose key splits fill it better.
+  void attention_segments(const Tensor& q, std::span<const AttnSegment> segs, const Tensor& k_fresh,
+                          const Tensor& v_fresh, bool causal, int64_t window, Tensor& out) override {
+    const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+    std::vector<FlashSegment> fs;
+    fs.reserve(segs.size());
+    for (const AttnSegment& g : segs) {
+      DG_CHECK(g.kv->k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+      fs.push_back(FlashSegment{g.row0, g.rows, g.pos0,
+                                CachedKv{g.kv->k.data, g.kv->v.data, g.kv->cap, g.kv->ring, g.cache_from, g.cache_to}});
+    }
+    const bool one_launch = kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim) &&
+                            (kernels_.attention_segments == SegmentsMode::kOne ||
+                             (kernels_.attention_segments == SegmentsMode::kAuto &&
+                              attention_flash_segments_fill(fs, sh, kernels_.attention_cols)));
+    if (!one_launch) {
+      Backend::attention_segments(q, segs, k_fresh, v_fresh, causal, window, out);
+      return;
+    }
+    Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
+    if (k_fresh.numel() > 0) {
+      check(convert_cuda(k_fresh.data, DType::kBF16, kf.data, DType::kF16, k_fresh.numel(), stream_));
+      check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, v_fresh.numel(), stream_));
+    }
+    check(attention_flash_segments_cuda(q.data, fs, kf.data, vf.data, sh, causal, window, out.data, stream_,
+                                        kernels_.attention_cols));
+  }
   void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                       const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
                       const AttnTopk& topk, Tensor& out) override {

@@ -23,6 +23,9 @@ enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
 enum class DecideMode : uint8_t { kDevice, kHost };
+// A batched step's attention (several sequences): auto: one flash launch over all of them when their query tiles
+// fill a wave of the GPU, else one call per sequence | one: always one launch | each: always one call per sequence
+enum class SegmentsMode : uint8_t { kAuto, kOne, kEach };
 
 struct CudaKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
@@ -31,6 +34,7 @@ struct CudaKernels {
   DecideMode decide = DecideMode::kDevice;
   // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
   int attention_cols = 256;
+  SegmentsMode attention_segments = SegmentsMode::kAuto;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
   int moe_a8_stages = 3;
@@ -51,6 +55,8 @@ inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 4> kMoeKerne
      {"wmma", MoeKernel::kWmma}}};
 inline constexpr std::array<std::pair<std::string_view, DecideMode>, 2> kDecideModeNames{
     {{"device", DecideMode::kDevice}, {"host", DecideMode::kHost}}};
+inline constexpr std::array<std::pair<std::string_view, SegmentsMode>, 3> kSegmentsModeNames{
+    {{"auto", SegmentsMode::kAuto}, {"one", SegmentsMode::kOne}, {"each", SegmentsMode::kEach}}};
 
 // The name of a choice in one of the tables above.
 template <class E, size_t N>
@@ -62,6 +68,7 @@ std::string_view kernel_name(const std::array<std::pair<std::string_view, E>, N>
 inline std::string_view kernel_name(AttentionKernel k) { return kernel_name(kAttentionKernelNames, k); }
 inline std::string_view kernel_name(MoeKernel k) { return kernel_name(kMoeKernelNames, k); }
 inline std::string_view kernel_name(DecideMode k) { return kernel_name(kDecideModeNames, k); }
+inline std::string_view kernel_name(SegmentsMode k) { return kernel_name(kSegmentsModeNames, k); }
 
 // The choice named `name` in a table; throws dg::Error naming `what` and the names it knows.
 template <class E, size_t N>

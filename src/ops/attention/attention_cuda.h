@@ -8,6 +8,8 @@
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include <span>
+
 #include "core/status.h"
 
 namespace dg {
@@ -59,6 +61,25 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits = 16,
                             int out_cols = 256);
+
+
+// One sequence of attention_flash_segments_cuda: its query rows [row0, row0 + rows) of q and out, which are also
+// its fresh K/V rows (at positions pos0..: a batched denoise step's canvas), over the cached positions of `cached`.
+struct FlashSegment {
+  int64_t row0 = 0, rows = 0, pos0 = 0;
+  CachedKv cached;
+};
+// The flash kernel over several sequences in one launch (varlen): every sequence's query tiles side by side in one
+// grid, each block reading its own sequence's cache and fresh rows; no key splits (the grid is the sequences' tiles;
+// for a grid short of one wave of resident blocks, attention_flash_cuda per sequence splits its keys instead).
+// q: bf16 [total rows, n_heads, D]; k_fresh, v_fresh: f16 [total rows, n_kv, D]; out: bf16 [total rows, n_heads * D].
+// Bidirectional within each sequence (causal false) or causal with `window`, as attention_flash_cuda.
+Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment> segs, const void* k_fresh,
+                                     const void* v_fresh, const AttnShape& shape, bool causal, int64_t window,
+                                     void* out, cudaStream_t s, int out_cols = 256);
+// Whether one launch of attention_flash_segments_cuda fills at least one wave of resident blocks for these
+// sequences (else per-sequence calls, which split their keys, keep the GPU busier).
+bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols = 256);
 
 }  // namespace dg
 #endif

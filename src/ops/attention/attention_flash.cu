@@ -1,286 +1,24 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
-// multiples of 16 up to 512. One block = 64 query rows (16 per warp) x one query head x one slice of kDv output
-// columns (kDv = the head dim up to 128 or 256, the caller's choice: a wider slice holds more accumulators per
-// thread, a narrower one recomputes S once per slice); it walks the visible keys in tiles of 64: S = Q K^T for the warp's rows, an online softmax in f32
-// registers, then O += P V with P packed to f16 straight from the score fragments. Nothing of size [rows, keys]
-// is ever written. Keys come from the f16 cache (ring slots) then the fresh rows (f16, converted by the caller),
-// loaded with cp.async; tiles that the causal/window mask hides entirely are skipped.
+// multiples of 16 up to 512: one launch per call (the block body: flash_block.cuh), with the keys of bidirectional
+// (canvas) attention split over blocks when the grid would leave the GPU idle (flash-decoding) and the partials
+// merged by combine_kernel.
 #include <algorithm>
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "core/cuda/mma.cuh"
 #include "ops/attention/attention_cuda.h"
+#include "ops/attention/flash_block.cuh"
 
 namespace dg {
 namespace {
 
-using cuda::bf16;
-using cuda::f16;
-using cuda::cp_async_commit;
-using cuda::cp_async_wait;
-
-constexpr int kRows = 64;  // query rows per block
-constexpr int kKeys = 64;  // keys per tile
-constexpr int kThreads = 128;
-
-struct FlashArgs {
-  const bf16* q;
-  const f16* ck;
-  const f16* cv;
-  const f16* kf;
-  const f16* vf;
-  bf16* out;
-  int64_t cap, from, n_cached, n_fresh, rows, q_pos0, key_pos0, window;
-  int n_heads, n_kv;
-  bool ring, causal;
-  // Split keys (flash-decoding): block z / dv_chunks takes key tiles [split * tiles_per_split, ...). With more than
-  // one split each block writes its normalised partial output and row (max, sum) in f32 for the combine kernel.
-  int n_splits = 1, tiles_per_split = 0;
-  float* part_o = nullptr;   // [splits, rows, heads, D]
-  float* part_ml = nullptr;  // [splits, rows, heads, 2]
-};
-
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
-// row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
-// kRowStep-th row; its ring slot advances by kRowStep per row (one modulo per tile, no division per chunk).
-template <int kWidth>
-__device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
-                                          int kvh, int D, int64_t j0, int col0) {
-  constexpr int kChunks = kWidth / 8, kRowStep = kThreads / kChunks, kPer = kKeys / kRowStep;
-  static_assert(kThreads % kChunks == 0 && kKeys % kRowStep == 0, "whole rows per thread");
-  const int ch = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
-  const int64_t S = a.n_cached + a.n_fresh, stride = static_cast<int64_t>(a.n_kv) * D;
-  const f16* cbase = cache + kvh * D + col0 + ch * 8;
-  const f16* fbase = fresh + kvh * D + col0 + ch * 8;
-  int64_t j = j0 + r0, slot = a.from + j;
-  if (a.ring) slot %= a.cap;
-  const uint32_t d0 = cuda::smem_u32(dst + r0 * ld + ch * 8);
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const void* src = a.q;  // any valid address when zero-filling
-    bool valid = false;
-    if (j < a.n_cached) {
-      src = cbase + slot * stride;
-      valid = true;
-    } else if (j < S) {
-      src = fbase + (j - a.n_cached) * stride;
-      valid = true;
-    }
-    cuda::cp_async16(d0 + static_cast<uint32_t>(k * kRowStep * ld * 2), src, valid);
-    j += kRowStep;
-    slot += kRowStep;
-    if (a.ring)
-      while (slot >= a.cap) slot -= a.cap;
-  }
-}
+using namespace flash;
 
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
-  constexpr int kLdQ = kD + 8, kLdV = kDv + 8;  // +16 bytes per row: conflict-free fragment reads
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  f16* qs = reinterpret_cast<f16*>(smem_raw);
-  f16* ks = qs + kRows * kLdQ;
-  f16* vs = ks + kKeys * kLdQ;
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv);
-  const int dv_chunks = kD / kDv, split = static_cast<int>(blockIdx.z) / dv_chunks;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.z % dv_chunks) * kDv;
-  const int64_t j_begin = static_cast<int64_t>(split) * a.tiles_per_split * kKeys;
-  const int64_t S_all = a.n_cached + a.n_fresh;
-  const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kKeys;
-  const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
-
-  // Q tile: bf16 copied into the (still unused) K buffer with every copy in flight at once, then converted to f16
-  // (exact for the magnitudes QK-norm produces); rows past the end are zero.
-  static_assert(kKeys * (kD + 8) >= kRows * kD, "the bf16 Q tile fits in the K buffer");
-  bf16* qraw = reinterpret_cast<bf16*>(ks);
-  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
-    const int row = i / (kD / 8), ch = i % (kD / 8);
-    const int64_t r = r0 + row;
-    cuda::cp_async16(cuda::smem_u32(qraw + row * kD + ch * 8), a.q + ((r < a.rows ? r : 0) * a.n_heads + h) * kD + ch * 8,
-                     r < a.rows);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
-    const int row = i / (kD / 8), ch = i % (kD / 8);
-    const uint4 raw = *reinterpret_cast<const uint4*>(qraw + row * kD + ch * 8);
-    const auto* b = reinterpret_cast<const __nv_bfloat162*>(&raw);
-    uint4 packed;
-    auto* o = reinterpret_cast<uint32_t*>(&packed);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __bfloat1622float2(b[k]);
-      o[k] = pack_f16(f.x, f.y);
-    }
-    *reinterpret_cast<uint4*>(qs + row * kLdQ + ch * 8) = packed;
-  }
-
-  const int64_t qrow_lo = r0 + warp * 16 + g, qrow_hi = qrow_lo + 8;
-  const int64_t qp_lo = a.q_pos0 + qrow_lo, qp_hi = a.q_pos0 + qrow_hi;
-  const int64_t tile_qp_min = a.q_pos0 + r0;
-  const int64_t tile_qp_max = a.q_pos0 + (r0 + kRows < a.rows ? r0 + kRows : a.rows) - 1;
-
-  float o[kDv / 8][4];
-#pragma unroll
-  for (int n = 0; n < kDv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
-  constexpr float kLog2e = 1.4426950408889634f;
-  // Fragments by ldmatrix (lane l addresses row l % 8 of matrix l / 8): Q's A fragment from rows 0-7 / 8-15 x
-  // columns 0-7 / 8-15 of the warp's 16 rows; K's B fragments for two groups of 8 keys at once (keys n*8.. with
-  // columns 0-7 and 8-15, then keys (n+1)*8..).
-  const int mat = lane >> 3, mrow = lane & 7;
-  const uint32_t qa = cuda::smem_u32(qs + (warp * 16 + mrow + (mat & 1) * 8) * kLdQ + (mat >> 1) * 8);
-  const uint32_t kb = cuda::smem_u32(ks + ((mat >> 1) * 8 + mrow) * kLdQ + (mat & 1) * 8);
-
-  for (int64_t j0 = j_begin; j0 < S; j0 += kKeys) {
-    const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kKeys - 1;
-    bool need_mask = j0 + kKeys > S;
-    if (a.causal) {
-      if (kp_lo > tile_qp_max) break;
-      if (a.window > 0 && kp_hi <= tile_qp_min - a.window) continue;
-      need_mask = need_mask || kp_hi > tile_qp_min || (a.window > 0 && kp_lo <= tile_qp_max - a.window);
-    }
-    __syncthreads();  // the previous tile's readers are done (and the Q tile is converted out of the K buffer)
-    load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
-    cp_async_commit();
-    load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, static_cast<int>(col0));
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-
-    float s[kKeys / 8][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll 4
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t af[4];
-      cuda::ldmatrix_x4(af, qa + k0 * 2);
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; n += 2) {
-        uint32_t bf[4];
-        cuda::ldmatrix_x4(bf, kb + (n * 8 * kLdQ + k0) * 2);
-        cuda::mma_f16_16816(s[n], af, bf[0], bf[1]);
-        cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
-      }
-    }
-
-    // Mask, then the online softmax update for the warp's two rows per thread (g and g + 8).
-    float mx_lo = m_lo, mx_hi = m_hi;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      if (need_mask) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
-          const int64_t qp = e < 2 ? qp_lo : qp_hi;
-          const int64_t kp = a.key_pos0 + j;
-          bool vis = j < S;
-          if (a.causal) vis = vis && kp <= qp && (a.window <= 0 || kp > qp - a.window);
-          if (!vis) s[n][e] = -INFINITY;
-        }
-      }
-      mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
-    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo * kLog2e;
-    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi * kLog2e;
-    const float alpha_lo = m_lo == -INFINITY ? 0.0f : exp2f(m_lo * kLog2e - base_lo);
-    const float alpha_hi = m_hi == -INFINITY ? 0.0f : exp2f(m_hi * kLog2e - base_hi);
-    m_lo = mx_lo;
-    m_hi = mx_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] * kLog2e - base_lo);
-      s[n][1] = exp2f(s[n][1] * kLog2e - base_lo);
-      s[n][2] = exp2f(s[n][2] * kLog2e - base_hi);
-      s[n][3] = exp2f(s[n][3] * kLog2e - base_hi);
-      sum_lo += s[n][0] + s[n][1];
-      sum_hi += s[n][2] + s[n][3];
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;  // per-thread partial sums; the row total is reduced once at the end
-    l_hi = l_hi * alpha_hi + sum_hi;
-    // Once the row maxima settle, most tiles leave them unchanged (alpha exactly 1): the warp skips the rescale.
-    if (__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) {
-#pragma unroll
-      for (int n = 0; n < kDv / 8; ++n) {
-        o[n][0] *= alpha_lo;
-        o[n][1] *= alpha_lo;
-        o[n][2] *= alpha_hi;
-        o[n][3] *= alpha_hi;
-      }
-    }
-
-    cp_async_wait<0>();
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pf[4];
-      pf[0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
-      pf[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
-      pf[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pf[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const f16* vrow = vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * kLdV + (mat >> 1) * 8;
-#pragma unroll
-      for (int n = 0; n < kDv / 16; ++n) {
-        uint32_t bf[4];
-        cuda::ldmatrix_x4_trans(bf, cuda::smem_u32(vrow + n * 16));
-        cuda::mma_f16_16816(o[2 * n], pf, bf[0], bf[1]);
-        cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
-      }
-    }
-  }
-
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
-  }
-  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-  const int64_t ld_out = static_cast<int64_t>(a.n_heads) * kD;
-  if (a.n_splits > 1) {
-    float* po = a.part_o + static_cast<int64_t>(split) * a.rows * ld_out;
-#pragma unroll
-    for (int n = 0; n < kDv / 8; ++n) {
-      const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
-      if (qrow_lo < a.rows)
-        *reinterpret_cast<float2*>(po + qrow_lo * ld_out + c) = make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
-      if (qrow_hi < a.rows)
-        *reinterpret_cast<float2*>(po + qrow_hi * ld_out + c) = make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
-    }
-    if (t == 0 && col0 == 0) {
-      float* ml = a.part_ml + (static_cast<int64_t>(split) * a.rows * a.n_heads) * 2;
-      if (qrow_lo < a.rows) *reinterpret_cast<float2*>(ml + (qrow_lo * a.n_heads + h) * 2) = make_float2(m_lo, l_lo);
-      if (qrow_hi < a.rows) *reinterpret_cast<float2*>(ml + (qrow_hi * a.n_heads + h) * 2) = make_float2(m_hi, l_hi);
-    }
-    return;
-  }
-#pragma unroll
-  for (int n = 0; n < kDv / 8; ++n) {
-    const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
-    if (qrow_lo < a.rows)
-      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_lo * ld_out + c) =
-          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
-    if (qrow_hi < a.rows)
-      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_hi * ld_out + c) =
-          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
-  }
+  flash_block<kD, kDv>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
+                       static_cast<int>(blockIdx.z));
 }
 
 // out[r, h, d] = sum_s w_s o_s[r, h, d] / sum_s w_s with w_s = l_s exp(m_s - max_s m_s) (splits without a visible
@@ -317,7 +55,7 @@ __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_
 
 template <int kD, int kDv>
 Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
-  constexpr size_t smem = sizeof(f16) * (static_cast<size_t>(kRows + kKeys) * (kD + 8) + kKeys * (kDv + 8));
+  constexpr size_t smem = smem_bytes<kD, kDv>();
   static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem));
