@@ -38,6 +38,8 @@ const Case kCases[] = {
     {"canvas real sliding", 16, 8, 256, 256, 256, 1023, 1000, 2023, true, false, 0},
     {"canvas real full", 16, 2, 512, 256, 256, 1400, 0, 1100, false, false, 0},
     {"prefill real full", 16, 2, 512, 300, 300, 0, 0, 0, false, true, 0},
+    {"chunked prefill window d512", 4, 2, 512, 150, 150, 96, 40, 100, true, true, 40},
+    {"canvas ring d512 odd tail", 8, 2, 512, 77, 77, 64, 130, 193, true, false, 0},
 };
 
 std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
