@@ -61,7 +61,6 @@ Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
   const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * (kD / kDv);
-  constexpr int kKeys = Tiles<kD>::kKeys;
   const int64_t tiles = (a.n_cached + a.n_fresh + kKeys - 1) / kKeys;
   // Bidirectional (canvas) attention splits its keys so that the grid fills the GPU's resident blocks in one wave
   // (a partial second wave costs as much as a full one); causal prefill has query tiles enough and keeps one split.

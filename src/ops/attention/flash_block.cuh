@@ -20,16 +20,8 @@ using cuda::cp_async_commit;
 using cuda::cp_async_wait;
 
 constexpr int kRows = 64;  // query rows per block
+constexpr int kKeys = 64;  // keys per tile
 constexpr int kThreads = 128;
-
-// Key tiles by head dim: 64 keys, one buffer (two blocks per SM at head dim 256); head dim 512 fits one block per SM
-// either way, so it takes 32-key tiles in two buffers and loads the next tile while it computes the current one.
-template <int kD>
-struct Tiles {
-  static constexpr int kKeys = kD >= 512 ? 32 : 64;
-  static constexpr bool kPipe = kD >= 512;
-  static constexpr int kBuffers = kPipe ? 2 : 1;
-};
 
 struct FlashArgs {
   const bf16* q;
@@ -56,7 +48,7 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 // Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
 // row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
 // kRowStep-th row; its ring slot advances by kRowStep per row (one modulo per tile, no division per chunk).
-template <int kWidth, int kKeys>
+template <int kWidth>
 __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
                                           int kvh, int D, int64_t j0, int col0) {
   constexpr int kChunks = kWidth / 8, kRowStep = kThreads / kChunks, kPer = kKeys / kRowStep;
@@ -87,23 +79,20 @@ __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, co
   }
 }
 
-// Dynamic shared memory of a block: the Q tile and each buffer's K tile at kD + 8 columns, its V tile at kDv + 8.
+// Dynamic shared memory of a block: the Q tile and a K tile at kD + 8 columns, a V tile at kDv + 8.
 template <int kD, int kDv>
 constexpr size_t smem_bytes() {
-  using T = Tiles<kD>;
-  return sizeof(f16) * (static_cast<size_t>(kRows) * (kD + 8) + T::kBuffers * T::kKeys * (kD + 8 + kDv + 8));
+  return sizeof(f16) * (static_cast<size_t>(kRows + kKeys) * (kD + 8) + kKeys * (kDv + 8));
 }
 
 // One block's work: query rows [r0, r0 + kRows) of head h, z = split * (kD / kDv) + output column slice.
 template <int kD, int kDv>
 __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int h, int z) {
   constexpr int kLdQ = kD + 8, kLdV = kDv + 8;  // +16 bytes per row: conflict-free fragment reads
-  constexpr int kKeys = Tiles<kD>::kKeys, kBuffers = Tiles<kD>::kBuffers;
-  constexpr bool kPipe = Tiles<kD>::kPipe;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   f16* qs = reinterpret_cast<f16*>(smem_raw);
-  f16* ks = qs + kRows * kLdQ;             // buffer b's K tile at ks + b * kKeys * kLdQ
-  f16* vs = ks + kBuffers * kKeys * kLdQ;  // buffer b's V tile at vs + b * kKeys * kLdV
+  f16* ks = qs + kRows * kLdQ;
+  f16* vs = ks + kKeys * kLdQ;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int kvh = h / (a.n_heads / a.n_kv);
@@ -114,9 +103,9 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
   const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kKeys;
   const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
 
-  // Q tile: bf16 copied into the (still unused) K/V buffers with every copy in flight at once, then converted to f16
+  // Q tile: bf16 copied into the (still unused) K buffer with every copy in flight at once, then converted to f16
   // (exact for the magnitudes QK-norm produces); rows past the end are zero.
-  static_assert(kBuffers * kKeys * (kLdQ + kLdV) >= kRows * kD, "the bf16 Q tile fits in the K/V buffers");
+  static_assert(kKeys * (kD + 8) >= kRows * kD, "the bf16 Q tile fits in the K buffer");
   bf16* qraw = reinterpret_cast<bf16*>(ks);
   for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
     const int row = i / (kD / 8), ch = i % (kD / 8);
@@ -158,47 +147,21 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
   const uint32_t qa = cuda::smem_u32(qs + (warp * 16 + mrow + (mat & 1) * 8) * kLdQ + (mat >> 1) * 8);
   const uint32_t kb = cuda::smem_u32(ks + ((mat >> 1) * 8 + mrow) * kLdQ + (mat & 1) * 8);
 
-  // The first tile at or after key j that the causal/window mask does not hide entirely (S: none left).
-  auto first_from = [&](int64_t j) -> int64_t {
-    for (; j < S; j += kKeys) {
-      if (!a.causal) return j;
-      const int64_t kp_lo = a.key_pos0 + j, kp_hi = kp_lo + kKeys - 1;
-      if (kp_lo > tile_qp_max) return S;  // this tile and every later one lie after the block's last row
-      if (a.window > 0 && kp_hi <= tile_qp_min - a.window) continue;
-      return j;
-    }
-    return S;
-  };
-  auto load = [&](int64_t j, int b) {
-    load_tile<kD, kKeys>(ks + b * kKeys * kLdQ, kLdQ, a.ck, a.kf, a, kvh, kD, j, 0);
-    cp_async_commit();
-    load_tile<kDv, kKeys>(vs + b * kKeys * kLdV, kLdV, a.cv, a.vf, a, kvh, kD, j, static_cast<int>(col0));
-    cp_async_commit();
-  };
-  int64_t j0 = first_from(j_begin);
-  int buf = 0;
-  if constexpr (kPipe) {
-    __syncthreads();  // the Q tile is converted out of the buffers
-    if (j0 < S) load(j0, 0);
-  }
-  while (j0 < S) {
-    const int64_t jn = first_from(j0 + kKeys);
+  for (int64_t j0 = j_begin; j0 < S; j0 += kKeys) {
     const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kKeys - 1;
     bool need_mask = j0 + kKeys > S;
-    if (a.causal)
+    if (a.causal) {
+      if (kp_lo > tile_qp_max) break;
+      if (a.window > 0 && kp_hi <= tile_qp_min - a.window) continue;
       need_mask = need_mask || kp_hi > tile_qp_min || (a.window > 0 && kp_lo <= tile_qp_max - a.window);
-    if constexpr (kPipe) {
-      cp_async_wait<0>();  // this tile's K and V have landed ...
-      __syncthreads();     // ... for every thread, and every warp is done with the other buffer
-      if (jn < S) load(jn, buf ^ 1);
-    } else {
-      __syncthreads();  // the previous tile's readers are done (and the Q tile is converted out of the buffers)
-      load(j0, 0);
-      cp_async_wait<1>();  // K has landed
-      __syncthreads();
     }
-    const uint32_t kbb = kb + static_cast<uint32_t>(buf * kKeys * kLdQ * 2);
-    const f16* vsb = vs + buf * kKeys * kLdV;
+    __syncthreads();  // the previous tile's readers are done (and the Q tile is converted out of the K buffer)
+    load_tile<kD>(ks, kLdQ, a.ck, a.kf, a, kvh, kD, j0, 0);
+    cp_async_commit();
+    load_tile<kDv>(vs, kLdV, a.cv, a.vf, a, kvh, kD, j0, static_cast<int>(col0));
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
 
     float s[kKeys / 8][4];
 #pragma unroll
@@ -210,7 +173,7 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
 #pragma unroll
       for (int n = 0; n < kKeys / 8; n += 2) {
         uint32_t bf[4];
-        cuda::ldmatrix_x4(bf, kbb + (n * 8 * kLdQ + k0) * 2);
+        cuda::ldmatrix_x4(bf, kb + (n * 8 * kLdQ + k0) * 2);
         cuda::mma_f16_16816(s[n], af, bf[0], bf[1]);
         cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
       }
@@ -268,10 +231,8 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
       }
     }
 
-    if constexpr (!kPipe) {
-      cp_async_wait<0>();  // V has landed
-      __syncthreads();
-    }
+    cp_async_wait<0>();
+    __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       uint32_t pf[4];
@@ -279,7 +240,7 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
       pf[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
       pf[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pf[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const f16* vrow = vsb + (kk * 16 + (lane & 7) + (mat & 1) * 8) * kLdV + (mat >> 1) * 8;
+      const f16* vrow = vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * kLdV + (mat >> 1) * 8;
 #pragma unroll
       for (int n = 0; n < kDv / 16; ++n) {
         uint32_t bf[4];
@@ -288,8 +249,6 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
         cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
       }
     }
-    j0 = jn;
-    if constexpr (kPipe) buf ^= 1;
   }
 
 #pragma unroll
