@@ -6,6 +6,16 @@
 #include "core/error.h"
 
 namespace dg {
+namespace {
+
+// The arguments of a tool without a schema: any object, walked by SchemaGrammar all the same for its bounds on
+// numbers (the call's parser refuses a number beyond a double's range).
+const JsonSchema* any_object() {
+  static const std::shared_ptr<const JsonSchema> s = JsonSchema::compile(SchemaJson{{"type", "object"}}, "arguments");
+  return s.get();
+}
+
+}  // namespace
 
 bool CallGrammar::callable(const std::string& name) {
   return !name.empty() && std::none_of(name.begin(), name.end(), [](char ch) {
@@ -63,7 +73,8 @@ bool CallGrammar::step(uint8_t c) {
         for (size_t i = 0; i < tools_->size(); ++i)
           if (cand_.test(i) && (*tools_)[i].name.size() == static_cast<size_t>(pos_)) {
             tool_ = static_cast<int>(i);
-            args_ = SchemaGrammar((*tools_)[i].schema.get(), Syntax::kCall);
+            const JsonSchema* s = (*tools_)[i].schema.get();
+            args_ = SchemaGrammar(s != nullptr ? s : any_object(), Syntax::kCall);
             part_ = Part::kArgs;
             return args_.feed(c);
           }

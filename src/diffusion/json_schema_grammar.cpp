@@ -134,8 +134,10 @@ bool SchemaGrammar::structural(Mode before, uint8_t c) {
     tok_ = Tok::kKey;
     tok_node_ = f.node;
     pos_ = 0;
-    listed_only_ = call() && lex_.mode() == Mode::kString;
     const SchemaNode* n = node(f.node);
+    // A call's key written as a string where the schema lists names must be one of them: its text could spell a
+    // listed name that is written bare.
+    listed_only_ = call() && lex_.mode() == Mode::kString && n != nullptr && !n->properties.empty();
     cand_ = n != nullptr ? first_bits(n->properties.size()) : 0;
     return filter(c);
   }

@@ -7,7 +7,8 @@
 // down by one: JSON mode's closing walk (json_commit.h) ends within that many tokens. Without a schema it is
 // JsonGrammar. Copied per candidate token: no heap, a fixed frame stack.
 // With Syntax::kCall it walks a tool call's arguments (call_grammar.h): the same rules over the call's spelling of
-// names and values (JsonSchema's call_key, call_allowed); a key written as a string must be one the schema lists.
+// names and values (JsonSchema's call_key, call_allowed); where the schema lists names, a key written as a string
+// must be one of them.
 #pragma once
 
 #include <array>
@@ -76,7 +77,7 @@ class SchemaGrammar {
   int depth_ = 0;            // frames open
   int16_t pending_ = 0;      // the node of the next value (the root's first)
   Tok tok_ = Tok::kNone;
-  bool listed_only_ = false;  // kKey: a call's key written as a string, which must be a listed name
+  bool listed_only_ = false;  // kKey: a call's key written as a string where the schema lists names
   int16_t tok_node_ = -1;    // kValue: the value's node; kKey: the object's node
   uint64_t cand_ = 0;        // candidates still matching the token's text
   int32_t pos_ = 0;          // bytes of the token so far
