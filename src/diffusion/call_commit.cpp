@@ -15,7 +15,7 @@ const std::vector<CallTool>* tools_of(const std::shared_ptr<const ToolCallConstr
 
 CallCommit::CallCommit(std::shared_ptr<const ToolCallConstraint> c)
     : c_(std::move(c)), walk_(c_ != nullptr ? c_->vocab : nullptr, CallGrammar(tools_of(c_)), true,
-                              "a strict tool call") {
+                              "a strict tool call", true) {
   shortest_ = CallGrammar(&c_->tools).closing_bytes();
 }
 

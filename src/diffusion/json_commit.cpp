@@ -49,8 +49,10 @@ std::shared_ptr<const JsonVocab> JsonVocab::calls(const Tokenizer& tok, std::spa
 }
 
 template <class G>
-GrammarWalk<G>::GrammarWalk(std::shared_ptr<const JsonVocab> vocab, G grammar, bool bounded, const char* what)
-    : vocab_(std::move(vocab)), grammar_(std::move(grammar)), bounded_(bounded), what_(what) {
+GrammarWalk<G>::GrammarWalk(std::shared_ptr<const JsonVocab> vocab, G grammar, bool bounded, const char* what,
+                            bool close_on_control)
+    : vocab_(std::move(vocab)), grammar_(std::move(grammar)), bounded_(bounded), what_(what),
+      close_on_control_(close_on_control) {
   DG_CHECK(vocab_ != nullptr, "{} needs a vocabulary table", what_);
 }
 
@@ -63,6 +65,13 @@ void GrammarWalk<G>::restart(G grammar) {
 template <class G>
 void GrammarWalk<G>::first_bytes() {
   for (int b = 0; b < 256; ++b) first_[static_cast<size_t>(b)] = grammar_.accepts(std::string(1, static_cast<char>(b)));
+}
+
+template <class G>
+bool GrammarWalk<G>::control(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= vocab_->bytes.size()) return false;
+  const std::string& b = vocab_->bytes[static_cast<size_t>(id)];
+  return b.empty() || (b.size() == 1 && static_cast<uint8_t>(b[0]) == kCloseByte);
 }
 
 template <class G>
@@ -149,7 +158,8 @@ int32_t GrammarWalk<G>::pick(int row, int32_t own, const RowLogits& logits, int6
   // Only a bounded walk keeps the text within the budget (json_object's answer is cut by it, finish "length", as the
   // wire format has it).
   if (!bounded_) left = INT64_MAX;
-  closing_ = closing_ || listed(vocab_->stop_ids, own) || left <= grammar_.closing_bytes();
+  closing_ = closing_ || listed(vocab_->stop_ids, own) || left <= grammar_.closing_bytes() ||
+             (close_on_control_ && control(own) && !accepts(own));
   int32_t out = own;
   if (!closing_) {
     const int32_t p = accepts(own) ? own : best(row, logits);

@@ -55,8 +55,11 @@ class GrammarWalk {
   static constexpr int kTopK = 64;  // candidates by logit tried before the whole vocabulary is searched
 
   // `bounded`: G's closing_bytes() is exact, so the walk closes the text before the length limit cuts it.
-  // `what` names the constraint in errors ("JSON mode").
-  GrammarWalk(std::shared_ptr<const JsonVocab> vocab, G grammar, bool bounded, const char* what);
+  // `what` names the constraint in errors ("JSON mode"). `close_on_control`: a row whose token the grammar refuses and
+  // that is no text (a control token: pad, a marker, the text's own end too early) starts the closing walk as a stop
+  // token does (the model is done with the text).
+  GrammarWalk(std::shared_ptr<const JsonVocab> vocab, G grammar, bool bounded, const char* what,
+              bool close_on_control = false);
   // Row `row`'s token: `own` when it continues the text, else the row's best token that does (in the closing mode:
   // that brings the text closer to its end); fed to the grammar. `left`: rows left before the length limit, this
   // one included. Throws dg::Error when no token of the vocabulary can continue the text (a vocabulary without
@@ -76,11 +79,13 @@ class GrammarWalk {
   // Whole-vocabulary scans first skip the tokens whose first byte the grammar refuses.
   void first_bytes();
   bool may_start(int32_t id) const;
+  bool control(int32_t id) const;  // no text in the table (a special token), or <tool_call|>
 
   std::shared_ptr<const JsonVocab> vocab_;
   G grammar_;
   bool bounded_;
   const char* what_;
+  bool close_on_control_;
   bool closing_ = false;  // a stop token inside the text, or the budget: the walk closes it
   std::vector<float> row_;
   std::vector<int32_t> order_;

@@ -25,32 +25,29 @@ Json calculator(const char* parameters, bool strict) {
 
 // tool_multiply's calculator with the expression declared an integer: the model writes a string there.
 const char* kInteger = R"({"type":"object","properties":{"expression":{"type":"integer"}},"required":["expression"]})";
-// An enum, a nested object, an array with bounds, required fields, nothing else.
-const char* kRich = R"({"type":"object","properties":{
-    "expression":{"type":"string"},"precision":{"enum":["exact","rounded"]},
-    "format":{"type":"object","properties":{"digits":{"type":"integer"},"grouping":{"type":"boolean"}},
-              "required":["digits","grouping"],"additionalProperties":false},
-    "operands":{"type":"array","items":{"type":"number"},"minItems":2,"maxItems":4}},
-    "required":["expression","precision","format","operands"],"additionalProperties":false})";
+// A nested object with an enum and an array of integers with bounds, every field required, nothing else.
+const char* kRich = R"({"type":"object","properties":{"expression":{"type":"object","properties":{
+    "op":{"enum":["add","multiply"]},"operands":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}},
+    "required":["op","operands"],"additionalProperties":false}},"required":["expression"],"additionalProperties":false})";
 
-struct Run {
+struct Asked {
   TurnResult turn;
   int constrained = 0;  // rows the constraint replaced
   std::vector<ToolProblem> problems;  // what the check finds in the reply handed on
 };
 
-Run ask(const Json& tools, uint64_t seed, ToolCheckOptions check, OpLog* log = nullptr) {
+Asked ask(const Json& tools, uint64_t seed, ToolCheckOptions check, OpLog* log = nullptr) {
   const Engine& e = embedded_engine();
   ChatOptions co;
   co.sampler = e.default_sampler(SamplerProfile::kContract);
   co.sampler.seed = seed;
   co.sampler.steps = 4;
-  co.sampler.max_new_tokens = 48;
+  co.sampler.max_new_tokens = 64;
   co.tool_check = check;
   co.oplog = log;
   ChatSession chat(e, co);
   chat.set_tools(tools);
-  Run r;
+  Asked r;
   ChatEvents ev;
   ev.on_block = [&](const BlockInfo& b) { r.constrained += b.constrained; };
   r.turn = chat.user("What is 347 times 29?", &ev);
@@ -64,8 +61,8 @@ TEST(StrictTools, EmbeddedModelCallsAlwaysParseAndValidate) {
   int calls = 0, constrained = 0, invalid_without = 0;
   for (const char* schema : {kInteger, kRich})
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      const Run strict = ask(calculator(schema, true), seed, kOff);
-      const Run loose = ask(calculator(schema, false), seed, kOff);
+      const Asked strict = ask(calculator(schema, true), seed, kOff);
+      const Asked loose = ask(calculator(schema, false), seed, kOff);
       ASSERT_FALSE(loose.turn.reply.tool_calls.empty() && loose.turn.reply.errors.empty())
           << "seed " << seed << ": the model opens a call without strict too";
       invalid_without += loose.problems.empty() ? 0 : 1;
@@ -76,7 +73,9 @@ TEST(StrictTools, EmbeddedModelCallsAlwaysParseAndValidate) {
       EXPECT_TRUE(strict.problems.empty()) << "seed " << seed << ": " << strict.problems[0].message;
       for (const ToolCall& c : strict.turn.reply.tool_calls) {
         EXPECT_EQ(c.name, "calculator");
-        if (schema == kInteger) EXPECT_TRUE(c.arguments["expression"].is_number_integer()) << c.arguments;
+        const Json& x = c.arguments["expression"];
+        if (schema == kInteger) EXPECT_TRUE(x.is_number_integer()) << c.arguments;
+        if (schema == kRich) EXPECT_TRUE(x.is_object() && x["operands"].size() >= 2) << c.arguments;
       }
       calls += static_cast<int>(strict.turn.reply.tool_calls.size());
       constrained += strict.constrained;
@@ -91,22 +90,22 @@ TEST(StrictTools, TheCheckFindsNothingToRepairAndTheSameSeedGivesTheSameTokens) 
   // --strict-tools (ToolCheckOptions::strict) makes every declared tool strict; the default check stays on as the
   // backstop and adds no generation.
   const ToolCheckOptions repair{ToolCheckMode::kRepair, 2, true};
-  const Run a = ask(calculator(kInteger, false), 2, repair);
-  const Run b = ask(calculator(kInteger, false), 2, repair);
+  const Asked a = ask(calculator(kInteger, false), 2, repair);
+  const Asked b = ask(calculator(kInteger, false), 2, repair);
   EXPECT_EQ(a.turn.tool_attempts, 0);
   EXPECT_TRUE(a.turn.tool_problems.empty());
   ASSERT_EQ(a.turn.reply.tool_calls.size(), 1u);
   EXPECT_TRUE(a.turn.reply.tool_calls[0].arguments["expression"].is_number_integer());
   EXPECT_EQ(a.turn.raw, b.turn.raw);
   // Without strict the same seed needs the repair.
-  const Run loose = ask(calculator(kInteger, false), 2, {ToolCheckMode::kRepair, 2, false});
+  const Asked loose = ask(calculator(kInteger, false), 2, {ToolCheckMode::kRepair, 2, false});
   EXPECT_GE(loose.turn.tool_attempts, 1);
 }
 
 TEST(StrictTools, TheOpLogRecordsTheConstraintAndReplays) {
   const std::string path = scratch_dir("strict_tools") + "/ops.jsonl";
   std::remove(path.c_str());
-  Run r;
+  Asked r;
   {
     OpLog log(path);
     r = ask(calculator(kRich, true), 3, kOff, &log);

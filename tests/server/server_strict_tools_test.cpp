@@ -1,7 +1,7 @@
 // Strict tools through `serve` on the embedded model (tools[i].function.strict; the Responses API's strict): its
 // calculator calls, which write the expression as a string, are constrained while the canvas is denoised, so the
-// client gets calls whose arguments parse and validate against the declared schema (an integer; enums, a nested
-// object, an array with bounds, required fields) with finish "tool_calls" and no repair, plain, streamed, through
+// client gets calls whose arguments parse and validate against the declared schema (an integer; a nested object with
+// an enum and an array with bounds, every field required) with finish "tool_calls" and no repair, plain, streamed, through
 // the Responses API, on the serial and the batched worker; the op-log replays the constraint.
 #include <gtest/gtest.h>
 
@@ -17,12 +17,10 @@ namespace {
 
 const json kInteger = json::parse(R"({"type":"object","properties":{"expression":{"type":"integer"}},
     "required":["expression"]})");
-const json kRich = json::parse(R"({"type":"object","properties":{
-    "expression":{"type":"string"},"precision":{"enum":["exact","rounded"]},
-    "format":{"type":"object","properties":{"digits":{"type":"integer"},"grouping":{"type":"boolean"}},
-              "required":["digits","grouping"],"additionalProperties":false},
-    "operands":{"type":"array","items":{"type":"number"},"minItems":2,"maxItems":4}},
-    "required":["expression","precision","format","operands"],"additionalProperties":false})");
+// A nested object with an enum and an array of integers with bounds, every field required, nothing else.
+const json kRich = json::parse(R"({"type":"object","properties":{"expression":{"type":"object","properties":{
+    "op":{"enum":["add","multiply"]},"operands":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}},
+    "required":["op","operands"],"additionalProperties":false}},"required":["expression"],"additionalProperties":false})");
 
 json tools(const json& parameters, bool strict) {
   json f = {{"name", "calculator"},
@@ -37,7 +35,7 @@ json calculator_request(const json& parameters, int seed, bool strict = true, co
             {"tools", tools(parameters, strict)},
             {"seed", seed},
             {"steps", 4},
-            {"max_tokens", 32}};
+            {"max_tokens", 64}};
   for (auto it = extra.begin(); it != extra.end(); ++it) r[it.key()] = it.value();
   return r;
 }
@@ -108,7 +106,7 @@ TEST(ServerStrictTools, EmbeddedModelCallsValidateWithoutRepairAndReplay) {
                                                                        {"parameters", kInteger}}})},
                                                {"seed", 2},
                                                {"steps", 4},
-                                               {"max_output_tokens", 32}});
+                                               {"max_output_tokens", 64}});
     ASSERT_TRUE(resp);
     ASSERT_EQ(resp->status, 200) << resp->body;
     int calls = 0;
