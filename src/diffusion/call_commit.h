@@ -1,13 +1,13 @@
 // Strict tool calls (docs/TOOLS.md): a commit-time constraint on every tool call the answer opens. The committed
 // rows are watched in order; once <|tool_call> is committed, the rows after it are walked through CallGrammar
 // (call_grammar.h) as JSON mode walks its object (json_commit.h): a row whose token cannot continue the call is
-// replaced by the row's best token that can, and a stop token inside the call (or a control token the call cannot
-// take there: pad, a marker, <tool_call|> too early), or a token budget no larger than the bytes that close it,
-// starts the closing walk, so the call ends with <tool_call|> within the budget: it always
-// parses, names a declared tool, and a strict tool's arguments validate against its schema. The state carries
-// across blocks; after <tool_call|> the rows are the model's again until the next <|tool_call>. A <|tool_call> with
-// fewer rows left than the shortest call is replaced by the row's best other token. Rows outside calls are never
-// changed, so a reply without calls is the model's.
+// replaced by the row's best token that can. A stop token inside the call (or a control token the call cannot take
+// there: pad, a marker, <tool_call|> too early), or a token budget no larger than the bytes that close it, starts
+// the closing walk, so the call ends with <tool_call|> within the budget: it always parses, names a declared tool,
+// and a strict tool's arguments validate against its schema. The state carries across blocks; after <tool_call|>
+// the rows are the model's again until the next <|tool_call>. A <|tool_call> with fewer rows left than the shortest
+// call is replaced by the row's best other token. Rows outside calls are never changed, so a reply without calls is
+// the model's.
 #pragma once
 
 #include <cstdint>

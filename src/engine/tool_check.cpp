@@ -5,6 +5,7 @@
 #include "chat/id_writer.h"
 #include "chat/tools_render.h"
 #include "core/error.h"
+#include "diffusion/call_commit.h"
 
 namespace dg {
 

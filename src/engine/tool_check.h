@@ -12,11 +12,13 @@
 #include "chat/chat_tokens.h"
 #include "chat/conversation.h"
 #include "chat/stream.h"
-#include "diffusion/call_commit.h"
 #include "diffusion/json_schema.h"
 #include "io/tokenizer.h"
 
 namespace dg {
+
+struct JsonVocab;
+struct ToolCallConstraint;
 
 // What to do with a reply whose calls fail the check (engine/tool_repair.h): hand it on (off), generate it again
 // with another seed (retry), or show the model its errors and let it write the reply again (repair).
