@@ -53,7 +53,7 @@ void Generation::encoded(size_t n) {
 
 void Generation::next_block() {
   ++block_;
-  if (block_ >= max_blocks_ && !json_open()) {
+  if (block_ >= max_blocks_ && !constraint_open()) {
     finish();
     return;
   }
@@ -211,7 +211,8 @@ void Generation::attempt_done(const RowStats* stats) {
     finish();
     return;
   }
-  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || (block_ + 1 == max_blocks_ && !json_open())) {
+  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens ||
+      (block_ + 1 == max_blocks_ && !constraint_open())) {
     finish();
     return;
   }

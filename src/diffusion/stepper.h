@@ -88,7 +88,7 @@ class Generation {
   size_t pending_at_ = 0;
   // JSON mode with a schema and the object still open, or a strict tool call open: the block count does not end the
   // generation (every block commits a token; the token budget, which the closing walk keeps, does).
-  bool json_open() const {
+  bool constraint_open() const {
     return (json_.has_value() && json_->has_schema() && !json_->grammar().complete()) ||
            (calls_.has_value() && calls_->open());
   }
