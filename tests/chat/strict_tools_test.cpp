@@ -74,8 +74,8 @@ TEST(StrictTools, EmbeddedModelCallsAlwaysParseAndValidate) {
       for (const ToolCall& c : strict.turn.reply.tool_calls) {
         EXPECT_EQ(c.name, "calculator");
         const Json& x = c.arguments["expression"];
-        if (schema == kInteger) EXPECT_TRUE(x.is_number_integer()) << c.arguments;
-        if (schema == kRich) EXPECT_TRUE(x.is_object() && x["operands"].size() >= 2) << c.arguments;
+        EXPECT_TRUE(schema == kInteger ? x.is_number_integer() : x.is_object() && x["operands"].size() >= 2)
+            << c.arguments;
       }
       calls += static_cast<int>(strict.turn.reply.tool_calls.size());
       constrained += strict.constrained;
