@@ -1,5 +1,8 @@
 #include "diffusion/call_commit.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "core/error.h"
 
 namespace dg {
@@ -29,11 +32,25 @@ int32_t CallCommit::best_other(int row, const RowLogits& logits) {
   return pick;
 }
 
+bool CallCommit::stray(int32_t id) const {
+  const JsonVocab& v = *c_->vocab;
+  if (id < 0 || static_cast<size_t>(id) >= v.bytes.size() || id == c_->open_id) return false;
+  if (std::find(v.stop_ids.begin(), v.stop_ids.end(), id) != v.stop_ids.end()) return false;
+  const std::string& b = v.bytes[static_cast<size_t>(id)];
+  return b.empty() || (b.size() == 1 && (static_cast<uint8_t>(b[0]) == kQuoteByte ||
+                                         static_cast<uint8_t>(b[0]) == kCloseByte));
+}
+
 int CallCommit::constrain(std::span<int32_t> block, const RowLogits& logits, int budget) {
   int changed = 0;
   for (size_t r = 0; r < block.size(); ++r) {
     const int32_t own = block[r];
     const int64_t left = static_cast<int64_t>(budget) - static_cast<int64_t>(r);  // rows left, this one included
+    if (std::exchange(closed_, false) && c_->vocab->end_id >= 0 && stray(own)) {
+      block[r] = c_->vocab->end_id;
+      ++changed;
+      continue;
+    }
     if (!open_) {
       if (own != c_->open_id) continue;
       if (left - 1 < shortest_) {  // the call could not close before the length limit: no call opens
@@ -47,7 +64,10 @@ int CallCommit::constrain(std::span<int32_t> block, const RowLogits& logits, int
     }
     block[r] = walk_.pick(static_cast<int>(r), own, logits, left);
     changed += block[r] != own;
-    if (walk_.grammar().complete()) open_ = false;
+    if (walk_.grammar().complete()) {
+      open_ = false;
+      closed_ = true;
+    }
   }
   return changed;
 }

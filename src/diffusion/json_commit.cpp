@@ -28,12 +28,12 @@ std::shared_ptr<const JsonVocab> JsonVocab::from(const Tokenizer& tok, std::span
 }
 
 std::shared_ptr<const JsonVocab> JsonVocab::calls(const Tokenizer& tok, std::span<const int32_t> stop_ids,
-                                                  int32_t quote, int32_t close) {
+                                                  int32_t quote, int32_t close, int32_t end) {
   const int32_t V = tok.vocab_size();
-  DG_CHECK(quote >= 0 && quote < V && close >= 0 && close < V,
-           "tool calls: the string delimiter {} or the call's close {} is not an id of the {}-token vocabulary", quote,
-           close, V);
+  for (const int32_t id : {quote, close, end})
+    DG_CHECK(id >= 0 && id < V, "tool calls: the marker {} is not an id of the {}-token vocabulary", id, V);
   auto v = std::make_shared<JsonVocab>();
+  v->end_id = end;
   v->stop_ids.assign(stop_ids.begin(), stop_ids.end());
   v->bytes.resize(static_cast<size_t>(V));
   for (int32_t id = 0; id < V; ++id) {

@@ -42,9 +42,10 @@ struct JsonVocab {
   static std::shared_ptr<const JsonVocab> from(const Tokenizer& tok, std::span<const int32_t> stop_ids,
                                                int32_t end_id);
   // The table of a tool call's body (call_grammar.h): the same ids with their bytes, <|"|> (`quote`) as kQuoteByte
-  // and <tool_call|> (`close`) as kCloseByte; ids whose bytes hold either byte are never allowed. No end id.
+  // and <tool_call|> (`close`) as kCloseByte; ids whose bytes hold either byte are never allowed. `end`: the id that
+  // follows a call (<|tool_response>, call_commit.h).
   static std::shared_ptr<const JsonVocab> calls(const Tokenizer& tok, std::span<const int32_t> stop_ids,
-                                                int32_t quote, int32_t close);
+                                                int32_t quote, int32_t close, int32_t end);
 };
 
 // The walk over one text that a grammar G constrains (SchemaGrammar, CallGrammar: feed, accepts, closing_bytes,

@@ -117,7 +117,7 @@ std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const Cha
 
 std::shared_ptr<const JsonVocab> chat_call_vocab(const Tokenizer& tok, const ChatTokens& t,
                                                  std::span<const int32_t> stop_ids) {
-  return JsonVocab::calls(tok, stop_ids, t.quote, t.call_close);
+  return JsonVocab::calls(tok, stop_ids, t.quote, t.call_close, t.response_open);
 }
 
 Message assistant_message(const Reply& r) {

@@ -1,7 +1,8 @@
 // Strict tool calls' commit-time constraint (src/diffusion/call_commit.h) in the block loop, on a scripted denoiser
 // over a toy vocabulary: the rows outside a call stay the model's, a call's rows are walked through the call grammar
 // (a value of the wrong type replaced, a stop token inside the call closing it, the call kept within the token
-// budget), the state carries across blocks, and a call that could not close before the budget is not opened.
+// budget), the state carries across blocks, a stray control token right after a call becomes <|tool_response>, and a
+// call that could not close before the budget is not opened.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,6 +26,7 @@ std::shared_ptr<const ToolCallConstraint> constraint(const char* schema) {
   v->bytes[kQuote] = std::string(1, static_cast<char>(kQuoteByte));
   v->bytes[kClose] = std::string(1, static_cast<char>(kCloseByte));
   v->stop_ids = {kEos, kResponse};
+  v->end_id = kResponse;
   auto c = std::make_shared<ToolCallConstraint>();
   c->vocab = v;
   c->open_id = kOpen;
@@ -127,6 +129,18 @@ TEST(CallCommit, AStopTokenInsideTheCallClosesIt) {
   // A wrong tool name is refused too: "g" is not declared, the walk spells "f".
   const GenerateResult g = run({kOpen, 7, 18, kResponse}, kInteger);
   EXPECT_EQ(text_of(g.tokens), "<|tool_call>call:f{x:1}<tool_call|>");
+}
+
+TEST(CallCommit, AControlTokenRightAfterTheCallBecomesTheResponseOpener) {
+  // The model closes its call twice, then pads: the stray <tool_call|> after the call becomes <|tool_response>, which
+  // ends the reply waiting for the results.
+  const std::vector<int32_t> script = {kOpen, 7, 8, 6, 9, 10, 4, 3, kClose, kClose, 0, 0, 15, kEos};
+  const GenerateResult r = run(script, kInteger);
+  EXPECT_EQ(text_of(r.tokens), "<|tool_call>call:f{x:1}<tool_call|>");
+  EXPECT_EQ(r.stop_token, kResponse);
+  EXPECT_EQ(constrained(r), 1);
+  const GenerateResult off = run(script, nullptr);
+  EXPECT_EQ(text_of(off.tokens), "<|tool_call>call:f{x:1}<tool_call|><tool_call|>Sure") << "pads print nothing";
 }
 
 TEST(CallCommit, TheCallClosesWithinTheTokenBudget) {
