@@ -118,11 +118,14 @@ void ToolCheckFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--tool-attempts", attempts, "generations --tool-check may add to a reply (0 to 16)")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
+  cmd->add_flag("--strict-tools", strict,
+                "every declared tool is strict (OpenAI's \"strict\": true): its calls are constrained to its schema "
+                "while the canvas is denoised (docs/TOOLS.md)");
 }
 
 ToolCheckOptions ToolCheckFlags::resolve() const {
   DG_CHECK(attempts >= 0 && attempts <= 16, "--tool-attempts must be in [0, 16], got {}", attempts);
-  return ToolCheckOptions{tool_check_mode_from_name(mode), attempts};
+  return ToolCheckOptions{tool_check_mode_from_name(mode), attempts, strict};
 }
 
 }  // namespace dg::cli

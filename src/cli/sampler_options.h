@@ -31,6 +31,7 @@ struct SamplerFlags {
 struct ToolCheckFlags {
   std::string mode = "repair";
   int attempts = 2;
+  bool strict = false;
 
   void add_to(CLI::App* cmd);
   ToolCheckOptions resolve() const;  // throws dg::Error naming the option

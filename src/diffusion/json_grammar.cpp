@@ -5,7 +5,7 @@
 namespace dg {
 namespace {
 
-constexpr std::string_view kLiterals[] = {"true", "false", "null"};
+constexpr std::string_view kLiterals[] = {"true", "false", "null", "None"};  // None: Syntax::kCall only
 
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
@@ -17,6 +17,10 @@ int hex_value(uint8_t c) {
 }
 
 }  // namespace
+
+bool JsonGrammar::bare_key_byte(uint8_t c) {
+  return c > 0x20 && c < 0x7F && std::string_view(":{}[],\"").find(static_cast<char>(c)) == std::string_view::npos;
+}
 
 bool JsonGrammar::feed(uint8_t byte) {
   const JsonGrammar saved = *this;
@@ -47,8 +51,8 @@ int JsonGrammar::closing_bytes() const {
     case Mode::kStart: return 2;
     case Mode::kKeyOrClose: case Mode::kValueOrClose: case Mode::kAfterValue:
     case Mode::kNumZero: case Mode::kNumInt: case Mode::kNumFrac: case Mode::kNumExpDigits: value = 0; break;
-    case Mode::kKey: value = 4; break;  // "":0
-    case Mode::kColon: value = 2; break;  // :0
+    case Mode::kKey: value = shortest_member(); break;
+    case Mode::kColon: case Mode::kBareKey: value = 2; break;  // :0
     case Mode::kValue: case Mode::kNumMinus: case Mode::kNumDot: case Mode::kNumExp: case Mode::kNumExpSign:
       value = 1;
       break;
@@ -97,17 +101,19 @@ bool JsonGrammar::close(char kind) {
 }
 
 bool JsonGrammar::value_start(uint8_t c) {
+  if (c == quote()) {
+    key_ = false;
+    mode_ = Mode::kString;
+    return true;
+  }
   switch (c) {
     case '{': return open('{');
     case '[': return open('[');
-    case '"':
-      key_ = false;
-      mode_ = Mode::kString;
-      return true;
     case '-': mode_ = Mode::kNumMinus; return true;
     case '0': mode_ = Mode::kNumZero; return true;
-    case 't': case 'f': case 'n':
-      literal_ = c == 't' ? 0 : c == 'f' ? 1 : 2;
+    case 't': case 'f': case 'n': case 'N':
+      if (c == 'N' && !call_) return false;
+      literal_ = c == 't' ? 0 : c == 'f' ? 1 : c == 'n' ? 2 : 3;
       literal_at_ = 1;
       mode_ = Mode::kLiteral;
       return true;
@@ -127,10 +133,16 @@ bool JsonGrammar::step(uint8_t c) {
       [[fallthrough]];
     case Mode::kKey:
       if (whitespace(c)) return true;
-      if (c != '"') return false;
+      if (c != quote() && !(call_ && bare_key_byte(c))) return false;
       key_ = true;
-      mode_ = Mode::kString;
+      mode_ = c == quote() ? Mode::kString : Mode::kBareKey;
       return true;
+    case Mode::kBareKey:
+      if (c == ':') {
+        mode_ = Mode::kValue;
+        return true;
+      }
+      return bare_key_byte(c);
     case Mode::kColon:
       if (whitespace(c)) return true;
       if (c != ':') return false;
@@ -149,15 +161,15 @@ bool JsonGrammar::step(uint8_t c) {
       }
       return (c == '}' || c == ']') && close(static_cast<char>(c == '}' ? '{' : '['));
     case Mode::kString:
-      if (c == '"') {
+      if (c == quote()) {
         mode_ = key_ ? Mode::kColon : Mode::kAfterValue;
         return true;
       }
-      if (c == '\\') {
+      if (c == '\\' && !call_) {
         mode_ = Mode::kEscape;
         return true;
       }
-      if (c < 0x20) return false;  // raw control characters must be escaped
+      if (c < 0x20 && !call_) return false;  // raw control characters must be escaped (a call's strings are raw)
       if (c < 0x80) return true;
       if (const std::optional<Utf8Lead> lead = utf8_lead(c)) {
         utf8_left_ = static_cast<uint8_t>(lead->len - 1);

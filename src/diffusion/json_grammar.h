@@ -4,12 +4,22 @@
 // leading whitespace), strings must be valid UTF-8 (RFC 3629) without raw control bytes, \u escapes must pair
 // surrogates, nesting stops at kMaxDepth and whitespace runs at kMaxWhitespace (bounds on a runaway model, not
 // JSON rules). Trivially copyable, so trying a candidate token costs one copy.
+// Syntax::kCall is the same walk over the arguments of a Gemma 4 tool call (docs/CHAT.md, chat/tools_parse.h):
+// strings open and close with the <|"|> token (kQuoteByte in the byte text) and hold any UTF-8 but it, without
+// escapes; keys are bare (printable ASCII but whitespace and :{}[],") or strings; null may be written None.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
 namespace dg {
+
+// The text a grammar walks: JSON, or the arguments of a Gemma 4 tool call.
+enum class Syntax : uint8_t { kJson, kCall };
+
+// In the byte text of a tool call, the control tokens it holds stand as bytes that UTF-8 never uses.
+inline constexpr uint8_t kQuoteByte = 0xFF;  // <|"|>, a string's delimiter
+inline constexpr uint8_t kCloseByte = 0xFE;  // <tool_call|>, the end of the call (call_grammar.h)
 
 class JsonGrammar {
  public:
@@ -20,9 +30,14 @@ class JsonGrammar {
     kStart, kKeyOrClose, kKey, kColon, kValue, kValueOrClose, kAfterValue,
     kString, kEscape, kUnicode, kSurrogateSlash, kSurrogateU, kUtf8, kLiteral,
     kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign, kNumExpDigits, kDone,
+    kBareKey,  // Syntax::kCall: a bare key, ended by ':'
   };
+  explicit JsonGrammar(Syntax syntax = Syntax::kJson) : call_(syntax == Syntax::kCall) {}
+  Syntax syntax() const { return call_ ? Syntax::kCall : Syntax::kJson; }
+  uint8_t quote() const { return call_ ? kQuoteByte : '"'; }  // the byte that opens and closes a string
+  static bool bare_key_byte(uint8_t c);  // a byte a bare key may hold
   Mode mode() const { return mode_; }
-  bool in_key() const { return key_; }  // the string in progress is an object key
+  bool in_key() const { return key_; }  // the string (or bare key) in progress is an object key
   int depth() const { return depth_ + 1; }  // containers open
 
   // Feeds one byte; false (and the state unchanged) when it cannot continue a valid prefix.
@@ -39,6 +54,8 @@ class JsonGrammar {
   // without a value gets 0, an escape gets its shortest tail (a high surrogate also its 6-byte pair).
   int closing_bytes() const;
   int64_t bytes() const { return bytes_; }                // bytes accepted so far
+  // The fewest bytes of a member that no schema lists: "":0 in JSON, a:0 in a call.
+  int shortest_member() const { return call_ ? 3 : 4; }
 
  private:
   bool step(uint8_t c);  // the transition; may leave the state partly changed when it returns false
@@ -49,13 +66,14 @@ class JsonGrammar {
   char top() const { return (stack_ >> depth_ & 1) != 0 ? '[' : '{'; }
 
   Mode mode_ = Mode::kStart;
+  bool call_ = false;          // Syntax::kCall
   bool key_ = false;           // the string in progress is an object key
   bool low_surrogate_ = false;  // the \u escape in progress must be a low surrogate
   uint8_t hex_left_ = 0;       // \u: hex digits still due
   uint16_t unit_ = 0;          // \u: the code unit so far
   uint8_t utf8_left_ = 0;      // continuation bytes still due
   uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the allowed range of the next continuation byte
-  uint8_t literal_ = 0;        // kLiteral: which of true / false / null
+  uint8_t literal_ = 0;        // kLiteral: which of true / false / null / None
   uint8_t literal_at_ = 0;     // kLiteral: bytes of it matched
   uint8_t ws_run_ = 0;
   int depth_ = -1;             // index of the innermost open container

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "diffusion/json_grammar.h"
 
 namespace dg {
 namespace {
@@ -62,6 +63,21 @@ std::string expected(uint8_t types) {
   return fmt::format("{}", fmt::join(names, " or "));
 }
 
+// A name as a call's arguments spell it: bare where every byte may stand in a bare key, else a string.
+std::string call_key(const std::string& name) {
+  const bool bare = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return JsonGrammar::bare_key_byte(static_cast<uint8_t>(c));
+  });
+  const std::string q(1, static_cast<char>(kQuoteByte));
+  return bare ? name : q + name + q;
+}
+
+// A scalar as a call writes it: strings between <|"|> (raw, no escapes), the rest as in JSON.
+std::string call_value(const SchemaJson& v) {
+  const std::string q(1, static_cast<char>(kQuoteByte));
+  return v.is_string() ? q + v.get<std::string>() + q : v.dump();
+}
+
 int count_nonneg(const SchemaJson& v, const std::string& where) {
   DG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 1 << 20,
            "{} must be a non-negative integer", where);
@@ -75,6 +91,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(const SchemaJson& schema, 
   auto s = std::make_shared<JsonSchema>();
   s->source_ = schema;
   s->add(schema, where, 0);
+  for (const bool call : {false, true}) s->root_object_bytes_[call ? 1 : 0] = s->object_bytes(0, call);
   if (root_object)
     DG_CHECK(s->nodes_[0].types == SchemaNode::kObject && s->nodes_[0].allowed.empty(),
              "{}: the root must be {{\"type\": \"object\"}} (the output is one JSON object)", where);
@@ -109,7 +126,7 @@ int JsonSchema::add(const SchemaJson& s, const std::string& where, int depth) {
       DG_CHECK(static_cast<int>(v.size()) <= kMaxProperties, "{}: more than {} properties", at, kMaxProperties);
       for (auto p = v.begin(); p != v.end(); ++p) {
         const int child = add(p.value(), at + "." + p.key(), depth + 1);
-        n.properties.push_back({p.key(), SchemaJson(p.key()).dump(), child});
+        n.properties.push_back({p.key(), SchemaJson(p.key()).dump(), call_key(p.key()), child});
       }
     } else if (k == "required") {
       DG_CHECK(v.is_array(), "{} must be a list of property names", at);
@@ -158,18 +175,37 @@ int JsonSchema::add(const SchemaJson& s, const std::string& where, int depth) {
         kept.push_back(a);
     DG_CHECK(!kept.empty(), "{}: no enum value has an allowed type", where);
     n.allowed = std::move(kept);
+    for (const std::string& a : n.allowed) n.call_allowed.push_back(call_value(SchemaJson::parse(a)));
   }
   DG_CHECK(n.types != 0, "{}: no type is allowed", where);
   nodes_[static_cast<size_t>(id)] = std::move(n);
-  nodes_[static_cast<size_t>(id)].min_bytes = min_bytes(id);
+  nodes_[static_cast<size_t>(id)].min_bytes = min_bytes(id, false);
+  nodes_[static_cast<size_t>(id)].call_min_bytes = min_bytes(id, true);
   return id;
 }
 
-int JsonSchema::min_bytes(int id) const {
+bool JsonSchema::root_accepts_object() const {
+  return (nodes_[0].types & SchemaNode::kObject) != 0 && nodes_[0].allowed.empty();
+}
+
+int JsonSchema::object_bytes(int id, bool call) const {
+  const SchemaNode& n = node(id);
+  int b = 2, members = 0;
+  for (size_t i = 0; i < n.properties.size(); ++i)
+    if ((n.required >> i & 1) != 0) {
+      const SchemaNode::Property& p = n.properties[i];
+      const SchemaNode& child = node(p.node);
+      b += static_cast<int>((call ? p.call_key : p.key).size()) + 1 + (call ? child.call_min_bytes : child.min_bytes);
+      ++members;
+    }
+  return b + std::max(0, members - 1);
+}
+
+int JsonSchema::min_bytes(int id, bool call) const {
   const SchemaNode& n = node(id);
   if (!n.allowed.empty()) {
     size_t m = SIZE_MAX;
-    for (const std::string& a : n.allowed) m = std::min(m, a.size());
+    for (const std::string& a : call ? n.call_allowed : n.allowed) m = std::min(m, a.size());
     return static_cast<int>(m);
   }
   int best = INT32_MAX;
@@ -177,18 +213,10 @@ int JsonSchema::min_bytes(int id) const {
   if ((n.types & SchemaNode::kString) != 0) best = std::min(best, 2);
   if ((n.types & (SchemaNode::kBoolean | SchemaNode::kNull)) != 0) best = std::min(best, 4);
   if ((n.types & SchemaNode::kArray) != 0) {
-    const int item = n.items < 0 ? 1 : node(n.items).min_bytes;
+    const int item = n.items < 0 ? 1 : call ? node(n.items).call_min_bytes : node(n.items).min_bytes;
     best = std::min(best, 2 + n.min_items * item + std::max(0, n.min_items - 1));
   }
-  if ((n.types & SchemaNode::kObject) != 0) {
-    int b = 2, members = 0;
-    for (size_t i = 0; i < n.properties.size(); ++i)
-      if ((n.required >> i & 1) != 0) {
-        b += static_cast<int>(n.properties[i].key.size()) + 1 + node(n.properties[i].node).min_bytes;
-        ++members;
-      }
-    best = std::min(best, b + std::max(0, members - 1));
-  }
+  if ((n.types & SchemaNode::kObject) != 0) best = std::min(best, object_bytes(id, call));
   return best;
 }
 

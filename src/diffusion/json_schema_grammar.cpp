@@ -40,13 +40,13 @@ bool SchemaGrammar::feed(std::string_view bytes) {
 
 const std::string& SchemaGrammar::candidate(int i) const {
   const SchemaNode& n = schema_->node(tok_node_);
-  return tok_ == Tok::kKey ? n.properties[static_cast<size_t>(i)].key : n.allowed[static_cast<size_t>(i)];
+  return tok_ == Tok::kKey ? key_of(n.properties[static_cast<size_t>(i)]) : allowed_of(n)[static_cast<size_t>(i)];
 }
 
 int SchemaGrammar::candidates() const {
   const SchemaNode* n = node(tok_node_);
   if (n == nullptr) return 0;
-  return static_cast<int>(tok_ == Tok::kKey ? n->properties.size() : n->allowed.size());
+  return static_cast<int>(tok_ == Tok::kKey ? n->properties.size() : allowed_of(*n).size());
 }
 
 bool SchemaGrammar::filter(uint8_t c) {
@@ -64,7 +64,7 @@ bool SchemaGrammar::filter(uint8_t c) {
   ++pos_;
   if (tok_ == Tok::kValue) return total == 0 || cand_ != 0;
   const SchemaNode* n = node(tok_node_);
-  return n == nullptr || n->additional || (cand_ & ~frames_[static_cast<size_t>(depth_ - 1)].seen) != 0;
+  return additional(n) || (cand_ & ~frames_[static_cast<size_t>(depth_ - 1)].seen) != 0;
 }
 
 bool SchemaGrammar::key_done() {
@@ -75,20 +75,20 @@ bool SchemaGrammar::key_done() {
   if (n == nullptr) return true;
   for (uint64_t m = cand_; m != 0; m &= m - 1) {
     const int i = std::countr_zero(m);
-    if (n->properties[static_cast<size_t>(i)].key.size() != static_cast<size_t>(pos_)) continue;
+    if (key_of(n->properties[static_cast<size_t>(i)]).size() != static_cast<size_t>(pos_)) continue;
     if ((f.seen >> i & 1) != 0) return false;  // a property twice
     f.seen |= uint64_t{1} << i;
     pending_ = static_cast<int16_t>(n->properties[static_cast<size_t>(i)].node);
     return true;
   }
-  return n->additional;
+  return additional(n);
 }
 
 bool SchemaGrammar::scalar_done() const {
   const SchemaNode* n = node(tok_node_);
   if (n == nullptr || n->allowed.empty()) return true;
   for (uint64_t m = cand_; m != 0; m &= m - 1)
-    if (n->allowed[static_cast<size_t>(std::countr_zero(m))].size() == static_cast<size_t>(pos_)) return true;
+    if (allowed_of(*n)[static_cast<size_t>(std::countr_zero(m))].size() == static_cast<size_t>(pos_)) return true;
   return false;
 }
 
@@ -104,9 +104,9 @@ bool SchemaGrammar::value_start(uint8_t c) {
   const SchemaNode* n = node(nd);
   const uint8_t need = c == '{'                ? SchemaNode::kObject
                        : c == '['              ? SchemaNode::kArray
-                       : c == '"'              ? SchemaNode::kString
+                       : c == lex_.quote()     ? SchemaNode::kString
                        : c == 't' || c == 'f'  ? SchemaNode::kBoolean
-                       : c == 'n'              ? SchemaNode::kNull
+                       : c == 'n' || c == 'N'  ? SchemaNode::kNull
                                                : SchemaNode::kInteger | SchemaNode::kNumber;
   if (n != nullptr && (n->types & need) == 0) return false;
   if (c == '{' || c == '[') {
@@ -128,12 +128,16 @@ bool SchemaGrammar::structural(Mode before, uint8_t c) {
   if (whitespace(c)) return true;
   if (before == Mode::kStart || before == Mode::kValue || (before == Mode::kValueOrClose && c != ']'))
     return value_start(c);
-  if ((before == Mode::kKeyOrClose || before == Mode::kKey) && c == '"') {
+  if ((before == Mode::kKeyOrClose || before == Mode::kKey) &&
+      (lex_.mode() == Mode::kString || lex_.mode() == Mode::kBareKey)) {  // a key starts
     const Frame& f = frames_[static_cast<size_t>(depth_ - 1)];
     tok_ = Tok::kKey;
     tok_node_ = f.node;
     pos_ = 0;
     const SchemaNode* n = node(f.node);
+    // A call's key written as a string where the schema lists names must be one of them: its text could spell a
+    // listed name that is written bare.
+    listed_only_ = call() && lex_.mode() == Mode::kString && n != nullptr && !n->properties.empty();
     cand_ = n != nullptr ? first_bits(n->properties.size()) : 0;
     return filter(c);
   }
@@ -150,7 +154,7 @@ bool SchemaGrammar::structural(Mode before, uint8_t c) {
     const SchemaNode* n = node(f.node);
     if (n == nullptr) return true;
     if (f.array) return n->max_items < 0 || f.count < n->max_items;
-    return n->additional || (first_bits(n->properties.size()) & ~f.seen) != 0;
+    return n->additional || (first_bits(n->properties.size()) & ~f.seen) != 0;  // a bare key may be any name
   }
   return true;  // ':'
 }
@@ -160,6 +164,7 @@ bool SchemaGrammar::step(uint8_t c) {
   if (!lex_.feed(c)) return false;
   const Mode after = lex_.mode();
   if (tok_ == Tok::kKey) {
+    if (before == Mode::kBareKey && after == Mode::kValue) return key_done();  // ':' ended a bare key
     if (!filter(c)) return false;
     return after == Mode::kColon ? key_done() : true;
   }
@@ -197,7 +202,7 @@ int SchemaGrammar::frame_rest(const Frame& f, uint64_t seen, bool has_member) co
   } else {
     for (uint64_t m = n->required & ~seen; m != 0; m &= m - 1) {
       const SchemaNode::Property& p = n->properties[static_cast<size_t>(std::countr_zero(m))];
-      bytes += static_cast<int>(p.key.size()) + 1 + value_min(p.node);
+      bytes += static_cast<int>(key_of(p).size()) + 1 + value_min(p.node);
       ++missing;
     }
   }
@@ -208,22 +213,27 @@ int SchemaGrammar::token_rest() const {
   const Frame& f = frames_[static_cast<size_t>(depth_ - 1)];
   const SchemaNode* fn = node(f.node);
   const Mode m = lex_.mode();
-  const int str_tail = lex_.closing_bytes() - lex_.depth() - (lex_.in_key() ? 2 : 0);  // the string's tail + '"'
+  // The string's tail and its closing quote (0 in a bare key, which ':' ends).
+  const int str_tail = lex_.closing_bytes() - lex_.depth() - (lex_.in_key() ? 2 : 0);
   if (tok_ == Tok::kKey) {
+    const bool bare = m == Mode::kBareKey;
     int best = INT_MAX;
-    bool exact_next = false;  // closing the string now would spell a listed name
+    bool exact = false;  // ending the key now would spell a listed name
     if (fn != nullptr)
       for (uint64_t c = cand_; c != 0; c &= c - 1) {
         const int i = std::countr_zero(c);
         const SchemaNode::Property& p = fn->properties[static_cast<size_t>(i)];
-        exact_next = exact_next || p.key.size() == static_cast<size_t>(pos_) + 1;
+        exact = exact || key_of(p).size() == static_cast<size_t>(pos_) + (bare ? 0 : 1);
         if ((f.seen >> i & 1) != 0) continue;
-        const int rest = static_cast<int>(p.key.size()) - pos_ + 1 + value_min(p.node) +
+        const int rest = static_cast<int>(key_of(p).size()) - pos_ + 1 + value_min(p.node) +
                          frame_rest(f, f.seen | uint64_t{1} << i, true);
         best = std::min(best, rest);
       }
-    if ((fn == nullptr || fn->additional) && !(exact_next && m == Mode::kString))
-      best = std::min(best, str_tail + 2 + frame_rest(f, f.seen, true));
+    // A name the schema does not list: end it now, or when that would spell a listed name, one byte later (a byte
+    // no listed name continues with).
+    if (additional(fn))
+      best = std::min(best, str_tail + 2 + (exact && (bare || m == Mode::kString) ? 1 : 0) +
+                                frame_rest(f, f.seen, true));
     return best;
   }
   if (tok_ == Tok::kValue) {
@@ -232,7 +242,7 @@ int SchemaGrammar::token_rest() const {
     if (n != nullptr && !n->allowed.empty()) {
       rest = INT_MAX;
       for (uint64_t c = cand_; c != 0; c &= c - 1)
-        rest = std::min(rest, static_cast<int>(n->allowed[static_cast<size_t>(std::countr_zero(c))].size()) - pos_);
+        rest = std::min(rest, static_cast<int>(allowed_of(*n)[static_cast<size_t>(std::countr_zero(c))].size()) - pos_);
     } else if (in_string(m)) {
       rest = str_tail;
     } else if (in_number(m)) {
@@ -246,11 +256,11 @@ int SchemaGrammar::token_rest() const {
     case Mode::kKeyOrClose: return frame_rest(f, f.seen, false);
     case Mode::kKey: {  // after ',': a member must follow
       if (fn != nullptr && (fn->required & ~f.seen) != 0) return frame_rest(f, f.seen, false);
-      int best = fn == nullptr || fn->additional ? 4 : INT_MAX;  // "":0
+      int best = fn == nullptr || fn->additional ? lex_.shortest_member() : INT_MAX;
       if (fn != nullptr)
         for (size_t i = 0; i < fn->properties.size(); ++i)
           if ((f.seen >> i & 1) == 0)
-            best = std::min(best, static_cast<int>(fn->properties[i].key.size()) + 1 +
+            best = std::min(best, static_cast<int>(key_of(fn->properties[i]).size()) + 1 +
                                       value_min(fn->properties[i].node));
       return best + 1;
     }
@@ -270,7 +280,7 @@ int SchemaGrammar::token_rest() const {
 int SchemaGrammar::closing_bytes() const {
   if (schema_ == nullptr) return lex_.closing_bytes();
   if (lex_.complete()) return 0;
-  if (lex_.mode() == Mode::kStart) return value_min(0);
+  if (lex_.mode() == Mode::kStart) return schema_->root_object_bytes(call());
   int d = token_rest();
   for (int k = depth_ - 2; k >= 0; --k) {
     const Frame& f = frames_[static_cast<size_t>(k)];

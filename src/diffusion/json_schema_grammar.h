@@ -6,6 +6,9 @@
 // shortest completion (the required properties written with their shortest values), so some byte always brings it
 // down by one: JSON mode's closing walk (json_commit.h) ends within that many tokens. Without a schema it is
 // JsonGrammar. Copied per candidate token: no heap, a fixed frame stack.
+// With Syntax::kCall it walks a tool call's arguments (call_grammar.h): the same rules over the call's spelling of
+// names and values (JsonSchema's call_key, call_allowed); where the schema lists names, a key written as a string
+// must be one of them.
 #pragma once
 
 #include <array>
@@ -25,7 +28,8 @@ class SchemaGrammar {
   static constexpr int kMaxIntDigits = 200;
   static constexpr int kMaxExpDigits = 2;
 
-  explicit SchemaGrammar(const JsonSchema* schema = nullptr) : schema_(schema) {}
+  explicit SchemaGrammar(const JsonSchema* schema = nullptr, Syntax syntax = Syntax::kJson)
+      : lex_(syntax), schema_(schema) {}
 
   bool feed(uint8_t byte);  // false (and the state unchanged) when the byte cannot continue a valid prefix
   bool feed(std::string_view bytes);
@@ -58,7 +62,13 @@ class SchemaGrammar {
   const std::string& candidate(int i) const;  // key or enum text i of the token in progress
   int candidates() const;
   int frame_rest(const Frame& f, uint64_t seen, bool has_member) const;  // bytes to close a frame from here
-  int value_min(int node) const { return node < 0 ? 1 : schema_->node(node).min_bytes; }
+  bool call() const { return lex_.syntax() == Syntax::kCall; }
+  const std::string& key_of(const SchemaNode::Property& p) const { return call() ? p.call_key : p.key; }
+  const std::vector<std::string>& allowed_of(const SchemaNode& n) const { return call() ? n.call_allowed : n.allowed; }
+  int value_min(int node) const {
+    return node < 0 ? 1 : call() ? schema_->node(node).call_min_bytes : schema_->node(node).min_bytes;
+  }
+  bool additional(const SchemaNode* n) const { return n == nullptr || (n->additional && !listed_only_); }
   int token_rest() const;  // bytes to finish what is in progress and close the innermost frame
 
   JsonGrammar lex_;
@@ -67,6 +77,7 @@ class SchemaGrammar {
   int depth_ = 0;            // frames open
   int16_t pending_ = 0;      // the node of the next value (the root's first)
   Tok tok_ = Tok::kNone;
+  bool listed_only_ = false;  // kKey: a call's key written as a string where the schema lists names
   int16_t tok_node_ = -1;    // kValue: the value's node; kKey: the object's node
   uint64_t cand_ = 0;        // candidates still matching the token's text
   int32_t pos_ = 0;          // bytes of the token so far

@@ -26,6 +26,8 @@ void SamplerOptions::validate() const {
         s.member);
   DG_CHECK(t_max > t_min, "temperature schedule needs t_max > t_min >= 0 (got {} .. {})", t_min, t_max);
   DG_CHECK(json_schema == nullptr || json != nullptr, "a JSON schema constrains JSON mode, which is off");
+  DG_CHECK(json == nullptr || tool_calls == nullptr,
+           "JSON mode and strict tool calls exclude each other: the answer is one JSON object, a call is not");
   // Every token is at least one byte: a budget below the shortest valid object could end before it closes.
   DG_CHECK(json_schema == nullptr || max_new_tokens >= json_schema->node(0).min_bytes,
            "max_new_tokens {} is below the shortest object the JSON schema allows ({} bytes): the answer could not "

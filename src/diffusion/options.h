@@ -18,6 +18,7 @@ namespace dg {
 
 struct JsonVocab;
 class JsonSchema;
+struct ToolCallConstraint;
 
 enum class SamplerProfile : uint8_t { kContract, kReference };
 SamplerProfile sampler_profile_from_name(const std::string& name);  // "contract" | "reference"; throws otherwise
@@ -58,6 +59,11 @@ struct SamplerOptions {
   std::shared_ptr<const JsonVocab> json;
   // With `json`: the object also validates against this schema (response_format json_schema; json_schema.h).
   std::shared_ptr<const JsonSchema> json_schema;
+  // Strict tool calls: every tool call the answer opens is constrained to the call grammar over these tools, a
+  // strict tool's arguments to its schema (src/diffusion/call_commit.h). nullptr: calls are the model's.
+  std::shared_ptr<const ToolCallConstraint> tool_calls;
+  // A commit-time constraint is on: the driver must give the generation logits rows (Generation::set_row_logits).
+  bool constrained() const { return json != nullptr || tool_calls != nullptr; }
 
   // Run the per-step decisions on the host even where the backend could keep them (an A/B of the two paths: the
   // same tokens). Steps observed through GenerateEvents::on_step always decide on the host.

@@ -33,6 +33,7 @@ Generation::Generation(int canvas, int64_t vocab, std::span<const int32_t> promp
   max_blocks_ = (opt_.max_new_tokens + C_ - 1) / C_;
   if (opt_.commit_trim_tau > 0.0) max_blocks_ *= 2;  // trimmed blocks commit fewer tokens: keep the token budget binding
   if (opt_.json) json_.emplace(opt_.json, opt_.json_schema);
+  if (opt_.tool_calls) calls_.emplace(opt_.tool_calls);
 }
 
 std::span<const int32_t> Generation::pending_encode() const {
@@ -52,7 +53,7 @@ void Generation::encoded(size_t n) {
 
 void Generation::next_block() {
   ++block_;
-  if (block_ >= max_blocks_ && !json_open()) {
+  if (block_ >= max_blocks_ && !constraint_open()) {
     finish();
     return;
   }
@@ -183,10 +184,13 @@ void Generation::attempt_done(const RowStats* stats) {
   info_.pad_gated = pad_gated_;
   info_.kept = confidence_trim(argmax_, p_max, opt_);
   info_.trimmed = info_.kept < len_;
-  if (json_) {
-    DG_CHECK(row_logits_ != nullptr, "generation: JSON mode without a source of logits rows (set_row_logits)");
-    info_.constrained = json_->constrain(std::span<int32_t>(argmax_.data(), static_cast<size_t>(info_.kept)),
-                                         row_logits_, opt_.max_new_tokens - static_cast<int>(res_.tokens.size()));
+  if (constrained()) {
+    DG_CHECK(row_logits_ != nullptr,
+             "generation: JSON mode or a strict tool call without a source of logits rows (set_row_logits)");
+    const std::span<int32_t> kept(argmax_.data(), static_cast<size_t>(info_.kept));
+    const int budget = opt_.max_new_tokens - static_cast<int>(res_.tokens.size());
+    info_.constrained =
+        json_ ? json_->constrain(kept, row_logits_, budget) : calls_->constrain(kept, row_logits_, budget);
   }
   res_.forwards += info_.forwards;
   const std::span<const int32_t> block(argmax_.data(), static_cast<size_t>(info_.kept));
@@ -207,7 +211,8 @@ void Generation::attempt_done(const RowStats* stats) {
     finish();
     return;
   }
-  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens || (block_ + 1 == max_blocks_ && !json_open())) {
+  if (static_cast<int>(res_.tokens.size()) >= opt_.max_new_tokens ||
+      (block_ + 1 == max_blocks_ && !constraint_open())) {
     finish();
     return;
   }

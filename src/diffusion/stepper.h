@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "diffusion/call_commit.h"
 #include "diffusion/generate.h"
 #include "diffusion/json_commit.h"
 
@@ -64,8 +65,9 @@ class Generation {
   void end_step_decided(const DecideStatus& st, const std::function<void(RowStats*)>& read);
 
   int rows() const { return len_; }  // the canvas length of the current attempt
-  bool constrained() const { return json_.has_value(); }  // JSON mode: the driver must set_row_logits
-  // JSON mode: how to read a row's logits of the last denoise step (asked only for rows the constraint replaces).
+  // JSON mode or strict tool calls: the driver must set_row_logits.
+  bool constrained() const { return json_.has_value() || calls_.has_value(); }
+  // How to read a row's logits of the last denoise step (asked only for rows a constraint replaces).
   void set_row_logits(RowLogits fn) { row_logits_ = std::move(fn); }
   const GenerateResult& result() const { return res_; }
   GenerateResult take_result() { return std::move(res_); }
@@ -84,9 +86,12 @@ class Generation {
   Phase phase_ = Phase::kEncode;
   std::vector<int32_t> pending_;
   size_t pending_at_ = 0;
-  // JSON mode with a schema and the object still open: the block count does not end the generation (every block
-  // commits a token; the token budget, which the closing walk keeps, does).
-  bool json_open() const { return json_.has_value() && json_->has_schema() && !json_->grammar().complete(); }
+  // JSON mode with a schema and the object still open, or a strict tool call open: the block count does not end the
+  // generation (every block commits a token; the token budget, which the closing walk keeps, does).
+  bool constraint_open() const {
+    return (json_.has_value() && json_->has_schema() && !json_->grammar().complete()) ||
+           (calls_.has_value() && calls_->open());
+  }
   int max_blocks_ = 0;
   int block_ = -1;
   BlockInfo info_;
@@ -104,6 +109,7 @@ class Generation {
   std::vector<float> entropy_;
   std::vector<double> u_;
   std::optional<JsonCommit> json_;
+  std::optional<CallCommit> calls_;
   RowLogits row_logits_;
 };
 

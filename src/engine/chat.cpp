@@ -115,6 +115,11 @@ std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const Cha
   return JsonVocab::from(tok, stop_ids, t.turn_close);
 }
 
+std::shared_ptr<const JsonVocab> chat_call_vocab(const Tokenizer& tok, const ChatTokens& t,
+                                                 std::span<const int32_t> stop_ids) {
+  return JsonVocab::calls(tok, stop_ids, t.quote, t.call_close, t.response_open);
+}
+
 Message assistant_message(const Reply& r) {
   Message a;
   a.role = Role::kAssistant;
@@ -138,7 +143,7 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   check_room(p.ids.size());
   ChatEvents noted = ev != nullptr ? *ev : ChatEvents{};
   if (recorder_ != nullptr) noted.on_tool_check = [&](const Json& j) { recorder_->note(j); };
-  TurnResult r = generate_checked_reply(session_, tok_, t_, p, opt_.sampler, tools_, opt_.tool_check, &noted,
+  TurnResult r = generate_checked_reply(session_, tok_, t_, p, sampler(), tools_, opt_.tool_check, &noted,
                                         opt_.denoiser);
   conv_.messages.push_back(assistant_message(r.reply));
   tool_turn_.reset();
@@ -243,8 +248,19 @@ void ChatSession::set_system(const std::string& text) {
     conv_.messages.insert(conv_.messages.begin(), m);
 }
 
+SamplerOptions ChatSession::sampler() {
+  SamplerOptions o = opt_.sampler;
+  if (!tools_.strict()) return o;
+  if (call_vocab_ == nullptr || call_vocab_stops_ != o.stop_ids) {
+    call_vocab_ = chat_call_vocab(tok_, t_, o.stop_ids);
+    call_vocab_stops_ = o.stop_ids;
+  }
+  o.tool_calls = tools_.call_constraint(call_vocab_, t_.call_open);
+  return o;
+}
+
 void ChatSession::set_tools(const Json& tools) {
-  tools_ = ToolSet::from(tools);
+  tools_ = ToolSet::from(tools, opt_.tool_check.strict);
   conv_.tools = tools;
 }
 
@@ -282,7 +298,7 @@ void ChatSession::load(const std::string& path) {
   }
   const Conversation old = conv_;
   const bool old_thinking = opt_.thinking;
-  ToolSet tools = ToolSet::from(c.tools);
+  ToolSet tools = ToolSet::from(c.tools, opt_.tool_check.strict);
   conv_ = std::move(c);
   opt_.thinking = thinking;
   try {

@@ -81,6 +81,10 @@ TurnResult generate_reply(Session& session, const Tokenizer& tok, const ChatToke
 // (and every special token) never appear inside the JSON.
 std::shared_ptr<const JsonVocab> chat_json_vocab(const Tokenizer& tok, const ChatTokens& t,
                                                  std::span<const int32_t> stop_ids);
+// The vocabulary of a strict tool call's body (ToolSet::call_constraint): <|"|> and <tool_call|> stand as the call
+// grammar's bytes; the stop ids and every other special token never appear inside a call.
+std::shared_ptr<const JsonVocab> chat_call_vocab(const Tokenizer& tok, const ChatTokens& t,
+                                                 std::span<const int32_t> stop_ids);
 // The reply as it joins the conversation: the reasoning and the calls; text next to calls is shown but not kept
 // (the template would place it after the responses and close the turn).
 Message assistant_message(const Reply& r);
@@ -121,6 +125,7 @@ class ChatSession {
 
  private:
   RenderedPrompt render(bool generation_prompt) const;
+  SamplerOptions sampler();  // the session's sampler with the strict tools' call constraint
   // Throws dg::Error unless a prompt of `tokens` leaves room for an answer within the model's positions.
   void check_room(size_t tokens) const;
 
@@ -131,6 +136,8 @@ class ChatSession {
   Session session_;
   Conversation conv_;
   ToolSet tools_;
+  std::shared_ptr<const JsonVocab> call_vocab_;  // built on the first turn with a strict tool
+  std::vector<int32_t> call_vocab_stops_;
   std::unique_ptr<SessionRecorder> recorder_;
   std::optional<ToolTurn> tool_turn_;  // the last reply called tools and the cache holds it raw
   SyncStats last_sync_;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "diffusion/call_commit.h"
 #include "diffusion/json_schema.h"
 #include "diffusion/sampler_settings.h"
 
@@ -123,6 +124,14 @@ Json sampler_to_json(const SamplerOptions& o) {
   put(true);
   if (o.json) j["json_object"] = true;  // written only when on: logs without JSON mode read as before
   if (o.json_schema) j["json_schema"] = o.json_schema->source();
+  if (o.tool_calls) {  // written only when on, as JSON mode
+    Json tools = Json::array();
+    for (const CallTool& t : o.tool_calls->tools)
+      tools.push_back({{"name", t.name}, {"parameters", t.schema ? t.schema->source() : Json()}});
+    // The table's stop ids (a call's closing walk starts at one) may differ from the sampler's (a repair's).
+    j["tool_calls"] = {{"open_id", o.tool_calls->open_id}, {"stop_ids", o.tool_calls->vocab->stop_ids},
+                       {"tools", tools}};
+  }
   return j;
 }
 
@@ -155,7 +164,8 @@ void get(const Json& j, const char* key, T& out) {
 
 }  // namespace
 
-SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json) {
+SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json,
+                                 std::shared_ptr<const JsonVocab> calls) {
   DG_CHECK(j.is_object(), "op-log: \"sampler\" must be an object");
   SamplerOptions o;
   std::string profile;
@@ -169,6 +179,23 @@ SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab>
     DG_CHECK(json != nullptr, "op-log sampler: JSON mode needs the model's tokenizer");
     o.json = std::move(json);
     if (j.contains("json_schema")) o.json_schema = JsonSchema::compile(j["json_schema"], "op-log json_schema");
+  }
+  if (j.contains("tool_calls")) {
+    DG_CHECK(calls != nullptr, "op-log sampler: strict tool calls need the model's tokenizer");
+    const Json& tc = j["tool_calls"];
+    DG_CHECK(tc.is_object() && tc.contains("tools") && tc["tools"].is_array(),
+             "op-log sampler: \"tool_calls\" must be an object with a \"tools\" array");
+    auto c = std::make_shared<ToolCallConstraint>();
+    c->vocab = std::move(calls);
+    get(tc, "open_id", c->open_id);
+    for (const Json& t : tc["tools"]) {
+      CallTool ct;
+      get(t, "name", ct.name);
+      if (t.contains("parameters") && !t["parameters"].is_null())
+        ct.schema = JsonSchema::compile(t["parameters"], "op-log tool_calls." + ct.name, false);
+      c->tools.push_back(std::move(ct));
+    }
+    o.tool_calls = std::move(c);
   }
   o.validate();
   return o;

@@ -77,7 +77,8 @@ void create_private_dirs(const std::string& dir);
 Json sampler_to_json(const SamplerOptions& o);
 // Throws dg::Error naming a missing or mistyped field. A JSON-mode record ("json_object": true) takes `json` as its
 // vocabulary table and throws without one.
-SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json = nullptr);
+SamplerOptions sampler_from_json(const Json& j, std::shared_ptr<const JsonVocab> json = nullptr,
+                                 std::shared_ptr<const JsonVocab> calls = nullptr);
 
 struct ReplayReport {
   int64_t records = 0, jobs = 0, blocks = 0;

@@ -87,6 +87,17 @@ class Replayer {
     return json_;
   }
 
+  // The strict tool calls' vocabulary table, as the server built it, for a sampler record that constrains calls.
+  std::shared_ptr<const JsonVocab> call_vocab(const Json& sampler) {
+    if (!sampler.contains("tool_calls")) return nullptr;
+    const auto stops = sampler["tool_calls"].value("stop_ids", std::vector<int32_t>{});
+    if (calls_ == nullptr || stops != calls_stops_) {
+      calls_ = chat_call_vocab(engine_.tokenizer(), ChatTokens::from(engine_.tokenizer()), stops);
+      calls_stops_ = stops;
+    }
+    return calls_;
+  }
+
   bool diverge(const Record& r, const std::string& what) {
     report_.diverged = true;
     report_.divergence = fmt::format("line {} (job {}, slot {}): {}", r.line, r.j.value("job", -1),
@@ -127,7 +138,8 @@ class Replayer {
     }
     if (end == nullptr) return diverge(g, "the log ends before this generation does (the server stopped mid-job)");
     Session& s = slot(g);
-    const SamplerOptions opt = sampler_from_json(g.j.at("sampler"), json_vocab(g.j.at("sampler")));
+    const SamplerOptions opt =
+        sampler_from_json(g.j.at("sampler"), json_vocab(g.j.at("sampler")), call_vocab(g.j.at("sampler")));
     const bool cancelled = field<std::string>(*end, "finish") == "cancelled";
     const auto forwards = field<int>(*end, "forwards");
     int steps = 0;
@@ -159,8 +171,8 @@ class Replayer {
 
   const Engine& engine_;
   std::vector<std::unique_ptr<Session>> slots_;
-  std::shared_ptr<const JsonVocab> json_;
-  std::vector<int32_t> json_stops_;
+  std::shared_ptr<const JsonVocab> json_, calls_;
+  std::vector<int32_t> json_stops_, calls_stops_;
   ReplayReport report_;
 };
 

@@ -5,6 +5,7 @@
 #include "chat/id_writer.h"
 #include "chat/tools_render.h"
 #include "core/error.h"
+#include "diffusion/call_commit.h"
 
 namespace dg {
 
@@ -44,8 +45,18 @@ ToolSet ToolSet::from(const Json& tools, bool strict) {
     } else {
       t.schema = JsonSchema::compile(Json{{"type", "object"}}, where, false);
     }
+    t.strict = strict_tool;
+    if (strict_tool) {
+      DG_CHECK(t.schema->root_accepts_object(), "{}: a strict tool's parameters must accept an object (\"type\": "
+                                                "\"object\"): a call's arguments are one", where);
+      DG_CHECK(CallGrammar::callable(t.name), "tools[{}].function.name '{}': a strict tool's name must be one a call "
+                                              "can hold (no whitespace, '{{', '}}' or ',')", i, t.name);
+    }
     s.tools_.push_back(std::move(t));
   }
+  DG_CHECK(!s.strict() || static_cast<int>(s.tools_.size()) <= CallGrammar::kMaxTools,
+           "tools: with a strict tool at most {} tools can be declared (got {})", CallGrammar::kMaxTools,
+           s.tools_.size());
   return s;
 }
 
@@ -53,6 +64,24 @@ bool ToolSet::declared(const std::string& name) const {
   for (const Tool& t : tools_)
     if (t.name == name) return true;
   return false;
+}
+
+bool ToolSet::strict() const {
+  for (const Tool& t : tools_)
+    if (t.strict) return true;
+  return false;
+}
+
+std::shared_ptr<const ToolCallConstraint> ToolSet::call_constraint(std::shared_ptr<const JsonVocab> vocab,
+                                                                   int32_t open_id) const {
+  if (!strict()) return nullptr;
+  auto c = std::make_shared<ToolCallConstraint>();
+  c->vocab = std::move(vocab);
+  c->open_id = open_id;
+  for (const Tool& t : tools_)
+    if (CallGrammar::callable(t.name))
+      c->tools.push_back({t.name, t.strict ? t.schema : nullptr});
+  return c;
 }
 
 const JsonSchema* ToolSet::schema(const std::string& name) const {

@@ -148,7 +148,7 @@ class Worker::Flight final : public Denoiser {
   BatchDenoiser& bd_;
   int seq_;
   uint64_t admitted_;
-  bool keep_rows_ = job_->spec.sampler.json != nullptr;  // JSON mode asks for logits rows after a step
+  bool keep_rows_ = job_->spec.sampler.constrained();  // JSON mode and strict calls ask for logits rows
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -73,6 +73,7 @@ Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory
     DG_CHECK(d->steps <= opt_.max_steps, "--max-steps {} is below the model's default of {} steps per block",
              opt_.max_steps, d->steps);
   wire_.tool_check = opt_.tool_check;
+  wire_.call_vocab = chat_call_vocab(engine.tokenizer(), chat_tokens_, wire_.contract.stop_ids);
   wire_.max_steps = opt_.max_steps;
   wire_.max_tokens = opt_.max_tokens;
   if (opt_.model_id.empty()) opt_.model_id = default_model_id(engine);

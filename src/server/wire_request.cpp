@@ -363,6 +363,10 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
   r.spec.prompt_end = p.end;
   r.spec.conversation = std::move(conv);
   apply_common(b, ctx, r);
+  if (r.spec.tools.strict()) {  // a strict tool: the calls are constrained on the canvas
+    DG_CHECK(ctx.call_vocab != nullptr, "the server has no tool-call vocabulary table");
+    r.spec.sampler.tool_calls = r.spec.tools.call_constraint(ctx.call_vocab, ctx.chat_tokens.call_open);
+  }
   if (format.json) {
     DG_CHECK(ctx.json_vocab != nullptr, "the server has no JSON-mode vocabulary table");
     r.spec.sampler.json = ctx.json_vocab;

@@ -36,6 +36,8 @@ struct WireContext {
   // response_format json_object's and json_schema's vocabulary table (chat_json_vocab)
   std::shared_ptr<const JsonVocab> json_vocab;
   ToolCheckOptions tool_check;  // a request's `tool_check` and `tool_attempts` default (serve --tool-check)
+  // strict tools' call vocabulary table (chat_call_vocab)
+  std::shared_ptr<const JsonVocab> call_vocab;
   // Per-request work (--max-steps, --max-tokens): a request over either is refused with 400 naming the limit.
   int max_steps = 128;      // denoise steps per block
   int64_t max_tokens = 0;   // answer tokens (so blocks); 0: the rest of the context

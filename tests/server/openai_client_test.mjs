@@ -1,6 +1,7 @@
 // The official `openai` npm client against the server: `diffgemma serve` on the embedded model (any weights:
 // the protocol, not the words) for models, chat, completions and responses with and without streaming, usage,
-// prefix reuse, errors, schema-valid JSON (response_format json_schema) and a tool call that validates; the server
+// prefix reuse, errors, schema-valid JSON (response_format json_schema), a tool call that validates and a strict
+// tool's calls constrained to its schema (an integer; a nested object with an enum and an array); the server
 // with scripted replies (dg_scripted_server) for tool calls (chat and responses), a call repaired and a repair
 // that fails, the SDK's tool runner and responses stream helper, reasoning and stop strings. Run by
 // openai_client.sh (ctest: server.openai_npm_client).
@@ -222,6 +223,31 @@ test('the embedded model\'s tool call validates against its tool', async () => {
   const call = r.choices[0].message.tool_calls[0];
   assert.equal(call.function.name, 'calculator');
   assert.equal(typeof JSON.parse(call.function.arguments).expression, 'string');
+});
+
+test('a strict tool gets calls that validate: constrained while the canvas is denoised, no repair', async () => {
+  // The embedded model writes the expression as a string; declared an integer and strict, the call is constrained.
+  const tool = (parameters) => ({ type: 'function', function: { name: 'calculator', strict: true, parameters,
+    description: 'Evaluates an arithmetic expression and returns the result.' } });
+  const ask = (parameters, seed) => realClient().chat.completions.create({
+    model: 'dg-tiny', messages: [{ role: 'user', content: 'What is 347 times 29?' }], tools: [tool(parameters)],
+    max_tokens: 64, steps: 4, seed, tool_check: 'off',
+  });
+  const a = await ask({ type: 'object', required: ['expression'], properties: { expression: { type: 'integer' } } }, 1);
+  assert.equal(a.choices[0].finish_reason, 'tool_calls');
+  assert.ok(Number.isInteger(JSON.parse(a.choices[0].message.tool_calls[0].function.arguments).expression));
+  assert.equal(a.usage.diffgemma_tool_attempts, undefined);
+  const b = await ask({
+    type: 'object', additionalProperties: false, required: ['expression'],
+    properties: { expression: { type: 'object', additionalProperties: false, required: ['op', 'operands'],
+      properties: { op: { enum: ['add', 'multiply'] },
+        operands: { type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 3 } } } },
+  }, 2);
+  assert.equal(b.choices[0].finish_reason, 'tool_calls');
+  const { expression } = JSON.parse(b.choices[0].message.tool_calls[0].function.arguments);
+  assert.ok(['add', 'multiply'].includes(expression.op), expression.op);
+  assert.ok(expression.operands.length >= 2 && expression.operands.length <= 3, JSON.stringify(expression));
+  for (const x of expression.operands) assert.ok(Number.isInteger(x), String(x));
 });
 
 // ---- scripted replies ----

@@ -124,5 +124,17 @@ TEST(SchemaGrammar, EveryPrefixClosesInExactlyClosingBytesAndValidates) {
   }
 }
 
+// A key that spells a name already written can still become another name where additionalProperties allows one:
+// one byte more ("ax"), then the quote, ':' and the shortest value.
+TEST(SchemaGrammar, AKeySpellingAWrittenNameClosesThroughAnotherName) {
+  const auto schema = JsonSchema::compile(J::parse(R"({"type":"object","properties":{"a":{"type":"boolean"}}})"));
+  SchemaGrammar g(schema.get());
+  ASSERT_TRUE(g.feed(R"({"a":true,"a)"));
+  EXPECT_EQ(g.closing_bytes(), 5);
+  const std::string tail = close(g);
+  EXPECT_EQ(tail.size(), 5u);
+  EXPECT_TRUE(J::accept(R"({"a":true,"a)" + tail)) << tail;
+}
+
 }  // namespace
 }  // namespace dg
