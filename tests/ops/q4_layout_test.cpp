@@ -31,6 +31,19 @@ TEST(Q4KernelLayout, WordHoldsTheLanesCodes) {
   }
 }
 
+TEST(Q4KernelLayout, ALanesWordsOfAStageAreContiguous) {
+  // Ten groups: two whole stages (four groups each), then a stage of two.
+  for (int t = 0; t < 4; ++t)
+    for (int g = 0; g < 10; ++g) {
+      const int64_t stage = g / 4, want = g < 8 ? 64 * stage + 16 * t + 4 * (g % 4) : 128 + 8 * t + 4 * (g % 4);
+      EXPECT_EQ(q4_kernel_code_offset(g, t, 10), want) << "group " << g << ", lane " << t;
+    }
+  std::vector<int> seen(40, 0);  // every word of the row exactly once
+  for (int t = 0; t < 4; ++t)
+    for (int g = 0; g < 10; ++g) ++seen[static_cast<size_t>(q4_kernel_code_offset(g, t, 10) / 4)];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 40);
+}
+
 TEST(Q4KernelLayout, PowerKeepsTheScaledScaleFinite) {
   EXPECT_EQ(q4_kernel_power(0), 0);
   EXPECT_EQ(q4_kernel_power(f32_to_bf16(1.0f / 64)), 0);  // 2^-6 2^133 = 2^127
