@@ -1,5 +1,5 @@
 // PTX wrappers for the sm_80+ tensor-core path: cp.async global->shared copies (zero-filling, with an optional L2
-// eviction policy; 16 or 4 bytes), 16-byte streamed global loads, ldmatrix fragment loads, the bf16/f16 m16n8k16 mma.sync with f32 accumulation
+// eviction policy; 16 or 4 bytes), ldmatrix fragment loads, the bf16/f16 m16n8k16 mma.sync with f32 accumulation
 // and (sm_89+) the e4m3 m16n8k32 one. Reference: PTX ISA, "cp.async", "createpolicy", "ldmatrix",
 // "mma.sync.aligned.m16n8k16", "mma.sync.aligned.m16n8k32" (.e4m3).
 #pragma once
@@ -29,15 +29,6 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0), "l"(policy));
-}
-// 16 bytes global -> registers, read-only, not kept in L1, under an L2 policy (weights streamed once). volatile:
-// issued where written, ahead of the products it feeds.
-__device__ __forceinline__ uint4 ldg_stream16(const void* src, uint64_t policy) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(src), "l"(policy));
-  return v;
 }
 // 4 bytes global -> shared through L1 (scale words of the packed weight formats); zero-filled when !valid.
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {

@@ -1,7 +1,6 @@
 // Streaming grouped GEMMs for the MoE experts at few routed rows per expert (bandwidth-bound): one CTA per
 // (expert, tile of output columns) streams its slice of the expert's weights once through a multi-stage cp.async
-// pipeline (or, for kDirect formats, straight into registers a stage ahead, the pipeline carrying the activations
-// only) and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
+// pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
 // are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
 // weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
 // Design and parameters: docs/CUDA.md ("The streaming MoE kernel"). Oracle: moe_experts_cpu.
@@ -32,12 +31,6 @@ struct StreamArgs {
   int64_t dense_rows;      // rows of x and y when offsets is null
   bf16* y;                 // [pairs, n_out], row i = sorted position i
 };
-
-// A kDirect format's per-lane weight registers of one stage; an empty struct for the others.
-struct NoRegs {};
-template <class Fmt, bool = Fmt::kDirect> struct DirectRegsOf { using type = NoRegs; };
-template <class Fmt> struct DirectRegsOf<Fmt, true> { using type = typename Fmt::Regs; };
-template <class Fmt> using DirectRegs = typename DirectRegsOf<Fmt>::type;
 
 // Bytes of one activation element: 2 (bf16), 1 (E4M3 codes of the kAct8 formats).
 template <class Fmt> constexpr int kXElem = Fmt::kAct8 ? 1 : 2;
@@ -106,20 +99,6 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
   }
 }
 
-// One K step of kTileK for a kDirect format: the lane's weights of the stage are in registers already (fetched a
-// stage ahead); each group's A fragments are made from them just before its products.
-template <class Fmt>
-__device__ __forceinline__ void stage_mma_direct(const typename Fmt::Regs& w, uint32_t xs, int lane, int n_pairs,
-                                                 int groups, float (&acc)[2][Fmt::kRowCap / 8][4]) {
-#pragma unroll
-  for (int c = 0; c < Fmt::kTileK / 32; ++c) {
-    if (c >= groups) break;
-    uint32_t af[2][Fmt::kFrags][4];
-    Fmt::group_a(w, c, af);
-    fragment_mma<Fmt>(xs, 32 * c, lane, n_pairs, af, acc);
-  }
-}
-
 template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -146,12 +125,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   wl.init(StageSrc{&a.W, e_row0, a.K, rows, 0});
   // The first pass's weight stages do not depend on the expert's rows: they go out before the offsets are read (a
   // dependent global load, then the row map's), and join the commit groups of their stages below.
-  [[maybe_unused]] DirectRegs<Fmt> wa, wb;  // kDirect: the weights of the stage in use and of the next one
-  if constexpr (Fmt::kDirect) {
-    wl.fetch(wa, 0, policy);
-  } else {
-    for (int kt = 0; kt < kStages - 1 && kt < n_k; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
-  }
+  for (int kt = 0; kt < kStages - 1 && kt < n_k; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
   const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
   const int r1 = a.offsets ? a.offsets[e + 1]
                             : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
@@ -186,8 +160,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       const uint32_t ws = stage_addr(kt);
       const uint32_t xs = ws + Fmt::kStageBytes;
       const int k0 = kt * kTileK;
-      if constexpr (!Fmt::kDirect)
-        if (weights) wl.load(ws, k0, a.K, policy);
+      if (weights) wl.load(ws, k0, a.K, policy);
       const bool k_ok = k0 + xc * kChunkElems < a.K;
 #pragma unroll
       for (int it = 0; it < kXLoads; ++it) {
@@ -206,30 +179,17 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
 
-    if constexpr (Fmt::kDirect)
-      if (p0 != r0) wl.fetch(wa, 0, policy);
     for (int kt = 0; kt < kStages - 1; ++kt) {
       if (kt < n_k) load(kt, p0 != r0);  // the first pass's weights are in flight already
       cuda::cp_async_commit();
     }
-    // Stage kt: its activations landed; the next stage's copies issued; its products. kDirect formats also fetch the
-    // next stage's weights into `next` before using `cur` (two register sets, alternated by unrolling by two).
-    auto step = [&](int kt, [[maybe_unused]] DirectRegs<Fmt>& cur, [[maybe_unused]] DirectRegs<Fmt>& next) {
+    for (int kt = 0; kt < n_k; ++kt) {
       cuda::cp_async_wait<kStages - 2>();  // stage kt has landed
       __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
       if (kt + kStages - 1 < n_k) load(kt + kStages - 1, true);  // into stage kt - 1's buffer
       cuda::cp_async_commit();
-      if constexpr (Fmt::kDirect) {
-        if (kt + 1 < n_k) wl.fetch(next, (kt + 1) * kTileK, policy);
-        const int groups = (a.K - kt * kTileK) / 32;
-        stage_mma_direct<Fmt>(cur, stage_addr(kt), lane, n_pairs, groups, acc);
-      } else {
-        stage_mma<Fmt>(stage_addr(kt), StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
-      }
-    };
-    for (int kt = 0; kt < n_k; kt += 2) {
-      step(kt, wa, wb);
-      if (kt + 1 < n_k) step(kt + 1, wb, wa);
+      stage_mma<Fmt>(stage_addr(kt),
+                     StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
     }
     cuda::cp_async_wait<0>();
     __syncthreads();

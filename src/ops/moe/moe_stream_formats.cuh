@@ -121,7 +121,7 @@ __device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
 
 // bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
 struct WeightBf16 {
-  static constexpr bool kAct8 = false, kDirect = false;  // kDirect: weights into registers, not shared memory
+  static constexpr bool kAct8 = false;
   static constexpr int kTileK = 64, kStages = 4, kRowCap = 64;
   static constexpr int kLoadK = 16, kFrags = 1;  // one load_a: one k16 fragment
   static constexpr bool kPrefetch = false;
@@ -147,7 +147,7 @@ struct WeightBf16 {
 // on an SM, and the conversion chains get 12 warps to hide behind.
 template <int kTileK_, int kElemsPerChunk, int kScaleWords_>
 struct PackedStage {
-  static constexpr bool kAct8 = false, kDirect = false;
+  static constexpr bool kAct8 = false;
   static constexpr int kTileK = kTileK_, kRowCap = 32;
   static constexpr bool kPrefetch = true;
   static constexpr int kMinBlocks = 1;  // CTAs per SM that __launch_bounds__ asks the register allocation for
@@ -288,7 +288,7 @@ using WeightQ8 = WeightByteRow<false>;
 // of shared memory, two CTAs per SM on the H200; 3: 72 KB, three.
 template <int kStages_>
 struct WeightFp8Act8 {
-  static constexpr bool kAct8 = true, kDirect = false;
+  static constexpr bool kAct8 = true;
   static constexpr int kTileK = 128, kStages = kStages_, kRowCap = 64;
   static constexpr int kLoadK = 32, kFrags = 1;  // one load_a: one k32 fragment
   static constexpr bool kPrefetch = false;
