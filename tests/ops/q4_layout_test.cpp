@@ -17,7 +17,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace q4_layout_test {
 
 TEST(Q4KernelLayout, WordHoldsTheLanesCodes) {
   uint8_t group[16];
@@ -90,5 +90,5 @@ TEST(Q4KernelLayout, KernelWeightsEqualTheRoundedDiskWeights) {
   check_weights(Shape{7, 32}, 3e4f, 5, false);       // one matrix, p about 17
 }
 
-}  // namespace
+}  // namespace q4_layout_test
 }  // namespace dg

@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg {
-namespace {
+namespace layers_test {
 
 // Bottom up, one layer per entry. "dg" is include/dg, the engine's header, in the engine's layer: it re-exports
 // src/ headers until the public engine (real request and event types) is split from it.
@@ -83,5 +83,5 @@ TEST(Layers, TheNamedBoundariesHold) {
           << i.file << ":" << i.line << " includes " << i.target << ": " << from << " must not include " << to;
 }
 
-}  // namespace
+}  // namespace layers_test
 }  // namespace dg
