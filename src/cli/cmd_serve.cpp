@@ -120,12 +120,12 @@ void run_serve(ServeCliOptions& o) {
   server::Server srv(*engine, o.server, log);
   const int port = srv.bind();
   const MemoryPlan& plan = srv.memory_plan();
+  const AttnTopk& topk = engine->model().attention_topk();
   fmt::print(stderr, "diffgemma serve: --max-batch {}{}\n", plan.why,
              plan.max_batch == 1 ? " (one request at a time)" : "");
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{}{})\n",
              o.server.host, port, o.model.model, o.server.context, plan.slots, o.server.max_queue,
-             engine->model().attention_topk().on() ? ", attention top-k " + attn_topk_name(engine->model().attention_topk())
-                                                   : "",
+             topk.on() ? ", attention top-k " + attn_topk_name(topk) : "",
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);
