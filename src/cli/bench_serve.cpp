@@ -12,7 +12,7 @@
 namespace dg::cli {
 namespace {
 
-double now_s() {
+double serve_clock_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -94,10 +94,10 @@ void batched_step_stages(const Model& model, const ServeBenchOptions& o, int n,
   d.denoise(items);
   be.synchronize();
   constexpr int kSteps = 3;
-  const double t0 = now_s();
+  const double t0 = serve_clock_s();
   for (int s = 0; s < kSteps; ++s) d.denoise(items);
   be.synchronize();
-  const double ms = (now_s() - t0) * 1000.0 / kSteps;
+  const double ms = (serve_clock_s() - t0) * 1000.0 / kSteps;
   be.set_profiling(true);
   d.denoise(items);
   be.stage("end");
@@ -142,7 +142,7 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
       };
       events[static_cast<size_t>(i)].on_block = [&first_block, &t0, i](const BlockInfo&, std::span<const int32_t>) {
         double& f = first_block[static_cast<size_t>(i)];
-        if (f < 0) f = now_s() - t0;
+        if (f < 0) f = serve_clock_s() - t0;
       };
     }
     ModelBatchDenoiser d(model, o.logit_rows);
@@ -156,7 +156,7 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
     }
     for (int i = 0; i < n; ++i) flops += encode_flops(cfg, 0, o.prompt_tokens);
     be.synchronize();
-    t0 = now_s();
+    t0 = serve_clock_s();
     int rounds = 0, steps = 0;
     int64_t tokens = 0;
     double occupancy = 0;
@@ -176,7 +176,7 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
       }
     }
     be.synchronize();
-    const double total = now_s() - t0;
+    const double total = serve_clock_s() - t0;
     if (warm_up) continue;
     emit({{"event", "serve"}, {"streams", n}, {"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
           {"steps_per_block", o.steps}, {"seconds", total}, {"committed_tokens", tokens},

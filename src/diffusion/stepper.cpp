@@ -8,7 +8,7 @@
 namespace dg {
 namespace {
 
-bool contains(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
+bool holds_id(std::span<const int32_t> ids, int32_t t) { return std::find(ids.begin(), ids.end(), t) != ids.end(); }
 
 // A NaN or infinite logit makes its row's entropy NaN, and with it the step's mean: the tokens of such a step are
 // garbage, so the generation ends with an error instead of committing them.
@@ -169,7 +169,7 @@ void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
 void Generation::attempt_done(const RowStats* stats) {
   info_.forwards += step_;
   const int32_t first = argmax_[0];
-  const bool control = contains(opt_.stop_ids, first) || first == opt_.pad_id || first == opt_.bos_id;
+  const bool control = holds_id(opt_.stop_ids, first) || first == opt_.pad_id || first == opt_.bos_id;
   if (block_ == 0 && res_.committed.empty() && control && info_.rerolls < opt_.empty_reply_retries) {
     ++info_.rerolls;
     len_ = std::max(C_ / 4, len_ / 2);  // the seed shrinks 256 -> 128 -> 64 on successive retries
@@ -198,7 +198,7 @@ void Generation::attempt_done(const RowStats* stats) {
   res_.blocks.push_back(info_);
   if (events_ != nullptr && events_->on_block) events_->on_block(info_, block);
 
-  const auto stop_at = std::find_if(block.begin(), block.end(), [&](int32_t t) { return contains(opt_.stop_ids, t); });
+  const auto stop_at = std::find_if(block.begin(), block.end(), [&](int32_t t) { return holds_id(opt_.stop_ids, t); });
   res_.tokens.insert(res_.tokens.end(), block.begin(), stop_at);
   if (stop_at != block.end()) {
     res_.finish = FinishReason::kStop;

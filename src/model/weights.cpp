@@ -50,11 +50,11 @@ constexpr const char* kDecoderTop[] = {"embed_tokens.weight",
                                        "self_conditioning.up_proj.weight",
                                        "self_conditioning.down_proj.weight"};
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool has_prefix(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
 // "N.rest" after `prefix` -> rest, when N is a decimal layer index; "" otherwise.
 std::string layer_suffix(const std::string& name, const char* prefix) {
-  if (!starts_with(name, prefix)) return {};
+  if (!has_prefix(name, prefix)) return {};
   size_t i = std::char_traits<char>::length(prefix);
   const size_t digits = i;
   while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
@@ -131,18 +131,18 @@ std::vector<WeightEntry> expected_weights(const ModelConfig& cfg) {
 }
 
 TensorRole classify_tensor_name(const std::string& name) {
-  if (starts_with(name, "model.encoder.vision_tower.") || starts_with(name, "model.encoder.embed_vision."))
+  if (has_prefix(name, "model.encoder.vision_tower.") || has_prefix(name, "model.encoder.embed_vision."))
     return TensorRole::kVision;
   if (name == "lm_head.weight") return TensorRole::kIgnoredCopy;
-  if (starts_with(name, kEncoderText))
+  if (has_prefix(name, kEncoderText))
     return layer_suffix(name, kEncoderLayers) == "layer_scalar" ? TensorRole::kText : TensorRole::kIgnoredCopy;
-  if (starts_with(name, kDecoderLayers)) {
+  if (has_prefix(name, kDecoderLayers)) {
     const std::string suffix = layer_suffix(name, kDecoderLayers);
     for (const char* s : kLayerSuffixes)
       if (suffix == s) return TensorRole::kText;
     return TensorRole::kUnknown;
   }
-  if (starts_with(name, kDecoder)) {
+  if (has_prefix(name, kDecoder)) {
     const std::string rest = name.substr(std::char_traits<char>::length(kDecoder));
     for (const char* s : kDecoderTop)
       if (rest == s) return TensorRole::kText;

@@ -44,9 +44,14 @@ std::string status_line(int status) {
   return fmt::format("HTTP/1.1 {} {}\r\n", status, reason.empty() ? std::string("Unknown") : std::string(reason));
 }
 
-class Connection;
-
 }  // namespace
+
+// A connection is a member of HttpServer::Impl (external linkage), so its class has a name of its own rather
+// than an anonymous namespace (GCC warns, -Wsubobject-linkage, once the file is compiled inside a unity batch).
+namespace http_connection {
+class Connection;
+}  // namespace http_connection
+using http_connection::Connection;
 
 class HttpServer::Impl {
  public:
@@ -81,7 +86,7 @@ class HttpServer::Impl {
   }
 };
 
-namespace {
+namespace http_connection {
 
 // One client connection. Every member runs on the network thread, except the streaming writes a handler makes
 // through write_from_handler (posted there). While a handler holds the request (busy) the socket is never closed
@@ -365,6 +370,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string peer_;
   int peer_port_ = 0;
 };
+
+}  // namespace http_connection
+
+namespace {
 
 // Writes a short refusal to a socket the server does not keep, without waiting.
 void refuse_now(tcp::socket& sock, const HttpResponse& res) {

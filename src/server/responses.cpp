@@ -7,12 +7,12 @@
 namespace dg::server {
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& message,
+[[noreturn]] void bad_input(const std::string& param, const std::string& message,
                       const std::string& code = "invalid_value") {
   throw ApiError(400, message, "invalid_request_error", code, param);
 }
 
-const Json* field(const Json& b, const char* key) {
+const Json* input_field(const Json& b, const char* key) {
   const auto it = b.find(key);
   return it == b.end() || it->is_null() ? nullptr : &*it;
 }
@@ -21,11 +21,11 @@ const Json* field(const Json& b, const char* key) {
 // so the chat parser refuses them by name (the model reads text only).
 Json message_content(const Json& c, const std::string& where) {
   if (c.is_string()) return c;
-  if (!c.is_array()) bad("input", where + ".content must be a string or an array of content parts");
+  if (!c.is_array()) bad_input("input", where + ".content must be a string or an array of content parts");
   Json parts = Json::array();
   for (const Json& p : c) {
     if (!p.is_object() || !p.contains("type") || !p["type"].is_string())
-      bad("input", where + ".content holds a part without a type");
+      bad_input("input", where + ".content holds a part without a type");
     const std::string type = p["type"];
     if (type == "input_text" || type == "output_text" || type == "text")
       parts.push_back({{"type", "text"}, {"text", p.value("text", "")}});
@@ -37,12 +37,12 @@ Json message_content(const Json& c, const std::string& where) {
 
 // Responses tools ({type, name, description, parameters}) as chat tools ({type, function: {...}}).
 Json chat_tools(const Json& tools) {
-  if (!tools.is_array()) bad("tools", "'tools' must be an array of function tools");
+  if (!tools.is_array()) bad_input("tools", "'tools' must be an array of function tools");
   Json out = Json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
     if (!t.is_object() || t.value("type", "") != "function")
-      bad("tools", fmt::format("tools[{}]: only function tools are supported (got type '{}')", i,
+      bad_input("tools", fmt::format("tools[{}]: only function tools are supported (got type '{}')", i,
                                t.is_object() ? t.value("type", "") : std::string()),
           "unsupported_value");
     Json f = Json::object();
@@ -73,13 +73,13 @@ void add_input(const Json& input, Json& messages) {
     messages.push_back({{"role", "user"}, {"content", input}});
     return;
   }
-  if (!input.is_array() || input.empty()) bad("input", "'input' must be a string or a non-empty array of items");
+  if (!input.is_array() || input.empty()) bad_input("input", "'input' must be a string or a non-empty array of items");
   std::string reasoning;  // a reasoning item joins the assistant turn after it
   Json* calls = nullptr;  // the assistant message the function calls in a row join
   for (size_t i = 0; i < input.size(); ++i) {
     const Json& it = input[i];
     const std::string where = fmt::format("input[{}]", i);
-    if (!it.is_object()) bad("input", where + " must be an object");
+    if (!it.is_object()) bad_input("input", where + " must be an object");
     const std::string type = it.value("type", it.contains("role") ? "message" : "");
     if (type != "function_call") calls = nullptr;
     if (type == "message") {
@@ -89,7 +89,7 @@ void add_input(const Json& input, Json& messages) {
       messages.push_back(m);
     } else if (type == "function_call") {
       if (!it.contains("call_id") || !it.contains("name"))
-        bad("input", where + ": a function_call needs call_id and name");
+        bad_input("input", where + ": a function_call needs call_id and name");
       if (calls == nullptr) {
         messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array()}});
         if (!reasoning.empty()) messages.back()["reasoning_content"] = std::exchange(reasoning, {});
@@ -98,7 +98,7 @@ void add_input(const Json& input, Json& messages) {
       const Json function = {{"name", it["name"]}, {"arguments", it.value("arguments", "{}")}};
       (*calls)["tool_calls"].push_back({{"id", it["call_id"]}, {"type", "function"}, {"function", function}});
     } else if (type == "function_call_output") {
-      if (!it.contains("call_id")) bad("input", where + ": a function_call_output needs the call_id it answers");
+      if (!it.contains("call_id")) bad_input("input", where + ": a function_call_output needs the call_id it answers");
       const Json& out = it.contains("output") ? it["output"] : Json("");
       messages.push_back({{"role", "tool"}, {"tool_call_id", it["call_id"]},
                           {"content", out.is_string() ? out : Json(out.dump())}});
@@ -108,7 +108,7 @@ void add_input(const Json& input, Json& messages) {
           for (const Json& p : it[key])
             if (p.is_object() && p.contains("text") && p["text"].is_string()) reasoning += p["text"].get<std::string>();
     } else {
-      bad("input", fmt::format("{}: items of type '{}' are not supported (messages, function_call, "
+      bad_input("input", fmt::format("{}: items of type '{}' are not supported (messages, function_call, "
                                "function_call_output and reasoning are)", where, type),
           "unsupported_value");
     }
@@ -154,28 +154,28 @@ std::string arguments_text(const ToolCall& c) {
 }  // namespace
 
 ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
-  if (field(b, "previous_response_id") != nullptr)
-    bad("previous_response_id", "this server stores no responses: send the whole conversation as 'input'",
+  if (input_field(b, "previous_response_id") != nullptr)
+    bad_input("previous_response_id", "this server stores no responses: send the whole conversation as 'input'",
         "unsupported_parameter");
   Json chat = Json::object();
   Json messages = Json::array();
-  if (const Json* ins = field(b, "instructions")) {
-    if (!ins->is_string()) bad("instructions", "'instructions' must be a string");
+  if (const Json* ins = input_field(b, "instructions")) {
+    if (!ins->is_string()) bad_input("instructions", "'instructions' must be a string");
     messages.push_back({{"role", "system"}, {"content", *ins}});
   }
-  const Json* input = field(b, "input");
-  if (input == nullptr) bad("input", "'input' is missing");
+  const Json* input = input_field(b, "input");
+  if (input == nullptr) bad_input("input", "'input' is missing");
   add_input(*input, messages);
   chat["messages"] = messages;
-  if (const Json* tools = field(b, "tools")) chat["tools"] = chat_tools(*tools);
-  if (const Json* tc = field(b, "tool_choice")) chat["tool_choice"] = *tc;
-  if (const Json* n = field(b, "max_output_tokens")) chat["max_tokens"] = *n;
-  if (const Json* text = field(b, "text")) {
-    if (!text->is_object()) bad("text", "'text' must be an object");
-    if (const Json* format = field(*text, "format")) chat["response_format"] = chat_response_format(*format);
+  if (const Json* tools = input_field(b, "tools")) chat["tools"] = chat_tools(*tools);
+  if (const Json* tc = input_field(b, "tool_choice")) chat["tool_choice"] = *tc;
+  if (const Json* n = input_field(b, "max_output_tokens")) chat["max_tokens"] = *n;
+  if (const Json* text = input_field(b, "text")) {
+    if (!text->is_object()) bad_input("text", "'text' must be an object");
+    if (const Json* format = input_field(*text, "format")) chat["response_format"] = chat_response_format(*format);
   }
-  if (const Json* r = field(b, "reasoning")) {
-    if (!r->is_object()) bad("reasoning", "'reasoning' must be an object");
+  if (const Json* r = input_field(b, "reasoning")) {
+    if (!r->is_object()) bad_input("reasoning", "'reasoning' must be an object");
     const std::string effort = r->value("effort", "");
     chat["thinking"] = !effort.empty() && effort != "none" && effort != "minimal";
   }
@@ -183,7 +183,7 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
   for (const char* k : {"model", "stream", "stop", "seed", "user", "temperature", "top_p", "steps", "entropy_bound",
                         "confidence_threshold", "t_min", "t_max", "sampler", "thinking", "drafts",
                         "chat_template_kwargs", "tool_check", "tool_attempts"})
-    if (const Json* f = field(b, k)) chat[k] = *f;
+    if (const Json* f = input_field(b, k)) chat[k] = *f;
   try {
     return parse_chat_request(chat, ctx);
   } catch (ApiError& e) {

@@ -43,7 +43,7 @@ struct TempDir {
   }
 };
 
-void write_file(const fs::path& p, const std::string& text) {
+void write_program_file(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary);
   out << text;
   DG_CHECK(out.good(), "cannot write '{}'", p.string());
@@ -54,7 +54,7 @@ void write_file(const fs::path& p, const std::string& text) {
 Proc run_in(const fs::path& dir, const std::vector<std::string>& argv, const std::string& input, double timeout_s) {
   TempDir in_dir;
   const fs::path in_path = in_dir.path / "stdin";
-  write_file(in_path, input);
+  write_program_file(in_path, input);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -206,7 +206,7 @@ ProgramResult judge_program(const ProgramPrompt& p, const std::string& reply, do
   if (!r.program.empty() && r.program.back() != '\n') r.program += '\n';
   const std::string file = file_name(p.language);
   TempDir build;
-  write_file(build.path / file, r.program);
+  write_program_file(build.path / file, r.program);
   std::vector<std::string> check;
   if (p.language == "sh") check = {"sh", "-n", file};
   if (p.language == "python") check = {"python3", "-m", "py_compile", file};

@@ -14,7 +14,7 @@
 #include "support/expect_error.h"
 
 namespace dg::test {
-namespace {
+namespace call_grammar_test {
 
 using J = SchemaJson;
 
@@ -159,5 +159,5 @@ TEST(CallGrammar, EveryPrefixClosesInExactlyClosingBytesIntoACallThatParsesAndVa
   }
 }
 
-}  // namespace
+}  // namespace call_grammar_test
 }  // namespace dg::test

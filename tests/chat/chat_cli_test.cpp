@@ -11,7 +11,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace chat_cli_test {
 
 using nlohmann::json;
 
@@ -199,5 +199,5 @@ TEST(ChatCli, CtxBoundsTheConversationAndIsChecked) {
   EXPECT_NE(bad.out.find("--ctx"), std::string::npos) << bad.out;
 }
 
-}  // namespace
+}  // namespace chat_cli_test
 }  // namespace dg::test

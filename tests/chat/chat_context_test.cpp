@@ -11,7 +11,7 @@
 #include "support/expect_error.h"
 
 namespace dg::test {
-namespace {
+namespace chat_context_test {
 
 std::string words(int n) {
   std::string s;
@@ -85,5 +85,5 @@ TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
   EXPECT_EQ(chat.conversation().messages.size(), 2u);
 }
 
-}  // namespace
+}  // namespace chat_context_test
 }  // namespace dg::test

@@ -9,7 +9,7 @@
 #include "support/embedded_engine.h"
 
 namespace dg::test {
-namespace {
+namespace chat_session_test {
 
 ChatOptions quick(bool thinking = false) {
   ChatOptions o;
@@ -151,5 +151,5 @@ TEST(ChatSession, SaveAndLoadRoundTrip) {
   EXPECT_EQ(b.fingerprint(), a.fingerprint()) << "a failed load leaves the conversation as it was";
 }
 
-}  // namespace
+}  // namespace chat_session_test
 }  // namespace dg::test

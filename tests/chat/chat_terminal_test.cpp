@@ -13,7 +13,7 @@
 #include "support/pty_process.h"
 
 namespace dg::test {
-namespace {
+namespace chat_terminal_test {
 
 constexpr size_t kNone = std::string::npos;
 
@@ -73,5 +73,5 @@ TEST(ChatTerminal, NoColorTurnsTheDimmedReasoningPlain) {
   }
 }
 
-}  // namespace
+}  // namespace chat_terminal_test
 }  // namespace dg::test

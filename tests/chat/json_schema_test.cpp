@@ -10,7 +10,7 @@
 #include "support/expect_error.h"
 
 namespace dg::test {
-namespace {
+namespace json_schema_test {
 
 const Json kWeather = Json::parse(R"({
   "type": "object",
@@ -98,5 +98,5 @@ TEST(ToolSet, ChecksEveryCallOfAReply) {
                            "unexpected property 'mood'");
 }
 
-}  // namespace
+}  // namespace json_schema_test
 }  // namespace dg::test

@@ -9,7 +9,7 @@
 #include "chat_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace reply_parse_test {
 
 const std::vector<int32_t> kStops = {1, 106, 50};
 
@@ -179,5 +179,5 @@ TEST(ToolGrammar, ParseCallRejectsMarkersInTheBody) {
   EXPECT_NE(p.error.find("<|turn>"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace reply_parse_test
 }  // namespace dg::test

@@ -13,7 +13,7 @@
 #include "chat_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace reply_stream_test {
 
 const std::vector<int32_t> kStops = {1, 106, 50};
 
@@ -201,5 +201,5 @@ TEST(ReplyFuzz, RandomAndMutatedOutputsNeverCrash) {
   EXPECT_GT(runs, 1000);
 }
 
-}  // namespace
+}  // namespace reply_stream_test
 }  // namespace dg::test

@@ -5,7 +5,7 @@
 #include "chat/stop_strings.h"
 
 namespace dg {
-namespace {
+namespace stop_strings_test {
 
 // Feeds `text` in pieces of `n` bytes; returns what came out and whether it stopped.
 std::pair<std::string, bool> run(const std::vector<std::string>& stops, const std::string& text, size_t n) {
@@ -54,5 +54,5 @@ TEST(StopStrings, NoStopsPassEverythingAndUtf8StaysWhole) {
   }
 }
 
-}  // namespace
+}  // namespace stop_strings_test
 }  // namespace dg

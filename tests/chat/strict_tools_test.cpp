@@ -13,7 +13,7 @@
 #include "support/embedded_engine.h"
 
 namespace dg::test {
-namespace {
+namespace strict_tools_test {
 
 Json calculator(const char* parameters, bool strict) {
   Json f = {{"name", "calculator"},
@@ -116,5 +116,5 @@ TEST(StrictTools, TheOpLogRecordsTheConstraintAndReplays) {
   EXPECT_EQ(rep.jobs, 1);
 }
 
-}  // namespace
+}  // namespace strict_tools_test
 }  // namespace dg::test

@@ -15,7 +15,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace structured_output_test {
 
 const char* kSchemas[] = {
     R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["C","F"]},
@@ -94,5 +94,5 @@ TEST(StructuredOutput, AskTakesASchemaFileAndNamesAnUnsupportedKeyword) {
   EXPECT_NE(no.out.find("properties.a.minLength"), std::string::npos) << no.out;
 }
 
-}  // namespace
+}  // namespace structured_output_test
 }  // namespace dg::test

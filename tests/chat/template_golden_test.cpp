@@ -8,7 +8,7 @@
 #include "chat_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace template_golden_test {
 
 struct Golden {
   std::string name, text;
@@ -144,5 +144,5 @@ TEST(ChatGolden, PromptEndTellsWhatComesNext) {
   }
 }
 
-}  // namespace
+}  // namespace template_golden_test
 }  // namespace dg::test

@@ -15,7 +15,7 @@
 #include "support/sequence_denoiser.h"
 
 namespace dg::test {
-namespace {
+namespace tool_repair_test {
 
 std::vector<int32_t> call(const std::string& key) {
   const ChatTokens& t = tiny_chat_tokens();
@@ -212,5 +212,5 @@ TEST(ToolRepair, RepliesWithoutToolsAreNotChecked) {
   EXPECT_EQ(run.r.reply.tool_calls.size(), 1u);
 }
 
-}  // namespace
+}  // namespace tool_repair_test
 }  // namespace dg::test

@@ -14,7 +14,7 @@
 #include "support/sequence_denoiser.h"
 
 namespace dg::test {
-namespace {
+namespace tool_turn_test {
 
 const char* kTools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
     "properties":{"city":{"type":"string"}},"required":["city"]}}}])";
@@ -143,5 +143,5 @@ TEST(ToolTurn, RecognisesAClientsEchoAndNothingElse) {
   EXPECT_TRUE(refuses(client, off));
 }
 
-}  // namespace
+}  // namespace tool_turn_test
 }  // namespace dg::test

@@ -13,7 +13,7 @@
 #endif
 
 namespace dg {
-namespace {
+namespace engine_context_test {
 
 class EngineContext : public ::testing::TestWithParam<std::string> {};
 
@@ -47,5 +47,5 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineContext, ::testing::Values("cpu", "cuda
                            return s;
                          });
 
-}  // namespace
+}  // namespace engine_context_test
 }  // namespace dg

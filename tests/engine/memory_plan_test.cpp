@@ -11,7 +11,7 @@
 #include "support/expect_error.h"
 
 namespace dg {
-namespace {
+namespace memory_plan_test {
 
 constexpr size_t kGiB = size_t{1} << 30;
 
@@ -114,5 +114,5 @@ TEST(MemoryPlan, MeminfoGivesAvailableAndTotalBytes) {
   EXPECT_GT(host_memory().total, 0u);
 }
 
-}  // namespace
+}  // namespace memory_plan_test
 }  // namespace dg

@@ -8,7 +8,7 @@
 #include "diffusion/batch.h"
 
 namespace dg {
-namespace {
+namespace prefill_rotation_test {
 
 // Simulates rounds over prompts (admission number -> tokens left), new ones arriving at given rounds; returns the
 // round each prompt finished in.
@@ -76,5 +76,5 @@ TEST(PrefillRotation, NothingWaitingTakesNothing) {
   EXPECT_TRUE(rot.pick(ids, waiting, 0).empty());
 }
 
-}  // namespace
+}  // namespace prefill_rotation_test
 }  // namespace dg

@@ -11,7 +11,7 @@
 #include "support/paths.h"
 
 namespace dg {
-namespace {
+namespace public_engine_test {
 
 const Engine& public_engine() {
   static const std::unique_ptr<Engine> e = [] {
@@ -109,5 +109,5 @@ TEST(PublicEngine, OptionsAreParsedOnce) {
   }
 }
 
-}  // namespace
+}  // namespace public_engine_test
 }  // namespace dg

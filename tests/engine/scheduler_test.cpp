@@ -9,7 +9,7 @@
 #include "support/paths.h"
 
 namespace dg {
-namespace {
+namespace scheduler_test {
 
 TEST(JobQueue, RefusesWhenFullAndDrainsAfterClose) {
   JobQueue q(2);
@@ -111,5 +111,5 @@ TEST(SessionPool, APromptReusesOnlyItsOwnTenantsCache) {
   EXPECT_EQ(r.common, 6);
 }
 
-}  // namespace
+}  // namespace scheduler_test
 }  // namespace dg

@@ -19,7 +19,7 @@
 #endif
 
 namespace dg {
-namespace {
+namespace worker_batch_test {
 
 struct Answer {
   std::string text, finish;
@@ -117,5 +117,5 @@ INSTANTIATE_TEST_SUITE_P(Backends, WorkerBatch, ::testing::Values("cpu", "cuda")
                            return s;
                          });
 
-}  // namespace
+}  // namespace worker_batch_test
 }  // namespace dg

@@ -19,7 +19,7 @@
 #include "support/paths.h"
 
 namespace dg {
-namespace {
+namespace worker_prefill_test {
 
 struct Outcome {
   std::vector<std::string> answers;
@@ -105,5 +105,5 @@ TEST(WorkerPrefill, ShortPromptsQueuedBehindALongOneArePrefilledFirstAndAnswerAs
   EXPECT_GE(together.prompts.sum, static_cast<double>(together.prompts.count) + 2);
 }
 
-}  // namespace
+}  // namespace worker_prefill_test
 }  // namespace dg

@@ -13,7 +13,7 @@
 #include "support/seeded.h"
 
 namespace dg::test {
-namespace {
+namespace attention_topk_model_test {
 
 constexpr AttnTopk kDyn{AttnTopk::Mode::kDyn, 0};
 constexpr AttnTopk fixed(int64_t k) { return {AttnTopk::Mode::kFixed, k}; }
@@ -23,7 +23,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The canvas logits after encoding `prompt` with the model's current rule, and the cache fingerprint.
-std::pair<std::vector<float>, uint64_t> logits_after(Engine& e, const std::vector<int32_t>& prompt,
+std::pair<std::vector<float>, uint64_t> logits_after(ModelRig& e, const std::vector<int32_t>& prompt,
                                                      const std::vector<int32_t>& canvas) {
   KvCache kv = e.new_cache(256);
   e.model->encode(kv, prompt);
@@ -33,7 +33,7 @@ std::pair<std::vector<float>, uint64_t> logits_after(Engine& e, const std::vecto
 }
 
 TEST(AttentionTopkModel, KeepingEveryVisibleKeyIsTheDenseModel) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   const int64_t vocab = e.ck.config.vocab, canvas_len = e.ck.config.canvas;
   // 30 prompt tokens and the 32-token canvas: at most 62 visible keys, which dyn (64 at least) keeps whole.
   const auto prompt = pattern_ids(30, 1, vocab), canvas = pattern_ids(static_cast<int>(canvas_len), 2, vocab);
@@ -51,7 +51,7 @@ TEST(AttentionTopkModel, KeepingEveryVisibleKeyIsTheDenseModel) {
 }
 
 TEST(AttentionTopkModel, OnlyTheFullAttentionLayersChange) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   const ModelConfig& cfg = e.ck.config;
   KvCache kv = e.new_cache(256);
   e.model->encode(kv, pattern_ids(120, 3, cfg.vocab));
@@ -73,7 +73,7 @@ TEST(AttentionTopkModel, OnlyTheFullAttentionLayersChange) {
 }
 
 TEST(AttentionTopkModel, ChunkedPrefillMatchesOnePassAndGenerationsRepeat) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   e.model->set_attention_topk(fixed(8));
   const auto prompt = pattern_ids(90, 4, e.ck.config.vocab);
   KvCache one = e.new_cache(256), parts = e.new_cache(256);
@@ -92,5 +92,5 @@ TEST(AttentionTopkModel, ChunkedPrefillMatchesOnePassAndGenerationsRepeat) {
   EXPECT_FALSE(a.tokens.empty());
 }
 
-}  // namespace
+}  // namespace attention_topk_model_test
 }  // namespace dg::test

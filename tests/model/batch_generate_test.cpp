@@ -11,14 +11,14 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace batch_generate_test {
 
 // Context lengths below, at and past the sliding window (tiny_a: window 8, canvas 16), one self-conditioning kind
 // each, and a batch of one.
 TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const ModelConfig& cfg = e.ck.config;
   const int64_t V = cfg.vocab;
   const std::vector<int> ctx = {3, static_cast<int>(cfg.window), 29, 1};
@@ -63,7 +63,7 @@ TEST(BatchedDenoise, EverySequenceGetsTheLogitsOfItsOwnForward) {
 TEST(BatchedEncode, EveryCacheHoldsWhatEncodingItAloneWrites) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const int64_t V = e.ck.config.vocab;
   const std::vector<int> before = {0, 5, 20, 3}, add = {12, 3, 9, 0};
   std::vector<KvCache> one, together;
@@ -93,7 +93,7 @@ struct Case {
   bool argmax;
 };
 
-SamplerOptions options(const Engine& e, const Case& c) {
+SamplerOptions options(const ModelRig& e, const Case& c) {
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, e.ck.generation, e.ck.config.pad_id, 2);
   o.seed = static_cast<uint64_t>(c.seed);
   o.steps = c.steps;
@@ -118,7 +118,7 @@ void expect_same(const GenerateResult& got, const GenerateResult& want, size_t i
 // Requests of different prompt lengths, seeds, step budgets, answer lengths and commit rules; max_batch below the
 // request count (later ones join as earlier ones leave) and a prefill budget that splits prompts across rounds.
 void lock_step_equals_alone(const std::string& dir, const std::vector<Case>& cases, BatchOptions bo) {
-  Engine e(dir);
+  ModelRig e(dir);
   std::vector<GenerateResult> alone;
   std::vector<uint64_t> alone_kv;
   for (const Case& c : cases) {
@@ -162,7 +162,7 @@ TEST(BatchedGenerate, EmbeddedModelLockStepGivesTheTokensOfEachRequestAlone) {
 TEST(BatchedGenerate, CancelledRequestLeavesAtItsNextStep) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const Case a{6, 1, 6, 48, true}, b{9, 2, 6, 48, true};
   int asked = 0;
   GenerateEvents cancel_after_7;
@@ -182,5 +182,5 @@ TEST(BatchedGenerate, CancelledRequestLeavesAtItsNextStep) {
   expect_same(got[1], generate(*e.model, alone2, jobs[1].prompt, jobs[1].opt), 1);
 }
 
-}  // namespace
+}  // namespace batch_generate_test
 }  // namespace dg::test

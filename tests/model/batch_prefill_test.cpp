@@ -11,7 +11,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace batch_prefill_test {
 
 // A ModelBatchDenoiser that records the rows of every encoder pass (sequence by sequence).
 class Recording final : public BatchDenoiser {
@@ -41,7 +41,7 @@ class Recording final : public BatchDenoiser {
 };
 
 TEST(BatchedPrefill, ShortPromptsBehindALongOneStartFirstAndTheLongOneIsNotStarved) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   const int64_t V = e.ck.config.vocab;
   constexpr int64_t kBudget = 32;
   const std::vector<int> lengths = {300, 10, 10, 10};
@@ -95,5 +95,5 @@ TEST(BatchedPrefill, ShortPromptsBehindALongOneStartFirstAndTheLongOneIsNotStarv
   }
 }
 
-}  // namespace
+}  // namespace batch_prefill_test
 }  // namespace dg::test

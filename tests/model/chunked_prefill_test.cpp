@@ -8,10 +8,10 @@
 #include "support/compare.h"
 
 namespace dg::test {
-namespace {
+namespace chunked_prefill_test {
 
 // Both caches hold the same positions and give the same canvas logits.
-void expect_same_logits(Engine& e, const KvCache& one, const KvCache& parts, const std::vector<int32_t>& canvas) {
+void expect_same_logits(ModelRig& e, const KvCache& one, const KvCache& parts, const std::vector<int32_t>& canvas) {
   ASSERT_EQ(one.len(), parts.len());
   const int64_t C = static_cast<int64_t>(canvas.size());
   Tensor a = e.be->alloc(Shape{C, e.ck.config.vocab}), b = e.be->alloc(Shape{C, e.ck.config.vocab});
@@ -24,7 +24,7 @@ void expect_same_logits(Engine& e, const KvCache& one, const KvCache& parts, con
 TEST(ChunkedPrefill, ChunksGiveTheSameCacheAndLogitsAsOnePass) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const auto prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   ASSERT_GT(prompt.size(), static_cast<size_t>(e.ck.config.window)) << "the prompt must cross the sliding window";
   KvCache one = e.new_cache(), parts = e.new_cache();
@@ -39,7 +39,7 @@ TEST(ChunkedPrefill, ChunksGiveTheSameCacheAndLogitsAsOnePass) {
 TEST(ChunkedPrefill, TheModelsPrefillChunkSplitsLongPromptsWithTheSameResult) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const auto prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   KvCache one = e.new_cache(), parts = e.new_cache();
   e.model->encode(one, prompt);
@@ -53,7 +53,7 @@ TEST(ChunkedPrefill, TheModelsPrefillChunkSplitsLongPromptsWithTheSameResult) {
 TEST(Rewind, GenerateRewindGenerateIsByteIdentical) {
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const auto prompt = read_i32(fx.dumps_f32, "prompt");
   KvCache kv = e.new_cache();
   e.model->encode(kv, prompt);
@@ -71,5 +71,5 @@ TEST(Rewind, GenerateRewindGenerateIsByteIdentical) {
   EXPECT_EQ(first.committed, second.committed);
 }
 
-}  // namespace
+}  // namespace chunked_prefill_test
 }  // namespace dg::test

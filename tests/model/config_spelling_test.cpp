@@ -9,7 +9,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace config_spelling_test {
 
 TEST(ConfigSpelling, GlobalStyleConfigGivesTheSameLogits) {
   for (const std::string name : {"tiny_a", "tiny_b"}) {
@@ -24,7 +24,7 @@ TEST(ConfigSpelling, GlobalStyleConfigGivesTheSameLogits) {
       fs::create_symlink(f.path(), dir / fname);
     }
     fs::copy_file(fs::path(fx.ckpt_dir) / "config.global_style.json", dir / "config.json");
-    Engine a(fx.ckpt_dir), b(dir.string());
+    ModelRig a(fx.ckpt_dir), b(dir.string());
     ASSERT_EQ(a.ck.config.layers.size(), b.ck.config.layers.size());
     for (size_t l = 0; l < a.ck.config.layers.size(); ++l) {
       EXPECT_EQ(a.ck.config.layers[l].head_dim, b.ck.config.layers[l].head_dim) << l;
@@ -33,7 +33,7 @@ TEST(ConfigSpelling, GlobalStyleConfigGivesTheSameLogits) {
     }
     const auto prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
     std::vector<std::vector<float>> out;
-    for (Engine* e : {&a, &b}) {
+    for (ModelRig* e : {&a, &b}) {
       KvCache kv = e->new_cache();
       e->model->encode(kv, prompt);
       Tensor logits = e->be->alloc(Shape{static_cast<int64_t>(canvas.size()), e->ck.config.vocab});
@@ -44,5 +44,5 @@ TEST(ConfigSpelling, GlobalStyleConfigGivesTheSameLogits) {
   }
 }
 
-}  // namespace
+}  // namespace config_spelling_test
 }  // namespace dg::test

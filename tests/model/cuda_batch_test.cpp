@@ -14,10 +14,10 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace cuda_batch_test {
 
 void batched_matches_alone(const std::string& dir, const CudaKernels& kernels = {}) {
-  Engine e(dir, {}, "cuda", kernels);
+  ModelRig e(dir, {}, "cuda", kernels);
   const ModelConfig& cfg = e.ck.config;
   const int64_t V = cfg.vocab, C = cfg.canvas;
   const std::vector<int> ctx = {5, static_cast<int>(cfg.window) + 40, 3 * static_cast<int>(cfg.window)};
@@ -77,6 +77,6 @@ TEST(CudaBatchedDenoise, OneAttentionLaunchMatchesEachSequenceAlone) {
   batched_matches_alone(RefFixture::load("tiny_a").ckpt_dir, k);
 }
 
-}  // namespace
+}  // namespace cuda_batch_test
 }  // namespace dg::test
 #endif

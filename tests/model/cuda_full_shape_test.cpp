@@ -21,7 +21,7 @@
 #include "core/cuda/cuda_check.h"
 
 namespace dg::test {
-namespace {
+namespace cuda_full_shape_test {
 
 // f32 host copies of every weight (the values are the GPU's bf16 values exactly).
 struct HostWeights {
@@ -107,6 +107,6 @@ TEST(CudaFullShape, TwoLayerSliceMatchesTheCpuReference) {
   EXPECT_GE(same, static_cast<int>(canvas.size() * 9 / 10));
 }
 
-}  // namespace
+}  // namespace cuda_full_shape_test
 }  // namespace dg::test
 #endif

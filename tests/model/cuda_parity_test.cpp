@@ -14,7 +14,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace cuda_parity_test {
 
 struct Side {
   Capture enc, dec1, dec2;
@@ -24,7 +24,7 @@ struct Side {
 
 // Step 2 self-conditions both sides on the same input (the CPU reference's step-1 tempered logits, `sc_host`), so
 // the comparison does not inherit step 1's differences through the chaotic self-conditioning path.
-Side run(Engine& e, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas, Backend* device,
+Side run(ModelRig& e, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas, Backend* device,
          std::vector<float>* sc_host) {
   Side s;
   s.enc.be = s.dec1.be = s.dec2.be = device;
@@ -62,8 +62,8 @@ void parity(const std::string& dir, const std::vector<int32_t>& prompt, const st
   std::cout << "  kernels: attention " << kernel_name(kernels.attention) << ", moe " << kernel_name(kernels.moe)
             << (kernels.moe == MoeKernel::kAuto ? " from " + std::to_string(kernels.moe_auto_rows) + " tokens" : "")
             << "\n";
-  Engine cpu(dir, Precision{Storage::kBF16, Storage::kF16}, "cpu");
-  Engine gpu(dir, {}, "cuda", kernels);
+  ModelRig cpu(dir, Precision{Storage::kBF16, Storage::kF16}, "cpu");
+  ModelRig gpu(dir, {}, "cuda", kernels);
   std::vector<float> sc;
   const Side a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const int L = cpu.ck.config.n_layers;
@@ -130,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Engine gpu(source_path("models/dg-tiny"), {}, "cuda");
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda");
   SamplerOptions o = make_sampler_options(SamplerProfile::kReference, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 128;
   o.steps = 12;
@@ -159,7 +159,7 @@ TEST(CudaParity, GenerationIsDeterministicPerSeed) {
 // the same steps issued one by one, over several blocks so that captures are redone as the cache grows.
 TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Engine gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kWmma});
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kWmma});
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 192;
@@ -177,6 +177,6 @@ TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
 }
 
-}  // namespace
+}  // namespace cuda_parity_test
 }  // namespace dg::test
 #endif

@@ -16,9 +16,9 @@
 #endif
 
 namespace dg::test {
-namespace {
+namespace device_decisions_test {
 
-SamplerOptions options(const Engine& e, SamplerProfile profile, uint64_t seed) {
+SamplerOptions options(const ModelRig& e, SamplerProfile profile, uint64_t seed) {
   SamplerOptions o = make_sampler_options(profile, GenerationConfig{}, 0, 2);
   o.seed = seed;
   o.stop_ids = {1};
@@ -43,7 +43,7 @@ void expect_same(const GenerateResult& a, const GenerateResult& b, const std::st
 }
 
 // Both paths on one engine; returns the number of steps that stopped early (so a run shows it covered stops).
-int device_matches_host(Engine& e, bool graphs) {
+int device_matches_host(ModelRig& e, bool graphs) {
   int early = 0;
   const std::vector<int32_t> prompt = pattern_ids(9, 3, e.ck.config.vocab);
   for (const SamplerProfile profile : {SamplerProfile::kContract, SamplerProfile::kReference}) {
@@ -69,19 +69,19 @@ int device_matches_host(Engine& e, bool graphs) {
 
 TEST(DeviceDecisions, CpuTinyFixtureMatchesHost) {
   DG_REQUIRE_FIXTURE("tiny_a");
-  Engine e(RefFixture::load("tiny_a").ckpt_dir);
+  ModelRig e(RefFixture::load("tiny_a").ckpt_dir);
   std::cout << "  early stops: " << device_matches_host(e, false) << "\n";
 }
 
 TEST(DeviceDecisions, CpuEmbeddedModelMatchesHost) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   std::cout << "  early stops: " << device_matches_host(e, false) << "\n";
 }
 
 // Observers that read the rows get them (the host path); observers of StepInfo alone (step_rows false) get the
 // same StepInfo sequence from the device decisions, with an empty view.
 TEST(DeviceDecisions, StepObserversGetTheSameSteps) {
-  Engine e(source_path("models/dg-tiny"));
+  ModelRig e(source_path("models/dg-tiny"));
   const SamplerOptions o = options(e, SamplerProfile::kContract, 5);
   const std::vector<int32_t> prompt = pattern_ids(5, 1, e.ck.config.vocab);
   std::vector<StepInfo> steps[2];
@@ -115,18 +115,18 @@ const CudaKernels kDeviceDecide{AttentionKernel::kFlash, MoeKernel::kStream, 204
 TEST(CudaDeviceDecisions, TinyFixtureMatchesHost) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
-  Engine e(RefFixture::load("tiny_a").ckpt_dir, {}, "cuda", kDeviceDecide);
+  ModelRig e(RefFixture::load("tiny_a").ckpt_dir, {}, "cuda", kDeviceDecide);
   for (const bool graphs : {false, true})
     std::cout << "  graphs " << graphs << ", early stops: " << device_matches_host(e, graphs) << "\n";
 }
 
 TEST(CudaDeviceDecisions, EmbeddedModelMatchesHost) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Engine e(source_path("models/dg-tiny"), {}, "cuda", kDeviceDecide);
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda", kDeviceDecide);
   for (const bool graphs : {false, true})
     std::cout << "  graphs " << graphs << ", early stops: " << device_matches_host(e, graphs) << "\n";
 }
 #endif
 
-}  // namespace
+}  // namespace device_decisions_test
 }  // namespace dg::test

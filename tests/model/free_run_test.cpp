@@ -12,14 +12,14 @@
 #include "model/parity_tolerances.h"
 
 namespace dg::test {
-namespace {
+namespace free_run_test {
 
 class FreeRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FreeRun, ReferenceProfileReproducesRecordedGenerations) {
   DG_REQUIRE_FIXTURE(GetParam());
   const RefFixture fx = RefFixture::load(GetParam());
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const ModelConfig& cfg = e.ck.config;
   int identical = 0, expected = 0;
   for (const RefRun& run : fx.runs) {
@@ -59,5 +59,5 @@ TEST_P(FreeRun, ReferenceProfileReproducesRecordedGenerations) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FreeRun, ::testing::Values("tiny_a", "tiny_b"));
 
-}  // namespace
+}  // namespace free_run_test
 }  // namespace dg::test

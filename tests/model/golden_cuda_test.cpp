@@ -15,7 +15,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace golden_cuda_test {
 
 TEST(GoldenCuda, TheProductionPathsAreByteIdentical) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -34,6 +34,6 @@ TEST(GoldenCuda, TheProductionPathsAreByteIdentical) {
                              << "\n(a deliberate change: `diffgemma golden -m models/dg-tiny --backend cuda --bless`)";
 }
 
-}  // namespace
+}  // namespace golden_cuda_test
 }  // namespace dg::test
 #endif

@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace golden_test {
 
 Json blessed() {
   std::ifstream in(source_path(golden_file("cpu")));
@@ -53,5 +53,5 @@ TEST(Golden, ADifferenceIsNamed) {
   EXPECT_NE(diffs[1].find("thinking checkpoint 0 (turn): kv_fingerprint"), std::string::npos) << diffs[1];
 }
 
-}  // namespace
+}  // namespace golden_test
 }  // namespace dg::test

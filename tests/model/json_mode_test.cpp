@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace json_mode_test {
 
 struct Case {
   int prompt_len, seed, max_new;
@@ -21,7 +21,7 @@ struct Case {
 
 TEST(JsonModeModel, ConstrainedAnswersAreJsonAndBatchedEqualsAlone) {
   const std::string dir = source_path("models/dg-tiny");
-  Engine e(dir);
+  ModelRig e(dir);
   const Tokenizer tok = Tokenizer::load(dir + "/tokenizer.json");
   const int32_t turn_close = ChatTokens::from(tok).turn_close;
   const std::vector<Case> cases = {{12, 1, 64}, {40, 2, 96}, {7, 3, 40}};
@@ -88,5 +88,5 @@ TEST(JsonModeModel, TokenBytesAreWhatDecodingWrites) {
   EXPECT_GT(byte_tokens, 0) << "the text must exercise byte-fallback tokens";
 }
 
-}  // namespace
+}  // namespace json_mode_test
 }  // namespace dg::test

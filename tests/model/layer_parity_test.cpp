@@ -9,7 +9,7 @@
 #include "support/compare.h"
 
 namespace dg::test {
-namespace {
+namespace layer_parity_test {
 
 class LayerParity : public ::testing::TestWithParam<std::string> {};
 
@@ -37,7 +37,7 @@ struct EngineRun {
   std::map<int, std::vector<float>> k, v;  // the last `kept` cached rows per layer
 };
 
-EngineRun run_engine(Engine& e, const TensorStore& dumps) {
+EngineRun run_engine(ModelRig& e, const TensorStore& dumps) {
   EngineRun r;
   const std::vector<int32_t> prompt = read_i32(dumps, "prompt"), canvas = read_i32(dumps, "canvas");
   KvCache kv = e.new_cache();
@@ -69,7 +69,7 @@ EngineRun run_engine(Engine& e, const TensorStore& dumps) {
 TEST_P(LayerParity, F32MatchesTransformers) {
   DG_REQUIRE_FIXTURE(GetParam());
   const RefFixture fx = RefFixture::load(GetParam());
-  Engine e(fx.ckpt_dir);
+  ModelRig e(fx.ckpt_dir);
   const TensorStore& d = fx.dumps_f32;
   EngineRun r = run_engine(e, d);
   const ModelConfig& cfg = e.ck.config;
@@ -129,7 +129,7 @@ TEST_P(LayerParity, Bf16StorageTracksTransformersBf16) {
   DG_REQUIRE_FIXTURE(GetParam());
   const RefFixture fx = RefFixture::load(GetParam());
   if (!fx.dumps_bf16) GTEST_SKIP() << "no bf16 dumps in " << fx.ref_dir;
-  Engine e(fx.ckpt_dir, Precision{Storage::kBF16, Storage::kBF16});
+  ModelRig e(fx.ckpt_dir, Precision{Storage::kBF16, Storage::kBF16});
   const TensorStore& d = *fx.dumps_bf16;
   EngineRun r = run_engine(e, d);
   const ModelConfig& cfg = e.ck.config;
@@ -182,5 +182,5 @@ TEST_P(LayerParity, Bf16StorageTracksTransformersBf16) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LayerParity, ::testing::Values("tiny_a", "tiny_b"));
 
-}  // namespace
+}  // namespace layer_parity_test
 }  // namespace dg::test

@@ -11,7 +11,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace max_positions_test {
 
 TEST(MaxPositions, APromptBeyondThemIsAnErrorAndAnAnswerStopsBeforeThem) {
   nlohmann::json cfg = test::tiny_config_json();
@@ -52,5 +52,5 @@ TEST(MaxPositions, APromptBeyondThemIsAnErrorAndAnAnswerStopsBeforeThem) {
   DG_EXPECT_ERROR(runner.add(beyond, long_prompt, so), "33 tokens", "max_position_embeddings");
 }
 
-}  // namespace
+}  // namespace max_positions_test
 }  // namespace dg

@@ -4,7 +4,7 @@
 
 namespace dg::test {
 
-Engine::Engine(const std::string& dir, Precision p, const std::string& backend, const CudaKernels& kernels,
+ModelRig::ModelRig(const std::string& dir, Precision p, const std::string& backend, const CudaKernels& kernels,
                const std::string& expert_act)
     : ck(Checkpoint::open(dir)) {
   be = make_backend(backend, BackendOptions{p, static_cast<float>(ck.config.rms_eps), 0, kernels});
@@ -13,7 +13,7 @@ Engine::Engine(const std::string& dir, Precision p, const std::string& backend, 
   model = std::make_unique<Model>(ck.config, weights, *be);
 }
 
-KvCache Engine::new_cache(int64_t context) const {
+KvCache ModelRig::new_cache(int64_t context) const {
   KvOptions o;
   be->configure_kv(o, context);
   return KvCache(ck.config, o);
@@ -43,7 +43,7 @@ std::vector<float> to_host(Backend& be, const Tensor& t) {
   return out;
 }
 
-RowsOff decoder_rows_off(Engine& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
+RowsOff decoder_rows_off(ModelRig& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
                          double min_cos) {
   const int64_t H = e.ck.config.hidden;
   KvCache kv = e.new_cache(1024);

@@ -13,7 +13,7 @@
 
 namespace dg::test {
 
-struct Engine {
+struct ModelRig {
   Checkpoint ck;
   std::unique_ptr<Backend> be;
   ModelWeights weights;  // as the backend reads them
@@ -21,7 +21,7 @@ struct Engine {
 
   // expert_act: set_expert_act's mode ("auto", as dg::Engine: fp8 experts take fp8 activations; "bf16" isolates a
   // pack's weight format).
-  explicit Engine(const std::string& dir, Precision p = {}, const std::string& backend = "cpu",
+  explicit ModelRig(const std::string& dir, Precision p = {}, const std::string& backend = "cpu",
                   const CudaKernels& kernels = {}, const std::string& expert_act = "auto");
   KvCache new_cache(int64_t context = 4096) const;
 };
@@ -44,7 +44,7 @@ struct Capture {
 struct RowsOff {
   int off = 0, total = 0;
 };
-RowsOff decoder_rows_off(Engine& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
+RowsOff decoder_rows_off(ModelRig& e, const std::vector<int32_t>& prompt, const Capture& ref, int64_t rows,
                          double min_cos);
 
 }  // namespace dg::test

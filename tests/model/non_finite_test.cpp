@@ -19,7 +19,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace non_finite_test {
 
 constexpr const char* kBadTensor = "model.decoder.layers.1.self_attn.q_proj.weight";
 
@@ -95,5 +95,5 @@ TEST(NonFinite, TheCliRefusesTheCheckpoint) {
   EXPECT_NE(synthetic.out.find("'synthetic:26b-a4b' has none"), std::string::npos) << synthetic.out;
 }
 
-}  // namespace
+}  // namespace non_finite_test
 }  // namespace dg

@@ -14,7 +14,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace prefill_progress_test {
 
 using Calls = std::vector<std::pair<int64_t, int64_t>>;
 
@@ -107,5 +107,5 @@ TEST(PrefillProgress, AnEncodeThatFailsHalfwayLeavesTheSessionEmpty) {
   EXPECT_EQ(s.fingerprint(), fresh.fingerprint());
 }
 
-}  // namespace
+}  // namespace prefill_progress_test
 }  // namespace dg

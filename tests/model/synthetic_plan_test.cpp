@@ -10,7 +10,7 @@
 #include "model/weights.h"
 
 namespace dg {
-namespace {
+namespace synthetic_plan_test {
 
 TEST(SyntheticPlan, CoversExactlyTheExpectedTextWeightsWithConsecutiveSeeds) {
   const ModelConfig cfg = diffusiongemma_26b_config(7);
@@ -37,5 +37,5 @@ TEST(SyntheticPlan, CoversExactlyTheExpectedTextWeightsWithConsecutiveSeeds) {
   EXPECT_EQ(experts, 2 * 7);
 }
 
-}  // namespace
+}  // namespace synthetic_plan_test
 }  // namespace dg

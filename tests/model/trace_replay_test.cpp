@@ -22,7 +22,7 @@
 #endif
 
 namespace dg::test {
-namespace {
+namespace trace_replay_test {
 
 struct ReplayCase {
   std::string fixture, backend;
@@ -87,7 +87,7 @@ TEST_P(TraceReplay, TeacherForcedStepsMatchTheRecording) {
   DG_REQUIRE_FIXTURE(pc.fixture);
   const RefFixture fx = RefFixture::load(pc.fixture);
   const ReplayBounds bound = bounds_for(pc.backend);
-  Engine e(fx.ckpt_dir, precision_for(pc.backend), is_cpu(pc.backend) ? "cpu" : pc.backend);
+  ModelRig e(fx.ckpt_dir, precision_for(pc.backend), is_cpu(pc.backend) ? "cpu" : pc.backend);
   const ModelConfig& cfg = e.ck.config;
   const int64_t C = cfg.canvas, V = cfg.vocab;
   const auto uC = static_cast<size_t>(C);
@@ -224,7 +224,7 @@ TEST(TraceReplayContract, CudaMatchesTheCpuReferenceOnTheContractInputs) {
   if (device_missing("cuda")) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  Engine cpu(fx.ckpt_dir, Precision{Storage::kBF16, Storage::kF16}, "cpu"), gpu(fx.ckpt_dir, {}, "cuda");
+  ModelRig cpu(fx.ckpt_dir, Precision{Storage::kBF16, Storage::kF16}, "cpu"), gpu(fx.ckpt_dir, {}, "cuda");
   const ModelConfig& cfg = cpu.ck.config;
   const int64_t C = cfg.canvas, V = cfg.vocab;
   const SamplerOptions opt = make_sampler_options(SamplerProfile::kContract, cpu.ck.generation, cfg.pad_id, cfg.bos_id);
@@ -235,10 +235,10 @@ TEST(TraceReplayContract, CudaMatchesTheCpuReferenceOnTheContractInputs) {
   for (const RefRun& run : fx.runs) {
     if (!run.has_logits) continue;
     SCOPED_TRACE(run.name);
-    Engine* sides[2] = {&cpu, &gpu};
+    ModelRig* sides[2] = {&cpu, &gpu};
     std::vector<KvCache> kv;
     std::vector<Tensor> logits, sc;
-    for (Engine* e : sides) {
+    for (ModelRig* e : sides) {
       kv.push_back(e->new_cache());
       e->model->encode(kv.back(), run.prompt);
       logits.push_back(e->be->alloc_f32(Shape{C, V}));
@@ -284,5 +284,5 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TraceReplay,
                                            ReplayCase{"tiny_a", "cuda"}, ReplayCase{"tiny_b", "cuda"}),
                          case_name);
 
-}  // namespace
+}  // namespace trace_replay_test
 }  // namespace dg::test

@@ -11,7 +11,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace upload_weights_test {
 
 struct HostModel {
   std::vector<std::vector<float>> store;
@@ -55,5 +55,5 @@ TEST(UploadWeights, CudaPlacesWeightsThatShareAnInputSideBySide) {
   EXPECT_EQ(d.sc_up.data, at(d.sc_gate, d.sc_gate.nbytes())) << "sc_gate, sc_up not side by side";
 }
 
-}  // namespace
+}  // namespace upload_weights_test
 }  // namespace dg

@@ -19,7 +19,7 @@
 #include "core/cuda/cuda_check.h"
 
 namespace dg {
-namespace {
+namespace attention_cuda_test {
 
 struct Case {
   const char* name;
@@ -136,6 +136,6 @@ TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
   EXPECT_NE(cols.message().find("128 or 256"), std::string::npos) << cols.message();
 }
 
-}  // namespace
+}  // namespace attention_cuda_test
 }  // namespace dg
 #endif

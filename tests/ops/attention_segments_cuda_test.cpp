@@ -19,7 +19,7 @@
 #include "core/cuda/cuda_check.h"
 
 namespace dg {
-namespace {
+namespace attention_segments_cuda_test {
 
 struct Seq {
   int64_t rows;
@@ -142,6 +142,6 @@ TEST(AttentionFlashSegmentsCuda, RefusesWhatTheKernelCannotHold) {
   EXPECT_NE(s.message().find("not contiguous"), std::string::npos) << s.message();
 }
 
-}  // namespace
+}  // namespace attention_segments_cuda_test
 }  // namespace dg
 #endif

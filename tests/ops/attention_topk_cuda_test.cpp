@@ -23,7 +23,7 @@
 #include "core/cuda/cuda_check.h"
 
 namespace dg {
-namespace {
+namespace attention_topk_cuda_test {
 
 struct Case {
   const char* name;
@@ -125,6 +125,6 @@ TEST(AttentionTopkCuda, TheLauncherRefusesWhatTheKernelCannotHold) {
   EXPECT_FALSE(call(kDyn, 2048).is_ok()) << "head dim above 1024";
 }
 
-}  // namespace
+}  // namespace attention_topk_cuda_test
 }  // namespace dg
 #endif

@@ -16,7 +16,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace attention_topk_test {
 
 using test::compare;
 using test::seeded_uniform;
@@ -174,5 +174,5 @@ TEST(AttentionTopk, TheKRule) {
   }
 }
 
-}  // namespace
+}  // namespace attention_topk_test
 }  // namespace dg

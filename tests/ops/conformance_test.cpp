@@ -25,7 +25,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace conformance_test {
 
 constexpr const char* kReference = "cpu";
 constexpr Bound kSelf{.exact = true, .basis = "the CPU reference against its own composition: the same arithmetic",
@@ -195,5 +195,5 @@ TEST(OpCases, TheJudgeRejectsWhatABoundExcludes) {
   EXPECT_FALSE(same_bits(with({0.0f}), with({-0.0f})).ok);
 }
 
-}  // namespace
+}  // namespace conformance_test
 }  // namespace dg::test

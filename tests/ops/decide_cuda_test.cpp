@@ -16,7 +16,7 @@
 #include "core/cuda/cuda_check.h"
 
 namespace dg {
-namespace {
+namespace decide_cuda_test {
 
 template <typename T>
 struct Dev {
@@ -131,6 +131,6 @@ TEST(CudaDecide, RefusesOversizedCanvas) {
   EXPECT_FALSE(decide_cuda(p, b, nullptr, nullptr, nullptr, nullptr, nullptr).is_ok());
 }
 
-}  // namespace
+}  // namespace decide_cuda_test
 }  // namespace dg
 #endif

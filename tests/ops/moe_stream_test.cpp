@@ -25,7 +25,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace moe_stream_test {
 
 std::vector<uint16_t> rand_bf16(size_t n, uint64_t seed, float scale) {
   return test::seeded_uniform_bf16(n, seed, -scale, scale);
@@ -617,6 +617,6 @@ TEST(MoeStreamQuantCuda, DenseLinear) {
   for (DType fmt : kPacked) run_linear(130, 64, 200, fmt);
 }
 
-}  // namespace
+}  // namespace moe_stream_test
 }  // namespace dg
 #endif

@@ -17,7 +17,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace q4_layout_test {
 
 TEST(Q4KernelLayout, WordHoldsTheLanesCodes) {
   uint8_t group[16];
@@ -29,6 +29,19 @@ TEST(Q4KernelLayout, WordHoldsTheLanesCodes) {
       EXPECT_EQ((w >> (16 + 4 * j)) & 0xF, static_cast<uint32_t>(15 - t - 4 * j)) << t << " " << j;
     }
   }
+}
+
+TEST(Q4KernelLayout, ALanesWordsOfAStageAreContiguous) {
+  // Ten groups: two whole stages (four groups each), then a stage of two.
+  for (int t = 0; t < 4; ++t)
+    for (int g = 0; g < 10; ++g) {
+      const int64_t stage = g / 4, want = g < 8 ? 64 * stage + 16 * t + 4 * (g % 4) : 128 + 8 * t + 4 * (g % 4);
+      EXPECT_EQ(q4_kernel_code_offset(g, t, 10), want) << "group " << g << ", lane " << t;
+    }
+  std::vector<int> seen(40, 0);  // every word of the row exactly once
+  for (int t = 0; t < 4; ++t)
+    for (int g = 0; g < 10; ++g) ++seen[static_cast<size_t>(q4_kernel_code_offset(g, t, 10) / 4)];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 40);
 }
 
 TEST(Q4KernelLayout, PowerKeepsTheScaledScaleFinite) {
@@ -77,5 +90,5 @@ TEST(Q4KernelLayout, KernelWeightsEqualTheRoundedDiskWeights) {
   check_weights(Shape{7, 32}, 3e4f, 5, false);       // one matrix, p about 17
 }
 
-}  // namespace
+}  // namespace q4_layout_test
 }  // namespace dg

@@ -14,7 +14,7 @@
 #endif
 
 namespace dg {
-namespace {
+namespace rmsnorm_test {
 
 struct Case {
   int64_t rows, dim;
@@ -73,5 +73,5 @@ TEST(RmsNormCuda, MatchesTheCpuReference) {
 }
 #endif
 
-}  // namespace
+}  // namespace rmsnorm_test
 }  // namespace dg

@@ -16,7 +16,7 @@
 #include "support/seeded.h"
 
 namespace dg {
-namespace {
+namespace self_cond_cuda_test {
 
 void run_case(int64_t rows, int64_t vocab, float cutoff) {
   const std::vector<uint16_t> x = test::seeded_uniform_bf16(static_cast<size_t>(rows * vocab), 61 + static_cast<uint64_t>(vocab), -4.0f, 4.0f);
@@ -79,6 +79,6 @@ TEST(SoftProbsCuda, MatchesF64Softmax) {
   run_case(4096, 1000, 0.0f);         // many rows: one slice each
 }
 
-}  // namespace
+}  // namespace self_cond_cuda_test
 }  // namespace dg
 #endif

@@ -18,7 +18,7 @@
 #endif
 
 namespace dg {
-namespace {
+namespace synthetic_uniform_test {
 
 struct Golden {
   uint64_t seed, index;
@@ -95,5 +95,5 @@ TEST(SyntheticUniformCuda, KernelMatchesTheCpuTwinBitForBit) {
 }
 #endif
 
-}  // namespace
+}  // namespace synthetic_uniform_test
 }  // namespace dg

@@ -14,7 +14,7 @@
 
 #include "dg/engine.h"
 
-namespace {
+namespace public_api_test {
 
 std::string embedded_model_dir() { return std::string(DG_SOURCE_DIR) + "/models/dg-tiny"; }
 
@@ -199,4 +199,4 @@ TEST(PublicApi, ABadRequestIsAnErrorNamingTheField) {
   EXPECT_NE(public_api_error_of([&] { e.generate(profile); }).find("'fast'"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace public_api_test

@@ -16,7 +16,7 @@
 #include "support/expect_error.h"
 
 namespace dg {
-namespace {
+namespace act_fp8_test {
 
 TEST(ActFp8, QuantisesEachRowByItsAmax) {
   // Row 0: amax 448 (scale 1): E4M3 values stay; 1.0625 lies halfway between 1 and 1.125 and rounds to even (1);
@@ -108,5 +108,5 @@ TEST(ActFp8, SetExpertActChoosesByFormat) {
   DG_EXPECT_ERROR(set_expert_act(bf, "int8"), "unknown expert activation 'int8'");
 }
 
-}  // namespace
+}  // namespace act_fp8_test
 }  // namespace dg

@@ -9,7 +9,7 @@
 #include "quant/packed_tensor.h"
 
 namespace dg {
-namespace {
+namespace codec_known_test {
 
 std::vector<uint8_t> plane(const Tensor& t, int p) {
   const PackedLayout L = packed_layout(t.dtype, t.shape);
@@ -119,5 +119,5 @@ TEST(NvFp4, KnownEncoding) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(w[i], x[i], 1e-6) << i;
 }
 
-}  // namespace
+}  // namespace codec_known_test
 }  // namespace dg

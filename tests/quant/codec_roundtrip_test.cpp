@@ -13,7 +13,7 @@
 #include "quant/packed_tensor.h"
 
 namespace dg {
-namespace {
+namespace codec_roundtrip_test {
 
 // Gaussian weights with a few 20x outliers, one all-zero row and one constant row (the edge cases of the scales).
 Tensor weights(Shape s, uint32_t seed) {
@@ -123,5 +123,5 @@ TEST(PackTensor, RefusesBadShapesAndNonFiniteValues) {
   EXPECT_THROW(pack_tensor(x, DType::kQ8), Error);
 }
 
-}  // namespace
+}  // namespace codec_roundtrip_test
 }  // namespace dg

@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace cuda_quant_model_test {
 
 struct Steps {
   std::vector<float> logits1, logits2;
@@ -22,7 +22,7 @@ struct Steps {
 
 // Step 2 self-conditions both sides on the CPU's step-1 tempered logits (`sc`), which runs the q8 SC MLP on the
 // same input on both sides.
-Steps run(Engine& e, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas, Backend* device,
+Steps run(ModelRig& e, const std::vector<int32_t>& prompt, const std::vector<int32_t>& canvas, Backend* device,
           std::vector<float>* sc) {
   Steps s;
   s.dec2.be = device;
@@ -63,8 +63,8 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
   const std::string profile = GetParam();
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
-  Engine cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
-  Engine gpu(pack, {}, "cuda");
+  ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
+  ModelRig gpu(pack, {}, "cuda");
   std::vector<float> sc;
   const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);
@@ -83,6 +83,6 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
 
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4"));
 
-}  // namespace
+}  // namespace cuda_quant_model_test
 }  // namespace dg::test
 #endif

@@ -11,22 +11,22 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace cuda_refusal_test {
 
 TEST(CudaQuant, FormatsWithoutKernelsAreRefusedWithDirections) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string pack = quantize_fixture("cuda-refusal", source_path("tests/fixtures/tiny_a"), "q6");
-  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda"), "layer 0 experts.gate_up as q6", "no q6 kernel",
+  DG_EXPECT_ERROR(ModelRig(pack, Precision{}, "cuda"), "layer 0 experts.gate_up as q6", "no q6 kernel",
                   "--backend cpu");
 }
 
 TEST(CudaQuant, PackedExpertsNeedTheStreamingKernel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string pack = quantize_fixture("cuda-refusal-moe", source_path("tests/fixtures/tiny_a"), "q4");
-  DG_EXPECT_ERROR(Engine(pack, Precision{}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kCublas}), "experts of this .dgq pack",
-                  "--moe auto");
+  DG_EXPECT_ERROR(ModelRig(pack, Precision{}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kCublas}),
+                  "experts of this .dgq pack", "--moe auto");
 }
 
-}  // namespace
+}  // namespace cuda_refusal_test
 }  // namespace dg::test
 #endif

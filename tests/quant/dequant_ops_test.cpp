@@ -10,7 +10,7 @@
 #include "quant/packed_tensor.h"
 
 namespace dg {
-namespace {
+namespace dequant_ops_test {
 
 Tensor random_tensor(Shape s, uint32_t seed, float sd) {
   Tensor t = host_tensor(DType::kF32, s);
@@ -61,5 +61,5 @@ TEST(DequantOps, ExpertsOnPackedEqualExpertsOnDecoded) {
   }
 }
 
-}  // namespace
+}  // namespace dequant_ops_test
 }  // namespace dg

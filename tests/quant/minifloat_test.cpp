@@ -10,7 +10,7 @@
 #include "quant/minifloat.h"
 
 namespace dg {
-namespace {
+namespace minifloat_test {
 
 TEST(Minifloat, E4m3KnownValues) {
   EXPECT_EQ(f32_to_e4m3(1.0f), 0x38);
@@ -114,5 +114,5 @@ TEST(Minifloat, Bf16DirectedRounding) {
   }
 }
 
-}  // namespace
+}  // namespace minifloat_test
 }  // namespace dg

@@ -17,7 +17,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg::test {
-namespace {
+namespace pack_checksum_test {
 
 const std::string& base_pack() {
   static const std::string p = quantize_fixture("checksum-base", source_path("tests/fixtures/tiny_a"), "q4");
@@ -100,5 +100,5 @@ TEST(PackChecksum, TheVerifyCommand) {
   EXPECT_EQ(r.code, 0) << "without --verify the pack loads: " << r.out;
 }
 
-}  // namespace
+}  // namespace pack_checksum_test
 }  // namespace dg::test

@@ -17,7 +17,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg::test {
-namespace {
+namespace pack_refusal_test {
 
 namespace fs = std::filesystem;
 
@@ -159,5 +159,5 @@ TEST(PackRefusal, NonFiniteWeightLeavesNoPack) {
   EXPECT_FALSE(fs::exists(o.out_dir + ".dgq-partial"));
 }
 
-}  // namespace
+}  // namespace pack_refusal_test
 }  // namespace dg::test

@@ -17,7 +17,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg::test {
-namespace {
+namespace pack_roundtrip_test {
 
 namespace fs = std::filesystem;
 
@@ -104,5 +104,5 @@ TEST(Pack, ForceReplacesAPack) {
   EXPECT_EQ(open_pack(pack).manifest.profile, "fp8");
 }
 
-}  // namespace
+}  // namespace pack_roundtrip_test
 }  // namespace dg::test

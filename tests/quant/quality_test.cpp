@@ -17,7 +17,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace quality_test {
 
 struct Steps {
   Capture enc, dec;
@@ -26,7 +26,7 @@ struct Steps {
 
 // Prefill of a fixed prompt, then denoise step 1 (self-conditioning on the canvas embedding, which runs the SC
 // MLP) and step 2 (self-conditioning from step 1's logits).
-Steps run_steps(Engine& e) {
+Steps run_steps(ModelRig& e) {
   const ModelConfig& c = e.ck.config;
   std::vector<int32_t> prompt(24), canvas(static_cast<size_t>(c.canvas));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % static_cast<size_t>(c.vocab));
@@ -84,7 +84,7 @@ struct Score {
   double min_cos = 1, kl1 = 0, kl2 = 0;
   std::string worst;
 };
-Score score(const Steps& a, const Steps& b, const Engine& src, const std::string& label, const std::string& profile) {
+Score score(const Steps& a, const Steps& b, const ModelRig& src, const std::string& label, const std::string& profile) {
   Score sc;
   std::string per_layer;
   for (const char* phase : {"enc", "dec"}) {
@@ -121,7 +121,7 @@ TEST_P(Quality, FormatErrorOnlyAndPerLayerCosine) {
   if (!std::filesystem::exists(q.dir)) GTEST_SKIP() << q.dir << " not present";
   const std::string pack = quantize_fixture("quality-" + q.name, q.dir, q.profile, q.sets);
   // bf16 activations throughout: the pack's weights are the only difference from the source.
-  Engine src(q.dir), packed(pack, {}, "cpu", {}, "bf16"), twin(dequantised_twin(pack));
+  ModelRig src(q.dir), packed(pack, {}, "cpu", {}, "bf16"), twin(dequantised_twin(pack));
   const Steps a = run_steps(src), b = run_steps(packed), t = run_steps(twin);
   // The format's error, not a bug's: decoding then computing in f32 is exactly what the quantized engine does.
   EXPECT_EQ(b.logits1, t.logits1);
@@ -133,7 +133,7 @@ TEST_P(Quality, FormatErrorOnlyAndPerLayerCosine) {
   }
   if (q.profile != "fp8") return;
   // The default arithmetic of fp8 experts (W8A8): the activations quantised per row as well.
-  Engine w8a8(pack);
+  ModelRig w8a8(pack);
   const Score s8 = score(a, run_steps(w8a8), src, q.name, "fp8/a8");
   EXPECT_GE(s8.min_cos, q.a8_min_cos) << s8.worst;
   if (q.a8_max_kl > 0) {
@@ -175,5 +175,5 @@ std::vector<QualityCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Profiles, Quality, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<QualityCase>& i) { return i.param.name; });
 
-}  // namespace
+}  // namespace quality_test
 }  // namespace dg::test

@@ -13,7 +13,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg::test {
-namespace {
+namespace quantize_cli_test {
 
 ProcessResult run(const std::string& args) { return run_command(cli_path() + " " + args, true); }
 ProcessResult run_stdout(const std::string& args) { return run_command(cli_path() + " " + args, false); }
@@ -81,5 +81,5 @@ TEST(QuantizeCli, BadOptionsFailClearly) {
   EXPECT_NE(r.out.find("quantize"), std::string::npos) << "the unknown-command message lists quantize: " << r.out;
 }
 
-}  // namespace
+}  // namespace quantize_cli_test
 }  // namespace dg::test

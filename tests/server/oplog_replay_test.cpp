@@ -19,7 +19,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace oplog_replay_test {
 
 std::string record_session() {
   server::ServerOptions o;
@@ -146,5 +146,5 @@ TEST(OpLog, IsPrivateAndCanBeWrittenWithoutContent) {
   }
 }
 
-}  // namespace
+}  // namespace oplog_replay_test
 }  // namespace dg::test

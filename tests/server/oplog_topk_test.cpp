@@ -12,7 +12,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace oplog_topk_test {
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
@@ -47,5 +47,5 @@ TEST(OpLogTopk, TheRuleIsRecordedAndReplayReproducesIt) {
   EXPECT_NE(dense.out.find("diverged"), std::string::npos) << dense.out;
 }
 
-}  // namespace
+}  // namespace oplog_topk_test
 }  // namespace dg::test

@@ -15,7 +15,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace peer_socket_test {
 
 int local_port(int fd) {
   sockaddr_in a{};
@@ -89,5 +89,5 @@ TEST(PeerSocket, AHalfClosedClientIsGone) {
   EXPECT_EQ(::send(p.server, "x", 1, MSG_NOSIGNAL), 1) << "it could still read";
 }
 
-}  // namespace
+}  // namespace peer_socket_test
 }  // namespace dg::test

@@ -7,7 +7,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_api_test {
 
 TEST(ServerApi, HealthModelsAndMetricsAnswer) {
   TestServer s;
@@ -159,5 +159,5 @@ TEST(ServerApi, ANextTurnReusesTheWholeConversationFromTheCache) {
   EXPECT_EQ(s.metric("diffgemma_prompt_tokens_cached_total"), static_cast<double>(canonical.size()));
 }
 
-}  // namespace
+}  // namespace server_api_test
 }  // namespace dg::test

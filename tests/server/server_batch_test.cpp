@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_batch_test {
 
 // Long answers without the confident stop (the threshold is out of reach), so the requests overlap. The fourth
 // runs the reference sampler: categorical draws, made inside the batched step.
@@ -210,5 +210,5 @@ TEST(ServerBatch, ABatchThatDoesNotFitIsRefusedAtStart) {
   DG_EXPECT_ERROR(TestServer s(o), "--max-batch 64 with 64 slots needs", "KV caches of", "0 fit");
 }
 
-}  // namespace
+}  // namespace server_batch_test
 }  // namespace dg::test

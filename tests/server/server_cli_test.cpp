@@ -11,7 +11,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace server_cli_test {
 
 TEST(ServerCli, ApiKeysComeFromTheOptionAndFromAFile) {
   const std::string file = scratch_dir("serve-keys") + "/keys";
@@ -39,5 +39,5 @@ TEST(ServerCli, ApiKeysComeFromTheOptionAndFromAFile) {
   EXPECT_NE(missing.out.find("cannot read --api-key-file '/nonexistent/keys'"), std::string::npos) << missing.out;
 }
 
-}  // namespace
+}  // namespace server_cli_test
 }  // namespace dg::test

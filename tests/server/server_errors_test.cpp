@@ -6,7 +6,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_errors_test {
 
 // The status and the parsed error object of a raw POST.
 struct Answer {
@@ -131,5 +131,5 @@ TEST(ServerErrors, TheApiKeyIsRequiredEverywhereButHealth) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
-}  // namespace
+}  // namespace server_errors_test
 }  // namespace dg::test

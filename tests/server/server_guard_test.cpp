@@ -10,7 +10,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_guard_test {
 
 constexpr const char* kChat = "/v1/chat/completions";
 
@@ -123,5 +123,5 @@ TEST(Guard, ParsesTheHeadersItChecks) {
   EXPECT_FALSE(is_json_content_type(""));
 }
 
-}  // namespace
+}  // namespace server_guard_test
 }  // namespace dg::test

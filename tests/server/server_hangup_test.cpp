@@ -12,7 +12,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_hangup_test {
 
 constexpr const char* kChat = "/v1/chat/completions";
 
@@ -85,5 +85,5 @@ TEST(ServerHangUp, AKeptAliveConnectionsRequestsRunToTheEnd) {
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"cancelled\"}"), 0);
 }
 
-}  // namespace
+}  // namespace server_hangup_test
 }  // namespace dg::test

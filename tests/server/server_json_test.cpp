@@ -14,7 +14,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_json_test {
 
 const json kJson = {{"response_format", {{"type", "json_object"}}}, {"max_tokens", 64}};
 const std::string kObject = R"({"city": "Paris", "temp": 18})";
@@ -162,5 +162,5 @@ TEST(ServerJson, JsonModeOpLogsReplayIdentically) {
   std::filesystem::remove(plain);
 }
 
-}  // namespace
+}  // namespace server_json_test
 }  // namespace dg::test

@@ -11,7 +11,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_load_test {
 
 // A long job: endless tokens at 20 ms per step, 8 steps per block, up to 2000 tokens (~5 s of work).
 json slow_request(bool stream) {
@@ -103,5 +103,5 @@ TEST(ServerLoad, StoppingTheServerAnswersQueuedRequests) {
   EXPECT_EQ(rq->status, 503) << rq->body;
 }
 
-}  // namespace
+}  // namespace server_load_test
 }  // namespace dg::test

@@ -12,7 +12,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace server_memory_test {
 
 // Encodes through the model; every denoise step finds the device full.
 class FullDevice final : public Denoiser {
@@ -86,5 +86,5 @@ TEST(ServerMemory, PlanPrintsWhatAStreamHoldsAndWhatFitsWithoutLoadingTheModel) 
   EXPECT_NE(tiny.find("--max-batch  8 with 8 slots"), std::string::npos) << tiny;
 }
 
-}  // namespace
+}  // namespace server_memory_test
 }  // namespace dg::test

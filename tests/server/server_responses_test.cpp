@@ -9,7 +9,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_responses_test {
 
 constexpr const char* kResponses = "/v1/responses";
 const json kCity = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
@@ -178,5 +178,5 @@ TEST(ServerCompat, RequestIdsDoNotRepeat) {
   }
 }
 
-}  // namespace
+}  // namespace server_responses_test
 }  // namespace dg::test

@@ -7,7 +7,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_scripted_test {
 
 const json kTools = json::array({{{"type", "function"},
                                   {"function", {{"name", "get_weather"},
@@ -226,5 +226,5 @@ TEST(ServerScripted, CompletionsNeverReturnPadText) {
   }
 }
 
-}  // namespace
+}  // namespace server_scripted_test
 }  // namespace dg::test

@@ -20,7 +20,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_soak_test {
 
 constexpr int kClients = 32;
 constexpr int kRounds = 5;
@@ -199,5 +199,5 @@ TEST(ServerSoak, ConcurrentMixedClientsGetWholeAnswersAndMemoryStaysFlat) {
   EXPECT_EQ(s.stop(), 0) << "a clean exit on SIGTERM; see " << s.log_path;
 }
 
-}  // namespace
+}  // namespace server_soak_test
 }  // namespace dg::test

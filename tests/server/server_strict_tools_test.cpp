@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_strict_tools_test {
 
 const json kInteger = json::parse(R"({"type":"object","properties":{"expression":{"type":"integer"}},
     "required":["expression"]})");
@@ -149,5 +149,5 @@ TEST(ServerStrictTools, AStrictToolsParametersMustBeAnObject) {
   EXPECT_NE(r->body.find("a strict tool's parameters must accept an object"), std::string::npos) << r->body;
 }
 
-}  // namespace
+}  // namespace server_strict_tools_test
 }  // namespace dg::test

@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_structured_test {
 
 const json kEnumSchema = json::parse(R"({"type":"object","properties":{
     "colour":{"enum":["red","green","blue"]},"count":{"type":"integer"},"name":{"type":"string"}},
@@ -168,5 +168,5 @@ TEST(ServerStructured, UnsupportedSchemasAndShortBudgetsAre400) {
              "text.format", "text.format.schema.properties.a.minLength");
 }
 
-}  // namespace
+}  // namespace server_structured_test
 }  // namespace dg::test

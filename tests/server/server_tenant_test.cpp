@@ -7,7 +7,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_tenant_test {
 
 constexpr const char* kChat = "/v1/chat/completions";
 
@@ -60,5 +60,5 @@ TEST(ServerTenant, PrefixReuseCanBeTurnedOff) {
   EXPECT_EQ(s.metric("diffgemma_prompt_tokens_cached_total"), 0);
 }
 
-}  // namespace
+}  // namespace server_tenant_test
 }  // namespace dg::test

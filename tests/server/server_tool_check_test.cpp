@@ -14,7 +14,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_tool_check_test {
 
 const json kTools = json::array({{{"type", "function"},
                                   {"function", {{"name", "get_weather"},
@@ -244,5 +244,5 @@ TEST(ServerToolCheck, EmbeddedModelCalculatorCallIsRepairedAndReplays) {
   EXPECT_EQ(off["finish_reason"], "tool_calls") << off << " (off: the invalid call is handed on)";
 }
 
-}  // namespace
+}  // namespace server_tool_check_test
 }  // namespace dg::test

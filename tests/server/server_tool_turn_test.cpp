@@ -12,7 +12,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace server_tool_turn_test {
 
 const json kTools = json::array({{{"type", "function"},
                                   {"function", {{"name", "get_weather"},
@@ -119,5 +119,5 @@ TEST(ServerToolTurn, TheBatchedWorkerContinuesATurnOfTheEmbeddedModel) {
   EXPECT_FALSE(rep.diverged) << rep.divergence;
 }
 
-}  // namespace
+}  // namespace server_tool_turn_test
 }  // namespace dg::test

@@ -19,7 +19,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace server_transport_test {
 
 using Clock = std::chrono::steady_clock;
 constexpr const char* kChat = "/v1/chat/completions";
@@ -206,5 +206,5 @@ TEST(ServerTransport, ExpectContinueIsAnsweredAndAnOversizedBodyIsRefusedFirst) 
   EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
 }
 
-}  // namespace
+}  // namespace server_transport_test
 }  // namespace dg::test

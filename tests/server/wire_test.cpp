@@ -9,7 +9,7 @@
 #include "server_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace wire_test {
 
 using server::ApiError;
 
@@ -243,5 +243,5 @@ TEST(SseEncoder, AnErrorEndsTheStreamWithoutDone) {
   EXPECT_TRUE(enc.finished());
 }
 
-}  // namespace
+}  // namespace wire_test
 }  // namespace dg::test

@@ -12,7 +12,7 @@
 #include "diffusion/generate.h"
 
 namespace dg {
-namespace {
+namespace call_commit_test {
 
 // Toy vocabulary: 0-2 pad, eos, bos; 11 <|"|>, 12 <tool_call|>, 13 <|tool_call>, 14 <|tool_response> (a stop).
 // Lower ids have higher logits where the script does not decide, so a replacement takes the lowest id that fits.
@@ -164,5 +164,5 @@ TEST(CallCommit, ACallThatCouldNotCloseIsNotOpened) {
   EXPECT_EQ(constrained(no), 1);
 }
 
-}  // namespace
+}  // namespace call_commit_test
 }  // namespace dg

@@ -16,7 +16,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace campaign_test {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -102,5 +102,5 @@ TEST(Campaign, AMisspeltArmFailsBeforeAnyModelLoads) {
   EXPECT_EQ(r.out.find("/nonexistent"), std::string::npos) << "the model was not opened: " << r.out;
 }
 
-}  // namespace
+}  // namespace campaign_test
 }  // namespace dg::test

@@ -14,7 +14,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace cli_attention_topk_test {
 
 std::string model() { return "-m " + source_path("models/dg-tiny"); }
 
@@ -53,5 +53,5 @@ TEST(CliAttentionTopk, BenchRecordsTheRuleAndAskAnswersWithIt) {
   EXPECT_EQ(ask.code, 0) << ask.out;
 }
 
-}  // namespace
+}  // namespace cli_attention_topk_test
 }  // namespace dg::test

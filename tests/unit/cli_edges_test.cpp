@@ -15,7 +15,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace cli_edges_test {
 
 ProcessResult run(const std::string& args) { return run_command(cli_path() + " " + args, true); }
 ProcessResult run_stdout(const std::string& args) { return run_command(cli_path() + " " + args, false); }
@@ -102,5 +102,5 @@ TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
   EXPECT_EQ(ask.code, 0) << ask.out;
 }
 
-}  // namespace
+}  // namespace cli_edges_test
 }  // namespace dg::test

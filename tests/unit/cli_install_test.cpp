@@ -9,7 +9,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace cli_install_test {
 
 // `args` run by `binary` with the working directory `cwd`; stdout only.
 ProcessResult run_in(const std::string& cwd, const std::string& binary, const std::string& args) {
@@ -45,5 +45,5 @@ TEST(CliInstall, AnInstalledBinaryReadsItsPrefix) {
   EXPECT_NE(smoke.out.find("capital_france"), std::string::npos) << smoke.out;
 }
 
-}  // namespace
+}  // namespace cli_install_test
 }  // namespace dg::test

@@ -14,7 +14,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg::test {
-namespace {
+namespace cli_long_prompt_test {
 
 constexpr size_t kNone = std::string::npos;
 
@@ -116,5 +116,5 @@ TEST(CliLongPrompt, ChatOnATerminalShowsThePrefillAndKeepsTheSessionPastAnOverlo
   EXPECT_EQ(p.wait(20), 0) << p.output();
 }
 
-}  // namespace
+}  // namespace cli_long_prompt_test
 }  // namespace dg::test

@@ -14,7 +14,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace cli_test {
 
 using Result = ProcessResult;
 
@@ -220,5 +220,5 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
   }
 }
 
-}  // namespace
+}  // namespace cli_test
 }  // namespace dg::test

@@ -15,7 +15,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace cli_values_test {
 
 ProcessResult run(const std::string& args) { return run_command(cli_path() + " " + args, true); }
 
@@ -138,5 +138,5 @@ TEST(CliValues, EveryValidValueIsTakenAsGiven) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
-}  // namespace
+}  // namespace cli_values_test
 }  // namespace dg::test

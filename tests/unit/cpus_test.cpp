@@ -6,7 +6,7 @@
 #include "core/cpus.h"
 
 namespace dg {
-namespace {
+namespace cpus_test {
 
 TEST(Cpus, CgroupV2CpuMaxGivesQuotaOverPeriod) {
   EXPECT_EQ(cpu_max_limit("400000 100000\n"), 4.0);
@@ -33,5 +33,5 @@ TEST(Cpus, UsableCpusIsPositiveAndAtMostTheOnlineProcessors) {
   }
 }
 
-}  // namespace
+}  // namespace cpus_test
 }  // namespace dg

@@ -13,7 +13,7 @@
 #include "ops/decide/decide.h"
 
 namespace dg {
-namespace {
+namespace decide_test {
 
 struct Twin {
   DecideParams p;
@@ -198,5 +198,5 @@ TEST(DecideTwin, JumpTableMatchesSequentialDraws) {
   }
 }
 
-}  // namespace
+}  // namespace decide_test
 }  // namespace dg

@@ -7,7 +7,7 @@
 #include "diffusion/generate.h"
 
 namespace dg {
-namespace {
+namespace generate_test {
 
 // Emits peaked logits whose argmax follows a per-block script; optional per-row confidence.
 class ScriptedDenoiser : public Denoiser {
@@ -192,5 +192,5 @@ TEST(Generate, SameSeedSameTokensDifferentSeedDifferentCanvas) {
   EXPECT_NE(run(7), run(8));
 }
 
-}  // namespace
+}  // namespace generate_test
 }  // namespace dg

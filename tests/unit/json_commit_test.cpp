@@ -12,7 +12,7 @@
 #include "diffusion/json_commit.h"
 
 namespace dg {
-namespace {
+namespace json_commit_test {
 
 // Toy vocabulary: ids 0-2 and 14 are control tokens (pad, eos, bos, end of turn); the rest are text.
 const std::vector<std::string> kText = {"", "", "", "{", "}", "\"name\"", ":", " ", "\"Ada\"", ",", "\"age\"",
@@ -201,5 +201,5 @@ TEST(JsonMode, NoRowLogitsIsAClearError) {
   }
 }
 
-}  // namespace
+}  // namespace json_commit_test
 }  // namespace dg

@@ -10,7 +10,7 @@
 #include "diffusion/json_grammar.h"
 
 namespace dg {
-namespace {
+namespace json_grammar_test {
 
 // Feeds `text` in pieces of `piece` bytes (split anywhere, UTF-8 characters included); false at the first refusal.
 bool feeds(const std::string& text, size_t piece = 1, JsonGrammar* out = nullptr) {
@@ -152,5 +152,5 @@ TEST(JsonGrammar, BoundsDepthAndWhitespaceRuns) {
   EXPECT_TRUE(feeds("{" + std::string(JsonGrammar::kMaxWhitespace, ' ') + "\"" + std::string(200, ' ')));  // in a string
 }
 
-}  // namespace
+}  // namespace json_grammar_test
 }  // namespace dg

@@ -9,7 +9,7 @@
 #include "diffusion/json_schema_grammar.h"
 
 namespace dg {
-namespace {
+namespace json_schema_grammar_test {
 
 using J = SchemaJson;
 
@@ -136,5 +136,5 @@ TEST(SchemaGrammar, AKeySpellingAWrittenNameClosesThroughAnotherName) {
   EXPECT_TRUE(J::accept(R"({"a":true,"a)" + tail)) << tail;
 }
 
-}  // namespace
+}  // namespace json_schema_grammar_test
 }  // namespace dg

@@ -6,7 +6,7 @@
 #include "model/kv_cache.h"
 
 namespace dg {
-namespace {
+namespace kv_cache_test {
 
 ModelConfig two_layers(int window) {
   ModelConfig c;
@@ -124,5 +124,5 @@ TEST(KvCache, FullLayersGrowWithoutLosingData) {
   EXPECT_EQ(kv.bytes_per_token(), 2u * 2u * 4u);
 }
 
-}  // namespace
+}  // namespace kv_cache_test
 }  // namespace dg

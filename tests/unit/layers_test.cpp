@@ -13,7 +13,7 @@
 #include "support/paths.h"
 
 namespace dg {
-namespace {
+namespace layers_test {
 
 // Bottom up, one layer per entry. "dg" is include/dg, the public API, in the engine's layer (src/engine implements
 // it); its headers include only the standard library and each other (PublicHeadersIncludeOnlyTheStandardLibrary).
@@ -120,5 +120,5 @@ TEST(Layers, PublicHeadersIncludeOnlyTheStandardLibrary) {
   EXPECT_GE(headers, 3);  // engine.h, request.h, events.h
 }
 
-}  // namespace
+}  // namespace layers_test
 }  // namespace dg

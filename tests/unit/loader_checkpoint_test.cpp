@@ -14,7 +14,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace loader_checkpoint_test {
 
 using nlohmann::json;
 using test::TinyOptions;
@@ -263,5 +263,5 @@ TEST(LoaderCheckpoint, TransformersSavedFixturesLoadCleanly) {
   if (found == 0) GTEST_SKIP() << "no transformers-saved fixtures in tests/fixtures";
 }
 
-}  // namespace
+}  // namespace loader_checkpoint_test
 }  // namespace dg

@@ -12,7 +12,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace loader_config_test {
 
 using nlohmann::json;
 using test::tiny_config_json;
@@ -315,5 +315,5 @@ TEST(LoaderConfig, UnsupportedOrInvalidValuesFail) {
   }
 }
 
-}  // namespace
+}  // namespace loader_config_test
 }  // namespace dg

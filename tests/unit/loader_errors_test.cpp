@@ -12,7 +12,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace loader_errors_test {
 
 using nlohmann::json;
 using test::TinyOptions;
@@ -231,5 +231,5 @@ TEST(LoaderErrors, HeaderTruncationsAndByteFlipsNeverCrash) {
   EXPECT_NO_THROW((void)Checkpoint::open(dir));
 }
 
-}  // namespace
+}  // namespace loader_errors_test
 }  // namespace dg

@@ -9,7 +9,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace loader_generation_config_test {
 
 using nlohmann::json;
 
@@ -111,5 +111,5 @@ TEST(LoaderGenerationConfig, ReferenceValidationRulesFail) {
   DG_EXPECT_ERROR(parse_generation_config("3", kSrc), kSrc);
 }
 
-}  // namespace
+}  // namespace loader_generation_config_test
 }  // namespace dg

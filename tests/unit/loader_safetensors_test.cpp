@@ -12,7 +12,7 @@
 #include "support/tiny_checkpoint.h"
 
 namespace dg {
-namespace {
+namespace loader_safetensors_test {
 
 using test::scratch_dir;
 using test::write_raw_safetensors;
@@ -250,5 +250,5 @@ TEST(LoaderSafetensors, WriteRejectsDuplicateNames) {
   DG_EXPECT_ERROR(write_safetensors(scratch_dir("st-wdir"), {{"a", t}}), "cannot create");
 }
 
-}  // namespace
+}  // namespace loader_safetensors_test
 }  // namespace dg

@@ -9,7 +9,7 @@
 #include "core/parallel.h"
 
 namespace dg {
-namespace {
+namespace parallel_test {
 
 TEST(Parallel, EveryIndexRunsOnceAcrossManyRegionsOfChangingSize) {
   set_num_threads(8);  // more workers than cores (when this test is the process's first parallel_for, as in ctest)
@@ -38,5 +38,5 @@ TEST(Parallel, AnExceptionInOneChunkReachesTheCallerAndThePoolKeepsWorking) {
   EXPECT_EQ(sum.load(), 4950);
 }
 
-}  // namespace
+}  // namespace parallel_test
 }  // namespace dg

@@ -10,7 +10,7 @@
 #include "support/paths.h"
 
 namespace dg::smoke {
-namespace {
+namespace programs_test {
 
 ProgramPrompt prompt(const std::string& language, std::vector<ProgramCase> cases) {
   ProgramPrompt p;
@@ -84,5 +84,5 @@ TEST(Programs, TheBatteryLoadsAndBadOnesAreNamed) {
   DG_EXPECT_ERROR(load_programs("/nonexistent.json"), "cannot read the programmatic battery");
 }
 
-}  // namespace
+}  // namespace programs_test
 }  // namespace dg::smoke

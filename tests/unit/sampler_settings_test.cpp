@@ -29,7 +29,7 @@
 #endif
 
 namespace dg::test {
-namespace {
+namespace sampler_settings_test {
 
 bool is_integer(const SamplerSetting& s) { return !std::holds_alternative<double SamplerOptions::*>(s.member); }
 
@@ -266,5 +266,5 @@ TEST(SamplerSettings, AnOpLogWrittenBeforeTheTableReadsBackByteForByteAndReplays
   EXPECT_NE(r.out.find("identical"), std::string::npos) << r.out;
 }
 
-}  // namespace
+}  // namespace sampler_settings_test
 }  // namespace dg::test

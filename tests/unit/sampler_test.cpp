@@ -10,7 +10,7 @@
 #include "diffusion/sampler.h"
 
 namespace dg {
-namespace {
+namespace sampler_test {
 
 TEST(Schedule, CountsDownFromTMaxAndNeverReachesTMin) {
   EXPECT_FLOAT_EQ(schedule_temperature(48, 48, 0.4, 0.8), 0.8f);
@@ -230,5 +230,5 @@ TEST(SamplerOptions, ValidationNamesTheBadOption) {
   }
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace dg

@@ -11,7 +11,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace smoketest_cli_test {
 
 std::string model() { return "-m " + source_path("models/dg-tiny"); }
 
@@ -114,5 +114,5 @@ TEST(SmoketestCli, MalformedBatteryIsAnInputError) {
   EXPECT_NE(only.out.find("--only: no prompt 'nope'"), std::string::npos) << only.out;
 }
 
-}  // namespace
+}  // namespace smoketest_cli_test
 }  // namespace dg::test

@@ -10,7 +10,7 @@
 #include "support/paths.h"
 
 namespace dg::test {
-namespace {
+namespace smoketest_test {
 
 using smoke::BatteryPrompt;
 using smoke::Outcome;
@@ -229,5 +229,5 @@ TEST(Smoketest, CommittedBatteryMatchesTheEngineRender) {
   EXPECT_GE(tool_prompts, 1);
 }
 
-}  // namespace
+}  // namespace smoketest_test
 }  // namespace dg::test

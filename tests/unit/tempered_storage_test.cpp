@@ -12,7 +12,7 @@
 #include "diffusion/rng.h"
 
 namespace dg {
-namespace {
+namespace tempered_storage_test {
 
 std::vector<uint32_t> f32_bits(const Tensor& t) {
   std::vector<uint32_t> out(static_cast<size_t>(t.numel()));
@@ -60,5 +60,5 @@ TEST(TemperedLogits, SixteenBitStorageHoldsTheRoundedValuesExactly) {
   EXPECT_EQ(backend_entry("cpu").bytes(Precision{}).tempered, 4);
 }
 
-}  // namespace
+}  // namespace tempered_storage_test
 }  // namespace dg

@@ -3,7 +3,7 @@
 #include "unit/tokenizer_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace tokenizer_default_test {
 
 using Ids = std::vector<int32_t>;
 
@@ -73,5 +73,5 @@ TEST(TokenizerDefault, MatchesHuggingFaceCases) {
   expect_matches_cases(tiny(), kCasesPath, 2500, 250);
 }
 
-}  // namespace
+}  // namespace tokenizer_default_test
 }  // namespace dg::test

@@ -7,7 +7,7 @@
 #include "unit/tokenizer_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace tokenizer_synthetic_test {
 
 using nlohmann::json;
 using Ids = std::vector<int32_t>;
@@ -372,5 +372,5 @@ TEST(TokenizerSynthetic, Accessors) {
   EXPECT_EQ(load_json(bpe_json({"a"})).bos_id(), std::nullopt);
 }
 
-}  // namespace
+}  // namespace tokenizer_synthetic_test
 }  // namespace dg::test

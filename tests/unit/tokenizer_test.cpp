@@ -7,7 +7,7 @@
 #include "unit/tokenizer_test_util.h"
 
 namespace dg::test {
-namespace {
+namespace tokenizer_test {
 
 using Ids = std::vector<int32_t>;
 
@@ -160,5 +160,5 @@ TEST(TokenizerGemma, Accessors) {
   EXPECT_FALSE(tok.is_special(107));
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace dg::test

@@ -18,7 +18,7 @@
 #include "support/process.h"
 
 namespace dg::test {
-namespace {
+namespace write_checkpoint_tool_test {
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -148,5 +148,5 @@ TEST(WriteCheckpointTool, BuiltInConfigIsThe26BA4B) {
   EXPECT_EQ(text_bytes, static_cast<uint64_t>(count_params(cfg).total()) * 2 + 30 * 2);  // + the layer_scalars
 }
 
-}  // namespace
+}  // namespace write_checkpoint_tool_test
 }  // namespace dg::test

@@ -37,8 +37,8 @@ namespace {
 
 using cuda_host::check;
 
-int64_t rows_of(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
-int64_t cols_of(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
+int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
+int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
 
 // The stream outlives every buffer allocated on it: each buffer's deleter holds a reference.
 struct StreamCtx {
@@ -238,16 +238,16 @@ class CudaBackend final : public Backend, public SyntheticFill {
                      embed_scale(table.shape[1], Storage::kBF16), out.data, stream_));
   }
   void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) override {
-    check(rmsnorm_cuda(x.data, DType::kBF16, w ? w->data : nullptr, DType::kBF16, out.data, DType::kBF16, rows_of(x),
-                       cols_of(x), eps_, stream_));
+    check(rmsnorm_cuda(x.data, DType::kBF16, w ? w->data : nullptr, DType::kBF16, out.data, DType::kBF16,
+                       tensor_rows(x), tensor_cols(x), eps_, stream_));
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     if (dtype_is_packed(w.dtype)) {
-      check(stream_linear_cuda(x.data, rows_of(x), cols_of(x), w.data, w.dtype, w.shape[0], out.data, stream_,
+      check(stream_linear_cuda(x.data, tensor_rows(x), tensor_cols(x), w.data, w.dtype, w.shape[0], out.data, stream_,
                                q4_layout()));
       return;
     }
-    gemm_xwt(x.data, rows_of(x), cols_of(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
+    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
   }
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
@@ -277,7 +277,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     for (size_t i = 0; i < w.size(); ++i) {
       if (w[i] == nullptr) continue;
       const Tensor& t = *w[i];
-      fused = fused && t.dtype == DType::kBF16 && t.shape[1] == cols_of(x) && t.shape[0] % 8 == 0 &&
+      fused = fused && t.dtype == DType::kBF16 && t.shape[1] == tensor_cols(x) && t.shape[0] % 8 == 0 &&
               (next == nullptr || t.data == next);
       next = static_cast<const char*>(t.data) + t.nbytes();
       if (first == nullptr) first = &t;
@@ -286,15 +286,15 @@ class CudaBackend final : public Backend, public SyntheticFill {
     }
     // Past a few canvases the separate products are efficient already and the split's extra pass costs more
     // (a 32-canvas batch: projections 57.5 ms fused against 51.3 ms separate, H200).
-    if (!fused || dst.size() < 2 || dst.size() > 4 || rows_of(x) > kFusedRowsMax) {
+    if (!fused || dst.size() < 2 || dst.size() > 4 || tensor_rows(x) > kFusedRowsMax) {
       Backend::linears(x, w, out);
       return;
     }
     int64_t total = 0;
     for (int64_t n : widths) total += n;
-    Tensor y = alloc(Shape{rows_of(x), total});
-    gemm_xwt(x.data, rows_of(x), cols_of(x), first->data, total, y.data, CUDA_R_16BF);
-    check(split_cols_cuda(y.data, rows_of(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
+    Tensor y = alloc(Shape{tensor_rows(x), total});
+    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), first->data, total, y.data, CUDA_R_16BF);
+    check(split_cols_cuda(y.data, tensor_rows(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
     const int64_t I = gate.shape[0];
@@ -303,9 +303,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
       Backend::gated_linear(x, gate, up, out);
       return;
     }
-    Tensor gu = alloc(Shape{rows_of(x), 2 * I});
-    gemm_xwt(x.data, rows_of(x), cols_of(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
-    check(gelu_mul_split_cuda(gu.data, rows_of(x), I, out.data, stream_));
+    Tensor gu = alloc(Shape{tensor_rows(x), 2 * I});
+    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
+    check(gelu_mul_split_cuda(gu.data, tensor_rows(x), I, out.data, stream_));
   }
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                       std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
@@ -322,7 +322,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       outs[i] = out[i]->data;
     }
     check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
-                              rows_of(h), cols_of(h), eps_, stream_));
+                              tensor_rows(h), tensor_cols(h), eps_, stream_));
   }
   void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
                 Tensor& out) override {
@@ -330,8 +330,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
       Backend::ffn_tail(h1, m1, w1, m2, w2, w, s, out);
       return;
     }
-    check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, rows_of(h1), cols_of(h1),
-                        eps_, stream_));
+    check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, tensor_rows(h1),
+                        tensor_cols(h1), eps_, stream_));
   }
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
@@ -406,7 +406,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
-    const int64_t T = rows_of(h), H = cols_of(h), E = w.router_proj.shape[0];
+    const int64_t T = tensor_rows(h), H = tensor_cols(h), E = w.router_proj.shape[0];
     const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
     Tensor r = alloc(Shape{T, H});
     check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, eps_, stream_));
@@ -472,11 +472,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
-    gemm_xwt(y.data, rows_of(y), cols_of(y), embed.data, embed.shape[0], logits.data, CUDA_R_32F);
+    gemm_xwt(y.data, tensor_rows(y), tensor_cols(y), embed.data, embed.shape[0], logits.data, CUDA_R_32F);
     check(softcap_cuda(logits.f32(), logits.numel(), softcap, stream_));
   }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
-    const int64_t T = rows_of(sc_logits), V = cols_of(sc_logits), H = embed.shape[1];
+    const int64_t T = tensor_rows(sc_logits), V = tensor_cols(sc_logits), H = embed.shape[1];
     Tensor probs = alloc(Shape{T, V});
     Tensor part = device(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
     check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, stream_));
@@ -490,9 +490,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {
-    const int64_t T = rows_of(logits);
+    const int64_t T = tensor_rows(logits);
     Tensor st = device(DType::kU8, Shape{T * static_cast<int64_t>(sizeof(RowStats))});
-    check(row_stats_cuda(logits.f32(), T, cols_of(logits), temperature, tempered.data,
+    check(row_stats_cuda(logits.f32(), T, tensor_cols(logits), temperature, tempered.data,
                          static_cast<RowStats*>(st.data), stream_));
     check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(T) * sizeof(RowStats), cudaMemcpyDeviceToHost,
                           stream_),
@@ -500,10 +500,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
     check(cudaStreamSynchronize(stream_), "row_stats sync");
   }
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override {
-    const int64_t T = rows_of(logits);
+    const int64_t T = tensor_rows(logits);
     Tensor ud = device(DType::kU8, Shape{T * 8}), ids = device(DType::kI32, Shape{T});
     check(cudaMemcpyAsync(ud.data, u.data(), u.size() * 8, cudaMemcpyHostToDevice, stream_), "u upload");
-    check(categorical_cuda(logits.f32(), T, cols_of(logits), temperature, static_cast<const double*>(ud.data),
+    check(categorical_cuda(logits.f32(), T, tensor_cols(logits), temperature, static_cast<const double*>(ud.data),
                            ids.as<int32_t>(), stream_));
     check(cudaMemcpyAsync(host_ids, ids.data, static_cast<size_t>(T) * 4, cudaMemcpyDeviceToHost, stream_),
           "ids copy");

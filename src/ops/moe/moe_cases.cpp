@@ -20,11 +20,11 @@ constexpr Bound kCudaMoe{.of_peak = 0x1p-6, .min_cosine = 0.9999, .basis = kPipe
 // sits on a rounding boundary (the pipeline's measured bounds for those: 2^-5, 0.9995).
 constexpr Bound kCudaMoeLoose{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = kPipelineBasis,
                                .measured = kMoeMeasured};
-constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
+constexpr Bound kMoeCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 
 OpCase moe(std::string name, int64_t rows, int64_t hidden, int64_t ff, int64_t experts, int64_t top_k,
            DType w = DType::kBF16, bool act_fp8 = false, bool real = false) {
-  const Bound& cuda = w == DType::kQ6 ? kCudaNoQ6 : (w == DType::kQ4 || act_fp8) ? kCudaMoeLoose : kCudaMoe;
+  const Bound& cuda = w == DType::kQ6 ? kMoeCudaNoQ6 : (w == DType::kQ4 || act_fp8) ? kCudaMoeLoose : kCudaMoe;
   return {"moe", "moe", std::move(name),
           {{"rows", rows}, {"hidden", hidden}, {"ff", ff}, {"experts", experts}, {"top_k", top_k},
            {"act_fp8", act_fp8 ? 1 : 0}},

@@ -1,44 +1,68 @@
 // q4 in the kernel layout (Q4Layout::kKernel, made on the device at upload by q4_to_kernel_layout_cuda): the
 // streaming kernel's weight format with two instructions per bf16 pair of an mma A fragment (a mask and a bf16x2
-// fma) instead of the disk layout's five or six (WeightQ4). Layout and arithmetic: docs/CUDA.md ("q4 in the kernel
-// layout"); the layout's definition and its host twin: src/ops/moe/q4_layout.h.
+// fma) instead of the disk layout's five or six (WeightQ4), and one 16-byte shared load for a lane's codes of a
+// whole stage. Layout and arithmetic: docs/CUDA.md ("q4 in the kernel layout"); the layout's definition and its host
+// twin: src/ops/moe/q4_layout.h.
 #pragma once
 
 #include "ops/moe/moe_stream_formats.cuh"
 
 namespace dg::moe_stream {
 
-// A group's 16 code bytes are four 32-bit words, word t holding lane t's eight codes of the group: the elements
-// 2t, 2t + 1 (bits 0-3, 16-19), 2t + 8, 2t + 9 (bits 4-7, 20-23), 2t + 16, 2t + 17 (bits 8-11, 24-27) and 2t + 24,
-// 2t + 25 (bits 12-15, 28-31). A nibble masked in place at bits 0-3 of a bf16 half is a subnormal bf16 of value
-// q 2^-133, at bits 4-7 of value q 2^-129 (bit 7 is the exponent's low bit: codes 8-15 read as normal numbers and
-// gradual underflow keeps the value linear). The scale word is bf16 (scale 2^(133 - p), min 2^-p), p the matrix's
-// power of two (plane 2, an f32 2^p the epilogue multiplies by), so fma(v, scale 2^(133 - p), min 2^-p) =
-// 2^-p bf16(scale q + min): one rounding of exact operands, the disk layout's weights times 2^-p.
-// kStages_: the pipeline's depth (2, 3 or 4; four CTAs per SM fit up to 3, three at 4).
+// A group's words: word t holds lane t's eight codes of the group: the elements 2t, 2t + 1 (bits 0-3, 16-19),
+// 2t + 8, 2t + 9 (bits 4-7, 20-23), 2t + 16, 2t + 17 (bits 8-11, 24-27) and 2t + 24, 2t + 25 (bits 12-15, 28-31); a
+// row's 64 bytes of a stage (four groups) hold lane t's four words at bytes 16t .. 16t + 15. A nibble masked in place
+// at bits 0-3 of a bf16 half is a subnormal bf16 of value q 2^-133, at bits 4-7 of value q 2^-129 (bit 7 is the
+// exponent's low bit: codes 8-15 read as normal numbers and gradual underflow keeps the value linear). The scale
+// word is bf16 (scale 2^(133 - p), min 2^-p), p the matrix's power of two (plane 2, an f32 2^p the epilogue
+// multiplies by), so fma(v, scale 2^(133 - p), min 2^-p) = 2^-p bf16(scale q + min): one rounding of exact
+// operands, the disk layout's weights times 2^-p.
+// A stage holds each weight row's 64 code bytes as stored ([row][64 bytes]: a quarter warp's eight 16-byte loads
+// cover 128 contiguous bytes, conflict-free), then the rows' four scale words; a lane reads its four code words and
+// the four scale words of each of its rows in one 16-byte load each (a row's last, shorter stage of n < 4 groups word
+// by word). kStages_: the pipeline's depth (2, 3 or 4; four CTAs per SM fit up to 3, three at 4).
 template <int kStages_>
 struct WeightQ4Kernel : PackedStage<128, 32, 4> {
   static constexpr int kStages = kStages_;
-  static constexpr int kMinBlocks = 4;
+  static constexpr int kMinBlocks = 4;  // 128 registers (60 bytes spilled): 7.44 ms of experts per step, at 3: 7.63
   static constexpr int kKAlign = 32;
-  static constexpr int kLoadK = 128, kFrags = 8;  // one load_a: the whole stage (the four scale words in one load)
-  using Loader = PackedLoader<WeightQ4::Scales>;
+  static constexpr int kLoadK = 128, kFrags = 8;  // one load_a: the whole stage
+  static constexpr int kRowBytes = 64;
+  struct Loader {
+    ChunkCopies<kChunks, 32> codes;
+    WeightQ4::Scales scales;
+    __device__ void init(const StageSrc& s) {
+      codes.init(s.w->p[0], s.w->row_bytes[0], s);
+      scales.init(s);
+    }
+    __device__ void load(uint32_t dst, int k0, int K, uint64_t policy) const {
+      codes.copy([dst](int r, int c) { return dst + static_cast<uint32_t>(r * kRowBytes + 16 * c); }, k0, K, policy);
+      scales.load(dst, k0, K);
+    }
+  };
   __device__ static uint32_t fma2(uint32_t v, uint32_t s, uint32_t m) {
     return as_u32(__hfma2(as_bf162(v), as_bf162(s), as_bf162(m)));
   }
   // a[f]: the k16 fragment f of the stage (group f / 2, half f % 2).
-  __device__ static void load_a(uint32_t src, const StageSrc&, int row0, int, int lane, uint32_t (&a)[8][4]) {
+  __device__ static void load_a(uint32_t src, const StageSrc& s, int row0, int, int lane, uint32_t (&a)[8][4]) {
     const int g = lane >> 2, t = lane & 3;
+    const int left = (s.K - s.k0) / 32, n = left < 4 ? left : 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + g + 8 * h;
       const uint4 sc = lds128(scale_addr(src, r, 0));
-      const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w};
+      uint4 cw;
+      if (n == 4) {
+        cw = lds128(src + static_cast<uint32_t>(r * kRowBytes + 16 * t));
+      } else {
+        const uint32_t at = src + static_cast<uint32_t>(r * kRowBytes + 4 * n * t);
+        cw = make_uint4(lds32(at), n > 1 ? lds32(at + 4) : 0u, n > 2 ? lds32(at + 8) : 0u, 0u);
+      }
+      const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w}, w4[4] = {cw.x, cw.y, cw.z, cw.w};
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const uint32_t w = lds32(code_addr(src, c, r) + 4 * t);
+        const uint32_t w = w4[c];
         const uint32_t sa = __byte_perm(sw[c], 0, 0x1010), m = __byte_perm(sw[c], 0, 0x3232);  // (s, s), (m, m)
-        // scale 2^(129 - p) for the codes at bits 4-7: exact, a power-of-two multiple of an exact value.
         const uint32_t sb = as_u32(__hmul2(as_bf162(sa), bf162_bits(0x3D80)));  // 2^-4
         const uint32_t w8 = w >> 8;
         a[2 * c][h] = fma2(w & 0x000F000Fu, sa, m);
@@ -48,7 +72,6 @@ struct WeightQ4Kernel : PackedStage<128, 32, 4> {
       }
     }
   }
-  // 2^p of the matrix (plane 2).
   __device__ static float row_scale(const Planes& w, int64_t mat, int64_t) {
     return *reinterpret_cast<const float*>(w.p[2] + mat * 4);
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -23,14 +24,13 @@ void q4_to_kernel_layout(uint8_t* blob, const Shape& s) {
       }
     const int p = q4_kernel_power(top);
     factors[m] = std::ldexp(1.0f, p);
-    for (int64_t r = m * per_matrix; r < (m + 1) * per_matrix; ++r)
+    for (int64_t r = m * per_matrix; r < (m + 1) * per_matrix; ++r) {
+      uint8_t* codes = blob + L.offset[0] + r * L.row_bytes[0];
+      const std::vector<uint8_t> disk(codes, codes + 16 * groups);
       for (int64_t g = 0; g < groups; ++g) {
-        uint8_t* codes = blob + L.offset[0] + r * L.row_bytes[0] + 16 * g;
-        uint8_t disk[16];
-        std::memcpy(disk, codes, 16);
         for (int t = 0; t < 4; ++t) {
-          const uint32_t w = q4_kernel_word(disk, t);
-          std::memcpy(codes + 4 * t, &w, 4);
+          const uint32_t w = q4_kernel_word(disk.data() + 16 * g, t);
+          std::memcpy(codes + q4_kernel_code_offset(g, t, groups), &w, 4);
         }
         uint8_t* sw = blob + L.offset[1] + r * L.row_bytes[1] + 4 * g;
         uint32_t word;
@@ -38,6 +38,7 @@ void q4_to_kernel_layout(uint8_t* blob, const Shape& s) {
         word = q4_kernel_scale_word(word, p);
         std::memcpy(sw, &word, 4);
       }
+    }
   }
 }
 
@@ -49,7 +50,7 @@ float q4_kernel_weight(const uint8_t* blob, const Shape& s, int64_t row, int64_t
   const int64_t g = k / 32;
   const int e = static_cast<int>(k % 32), t = (e / 2) % 4, j = e / 8;
   uint32_t w, sw;
-  std::memcpy(&w, blob + L.offset[0] + row * L.row_bytes[0] + 16 * g + 4 * t, 4);
+  std::memcpy(&w, blob + L.offset[0] + row * L.row_bytes[0] + q4_kernel_code_offset(g, t, L.cols / 32), 4);
   std::memcpy(&sw, blob + L.offset[1] + row * L.row_bytes[1] + 4 * g, 4);
   // As the kernel: pairs 0, 2 masked at bits 0-3 (value q 2^-133), pairs 1, 3 at bits 4-7 (q 2^-129, scale / 16);
   // pairs 2, 3 after a shift by 8. The halves: even e low, odd e high.

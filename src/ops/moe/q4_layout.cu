@@ -1,6 +1,6 @@
 // q4_to_kernel_layout_cuda: a q4 tensor's disk layout into the streaming kernel's layout, in place on the device
 // (definition and host twin: src/ops/moe/q4_layout.h). Two passes: each matrix's largest scale (its power p), then
-// each group's codes and scale word rewritten by one thread.
+// each row's blocks of four groups rewritten by one thread.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "ops/moe/moe_cuda.h"
@@ -27,20 +27,28 @@ __global__ void q4_power_kernel(const uint8_t* scales, int64_t row_bytes, int64_
   if (threadIdx.x == 0) factors[m] = q4_pow2(q4_kernel_power(static_cast<uint16_t>(top)));
 }
 
-// One thread per group: its 16 code bytes and its scale word.
+// One thread per block of four groups of a row (q4_kernel_code_offset): its code bytes and its scale words.
 __global__ void q4_relayout_kernel(uint8_t* codes, int64_t code_row_bytes, uint8_t* scales, int64_t scale_row_bytes,
                                    int64_t rows_per_matrix, int64_t groups, int64_t n, const float* factors) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t blocks = (groups + 3) / 4;
   if (i >= n) return;
-  const int64_t r = i / groups, g = i % groups;
-  uint4* c = reinterpret_cast<uint4*>(codes + r * code_row_bytes + 16 * g);
-  const uint4 disk = *c;
-  const uint8_t* b = reinterpret_cast<const uint8_t*>(&disk);
-  *c = make_uint4(q4_kernel_word(b, 0), q4_kernel_word(b, 1), q4_kernel_word(b, 2), q4_kernel_word(b, 3));
+  const int64_t r = i / blocks, g0 = 4 * (i % blocks);
+  const int n_g = static_cast<int>(groups - g0 < 4 ? groups - g0 : 4);
+  uint8_t* row = codes + r * code_row_bytes;
+  uint4 disk[4];
+  for (int c = 0; c < n_g; ++c) disk[c] = *reinterpret_cast<const uint4*>(row + 16 * (g0 + c));
+  for (int c = 0; c < n_g; ++c) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&disk[c]);
+    for (int t = 0; t < 4; ++t)
+      *reinterpret_cast<uint32_t*>(row + q4_kernel_code_offset(g0 + c, t, groups)) = q4_kernel_word(b, t);
+  }
   const uint32_t f = __float_as_uint(factors[r / rows_per_matrix]);
   const int p = static_cast<int>(f >> 23) - 127;
-  uint32_t* s = reinterpret_cast<uint32_t*>(scales + r * scale_row_bytes + 4 * g);
-  *s = q4_kernel_scale_word(*s, p);
+  for (int c = 0; c < n_g; ++c) {
+    uint32_t* s = reinterpret_cast<uint32_t*>(scales + r * scale_row_bytes + 4 * (g0 + c));
+    *s = q4_kernel_scale_word(*s, p);
+  }
 }
 
 }  // namespace
@@ -56,7 +64,7 @@ Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
   if (L.matrices > 0x7FFFFFFF) return Status::error("q4_to_kernel_layout_cuda: too many matrices");
   q4_power_kernel<<<static_cast<unsigned>(L.matrices), 256, 0, st>>>(base + L.offset[1], L.row_bytes[1], per_matrix,
                                                                      groups, factors);
-  const int64_t n = L.rows * groups;
+  const int64_t n = L.rows * ((groups + 3) / 4);
   q4_relayout_kernel<<<cuda::blocks_for(n, 256), 256, 0, st>>>(base + L.offset[0], L.row_bytes[0], base + L.offset[1],
                                                                L.row_bytes[1], per_matrix, groups, n, factors);
   return cuda_status(cudaGetLastError(), "q4_to_kernel_layout_cuda");

@@ -2,7 +2,8 @@
 // device at upload so that the kernel turns a pair of codes into a bf16 pair of weights with a mask and one bf16x2
 // fma (src/ops/moe/moe_stream_q4.cuh; why: docs/CUDA.md, "q4 in the kernel layout"). Same planes and sizes as the
 // disk layout, plus an f32 per matrix after them:
-// - codes: within each group's 16 bytes, 32-bit word t holds the eight codes mma lane t % 4 needs (q4_kernel_word);
+// - codes: 32-bit word t of a group holds the eight codes mma lane t % 4 needs (q4_kernel_word), and a row's words
+//   are ordered by block of four groups, then lane, then group (q4_kernel_code_offset);
 // - scale,min: the word (bf16 scale 2^(133 - p), bf16 min 2^-p) (q4_kernel_scale_word), p >= 0 the matrix's power;
 // - factors (at q4_kernel_factor_offset): f32 2^p per matrix, which the kernel's epilogue multiplies the sums by.
 // The conversion's host twin (q4_to_kernel_layout) and the decode the kernel performs (q4_kernel_weight) are here
@@ -31,6 +32,14 @@ DG_Q4_HD inline uint32_t q4_kernel_word(const uint8_t* group, int t) {
     w |= (b & 0xFu) << (4 * j) | (b >> 4) << (16 + 4 * j);
   }
   return w;
+}
+
+// Where word t of group g sits in a row of `groups` groups: the row's code bytes are blocks of four groups (64
+// bytes, one kernel stage of 128 elements), and within a block of n groups (four, or the row's remainder) lane t's
+// words of the block's groups are contiguous, so a lane reads its whole stage in one 16-byte load.
+DG_Q4_HD inline int64_t q4_kernel_code_offset(int64_t g, int t, int64_t groups) {
+  const int64_t block = g / 4, n = groups - 4 * block < 4 ? groups - 4 * block : 4;
+  return 64 * block + 4 * (t * n + g % 4);
 }
 
 // bf16 bits of f rounded to nearest even (f finite).
