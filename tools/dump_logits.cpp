@@ -1,8 +1,8 @@
 // dg_dump_logits: the engine's logits for one fixed input, for comparison with transformers in another process
-// (scripts/full_shape_vs_hf.py). Builds the full DiffusionGemma 26B-A4B shape with synthetic weights generated on the
-// backend from a seed (src/model/synthetic.cpp), or opens a checkpoint; prefills a prompt of ids from our LCG, then
-// runs two denoise steps on a fixed canvas as the reference profile's generate does: step 1 with zero
-// self-conditioning, step 2 self-conditioned on step 1's logits over T. Writes <out>.json (config, seed, ids, T)
+// (scripts/full_shape_vs_hf.py). Opens, through the engine, the full DiffusionGemma 26B-A4B shape with synthetic
+// weights generated on the backend from a seed (src/model/synthetic.cpp), or a checkpoint; prefills a prompt of ids
+// from our LCG, then runs two denoise steps on a fixed canvas as the reference profile's generate does: step 1 with
+// zero self-conditioning, step 2 self-conditioned on step 1's logits over T. Writes <out>.json (config, seed, ids, T)
 // and the raw little-endian f32 logits [canvas, vocab] of each step to <out>.step1.f32 and <out>.step2.f32.
 //
 // Usage: dg_dump_logits --out /tmp/engine [--layers 30] [--seed 1] [--prompt 1024] [--backend cuda]
@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/registry.h"
 #include "core/error.h"
 #include "diffusion/rng.h"
+#include "engine/engine_core.h"
 #include "model/forward.h"
 #include "model/synthetic.h"
 
@@ -69,15 +69,17 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
 }
 
 int run(const Options& o) {
-  BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed);
-  const ModelConfig& cfg = bm.cfg;
-  const std::unique_ptr<Backend>& be = bm.be;
-  Model model(cfg, bm.w, *be);
+  EngineOptions eo;
+  eo.model_dir = o.model.empty() ? "synthetic:26b-a4b" : o.model;
+  eo.backend = o.backend;
+  eo.expert_act = "bf16";  // the experts' activations as the reference computes them, whatever the weights' format
+  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo, EngineTuning{o.kernels, o.layers, o.seed});
+  const ModelConfig& cfg = engine->config();
+  Backend* const be = &engine->backend();
+  const Model& model = engine->model();
   const int64_t C = cfg.canvas, V = cfg.vocab;
   const auto prompt = synthetic_ids(o.prompt, V, o.seed + 101), canvas = synthetic_ids(C, V, o.seed + 202);
-  KvOptions ko;
-  be->configure_kv(ko, o.prompt + C);
-  KvCache kv(cfg, ko);
+  KvCache kv = engine->new_cache(o.prompt + C);
   model.encode(kv, prompt);
   Tensor logits = be->alloc_f32(Shape{C, V}), tempered = be->alloc(Shape{C, V});
   std::vector<float> host(static_cast<size_t>(C * V));

@@ -1,76 +1,76 @@
-// dg::Engine: the public entry point the CLI (and later the server) use. It opens a model directory (config,
-// generation config, safetensors, tokenizer), owns the backend and the model, and runs generations.
+// dg::Engine: the public entry point. It opens a model (a Hugging Face directory or a .dgq pack: config, generation
+// config, weights, tokenizer) on a backend and runs generations (dg::Request in, dg::Event out as they happen,
+// dg::Result back). Headers under include/dg/ need only the standard library; the implementation is hidden
+// (src/engine/engine.cpp over the internal EngineCore). Every failure throws std::runtime_error whose message names
+// the file, option or value at fault. One generation at a time per Engine; generations are deterministic per seed.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "backend/backend.h"
-#include "diffusion/generate.h"
-#include "diffusion/options.h"
-#include "engine/session.h"
-#include "io/tokenizer.h"
-#include "model/checkpoint.h"
-#include "model/forward.h"
+#include "dg/events.h"
+#include "dg/request.h"
 
 namespace dg {
 
 struct EngineOptions {
-  std::string model_dir;
-  std::string backend = "cpu";  // "cpu" | "cuda"
+  std::string model_dir;        // a checkpoint directory or a .dgq pack; "synthetic:26b-a4b[:bf16|q4|fp8|nvfp4]":
+                                // the full shape with random weights made on the backend (no tokenizer)
+  std::string backend = "cpu";  // "cpu" | "cuda" (where built in)
   int device = 0;               // CUDA device index
-  Precision precision;          // the CPU reference's storage roundings (the CUDA backend is bf16 / f16 KV)
-  int threads = 0;              // 0: the CPUs this process may use (core/cpus.h)
-  int64_t context = 8192;       // tokens a KV cache holds (prompt + answer); device caches are sized to it
-                                // (a one-shot generate() sizes its own cache to the prompt and answer)
+  std::string precision = "f32";     // the CPU reference's activation storage: f32 | bf16 | f16 (CUDA: bf16)
+  std::string kv_precision = "f32";  // its KV cache storage: f32 | bf16 | f16 (CUDA: f16)
+  int threads = 0;                   // CPU threads; 0: the CPUs this process may use
+  int64_t context = 8192;  // tokens a KV cache holds (prompt + answer); device caches are sized to it (a one-shot
+                           // generation sizes its cache to the prompt and answer when that is more)
   int64_t kv_ring_slack = 512;
   int64_t prefill_chunk = 4096;  // prompts longer than this are encoded in chunks (bounded activation memory)
-  bool check_tensors = false;    // check that every weight is finite before use (model/integrity.h)
-  bool verify = false;           // check a .dgq pack's per-tensor checksums before use (model/integrity.h)
-  bool graphs = true;            // CUDA: denoise steps replay captured graphs (Model::set_graphs)
-  std::string expert_act = "auto";  // the experts' activation operand (set_expert_act): auto | bf16 | fp8
-  AttnTopk attention_topk;          // full layers' top-k sparse attention (Model::set_attention_topk); off: dense
+  bool check_tensors = false;    // check that every weight is finite before use
+  bool verify = false;           // check a .dgq pack's per-tensor checksums before use
+  bool graphs = true;            // CUDA: denoise steps replay captured graphs
+  std::string expert_act = "auto";      // the experts' activation operand: auto | bf16 | fp8
+  std::string attention_topk = "off";  // full layers' top-k sparse attention: off | dyn | K (docs/ARCHITECTURE.md)
 };
+
+// What the engine opened.
+struct ModelInfo {
+  std::string dir;
+  std::string backend, device;  // the backend's name and its device ("cpu", "NVIDIA H200")
+  int64_t vocab = 0;
+  int canvas = 0;               // tokens per block
+  int layers = 0;
+  int64_t max_positions = 0;    // max_position_embeddings; 0: not stated
+  bool has_tokenizer = false;
+};
+
+class EngineCore;
 
 class Engine {
  public:
+  // Throws std::runtime_error naming the model directory (or the file in it) that cannot be opened.
   static std::unique_ptr<Engine> open(const EngineOptions& opt);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
-  const ModelConfig& config() const { return ck_.config; }
-  const GenerationConfig& generation() const { return ck_.generation; }
-  const Checkpoint& checkpoint() const { return ck_; }
-  const EngineOptions& options() const { return opt_; }
-  bool has_tokenizer() const { return tok_.has_value(); }
-  const Tokenizer& tokenizer() const;  // throws dg::Error naming the missing tokenizer.json
-  Backend& backend() const { return *be_; }
-  const Model& model() const { return *model_; }
+  ModelInfo info() const;
+  const EngineOptions& options() const;
 
-  // Sampler options from the checkpoint's generation config and the chosen profile.
-  SamplerOptions default_sampler(SamplerProfile profile) const;
-  // A KV cache for options().context tokens (a device cache is allocated up front and does not grow; the host's
-  // grows), or for `context` tokens.
-  KvCache new_cache() const { return new_cache(opt_.context); }
-  KvCache new_cache(int64_t context) const;
+  // The model's tokenizer (throws without one). `special`: special-token literals in the text become their ids.
+  std::vector<int32_t> tokenize(std::string_view text, bool special = false) const;
+  std::string detokenize(std::span<const int32_t> ids, bool skip_special = true) const;
 
-  // A session owning its own KV cache, for conversations that grow turn by turn (prefix reuse, rewind).
-  Session open_session(const SessionOptions& opt = {}) const;
-
-  // One generation from an empty cache, sized to what it can use (the prompt, the answer budget and the last canvas)
-  // when that is more than options().context.
-  GenerateResult generate(std::span<const int32_t> prompt, const SamplerOptions& opt,
-                          const GenerateEvents* events = nullptr) const;
+  // Runs one generation from an empty cache; `sink` hears its events in order, then the call returns the Result
+  // that the DoneEvent carried.
+  Result generate(const Request& request, const EventSink& sink = {}) const;
 
  private:
-  Engine(Checkpoint ck, const EngineOptions& opt);
-  Checkpoint ck_;
-  EngineOptions opt_;
-  std::optional<Tokenizer> tok_;
-  std::unique_ptr<Backend> be_;
-  ModelWeights weights_;  // as the backend reads them (destroyed before the backend)
-  std::unique_ptr<Model> model_;
+  explicit Engine(std::unique_ptr<EngineCore> core);
+  std::unique_ptr<EngineCore> core_;
 };
 
 }  // namespace dg

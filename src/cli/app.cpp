@@ -56,19 +56,23 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
+  // A name that did not come through the option table (replay reads them from an op-log) fails naming the flag.
+  storage_from_name(o.precision);
+  storage_from_name(o.kv_precision);
+  attn_topk_from_name(o.attention_topk, "--attention-topk");
   EngineOptions e;
   e.model_dir = o.model;
   e.backend = o.backend;
   e.device = o.device;
   e.threads = threads_for(o.threads);
-  e.precision.act = storage_from_name(o.precision);
-  e.precision.kv = storage_from_name(o.kv_precision);
+  e.precision = o.precision;
+  e.kv_precision = o.kv_precision;
   e.prefill_chunk = o.prefill_chunk;
   e.check_tensors = o.check_tensors;
   e.verify = o.verify;
   e.graphs = o.graphs;
   e.expert_act = o.expert_act;
-  e.attention_topk = attn_topk_from_name(o.attention_topk, "--attention-topk");
+  e.attention_topk = o.attention_topk;
   return e;
 }
 

@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg::cli {
 

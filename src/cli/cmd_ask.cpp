@@ -66,7 +66,7 @@ std::string read_file(const std::string& path, const char* what = "--prompt-file
 void run_ask(const AskOptions& o) {
   const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
   DG_CHECK(sources == 1, "give exactly one of --prompt, --prompt-file or --prompt-ids");
-  auto engine = Engine::open(engine_options(o.model));
+  auto engine = EngineCore::open(engine_options(o.model));
   std::vector<int32_t> prompt;
   std::optional<ChatTokens> chat;  // set when the prompt is a chat turn: the answer is parsed as a reply
   bool in_thought = false;

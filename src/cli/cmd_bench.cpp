@@ -174,22 +174,23 @@ void run_bench(const BenchOptions& o) {
   progress.next(o.model.empty() ? fmt::format("loading the synthetic 26B-A4B shape on {}", o.backend)
                                 : fmt::format("loading {} on {}", o.model, o.backend));
   const double t_load = now_s();
-  BenchModel bm(o.model, o.backend, o.kernels, o.layers, o.seed, o.weights);
-  const ModelConfig& cfg = bm.cfg;
-  const std::unique_ptr<Backend>& be = bm.be;
-  set_expert_act(bm.w, o.expert_act);
-  Model model(cfg, bm.w, *be);
-  model.set_prefill_chunk(o.prefill_chunk);
-  model.set_graphs(o.graphs);
-  model.set_attention_topk(attn_topk_from_name(o.attention_topk, "--attention-topk"));
+  // One path builds the model from options: the engine's (a checkpoint, or the synthetic shape of --layers and
+  // --weights drawn from --seed), with the benchmark's kernel choices.
+  EngineOptions eo;
+  eo.model_dir = o.model.empty() ? "synthetic:26b-a4b:" + o.weights : o.model;
+  eo.backend = o.backend;
+  eo.prefill_chunk = o.prefill_chunk;
+  eo.graphs = o.graphs;
+  eo.expert_act = o.expert_act;
+  eo.attention_topk = o.attention_topk;
+  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo, EngineTuning{o.kernels, o.layers, o.seed});
+  const ModelConfig& cfg = engine->config();
+  Backend* const be = &engine->backend();
+  const Model& model = engine->model();
   int64_t max_ctx = o.prompt_tokens + o.gen_tokens + cfg.canvas;
   for (int p : o.prefill) max_ctx = std::max<int64_t>(max_ctx, p);
   for (int c : o.context) max_ctx = std::max<int64_t>(max_ctx, c + cfg.canvas);
-  auto new_cache = [&] {
-    KvOptions ko;
-    be->configure_kv(ko, max_ctx);
-    return KvCache(cfg, ko);
-  };
+  auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"},
@@ -199,11 +200,7 @@ void run_bench(const BenchOptions& o) {
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
   if (o.serve) {
-    auto cache_for = [&](int64_t context) {
-      KvOptions ko;
-      be->configure_kv(ko, context);
-      return KvCache(cfg, ko);
-    };
+    auto cache_for = [&](int64_t context) { return engine->new_cache(context); };
     progress.next(fmt::format("serving {} concurrent requests", o.serve_opt.streams.front()));
     size_t done = 0;
     run_bench_serve(model, o.serve_opt, cache_for, [&](nlohmann::json j) {

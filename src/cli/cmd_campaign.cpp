@@ -66,7 +66,7 @@ void run_campaign_cmd(const CampaignOptions& o) {
   smoke::CampaignScope scope;
   if (!o.seeds.empty()) scope.seeds = smoke::parse_seeds(o.seeds);
   scope.only = o.only;
-  const auto engine = Engine::open(engine_options(o.model));
+  const auto engine = EngineCore::open(engine_options(o.model));
   std::vector<smoke::CampaignArm> arms;
   for (const ParsedArm& p : parsed)
     arms.push_back({p.name, p.options, p.sampler.resolve(*engine), p.seed_given, p.tools.resolve()});

@@ -20,7 +20,7 @@ void run_chat(ChatCliOptions& o) {
   for (const std::string& spec : o.tool_specs) o.tools.push_back(parse_tool_spec(spec));
   EngineOptions eo = engine_options(o.model);
   eo.context = o.context;
-  auto engine = Engine::open(eo);
+  auto engine = EngineCore::open(eo);
   ChatOptions co;
   co.thinking = o.think;
   co.sampler = o.sampler.resolve(*engine);

@@ -23,7 +23,7 @@ struct GoldenOptions {
 void run_golden_cmd(GoldenOptions o) {
   DG_CHECK(!(o.bless && !o.only.empty()), "--bless rewrites the whole file: run it without --only");
   if (o.file.empty()) o.file = golden_file(o.model.backend);
-  const auto engine = Engine::open(engine_options(o.model));
+  const auto engine = EngineCore::open(engine_options(o.model));
   const Json got = run_golden(*engine, o.only);
   if (o.bless) {
     std::ofstream out(o.file, std::ios::binary);

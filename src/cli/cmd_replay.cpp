@@ -39,7 +39,7 @@ int run_replay(ReplayCliOptions& o) {
   if (o.cmd->count("--attention-topk") == 0) o.model.attention_topk = open.value("attention_topk", std::string("off"));
   EngineOptions eo = engine_options(o.model);
   eo.context = open.value("context", eo.context);
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   const ReplayReport r = replay_oplog(*engine, o.path);
   if (r.diverged) {
     fmt::print("diverged after {} records ({} generations, {} blocks identical): {}\n", r.records, r.jobs, r.blocks,

@@ -13,7 +13,7 @@
 #include "cli/app.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
-#include "engine/memory_plan.h"
+#include "serving/memory_plan.h"
 #include "io/model_config.h"
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
@@ -43,7 +43,8 @@ struct ServeCliOptions {
 // plan (docs/SERVER.md, "Memory per stream") without loading the weights or starting anything.
 void run_plan(const ServeCliOptions& o) {
   EngineOptions eo = engine_options(o.model);
-  const StorageBytes bytes = backend_entry(eo.backend).bytes(eo.precision);
+  const Precision precision = engine_precision(eo);
+  const StorageBytes bytes = backend_entry(eo.backend).bytes(precision);
   ModelConfig cfg;
   size_t weights = 0;
   if (const std::optional<std::string> profile = synthetic_profile(eo.model_dir)) {
@@ -56,12 +57,12 @@ void run_plan(const ServeCliOptions& o) {
   }
   eo.context = o.server.context + cfg.canvas;
   MemoryInfo device = o.device_gib > 0 ? server::given_memory(o.device_gib)
-                                       : make_backend(eo.backend, BackendOptions{eo.precision})->memory_info();
+                                       : make_backend(eo.backend, BackendOptions{precision})->memory_info();
   DG_CHECK(weights < device.free, "the weights ({}) do not fit in the {} free of {}", gib(weights), gib(device.free),
            gib(device.total));
   device.free -= weights;
   const MemoryInfo m = o.server.memory_gib > 0 ? server::given_memory(o.server.memory_gib) : device;
-  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, eo.precision, o.server), m);
+  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, precision, o.server), m);
   const StreamMemory& s = p.stream;
   const SharedMemory& sh = p.shared;
   fmt::print("model {} on {}, --ctx {} (sessions of {} tokens)\n", eo.model_dir, eo.backend, o.server.context,
@@ -107,7 +108,7 @@ void run_serve(ServeCliOptions& o) {
   EngineOptions eo = engine_options(o.model);
   const ModelConfig config = load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
   eo.context = o.server.context + config.canvas;  // the last canvas attends past the answer budget
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
 
   std::mutex log_mu;
   auto log = [&log_mu, quiet = o.quiet](const std::string& line) {
@@ -119,11 +120,12 @@ void run_serve(ServeCliOptions& o) {
   server::Server srv(*engine, o.server, log);
   const int port = srv.bind();
   const MemoryPlan& plan = srv.memory_plan();
+  const AttnTopk& topk = engine->model().attention_topk();
   fmt::print(stderr, "diffgemma serve: --max-batch {}{}\n", plan.why,
              plan.max_batch == 1 ? " (one request at a time)" : "");
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{}{})\n",
              o.server.host, port, o.model.model, o.server.context, plan.slots, o.server.max_queue,
-             eo.attention_topk.on() ? ", attention top-k " + attn_topk_name(eo.attention_topk) : "",
+             topk.on() ? ", attention top-k " + attn_topk_name(topk) : "",
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);

@@ -91,7 +91,7 @@ void run_smoketest(const SmokeOptions& o) {
   for (const std::string& name : o.only)
     DG_CHECK(std::any_of(battery.prompts.begin(), battery.prompts.end(), [&](const auto& p) { return p.name == name; }),
              "--only: no prompt '{}' in {}", name, o.battery);
-  auto engine = Engine::open(engine_options(o.model));
+  auto engine = EngineCore::open(engine_options(o.model));
   // The battery's profile, seed and answer budget, unless the command line gives them.
   const bool profile_given = o.cmd->get_option("--sampler")->count() > 0;
   SamplerOptions base = engine->default_sampler(sampler_profile_from_name(profile_given ? o.sampler.profile

@@ -104,7 +104,7 @@ SamplerOptions SamplerFlags::apply(SamplerOptions o) const {
   return o;
 }
 
-SamplerOptions SamplerFlags::resolve(const Engine& engine) const {
+SamplerOptions SamplerFlags::resolve(const EngineCore& engine) const {
   return apply(engine.default_sampler(sampler_profile_from_name(profile)));
 }
 

@@ -13,7 +13,7 @@
 
 #include "engine/tool_check.h"
 #include "diffusion/sampler_settings.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg::cli {
 
@@ -24,7 +24,7 @@ struct SamplerFlags {
 
   void add_to(CLI::App* cmd);
   SamplerOptions apply(SamplerOptions base) const;     // the given values on top of base; validates (throws dg::Error)
-  SamplerOptions resolve(const Engine& engine) const;  // apply() on the engine's defaults for the profile
+  SamplerOptions resolve(const EngineCore& engine) const;  // apply() on the engine's defaults for the profile
 };
 
 // --tool-check off|retry|repair and --tool-attempts N: what happens to a reply whose tool calls are invalid.

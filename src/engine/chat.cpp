@@ -10,7 +10,7 @@
 
 namespace dg {
 
-ChatSession::ChatSession(const Engine& engine, ChatOptions opt)
+ChatSession::ChatSession(const EngineCore& engine, ChatOptions opt)
     : engine_(engine), tok_(engine.tokenizer()), t_(ChatTokens::from(tok_)), opt_(std::move(opt)),
       session_(engine.open_session(opt_.session)) {
   if (opt_.oplog != nullptr) {

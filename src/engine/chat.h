@@ -19,7 +19,7 @@
 #include "chat/template.h"
 #include "engine/tool_check.h"
 #include "chat/tool_turn.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "diffusion/json_commit.h"
 
 namespace dg {
@@ -91,7 +91,7 @@ Message assistant_message(const Reply& r);
 
 class ChatSession {
  public:
-  ChatSession(const Engine& engine, ChatOptions opt);  // throws dg::Error without a Gemma 4 chat tokenizer
+  ChatSession(const EngineCore& engine, ChatOptions opt);  // throws dg::Error without a Gemma 4 chat tokenizer
   ~ChatSession();
 
   // A user turn, then the answer. A turn that leaves no room for an answer within the model's positions
@@ -129,7 +129,7 @@ class ChatSession {
   // Throws dg::Error unless a prompt of `tokens` leaves room for an answer within the model's positions.
   void check_room(size_t tokens) const;
 
-  const Engine& engine_;
+  const EngineCore& engine_;
   const Tokenizer& tok_;
   ChatTokens t_;
   ChatOptions opt_;

@@ -33,7 +33,7 @@ struct Recorder {
   }
 };
 
-ChatOptions options(const Engine& e, bool thinking) {
+ChatOptions options(const EngineCore& e, bool thinking) {
   ChatOptions o;
   o.thinking = thinking;
   o.sampler = e.default_sampler(SamplerProfile::kContract);
@@ -47,17 +47,17 @@ Json tools() {
       "parameters":{"type":"object","properties":{"zone":{"type":"string"}},"required":["zone"]}}}])");
 }
 
-void plain(const Engine& e, Recorder& r) {
+void plain(const EngineCore& e, Recorder& r) {
   ChatSession c(e, options(e, false));
   r.turn("turn", c.user("What is the capital of France?"), c);
 }
 
-void thinking(const Engine& e, Recorder& r) {
+void thinking(const EngineCore& e, Recorder& r) {
   ChatSession c(e, options(e, true));
   r.turn("turn", c.user("What is 45 plus 38?"), c);
 }
 
-void tool_round(const Engine& e, Recorder& r) {
+void tool_round(const EngineCore& e, Recorder& r) {
   ChatSession c(e, options(e, false));
   c.set_tools(tools());
   c.add_message(message_from_json(Json::parse(R"({"role":"user","content":"What time is it in Oslo?"})"), "m"));
@@ -69,7 +69,7 @@ void tool_round(const Engine& e, Recorder& r) {
   r.turn("after the response", c.generate(), c);
 }
 
-void rewind(const Engine& e, Recorder& r) {
+void rewind(const EngineCore& e, Recorder& r) {
   ChatSession c(e, options(e, false));
   r.turn("turn 1", c.user("Name a colour."), c);
   r.turn("turn 2", c.user("Name another one."), c);
@@ -78,7 +78,7 @@ void rewind(const Engine& e, Recorder& r) {
   r.turn("turn 2 again", c.user("Name another one."), c);
 }
 
-void prefix_reuse(const Engine& e, Recorder& r) {
+void prefix_reuse(const EngineCore& e, Recorder& r) {
   ChatSession c(e, options(e, false));
   c.set_system("Answer briefly.");
   r.turn("turn 1", c.user("How many days are in a week?"), c);
@@ -86,7 +86,7 @@ void prefix_reuse(const Engine& e, Recorder& r) {
   r.turn("turn 3", c.user("Thanks."), c);
 }
 
-void ring_wrap(const Engine& e, Recorder& r) {
+void ring_wrap(const EngineCore& e, Recorder& r) {
   ChatOptions o = options(e, false);
   o.session.ring_slack = 4;  // the sliding rings hold window - 1 + 4 tokens: three turns wrap them
   ChatSession c(e, o);
@@ -100,7 +100,7 @@ void ring_wrap(const Engine& e, Recorder& r) {
   r.turn("turn 2 again", c.user("Now count backwards."), c);
 }
 
-void batched(const Engine& e, Recorder& r) {
+void batched(const EngineCore& e, Recorder& r) {
   const Tokenizer& tok = e.tokenizer();
   const ChatTokens t = ChatTokens::from(tok);
   const char* prompts[] = {"What is the capital of France?", "Name a colour.", "How many legs has a spider?"};
@@ -124,8 +124,8 @@ void batched(const Engine& e, Recorder& r) {
           {{"finish", finish_name(res[i].finish)}});
 }
 
-const std::vector<std::pair<std::string, std::function<void(const Engine&, Recorder&)>>>& cases() {
-  static const std::vector<std::pair<std::string, std::function<void(const Engine&, Recorder&)>>> all = {
+const std::vector<std::pair<std::string, std::function<void(const EngineCore&, Recorder&)>>>& cases() {
+  static const std::vector<std::pair<std::string, std::function<void(const EngineCore&, Recorder&)>>> all = {
       {"plain", plain},   {"thinking", thinking},         {"tool_round", tool_round}, {"rewind", rewind},
       {"prefix_reuse", prefix_reuse}, {"ring_wrap", ring_wrap}, {"batched", batched}};
   return all;
@@ -139,7 +139,7 @@ std::vector<std::string> golden_case_names() {
   return names;
 }
 
-Json run_golden(const Engine& engine, const std::vector<std::string>& only) {
+Json run_golden(const EngineCore& engine, const std::vector<std::string>& only) {
   for (const std::string& n : only) {
     const std::vector<std::string> names = golden_case_names();
     DG_CHECK(std::find(names.begin(), names.end(), n) != names.end(), "no golden case '{}' (cases: {})", n,

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "chat/conversation.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg {
 
 // {"version":1, "backend", "cases":[{"name", "checkpoints":[{"what", "ids":[...], "kv_len", "kv_fingerprint", ...}]}]}
 // `only`: the case names to run (empty: all).
-Json run_golden(const Engine& engine, const std::vector<std::string>& only = {});
+Json run_golden(const EngineCore& engine, const std::vector<std::string>& only = {});
 
 // Every difference between a run and the blessed file, case by case ("ring_wrap checkpoint 2 (turn 3): kv_len
 // 41 != 40"); empty when identical.

@@ -63,16 +63,16 @@ void create_private_dirs(const std::string& dir) {
   }
 }
 
-Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content) {
+Json oplog_open_record(const EngineCore& engine, int slots, int64_t ring_slack, bool content) {
   const EngineOptions& eo = engine.options();
   return {{"op", "open"},
           {"version", 1},
           {"content", content},
           {"model", engine.checkpoint().dir},
           {"backend", eo.backend},
-          {"precision", std::string(storage_name(eo.precision.act))},
-          {"kv_precision", std::string(storage_name(eo.precision.kv))},
-          {"attention_topk", attn_topk_name(eo.attention_topk)},
+          {"precision", std::string(storage_name(engine.precision().act))},
+          {"kv_precision", std::string(storage_name(engine.precision().kv))},
+          {"attention_topk", attn_topk_name(engine.model().attention_topk())},
           {"context", eo.context},
           {"slots", slots},
           {"ring_slack", ring_slack}};

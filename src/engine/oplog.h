@@ -22,7 +22,7 @@
 
 #include "chat/conversation.h"
 #include "diffusion/options.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg {
 
@@ -46,7 +46,7 @@ class OpLog {
 };
 
 // The first record of a log: what replay needs to open the same engine and sessions.
-Json oplog_open_record(const Engine& engine, int slots, int64_t ring_slack, bool content = true);
+Json oplog_open_record(const EngineCore& engine, int slots, int64_t ring_slack, bool content = true);
 
 // Records one session's ops: every sync, generation, committed block and clear. The `chat` and `ask` logs number
 // their generations from 1 (syncs carry the last number); the server's worker gives every record of a job the job's
@@ -88,6 +88,6 @@ struct ReplayReport {
 
 // Re-executes an op-log on `engine` (opened with the log's backend and precision for fingerprints to compare)
 // and stops at the first divergence. Throws dg::Error on an unreadable or malformed log.
-ReplayReport replay_oplog(const Engine& engine, const std::string& path);
+ReplayReport replay_oplog(const EngineCore& engine, const std::string& path);
 
 }  // namespace dg

@@ -47,7 +47,7 @@ T field(const Record& r, const char* key) {
 
 class Replayer {
  public:
-  Replayer(const Engine& engine, const Record& open) : engine_(engine) {
+  Replayer(const EngineCore& engine, const Record& open) : engine_(engine) {
     SessionOptions so;
     so.ring_slack = field<int64_t>(open, "ring_slack");
     const int n = field<int>(open, "slots");
@@ -169,7 +169,7 @@ class Replayer {
            same(*end, "kv_fingerprint", fmt::format("{:016x}", s.fingerprint()));
   }
 
-  const Engine& engine_;
+  const EngineCore& engine_;
   std::vector<std::unique_ptr<Session>> slots_;
   std::shared_ptr<const JsonVocab> json_, calls_;
   std::vector<int32_t> json_stops_, calls_stops_;
@@ -178,7 +178,7 @@ class Replayer {
 
 }  // namespace
 
-ReplayReport replay_oplog(const Engine& engine, const std::string& path) {
+ReplayReport replay_oplog(const EngineCore& engine, const std::string& path) {
   const std::vector<Record> recs = read_records(path);
   Replayer r(engine, recs[0]);
   r.run(recs);

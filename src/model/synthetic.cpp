@@ -133,18 +133,4 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
   return w;
 }
 
-BenchModel::BenchModel(const std::string& dir, const std::string& backend, const CudaKernels& kernels, int layers,
-                       uint64_t seed, const std::string& profile) {
-  if (dir.empty()) {
-    cfg = diffusiongemma_26b_config(layers);
-    be = make_backend(backend, BackendOptions{Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels});
-    w = synthetic_weights(cfg, *be, seed, profile);
-  } else {
-    ck.emplace(Checkpoint::open(dir));
-    cfg = ck->config;
-    be = make_backend(backend, BackendOptions{Precision{}, static_cast<float>(cfg.rms_eps), 0, kernels});
-    w = upload_weights(ck->weights, *be);
-  }
-}
-
 }  // namespace dg

@@ -47,19 +47,4 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
 // their planes).
 size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes);
 
-// The model a benchmark or diagnostic runs on: the checkpoint in `dir` when given, else the 26B-A4B shape (its
-// first `layers` layers when > 0) with synthetic weights of `profile` from `seed`; on backend `backend` (default
-// precision) with `kernels`. Not movable: the weights may view the checkpoint's mapped files.
-struct BenchModel {
-  BenchModel(const std::string& dir, const std::string& backend, const CudaKernels& kernels, int layers,
-             uint64_t seed, const std::string& profile = "bf16");
-  BenchModel(const BenchModel&) = delete;
-  BenchModel& operator=(const BenchModel&) = delete;
-
-  std::optional<Checkpoint> ck;
-  ModelConfig cfg;
-  std::unique_ptr<Backend> be;
-  ModelWeights w;
-};
-
 }  // namespace dg

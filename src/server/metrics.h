@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/stats.h"
+#include "serving/stats.h"
 #include "server/http.h"
 
 namespace dg::server {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/scheduler.h"
+#include "serving/scheduler.h"
 #include "server/sse.h"
 #include "server/wire_request.h"
 #include "server/wire_response.h"

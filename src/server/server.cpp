@@ -14,7 +14,7 @@
 namespace dg::server {
 namespace {
 
-std::string default_model_id(const Engine& engine) {
+std::string default_model_id(const EngineCore& engine) {
   const std::string name = std::filesystem::path(engine.checkpoint().dir).lexically_normal().filename().string();
   return name.empty() || name == "." ? std::string("diffgemma") : name;
 }
@@ -25,7 +25,7 @@ std::string open_oplog_path(const std::string& dir) {
 }
 
 // The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
-MemoryPlan plan_server_memory(const Engine& engine, const ServerOptions& opt) {
+MemoryPlan plan_server_memory(const EngineCore& engine, const ServerOptions& opt) {
   const MemoryInfo m = opt.memory_gib > 0 ? given_memory(opt.memory_gib) : engine.backend().memory_info();
   return plan_memory(engine.config(), memory_request(engine.options(), engine.backend().precision(), opt), m);
 }
@@ -40,7 +40,7 @@ MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision
   const BackendEntry& be = backend_entry(eo.backend);
   MemoryRequest r;
   r.context = eo.context;
-  r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as Engine::open_session
+  r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as EngineCore::open_session
   r.prefill_rows = std::max(eo.prefill_chunk, opt.prefill_per_step);  // a prompt encode: serial, or a round's
   r.bytes = be.bytes(precision);
   r.max_batch = opt.max_batch;
@@ -54,7 +54,7 @@ MemoryInfo given_memory(double gib) {
   return MemoryInfo{b, b};
 }
 
-Server::Server(const Engine& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
+Server::Server(const EngineCore& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
     : engine_(engine), opt_(std::move(opt)), plan_(plan_server_memory(engine, opt_)), log_(std::move(log)),
       chat_tokens_(ChatTokens::from(engine.tokenizer())),
       wire_{engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract),

@@ -1,6 +1,6 @@
-// dg::server::Server: the OpenAI-compatible HTTP front of one Engine. HTTP handler threads (server/http.h) parse and
+// dg::server::Server: the OpenAI-compatible HTTP front of one EngineCore. HTTP handler threads (server/http.h) parse and
 // validate requests, render prompts to token ids, push jobs to a bounded queue (429 when full) and stream the
-// job's events back; one device worker (src/engine/worker.h) owns the model and the KV caches. Routes:
+// job's events back; one device worker (src/serving/worker.h) owns the model and the KV caches. Routes:
 // POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models[/ID], GET /health,
 // GET /metrics (docs/SERVER.md).
 #pragma once
@@ -10,12 +10,12 @@
 #include <memory>
 #include <string>
 
-#include "dg/engine.h"
-#include "engine/memory_plan.h"
+#include "engine/engine_core.h"
+#include "serving/memory_plan.h"
 #include "engine/oplog.h"
-#include "engine/scheduler.h"
-#include "engine/stats.h"
-#include "engine/worker.h"
+#include "serving/scheduler.h"
+#include "serving/stats.h"
+#include "serving/worker.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -36,7 +36,7 @@ class Server {
   // Opens the op-log (when opt.log_dir is set) and prepares the routes; throws dg::Error without a Gemma 4 chat
   // tokenizer in the model directory.
   // `denoiser`: nullptr for the model itself (tests script replies with one).
-  Server(const Engine& engine, ServerOptions opt, Log log = nullptr, DenoiserFactory denoiser = nullptr);
+  Server(const EngineCore& engine, ServerOptions opt, Log log = nullptr, DenoiserFactory denoiser = nullptr);
   ~Server();
 
   int bind();   // binds host:port (port 0: a free one) and returns the port; throws dg::Error when it cannot
@@ -70,7 +70,7 @@ class Server {
   void stream_answer(HttpResponse& res, const std::shared_ptr<Job>& job, const Answer& a);
   void say(const std::string& line) const;
 
-  const Engine& engine_;
+  const EngineCore& engine_;
   ServerOptions opt_;
   MemoryPlan plan_;
   Log log_;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "engine/scheduler.h"
+#include "serving/scheduler.h"
 #include "server/wire_response.h"
 
 namespace dg::server {

@@ -10,7 +10,7 @@
 #include "chat/chat_tokens.h"
 #include "chat/conversation.h"
 #include "engine/chat.h"
-#include "engine/scheduler.h"
+#include "serving/scheduler.h"
 #include "engine/tool_check.h"
 #include "io/tokenizer.h"
 

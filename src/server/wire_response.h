@@ -7,7 +7,7 @@
 #include <string>
 
 #include "chat/conversation.h"
-#include "engine/scheduler.h"
+#include "serving/scheduler.h"
 
 namespace dg::server {
 

@@ -49,7 +49,7 @@ std::vector<std::optional<uint64_t>> seeds_of(const CampaignScope& scope) {
 }
 
 // Whether the first reply called declared tools, every call's arguments validating (as handed on).
-bool tool_valid(const Engine& e, const BatteryPrompt& p, const Round& first) {
+bool tool_valid(const EngineCore& e, const BatteryPrompt& p, const Round& first) {
   if (first.tool_calls.empty() || first.tool_errors > 0) return false;
   const ToolSet tools = ToolSet::from(p.tools);
   Reply r;
@@ -57,7 +57,7 @@ bool tool_valid(const Engine& e, const BatteryPrompt& p, const Round& first) {
   return tools.check(r, e.tokenizer(), ChatTokens::from(e.tokenizer())).empty();
 }
 
-void smoke_rows(const Engine& e, const CampaignArm& arm, const std::string& path, const CampaignScope& scope,
+void smoke_rows(const EngineCore& e, const CampaignArm& arm, const std::string& path, const CampaignScope& scope,
                 std::vector<Json>& rows, const std::function<void(const Json&)>& emit) {
   const Battery b = load_battery(path);
   const StopIds ids = stop_ids(e);
@@ -81,7 +81,7 @@ void smoke_rows(const Engine& e, const CampaignArm& arm, const std::string& path
     }
 }
 
-void program_rows(const Engine& e, const CampaignArm& arm, const std::string& path, const CampaignScope& scope,
+void program_rows(const EngineCore& e, const CampaignArm& arm, const std::string& path, const CampaignScope& scope,
                   std::vector<Json>& rows, const std::function<void(const Json&)>& emit) {
   const std::vector<ProgramPrompt> prompts = load_programs(path);
   for (const std::optional<uint64_t> seed : seeds_of(scope))
@@ -115,7 +115,7 @@ void program_rows(const Engine& e, const CampaignArm& arm, const std::string& pa
 
 }  // namespace
 
-std::vector<Json> run_campaign(const Engine& engine, const std::vector<CampaignArm>& arms,
+std::vector<Json> run_campaign(const EngineCore& engine, const std::vector<CampaignArm>& arms,
                                const std::vector<CampaignBattery>& batteries, const std::string& dir, bool progress,
                                const CampaignScope& scope) {
   DG_CHECK(!arms.empty() && !batteries.empty(), "a campaign needs at least one arm and one battery");

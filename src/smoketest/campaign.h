@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/tool_check.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg::smoke {
 
@@ -37,7 +37,7 @@ struct CampaignScope {
 // Runs everything, writing DIR (created; results.jsonl is started anew). Returns the result rows: arm, battery,
 // prompt, seed, verdict, the answer, block statistics; smoke prompts with tools also `tool_valid` (the first reply
 // called a declared tool with arguments that validate, as handed on after the tool check).
-std::vector<Json> run_campaign(const Engine& engine, const std::vector<CampaignArm>& arms,
+std::vector<Json> run_campaign(const EngineCore& engine, const std::vector<CampaignArm>& arms,
                                const std::vector<CampaignBattery>& batteries, const std::string& dir,
                                bool progress = true, const CampaignScope& scope = {});
 

@@ -47,12 +47,12 @@ Round turn(ChatSession& chat, bool first, const std::string& user) {
 
 }  // namespace
 
-StopIds stop_ids(const Engine& engine) {
+StopIds stop_ids(const EngineCore& engine) {
   const ChatTokens t = ChatTokens::from(engine.tokenizer());
   return StopIds{t.turn_close, t.eos, t.response_open};
 }
 
-Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt,
+Outcome run_prompt(const EngineCore& engine, const BatteryPrompt& p, const SamplerOptions& opt,
                    const ToolCheckOptions& check) {
   const Tokenizer& tok = engine.tokenizer();
   ChatOptions co;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/tool_check.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "smoketest/battery.h"
 
 namespace dg::smoke {
@@ -17,10 +17,10 @@ namespace dg::smoke {
 // One prompt from a fresh conversation: the render check against `raw`, the user turn, and for kind "tool" the
 // call's result and the final answer.
 // `check`: what happens to a reply whose tool calls are invalid (engine/tool_check.h).
-Outcome run_prompt(const Engine& engine, const BatteryPrompt& p, const SamplerOptions& opt,
+Outcome run_prompt(const EngineCore& engine, const BatteryPrompt& p, const SamplerOptions& opt,
                    const ToolCheckOptions& check = {});
 
-StopIds stop_ids(const Engine& engine);
+StopIds stop_ids(const EngineCore& engine);
 
 // Sampler behaviour over many generations (every round of every prompt).
 struct Stats {

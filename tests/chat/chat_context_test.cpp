@@ -23,7 +23,7 @@ TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
   EngineOptions eo;
   eo.model_dir = embedded_model_with_positions(160);
   eo.prefill_chunk = 16;
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   ChatOptions co;
   co.sampler = engine->default_sampler(SamplerProfile::kContract);
   co.sampler.steps = 2;
@@ -70,7 +70,7 @@ TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
   EngineOptions eo;
   eo.model_dir = embedded_model_with_positions(160);
   eo.context = 96;
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   ChatOptions co;
   co.sampler = engine->default_sampler(SamplerProfile::kContract);
   co.sampler.steps = 2;

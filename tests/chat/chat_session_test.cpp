@@ -69,7 +69,7 @@ TEST(ChatSession, RewindRestoresTheKvByteForByteAndRegeneratesIdentically) {
 }
 
 TEST(Session, DivergenceRewindsWithinTheRingsAndReprefillsBeyond) {
-  const Engine& e = embedded_engine();
+  const EngineCore& e = embedded_engine();
   KvOptions ko;
   ko.ring_slack = 16;
   Session s(e.model(), ko);

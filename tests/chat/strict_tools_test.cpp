@@ -37,7 +37,7 @@ struct Asked {
 };
 
 Asked ask(const Json& tools, uint64_t seed, ToolCheckOptions check, OpLog* log = nullptr) {
-  const Engine& e = embedded_engine();
+  const EngineCore& e = embedded_engine();
   ChatOptions co;
   co.sampler = e.default_sampler(SamplerProfile::kContract);
   co.sampler.seed = seed;

@@ -34,7 +34,7 @@ std::vector<int32_t> chat_prompt(const std::string& text) {
 }
 
 TEST(StructuredOutput, EmbeddedModelAnswersAlwaysParseAndValidate) {
-  const Engine& e = embedded_engine();
+  const EngineCore& e = embedded_engine();
   const auto vocab = chat_json_vocab(e.tokenizer(), tiny_chat_tokens(), e.default_sampler(SamplerProfile::kContract).stop_ids);
   int forced = 0;
   for (const char* text : kSchemas) {

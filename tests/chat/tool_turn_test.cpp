@@ -9,7 +9,7 @@
 #include "chat_test_util.h"
 #include "engine/chat.h"
 #include "engine/oplog.h"
-#include "engine/session_pool.h"
+#include "serving/session_pool.h"
 #include "support/embedded_engine.h"
 #include "support/sequence_denoiser.h"
 

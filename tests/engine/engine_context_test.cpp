@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "support/embedded_copy.h"
 
 #if defined(DG_WITH_CUDA)
@@ -29,7 +29,7 @@ TEST_P(EngineContext, AOneShotPromptLongerThanTheContextRuns) {
   eo.backend = backend;
   eo.context = 64;
   eo.prefill_chunk = 128;
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 300; ++i) prompt.push_back(3 + (i * 37) % 500);
   SamplerOptions opt = engine->default_sampler(SamplerProfile::kContract);

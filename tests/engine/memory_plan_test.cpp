@@ -1,11 +1,11 @@
-// The server's memory plan (src/engine/memory_plan.h): a stream's KV bytes are what KvCache allocates on a device,
+// The server's memory plan (src/serving/memory_plan.h): a stream's KV bytes are what KvCache allocates on a device,
 // the self-conditioning state is canvas x vocab at the backend's tempered storage, the batch is the largest that
 // fits less the margin (capped), and an explicit --max-batch or --slots that does not fit is an error naming the
 // numbers. On the server: batching is on by default, --max-batch 1 keeps the serial worker.
 #include <gtest/gtest.h>
 
 #include "core/host_memory.h"
-#include "engine/memory_plan.h"
+#include "serving/memory_plan.h"
 #include "model/kv_cache.h"
 #include "model/synthetic.h"
 #include "support/expect_error.h"

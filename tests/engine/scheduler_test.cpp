@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "engine/scheduler.h"
-#include "engine/session_pool.h"
+#include "serving/scheduler.h"
+#include "serving/session_pool.h"
 #include "support/paths.h"
 
 namespace dg {
@@ -54,7 +54,7 @@ TEST(EventChannel, DeliversInOrderAndTimesOut) {
 TEST(SessionPool, RoutesToTheLongestPrefixThenEmptySlotsThenTheLeastRecentlyUsed) {
   EngineOptions eo;
   eo.model_dir = test::source_path("models/dg-tiny");
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   SessionPool pool(*engine, 2, SessionOptions{});
   const std::vector<int32_t> a = {2, 105, 10, 11, 12}, b = {2, 105, 20, 21, 22}, c = {2, 105, 30};
 
@@ -93,7 +93,7 @@ TEST(SessionPool, RoutesToTheLongestPrefixThenEmptySlotsThenTheLeastRecentlyUsed
 TEST(SessionPool, APromptReusesOnlyItsOwnTenantsCache) {
   EngineOptions eo;
   eo.model_dir = test::source_path("models/dg-tiny");
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   SessionPool pool(*engine, 1, SessionOptions{});
   const std::vector<int32_t> secret = {2, 105, 10, 11, 12, 13};
   Route r = pool.route(secret, "alice");

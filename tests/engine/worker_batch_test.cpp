@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "chat/chat_tokens.h"
 #include "chat/template.h"
-#include "engine/worker.h"
+#include "serving/worker.h"
 #include "support/paths.h"
 
 #if defined(DG_WITH_CUDA)
@@ -26,7 +26,7 @@ struct Answer {
 };
 
 // Pushes one chat job per user message at once, then collects every job's final event.
-std::vector<Answer> run_jobs(const Engine& engine, int max_batch, const std::vector<std::string>& prompts,
+std::vector<Answer> run_jobs(const EngineCore& engine, int max_batch, const std::vector<std::string>& prompts,
                              double* occupancy_mean) {
   JobQueue queue(16);
   WorkerStats stats(max_batch);
@@ -94,7 +94,7 @@ TEST_P(WorkerBatch, ConcurrentJobsAreDenoisedTogetherAndAnswerAsAlone) {
   EngineOptions eo;
   eo.model_dir = test::source_path("models/dg-tiny");
   eo.backend = backend;
-  const std::unique_ptr<Engine> engine = Engine::open(eo);
+  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo);
   const std::vector<std::string> prompts = {"Count from 1 to 40.", "Name some colours.", "Tell me about cats.",
                                             "Write a poem about the sea."};
   double alone_occ = 0, batch_occ = 0;

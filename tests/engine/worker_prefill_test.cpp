@@ -14,8 +14,8 @@
 
 #include "chat/chat_tokens.h"
 #include "chat/template.h"
-#include "dg/engine.h"
-#include "engine/worker.h"
+#include "engine/engine_core.h"
+#include "serving/worker.h"
 #include "support/paths.h"
 
 namespace dg {
@@ -27,7 +27,7 @@ struct Outcome {
   Histogram::Snapshot prompts, tokens;  // per encoder pass of prompt tokens
 };
 
-Outcome run(const Engine& engine, int max_batch, const std::vector<std::string>& users, const std::string& log_path) {
+Outcome run(const EngineCore& engine, int max_batch, const std::vector<std::string>& users, const std::string& log_path) {
   JobQueue queue(16);
   WorkerStats stats(max_batch);
   OpLog oplog(log_path);
@@ -87,7 +87,7 @@ Outcome run(const Engine& engine, int max_batch, const std::vector<std::string>&
 TEST(WorkerPrefill, ShortPromptsQueuedBehindALongOneArePrefilledFirstAndAnswerAsAlone) {
   EngineOptions eo;
   eo.model_dir = test::source_path("models/dg-tiny");
-  const std::unique_ptr<Engine> engine = Engine::open(eo);
+  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo);
   std::string long_text;
   for (int i = 0; i < 25; ++i) long_text += "Tell me about cats and dogs. ";  // ~200 tokens: 12 rounds of 16
   const std::vector<std::string> users = {long_text, "Hi.", "Name a colour.", "Count to 3."};

@@ -25,7 +25,7 @@ TEST(GoldenCuda, TheProductionPathsAreByteIdentical) {
   EngineOptions o;
   o.model_dir = source_path("models/dg-tiny");
   o.backend = "cuda";
-  const auto engine = Engine::open(o);
+  const auto engine = EngineCore::open(o);
   std::ifstream in(file);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "diffusion/batch.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/tiny_checkpoint.h"
@@ -20,7 +20,7 @@ TEST(MaxPositions, APromptBeyondThemIsAnErrorAndAnAnswerStopsBeforeThem) {
   test::write_checkpoint(dir, cfg, test::tiny_tensors(test::tiny_model_config()));
   EngineOptions eo;
   eo.model_dir = dir;
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   ASSERT_EQ(engine->config().max_positions, 40);
   const SamplerOptions so = fixed_step_options(2, 100);  // no stop ids: only the length ends it
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "model/integrity.h"
 #include "quant/pack_manifest.h"
 #include "quant/quant_test_util.h"
@@ -43,7 +43,7 @@ TEST(NonFinite, CheckTensorsNamesTheTensorFileAndElement) {
   EngineOptions eo;
   eo.model_dir = nan_checkpoint();
   eo.check_tensors = true;
-  DG_EXPECT_ERROR(Engine::open(eo), kBadTensor, "element 5");
+  DG_EXPECT_ERROR(EngineCore::open(eo), kBadTensor, "element 5");
   const Checkpoint clean = Checkpoint::open(test::make_tiny_checkpoint("finite-weights"));
   EXPECT_GT(check_weights_finite(clean), 10000);
 }
@@ -71,7 +71,7 @@ TEST(NonFinite, APackedWeightIsCheckedAsItDecodes) {
 TEST(NonFinite, NonFiniteLogitsEndTheGenerationWithAnError) {
   EngineOptions eo;
   eo.model_dir = nan_checkpoint();
-  const auto engine = Engine::open(eo);
+  const auto engine = EngineCore::open(eo);
   for (const bool host : {true, false}) {
     SamplerOptions so = engine->default_sampler(SamplerProfile::kContract);
     so.host_decisions = host;

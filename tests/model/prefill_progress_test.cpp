@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/tiny_checkpoint.h"
@@ -18,7 +18,7 @@ namespace prefill_progress_test {
 
 using Calls = std::vector<std::pair<int64_t, int64_t>>;
 
-std::unique_ptr<Engine> tiny_engine(const std::string& tag, int64_t prefill_chunk, int max_positions = 0) {
+std::unique_ptr<EngineCore> tiny_engine(const std::string& tag, int64_t prefill_chunk, int max_positions = 0) {
   nlohmann::json cfg = test::tiny_config_json();
   if (max_positions > 0) cfg["text_config"]["max_position_embeddings"] = max_positions;
   const std::string dir = test::scratch_dir(tag);
@@ -26,7 +26,7 @@ std::unique_ptr<Engine> tiny_engine(const std::string& tag, int64_t prefill_chun
   EngineOptions eo;
   eo.model_dir = dir;
   eo.prefill_chunk = prefill_chunk;
-  return Engine::open(eo);
+  return EngineCore::open(eo);
 }
 
 std::vector<int32_t> ids(size_t n) {

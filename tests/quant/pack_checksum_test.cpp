@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_fields.h"
 #include "model/integrity.h"
 #include "quant/pack_manifest.h"
@@ -59,7 +59,7 @@ TEST(PackChecksum, AFlippedByteIsFoundAndNamed) {
   EngineOptions eo;
   eo.model_dir = pack;
   eo.verify = true;
-  DG_EXPECT_ERROR(Engine::open(eo), name, "XXH3-64");
+  DG_EXPECT_ERROR(EngineCore::open(eo), name, "XXH3-64");
 }
 
 TEST(PackChecksum, VersionOnePacksAreReadAndVerifyingThemSaysToRequantize) {

@@ -19,12 +19,12 @@
 
 namespace dg::test {
 
-const Engine& tiny_server_engine() {
-  static const std::unique_ptr<Engine> e = [] {
+const EngineCore& tiny_server_engine() {
+  static const std::unique_ptr<EngineCore> e = [] {
     EngineOptions o;
     o.model_dir = source_path("models/dg-tiny");
     o.context = 8192 + 64;
-    return Engine::open(o);
+    return EngineCore::open(o);
   }();
   return *e;
 }
@@ -32,7 +32,7 @@ const Engine& tiny_server_engine() {
 TestServer::TestServer(server::ServerOptions opt, bool scripted) {
   opt.host = "127.0.0.1";
   opt.port = 0;
-  const Engine& e = tiny_server_engine();
+  const EngineCore& e = tiny_server_engine();
   srv = std::make_unique<server::Server>(e, opt, nullptr, scripted ? scripted_denoisers(e.tokenizer()) : nullptr);
   port = srv->bind();
   thread = std::thread([this] { srv->run(); });

@@ -11,14 +11,14 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "server/server.h"
 
 namespace dg::test {
 
 using nlohmann::json;
 
-const Engine& tiny_server_engine();  // models/dg-tiny
+const EngineCore& tiny_server_engine();  // models/dg-tiny
 
 struct TestServer {
   // scripted: replies from scripted_denoisers (support/scripted_denoiser.h) instead of the model's noise.

@@ -14,7 +14,7 @@ namespace wire_test {
 using server::ApiError;
 
 server::WireContext wire(int64_t context = 1000) {
-  const Engine& e = tiny_server_engine();
+  const EngineCore& e = tiny_server_engine();
   static const ChatTokens t = ChatTokens::from(e.tokenizer());
   return server::WireContext{e.tokenizer(), t, e.default_sampler(SamplerProfile::kContract),
                              e.default_sampler(SamplerProfile::kReference), context, false,

@@ -6,11 +6,11 @@
 
 namespace dg::test {
 
-const Engine& embedded_engine() {
-  static const std::unique_ptr<Engine> e = [] {
+const EngineCore& embedded_engine() {
+  static const std::unique_ptr<EngineCore> e = [] {
     EngineOptions o;
     o.model_dir = source_path("models/dg-tiny");
-    return Engine::open(o);
+    return EngineCore::open(o);
   }();
   return *e;
 }

@@ -1,10 +1,10 @@
 // The embedded model (models/dg-tiny) opened once per test binary on the CPU, for the tests that drive the engine.
 #pragma once
 
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg::test {
 
-const Engine& embedded_engine();
+const EngineCore& embedded_engine();
 
 }  // namespace dg::test

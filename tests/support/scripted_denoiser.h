@@ -9,7 +9,7 @@
 
 #include "chat/chat_tokens.h"
 #include "diffusion/generate.h"
-#include "engine/worker.h"
+#include "serving/worker.h"
 #include "io/tokenizer.h"
 
 namespace dg::test {

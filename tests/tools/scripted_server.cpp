@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
 
   dg::EngineOptions eo;
   eo.model_dir = argv[1];
-  const auto engine = dg::Engine::open(eo);
+  const auto engine = dg::EngineCore::open(eo);
   dg::server::ServerOptions so;
   so.port = 0;
   so.context = eo.context - engine->config().canvas;

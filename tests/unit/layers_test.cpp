@@ -15,11 +15,11 @@
 namespace dg {
 namespace layers_test {
 
-// Bottom up, one layer per entry. "dg" is include/dg, the engine's header, in the engine's layer: it re-exports
-// src/ headers until the public engine (real request and event types) is split from it.
+// Bottom up, one layer per entry. "dg" is include/dg, the public API, in the engine's layer (src/engine implements
+// it); its headers include only the standard library and each other (PublicHeadersIncludeOnlyTheStandardLibrary).
 const std::vector<std::vector<std::string>> kLayers = {
-    {"core"}, {"io"}, {"quant", "chat"}, {"ops"},    {"backend"},           {"model"},
-    {"diffusion"}, {"engine", "dg"}, {"server", "smoketest"}, {"cli"}};
+    {"core"},      {"io"},           {"quant", "chat"}, {"ops"},      {"backend"}, {"model"},
+    {"diffusion"}, {"engine", "dg"}, {"serving"},       {"server", "smoketest"},   {"cli"}};
 
 int rank(const std::string& folder) {
   for (size_t i = 0; i < kLayers.size(); ++i)
@@ -76,11 +76,48 @@ TEST(Layers, NoIncludeRunsBackUpTheLayers) {
 TEST(Layers, TheNamedBoundariesHold) {
   const std::vector<std::pair<std::string, std::string>> apart = {
       {"core", "quant"}, {"backend", "model"}, {"backend", "diffusion"}, {"model", "diffusion"}, {"quant", "model"},
-      {"ops", "backend"}};
+      {"ops", "backend"}, {"engine", "serving"}};
   for (const Include& i : includes_under(test::source_path("src")))
     for (const auto& [from, to] : apart)
       EXPECT_FALSE(i.folder == from && i.target.rfind(to + "/", 0) == 0)
           << i.file << ":" << i.line << " includes " << i.target << ": " << from << " must not include " << to;
+}
+
+// What is wrong with one line of a public header (include/dg): an include of anything but a standard library header
+// (<vector>, <cstdint>: a bare name) or another public header ("dg/request.h"); "" when nothing is.
+std::string public_include_problem(const std::string& line) {
+  static const std::regex any_include(R"re(^\s*#\s*include\s*(.*)$)re");
+  static const std::regex allowed(R"re(^(<[a-z_0-9]+>|"dg/[a-z_0-9]+\.h")(\s*//.*)?\s*$)re");
+  std::smatch m;
+  if (!std::regex_search(line, m, any_include) || std::regex_match(m[1].str(), allowed)) return "";
+  return "includes " + m[1].str() + ": a public header includes only the standard library and include/dg";
+}
+
+TEST(Layers, PublicIncludeRuleRejectsWhatItShould) {
+  for (const char* ok : {"#include <vector>", "#include <cstdint>", "#include \"dg/events.h\"", "int x;",
+                         "#include <string_view>  // views"})
+    EXPECT_EQ(public_include_problem(ok), "") << ok;
+  for (const char* bad : {"#include \"core/error.h\"", "#include \"engine/engine_core.h\"", "#include <fmt/format.h>",
+                          "#include <nlohmann/json.hpp>", "#include \"../src/core/error.h\"", "#include \"dg/x.hpp\"",
+                          "  #  include \"model/forward.h\""})
+    EXPECT_NE(public_include_problem(bad), "") << bad;
+}
+
+// include/dg is the public API: compiled by a user with include/ alone (tests/public_api builds so), it may not reach
+// into src/ or a third-party library.
+TEST(Layers, PublicHeadersIncludeOnlyTheStandardLibrary) {
+  int headers = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_path("include/dg"))) {
+    ++headers;
+    EXPECT_EQ(e.path().extension(), ".h") << e.path() << ": include/dg holds headers only";
+    std::ifstream in(e.path());
+    std::string text;
+    for (int n = 1; std::getline(in, text); ++n) {
+      const std::string problem = public_include_problem(text);
+      EXPECT_EQ(problem, "") << e.path().generic_string() << ":" << n << " " << problem;
+    }
+  }
+  EXPECT_GE(headers, 3);  // engine.h, request.h, events.h
 }
 
 }  // namespace layers_test

@@ -198,7 +198,7 @@ struct WireResult {
   SamplerOptions options;
 };
 const server::WireContext& wire_context() {
-  const Engine& e = tiny_server_engine();
+  const EngineCore& e = tiny_server_engine();
   static const ChatTokens t = ChatTokens::from(e.tokenizer());
   static const server::WireContext ctx{e.tokenizer(), t, e.default_sampler(SamplerProfile::kContract),
                                        e.default_sampler(SamplerProfile::kReference)};

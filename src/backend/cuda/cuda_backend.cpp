@@ -340,7 +340,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
                  Tensor& out) override {
-    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
     const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
     if (kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim)) {
@@ -369,7 +369,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     std::vector<FlashSegment> fs;
     fs.reserve(segs.size());
     for (const AttnSegment& g : segs) {
-      DG_CHECK(g.kv->k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+      DG_CHECK(g.kv->k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
       fs.push_back(FlashSegment{g.row0, g.rows, g.pos0,
                                 CachedKv{g.kv->k.data, g.kv->v.data, g.kv->cap, g.kv->ring, g.cache_from, g.cache_to}});
     }
@@ -396,7 +396,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       attention(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
     }
-    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (Engine::new_cache)");
+    DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
     const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     attention_topk_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, topk, out);
   }

@@ -1,6 +1,6 @@
 // The request side of the device worker: a generation job (token ids in, events out), the bounded queue HTTP
 // threads push to and the worker pops from, and the per-job channel the HTTP thread streams events from.
-// Pure CPU logic: nothing here touches the model or a KV cache (the worker does, src/engine/worker.h).
+// Pure CPU logic: nothing here touches the model or a KV cache (the worker does, src/serving/worker.h).
 #pragma once
 
 #include <atomic>

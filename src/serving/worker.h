@@ -2,7 +2,7 @@
 // jobs (token ids) to the JobQueue and read events from each job's channel. With max_batch 1 (or scripted
 // denoisers) it runs one job at a time to its end, in arrival order. With max_batch > 1 it keeps up to
 // min(max_batch, slots) jobs in flight and denoises their canvases in one batched forward per step (continuous
-// batching, src/engine/worker_batch.cpp): each job's host logic runs on its own thread, one at a time, and every
+// batching, src/serving/worker_batch.cpp): each job's host logic runs on its own thread, one at a time, and every
 // model call it makes (prompt and block encodes, denoise steps with their draws) is executed by the worker thread;
 // the encodes of a round share one encoder pass, prompts within a budget taken in turns. Between steps it
 // asks whether to stop (client gone, deadline passed, a stop string matched, shutdown); docs/SERVER.md.
@@ -16,12 +16,12 @@
 #include <thread>
 
 #include "chat/chat_tokens.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 #include "diffusion/batch.h"
 #include "engine/oplog.h"
-#include "engine/scheduler.h"
-#include "engine/session_pool.h"
-#include "engine/stats.h"
+#include "serving/scheduler.h"
+#include "serving/session_pool.h"
+#include "serving/stats.h"
 
 namespace dg {
 
@@ -46,7 +46,7 @@ struct WorkerOptions {
 
 class Worker {
  public:
-  Worker(const Engine& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt);
+  Worker(const EngineCore& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt);
   ~Worker();  // stop() and join
 
   void start();
@@ -70,7 +70,7 @@ class Worker {
   void run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps);
   void say(const std::string& line) const;
 
-  const Engine& engine_;
+  const EngineCore& engine_;
   JobQueue& queue_;
   WorkerStats& stats_;
   WorkerOptions opt_;
@@ -80,10 +80,10 @@ class Worker {
   std::thread thread_;
 };
 
-// Runs one job on one session (src/engine/job_run.cpp): the chat turn or raw completion, its events, its op-log
+// Runs one job on one session (src/serving/job_run.cpp): the chat turn or raw completion, its events, its op-log
 // records. `stop` is asked before every denoise step; the caller maps why it stopped.
 struct JobContext {
-  const Engine& engine;
+  const EngineCore& engine;
   const ChatTokens& chat_tokens;
   WorkerStats& stats;
   OpLog* oplog = nullptr;

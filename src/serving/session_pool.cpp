@@ -1,4 +1,4 @@
-#include "engine/session_pool.h"
+#include "serving/session_pool.h"
 
 #include <algorithm>
 
@@ -11,7 +11,7 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return m.first - a.begin();
 }
 
-SessionPool::SessionPool(const Engine& engine, int slots, const SessionOptions& opt) {
+SessionPool::SessionPool(const EngineCore& engine, int slots, const SessionOptions& opt) {
   DG_CHECK(slots >= 1, "the session pool needs at least one slot (got {})", slots);
   for (int i = 0; i < slots; ++i) slots_.push_back(Slot{std::make_unique<Session>(engine.open_session(opt))});
 }

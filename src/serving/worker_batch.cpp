@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "diffusion/batch.h"
-#include "engine/worker.h"
+#include "serving/worker.h"
 
 namespace dg {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "chat/tool_turn.h"
-#include "dg/engine.h"
+#include "engine/engine_core.h"
 
 namespace dg {
 
@@ -35,7 +35,7 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
 
 class SessionPool {
  public:
-  SessionPool(const Engine& engine, int slots, const SessionOptions& opt);
+  SessionPool(const EngineCore& engine, int slots, const SessionOptions& opt);
 
   // The slot for `prompt` among those not busy; slot -1 when every slot is busy. A prefix counts when it is more
   // than `min_common` tokens (the <bos> every chat shares is not worth keeping a slot for).

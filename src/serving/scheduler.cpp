@@ -1,4 +1,4 @@
-#include "engine/scheduler.h"
+#include "serving/scheduler.h"
 
 namespace dg {
 

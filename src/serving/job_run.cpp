@@ -10,7 +10,7 @@
 #include "chat/stop_strings.h"
 #include "engine/chat.h"
 #include "engine/tool_repair.h"
-#include "engine/worker.h"
+#include "serving/worker.h"
 
 namespace dg {
 namespace {

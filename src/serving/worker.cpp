@@ -1,4 +1,4 @@
-#include "engine/worker.h"
+#include "serving/worker.h"
 
 #include <algorithm>
 #include <new>
@@ -9,7 +9,7 @@
 
 namespace dg {
 
-Worker::Worker(const Engine& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt)
+Worker::Worker(const EngineCore& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt)
     : engine_(engine), queue_(queue), stats_(stats), opt_(std::move(opt)),
       chat_tokens_(ChatTokens::from(engine.tokenizer())), pool_(engine, opt_.slots, opt_.session) {}
 

@@ -1,4 +1,4 @@
-#include "engine/memory_plan.h"
+#include "serving/memory_plan.h"
 
 #include <algorithm>
 

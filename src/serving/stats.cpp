@@ -1,4 +1,4 @@
-#include "engine/stats.h"
+#include "serving/stats.h"
 
 #include <algorithm>
 
