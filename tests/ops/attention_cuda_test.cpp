@@ -40,7 +40,15 @@ const Case kCases[] = {
     {"prefill real full", 16, 2, 512, 300, 300, 0, 0, 0, false, true, 0},
     {"chunked prefill window d512", 4, 2, 512, 150, 150, 96, 40, 100, true, true, 40},
     {"canvas ring d512 odd tail", 8, 2, 512, 77, 77, 64, 130, 193, true, false, 0},
+    {"chunked prefill ring window d256", 8, 4, 256, 130, 130, 100, 150, 250, true, true, 100},
 };
+
+// A launch configuration: key splits (canvas only), output columns per 4-warp block, and the head dims that run
+// the warp-pair block instead (0: none).
+struct Launch {
+  int max_splits, cols, pairs;
+};
+const Launch kLaunches[] = {{1, 256, 0}, {16, 256, 0}, {16, 128, 0}, {1, 256, 256}, {16, 256, 256}};
 
 std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
   return test::seeded_uniform(n, seed, -scale, scale);
@@ -99,11 +107,11 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
     void* dout = nullptr;
     ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
     const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
-    // One block per row tile, and keys split over blocks (canvas only); 256 or 128 output columns per block.
-    for (const auto& [max_splits, cols] : {std::pair{1, 256}, std::pair{16, 256}, std::pair{16, 128}}) {
+    for (const auto& [max_splits, cols, pairs] : kLaunches) {
+      if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;  // the same launch as pairs 0
       ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
       const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
-                                            c.window, dout, nullptr, max_splits, cols);
+                                            c.window, dout, nullptr, max_splits, cols, pairs);
       ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
       std::vector<uint16_t> raw(want.size());
@@ -113,10 +121,12 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
       // Output rounded to bf16 (2^-9 relative) and probabilities to f16 inside P V: a few bf16 ulps of |out| <= 1.
       const test::Diff d = test::compare(got, want, 2e-2);
       EXPECT_TRUE(d.finite) << c.name;
-      EXPECT_LE(d.max_abs, 2e-2) << c.name << " splits " << max_splits << " cols " << cols << " " << d.str();
-      EXPECT_GE(d.cosine, 0.99995) << c.name << " splits " << max_splits << " cols " << cols << " " << d.str();
-      std::printf("  %-28s splits<=%-2d cols %d max|d| %.2e cos %.7f\n", c.name, max_splits, cols, d.max_abs,
-                  d.cosine);
+      const std::string how = " splits " + std::to_string(max_splits) + " cols " + std::to_string(cols) +
+                              " pairs " + std::to_string(pairs) + " ";
+      EXPECT_LE(d.max_abs, 2e-2) << c.name << how << d.str();
+      EXPECT_GE(d.cosine, 0.99995) << c.name << how << d.str();
+      std::printf("  %-32s splits<=%-2d cols %d pairs %d max|d| %.2e cos %.7f\n", c.name, max_splits, cols, pairs,
+                  d.max_abs, d.cosine);
     }
     for (void* p : {dq, dkf, dvf, dck, dcv, dout}) cudaFree(p);
   }

@@ -92,10 +92,13 @@ void run_case(const Case& c) {
   }
   void* dout = nullptr;
   ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
-  for (int cols : {256, 128}) {
+  // 256 or 128 output columns per 4-warp block, then the warp-pair block for head dims 256 and 512 (cols -1).
+  for (int cols : {256, 128, -1}) {
+    const int pairs = cols < 0 ? 256 : 0;
+    if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;
     ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
     const Status st = attention_flash_segments_cuda(dq, segs, dkf, dvf, AttnShape{c.heads, c.kv_heads, c.dim},
-                                                    c.causal, c.window, dout, nullptr, cols);
+                                                    c.causal, c.window, dout, nullptr, cols < 0 ? 256 : cols, pairs);
     ASSERT_TRUE(st.is_ok()) << c.name << ": " << st.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     std::vector<uint16_t> raw(want.size());
@@ -107,7 +110,8 @@ void run_case(const Case& c) {
     EXPECT_TRUE(d.finite) << c.name;
     EXPECT_LE(d.max_abs, 2e-2) << c.name << " cols " << cols << " " << d.str();
     EXPECT_GE(d.cosine, 0.99995) << c.name << " cols " << cols << " " << d.str();
-    std::printf("  %-34s cols %d max|d| %.2e cos %.7f\n", c.name, cols, d.max_abs, d.cosine);
+    std::printf("  %-34s %s max|d| %.2e cos %.7f\n", c.name, pairs ? "pairs   " : cols == 256 ? "cols 256" : "cols 128",
+                d.max_abs, d.cosine);
   }
   for (void* p : caches) cudaFree(p);
   for (void* p : {dq, dkf, dvf, dout}) cudaFree(p);
@@ -122,6 +126,8 @@ TEST(AttentionFlashSegmentsCuda, EverySequenceMatchesTheCpuReference) {
   run_case({"real sliding, three canvases", 16, 8, 256, false, 0,
             {{256, 1023, 1000, 2023, true}, {256, 1023, 0, 300, true}, {256, 1023, 0, 0, true}}});
   run_case({"real full, two canvases", 16, 2, 512, false, 0, {{256, 1400, 0, 1100, false}, {256, 1400, 0, 513, false}}});
+  run_case({"d512 causal window, three chunks", 4, 2, 512, true, 40,
+            {{100, 96, 40, 100, true}, {33, 64, 0, 50, false}, {64, 1, 0, 0, false}}});
 }
 
 TEST(AttentionFlashSegmentsCuda, MoreSequencesThanOneLaunchHolds) {

@@ -34,6 +34,9 @@ struct CudaKernels {
   DecideMode decide = DecideMode::kDevice;
   // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
   int attention_cols = 256;
+  // flash: head dims from this one up (256 or 512; 0: none) run the warp-pair block, which computes the scores once
+  // for all columns (src/ops/attention/flash_pair.cuh)
+  int attention_pairs = 512;
   SegmentsMode attention_segments = SegmentsMode::kAuto;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
@@ -86,6 +89,8 @@ E kernel_from_name(const std::array<std::pair<std::string_view, E>, N>& names, s
 inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.attention_cols == 128 || k.attention_cols == 256, "--attention-cols must be 128 or 256, not {}",
            k.attention_cols);
+  DG_CHECK(k.attention_pairs == 0 || k.attention_pairs == 256 || k.attention_pairs == 512,
+           "--attention-pairs must be 0, 256 or 512, not {}", k.attention_pairs);
   DG_CHECK(k.moe_a8_stages == 3 || k.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}", k.moe_a8_stages);
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);

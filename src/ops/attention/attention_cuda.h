@@ -54,13 +54,16 @@ Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, 
 // rows, exact for the magnitudes the K/V norms produce); probabilities enter P V as f16. Head dims 16..512 in
 // powers of two (attention_flash_supports); anything else is an error naming the gemm kernel. Bidirectional
 // (canvas) attention splits the keys over up to max_splits blocks per row tile, as many as fill the GPU's resident
-// blocks in one wave (flash-decoding), merging the partial results in f32. A block writes out_cols (128 or 256) output columns of
-// its head; larger head dims take several blocks, each recomputing the scores.
+// blocks in one wave (flash-decoding), merging the partial results in f32. A block of 4 warps writes out_cols (128 or
+// 256) output columns of its head; larger head dims take several blocks, each recomputing the scores. Head dims of
+// pair_min_dim and up (256 and 512; 0: none) run the warp-pair block instead (flash_pair.cuh): 8 warps take every
+// column of the head, each pair of warps splitting the score product over the head dims and the output columns.
 bool attention_flash_supports(int64_t head_dim);
+bool attention_flash_pairs(int64_t head_dim, int pair_min_dim);
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits = 16,
-                            int out_cols = 256);
+                            int out_cols = 256, int pair_min_dim = 0);
 
 
 // One sequence of attention_flash_segments_cuda: its query rows [row0, row0 + rows) of q and out, which are also
@@ -76,10 +79,11 @@ struct FlashSegment {
 // Bidirectional within each sequence (causal false) or causal with `window`, as attention_flash_cuda.
 Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment> segs, const void* k_fresh,
                                      const void* v_fresh, const AttnShape& shape, bool causal, int64_t window,
-                                     void* out, cudaStream_t s, int out_cols = 256);
+                                     void* out, cudaStream_t s, int out_cols = 256, int pair_min_dim = 0);
 // Whether one launch of attention_flash_segments_cuda fills at least one wave of resident blocks for these
 // sequences (else per-sequence calls, which split their keys, keep the GPU busier).
-bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols = 256);
+bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols = 256,
+                                   int pair_min_dim = 0);
 
 }  // namespace dg
 #endif

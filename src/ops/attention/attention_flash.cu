@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
+#include "ops/attention/flash_pair.cuh"
 
 namespace dg {
 namespace {
@@ -18,6 +19,12 @@ using namespace flash;
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
   flash_block<kD, kDv>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
+                       static_cast<int>(blockIdx.z));
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kPairThreads) flash_pair_kernel(FlashArgs a) {
+  flash_pair_block<kD>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
 }
 
@@ -53,22 +60,22 @@ __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_
   o2[1] = __floats2bfloat162_rn(ratio(num.z), ratio(num.w));
 }
 
-template <int kD, int kDv>
-Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
-  constexpr size_t smem = smem_bytes<kD, kDv>();
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(smem));
-  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
-  const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * (kD / kDv);
-  const int64_t tiles = (a.n_cached + a.n_fresh + kKeys - 1) / kKeys;
-  // Bidirectional (canvas) attention splits its keys so that the grid fills the GPU's resident blocks in one wave
-  // (a partial second wave costs as much as a full one); causal prefill has query tiles enough and keeps one split.
-  static const int per_sm = [] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_kernel<kD, kDv>, kThreads, smem) != cudaSuccess) n = 1;
-    return n < 1 ? 1 : n;
-  }();
+// The kernel's blocks per SM (its registers and shared memory), once per kernel.
+template <class Kernel>
+int resident_per_sm(Kernel kernel, int threads, size_t smem) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) n = 1;
+  return n < 1 ? 1 : n;
+}
+
+// Launches `kernel` over (row tiles, heads, slices x key splits): bidirectional (canvas) attention splits its keys
+// (tiles of tile_keys) so that the grid fills the GPU's resident blocks in one wave (a partial second wave costs as
+// much as a full one); causal prefill has query tiles enough and keeps one split. Partials merge in combine_kernel.
+template <int kD, class Kernel>
+Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int slices, int tile_keys, FlashArgs a,
+                    int max_splits, cudaStream_t s) {
+  const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * slices;
+  const int64_t tiles = (a.n_cached + a.n_fresh + tile_keys - 1) / tile_keys;
   int64_t splits = 1;
   if (!a.causal && max_splits > 1 && tiles > 1) {
     const int64_t slots = static_cast<int64_t>(per_sm) * cuda::sm_count();
@@ -86,8 +93,8 @@ Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
     a.part_ml = a.part_o + a.n_splits * total;
   }
   const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(a.n_heads),
-                  static_cast<unsigned>((kD / kDv) * a.n_splits));
-  flash_kernel<kD, kDv><<<grid, kThreads, smem, s>>>(a);
+                  static_cast<unsigned>(slices * a.n_splits));
+  kernel<<<grid, threads, smem, s>>>(a);
   if (a.n_splits > 1) {
     static_assert(kD % 4 == 0, "the combine takes four columns per thread");
     combine_kernel<<<cuda::blocks_for(total / 4, 256), 256, 0, s>>>(a.part_o, a.part_ml, a.n_splits, a.rows,
@@ -97,15 +104,42 @@ Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
   return cuda_status(cudaGetLastError(), "attention_flash_cuda");
 }
 
+template <int kD, int kDv>
+Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
+  constexpr size_t smem = smem_bytes<kD, kDv>();
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(smem));
+  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
+  static const int per_sm = resident_per_sm(flash_kernel<kD, kDv>, kThreads, smem);
+  return launch_split<kD>(flash_kernel<kD, kDv>, kThreads, smem, per_sm, kD / kDv, kKeys, a, max_splits, s);
+}
+
+template <int kD>
+Status launch_pair(FlashArgs a, int max_splits, cudaStream_t s) {
+  constexpr size_t smem = pair_smem_bytes<kD>();
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_pair_kernel<kD>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(smem));
+  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, warp pairs)");
+  static const int per_sm = resident_per_sm(flash_pair_kernel<kD>, kPairThreads, smem);
+  return launch_split<kD>(flash_pair_kernel<kD>, kPairThreads, smem, per_sm, 1, kPairKeys, a, max_splits, s);
+}
+
 }  // namespace
 
 bool attention_flash_supports(int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256 || head_dim == 512;
 }
 
+bool attention_flash_pairs(int64_t head_dim, int pair_min_dim) {
+  return pair_min_dim > 0 && head_dim >= pair_min_dim && (head_dim == 256 || head_dim == 512);
+}
+
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
-                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits, int out_cols) {
+                            bool causal, int64_t window, void* out, cudaStream_t s, int max_splits, int out_cols,
+                            int pair_min_dim) {
   const int64_t n_cached = cached.to - cached.from;
   if (rows == 0) return Status::ok();
   if (out_cols != 128 && out_cols != 256)
@@ -135,6 +169,8 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.n_kv = static_cast<int>(shape.n_kv_heads);
   a.ring = cached.ring;
   a.causal = causal;
+  if (attention_flash_pairs(shape.head_dim, pair_min_dim))
+    return shape.head_dim == 256 ? launch_pair<256>(a, max_splits, s) : launch_pair<512>(a, max_splits, s);
   const bool wide = out_cols >= 256;
   switch (shape.head_dim) {
     case 16: return launch<16, 16>(a, max_splits, s);

@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
+#include "ops/attention/flash_pair.cuh"
 
 namespace dg {
 namespace {
@@ -30,6 +31,26 @@ __global__ void __launch_bounds__(kThreads) flash_segments_kernel(const __grid_c
   while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
   flash_block<kD, kDv>(t.seg[i], static_cast<int64_t>(x - t.tile0[i]) * kRows, static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kPairThreads) flash_pair_segments_kernel(const __grid_constant__ SegmentTable t) {
+  const int x = static_cast<int>(blockIdx.x);
+  int i = 0;
+  while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
+  flash_pair_block<kD>(t.seg[i], static_cast<int64_t>(x - t.tile0[i]) * kRows, static_cast<int>(blockIdx.y), 0);
+}
+
+template <int kD>
+Status launch_pair(const SegmentTable& t, int n_heads, cudaStream_t s) {
+  constexpr size_t smem = pair_smem_bytes<kD>();
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_pair_segments_kernel<kD>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(smem));
+  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_segments_cuda (shared memory, warp pairs)");
+  const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads), 1);
+  flash_pair_segments_kernel<kD><<<grid, kPairThreads, smem, s>>>(t);
+  return cuda_status(cudaGetLastError(), "attention_flash_segments_cuda");
 }
 
 template <int kD, int kDv>
@@ -56,7 +77,21 @@ int blocks_per_sm() {
   return n;
 }
 
-int resident_blocks(int64_t head_dim, int out_cols) {
+template <int kD>
+int pair_blocks_per_sm() {
+  static const int n = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, flash_pair_segments_kernel<kD>, kPairThreads,
+                                                      pair_smem_bytes<kD>()) != cudaSuccess)
+      b = 1;
+    return std::max(b, 1);
+  }();
+  return n;
+}
+
+int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim) {
+  if (attention_flash_pairs(head_dim, pair_min_dim))
+    return head_dim == 256 ? pair_blocks_per_sm<256>() : pair_blocks_per_sm<512>();
   const bool wide = out_cols >= 256;
   switch (head_dim) {
     case 16: return blocks_per_sm<16, 16>();
@@ -70,18 +105,20 @@ int resident_blocks(int64_t head_dim, int out_cols) {
 
 }  // namespace
 
-bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols) {
+bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols,
+                                   int pair_min_dim) {
   if (!attention_flash_supports(shape.head_dim)) return false;
   int64_t tiles = 0;
   for (const FlashSegment& g : segs) tiles += (g.rows + kRows - 1) / kRows;
-  const int64_t slices = shape.head_dim > out_cols ? shape.head_dim / out_cols : 1;
+  const bool pairs = attention_flash_pairs(shape.head_dim, pair_min_dim);
+  const int64_t slices = !pairs && shape.head_dim > out_cols ? shape.head_dim / out_cols : 1;
   return tiles * shape.n_heads * slices >=
-         static_cast<int64_t>(resident_blocks(shape.head_dim, out_cols)) * cuda::sm_count();
+         static_cast<int64_t>(resident_blocks(shape.head_dim, out_cols, pair_min_dim)) * cuda::sm_count();
 }
 
 Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment> segs, const void* k_fresh,
                                      const void* v_fresh, const AttnShape& shape, bool causal, int64_t window,
-                                     void* out, cudaStream_t s, int out_cols) {
+                                     void* out, cudaStream_t s, int out_cols, int pair_min_dim) {
   const char* what = "attention_flash_segments_cuda";
   if (out_cols != 128 && out_cols != 256)
     return Status::error(std::string(what) + ": output columns per block must be 128 or 256, not " +
@@ -90,7 +127,7 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     return Status::error(std::string(what) + ": head_dim " + std::to_string(shape.head_dim) +
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
   const int64_t D = shape.head_dim, q_row = shape.n_heads * D, kv_row = shape.n_kv_heads * D;
-  const bool wide = out_cols >= 256;
+  const bool wide = out_cols >= 256, pairs = attention_flash_pairs(D, pair_min_dim);
   SegmentTable t{};
   int tiles = 0;
   auto flush = [&]() -> Status {
@@ -98,7 +135,9 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     t.tile0[t.n] = tiles;
     const int H = static_cast<int>(shape.n_heads);
     Status st;
-    switch (D) {
+    if (pairs)
+      st = D == 256 ? launch_pair<256>(t, H, s) : launch_pair<512>(t, H, s);
+    else switch (D) {
       case 16: st = launch<16, 16>(t, H, s); break;
       case 32: st = launch<32, 32>(t, H, s); break;
       case 64: st = launch<64, 64>(t, H, s); break;

@@ -48,11 +48,11 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 // Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
 // row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
 // kRowStep-th row; its ring slot advances by kRowStep per row (one modulo per tile, no division per chunk).
-template <int kWidth>
+template <int kWidth, int kTileKeys = kKeys, int kTileThreads = kThreads>
 __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
                                           int kvh, int D, int64_t j0, int col0) {
-  constexpr int kChunks = kWidth / 8, kRowStep = kThreads / kChunks, kPer = kKeys / kRowStep;
-  static_assert(kThreads % kChunks == 0 && kKeys % kRowStep == 0, "whole rows per thread");
+  constexpr int kChunks = kWidth / 8, kRowStep = kTileThreads / kChunks, kPer = kTileKeys / kRowStep;
+  static_assert(kTileThreads % kChunks == 0 && kTileKeys % kRowStep == 0, "whole rows per thread");
   const int ch = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
   const int64_t S = a.n_cached + a.n_fresh, stride = static_cast<int64_t>(a.n_kv) * D;
   const f16* cbase = cache + kvh * D + col0 + ch * 8;
@@ -76,6 +76,192 @@ __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, co
     slot += kRowStep;
     if (a.ring)
       while (slot >= a.cap) slot -= a.cap;
+  }
+}
+
+// The block's Q tile (rows [r0, r0 + kRows) of head h; rows past the end are zero) as f16 into qs (row stride kD + 8):
+// bf16 copied into `scratch` (at least kRows * kD bf16 of shared memory not otherwise in use) with every copy in
+// flight at once, then converted (exact for the magnitudes QK-norm produces). Ends with the block synchronised.
+template <int kD, int kBlockThreads>
+__device__ __forceinline__ void load_q_tile(f16* qs, bf16* scratch, const FlashArgs& a, int64_t r0, int h) {
+  constexpr int kLdQ = kD + 8;
+  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kBlockThreads) {
+    const int row = i / (kD / 8), ch = i % (kD / 8);
+    const int64_t r = r0 + row;
+    cuda::cp_async16(cuda::smem_u32(scratch + row * kD + ch * 8),
+                     a.q + ((r < a.rows ? r : 0) * a.n_heads + h) * kD + ch * 8, r < a.rows);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kBlockThreads) {
+    const int row = i / (kD / 8), ch = i % (kD / 8);
+    const uint4 raw = *reinterpret_cast<const uint4*>(scratch + row * kD + ch * 8);
+    const auto* b = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    uint4 packed;
+    auto* o = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __bfloat1622float2(b[k]);
+      o[k] = pack_f16(f.x, f.y);
+    }
+    *reinterpret_cast<uint4*>(qs + row * kLdQ + ch * 8) = packed;
+  }
+  __syncthreads();
+}
+
+// S = Q K^T for a warp's 16 rows and kN * 8 keys over kWidth head dims: qa and kb are the lane's ldmatrix addresses
+// of the first Q and K fragments (Q's A fragment from rows 0-7 / 8-15 x columns 0-7 / 8-15 of the warp's rows; K's B
+// fragments for two groups of 8 keys at once), ld the row stride of both tiles in halves.
+template <int kWidth, int kN>
+__device__ __forceinline__ void qk_tile(float (&s)[kN][4], uint32_t qa, uint32_t kb, int ld) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll 4
+  for (int k0 = 0; k0 < kWidth; k0 += 16) {
+    uint32_t af[4];
+    cuda::ldmatrix_x4(af, qa + k0 * 2);
+#pragma unroll
+    for (int n = 0; n < kN; n += 2) {
+      uint32_t bf[4];
+      cuda::ldmatrix_x4(bf, kb + (n * 8 * ld + k0) * 2);
+      cuda::mma_f16_16816(s[n], af, bf[0], bf[1]);
+      cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// O += P V for a warp: P (the kN * 8 keys' probabilities in s) packed to f16 straight from the score fragments, V's
+// fragments by ldmatrix.trans from vs (the tile's first key row at the warp's first output column; row stride ld).
+template <int kN, int kDv>
+__device__ __forceinline__ void pv_tile(const float (&s)[kN][4], float (&o)[kDv / 8][4], const f16* vs, int ld,
+                                        int lane) {
+  const int mat = lane >> 3;
+#pragma unroll
+  for (int kk = 0; kk < kN / 2; ++kk) {
+    uint32_t pf[4];
+    pf[0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
+    pf[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
+    pf[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pf[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const f16* vrow = vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * ld + (mat >> 1) * 8;
+#pragma unroll
+    for (int n = 0; n < kDv / 16; ++n) {
+      uint32_t bf[4];
+      cuda::ldmatrix_x4_trans(bf, cuda::smem_u32(vrow + n * 16));
+      cuda::mma_f16_16816(o[2 * n], pf, bf[0], bf[1]);
+      cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
+    }
+  }
+}
+
+// The online softmax state of a thread's two rows (g and g + 8 of its warp's 16): running maxima and per-thread
+// partial sums (the row totals are reduced once, at the end).
+struct RowStats {
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+};
+
+// One tile's scores s (the warp's 16 rows x kN * 8 keys from key j0, mma accumulator layout) masked where a key is
+// past S or hidden by the causal window, then the online softmax update: s becomes exp(s - new max), the partial
+// sums grow, and the kDv / 8 accumulator fragments o are rescaled when a row maximum moved.
+template <int kN, int kDv>
+__device__ __forceinline__ void softmax_tile(float (&s)[kN][4], float (&o)[kDv / 8][4], RowStats& rs,
+                                             const FlashArgs& a, int64_t j0, int64_t S, bool need_mask,
+                                             int64_t qp_lo, int64_t qp_hi, int t) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float mx_lo = rs.m_lo, mx_hi = rs.m_hi;
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    if (need_mask) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
+        const int64_t qp = e < 2 ? qp_lo : qp_hi;
+        const int64_t kp = a.key_pos0 + j;
+        bool vis = j < S;
+        if (a.causal) vis = vis && kp <= qp && (a.window <= 0 || kp > qp - a.window);
+        if (!vis) s[n][e] = -INFINITY;
+      }
+    }
+    mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+    mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+  }
+  const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo * kLog2e;
+  const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi * kLog2e;
+  const float alpha_lo = rs.m_lo == -INFINITY ? 0.0f : exp2f(rs.m_lo * kLog2e - base_lo);
+  const float alpha_hi = rs.m_hi == -INFINITY ? 0.0f : exp2f(rs.m_hi * kLog2e - base_hi);
+  rs.m_lo = mx_lo;
+  rs.m_hi = mx_hi;
+  float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    s[n][0] = exp2f(s[n][0] * kLog2e - base_lo);
+    s[n][1] = exp2f(s[n][1] * kLog2e - base_lo);
+    s[n][2] = exp2f(s[n][2] * kLog2e - base_hi);
+    s[n][3] = exp2f(s[n][3] * kLog2e - base_hi);
+    sum_lo += s[n][0] + s[n][1];
+    sum_hi += s[n][2] + s[n][3];
+  }
+  rs.l_lo = rs.l_lo * alpha_lo + sum_lo;
+  rs.l_hi = rs.l_hi * alpha_hi + sum_hi;
+  // Once the row maxima settle, most tiles leave them unchanged (alpha exactly 1): the warp skips the rescale.
+  if (__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) {
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n) {
+      o[n][0] *= alpha_lo;
+      o[n][1] *= alpha_lo;
+      o[n][2] *= alpha_hi;
+      o[n][3] *= alpha_hi;
+    }
+  }
+}
+
+// A warp's 16 rows x kDv output columns (from column col0 of head h) divided by the row sums: bf16 into out, or with
+// split keys the f32 partial and, from the warps holding column 0, each row's (max, sum) for combine_kernel.
+template <int kD, int kDv>
+__device__ __forceinline__ void store_rows(const FlashArgs& a, const float (&o)[kDv / 8][4], RowStats rs,
+                                           int64_t qrow_lo, int h, int64_t col0, int split, int t) {
+  const int64_t qrow_hi = qrow_lo + 8;
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    rs.l_lo += __shfl_xor_sync(0xffffffffu, rs.l_lo, off);
+    rs.l_hi += __shfl_xor_sync(0xffffffffu, rs.l_hi, off);
+  }
+  const float inv_lo = rs.l_lo > 0.0f ? 1.0f / rs.l_lo : 0.0f, inv_hi = rs.l_hi > 0.0f ? 1.0f / rs.l_hi : 0.0f;
+  const int64_t ld_out = static_cast<int64_t>(a.n_heads) * kD;
+  if (a.n_splits > 1) {
+    float* po = a.part_o + static_cast<int64_t>(split) * a.rows * ld_out;
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n) {
+      const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
+      if (qrow_lo < a.rows)
+        *reinterpret_cast<float2*>(po + qrow_lo * ld_out + c) = make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
+      if (qrow_hi < a.rows)
+        *reinterpret_cast<float2*>(po + qrow_hi * ld_out + c) = make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    }
+    if (t == 0 && col0 == 0) {
+      float* ml = a.part_ml + (static_cast<int64_t>(split) * a.rows * a.n_heads) * 2;
+      if (qrow_lo < a.rows)
+        *reinterpret_cast<float2*>(ml + (qrow_lo * a.n_heads + h) * 2) = make_float2(rs.m_lo, rs.l_lo);
+      if (qrow_hi < a.rows)
+        *reinterpret_cast<float2*>(ml + (qrow_hi * a.n_heads + h) * 2) = make_float2(rs.m_hi, rs.l_hi);
+    }
+    return;
+  }
+#pragma unroll
+  for (int n = 0; n < kDv / 8; ++n) {
+    const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
+    if (qrow_lo < a.rows)
+      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_lo * ld_out + c) =
+          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
+    if (qrow_hi < a.rows)
+      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_hi * ld_out + c) =
+          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
   }
 }
 
@@ -103,32 +289,9 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
   const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kKeys;
   const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
 
-  // Q tile: bf16 copied into the (still unused) K buffer with every copy in flight at once, then converted to f16
-  // (exact for the magnitudes QK-norm produces); rows past the end are zero.
+  // Q tile: converted through the (still unused) K buffer.
   static_assert(kKeys * (kD + 8) >= kRows * kD, "the bf16 Q tile fits in the K buffer");
-  bf16* qraw = reinterpret_cast<bf16*>(ks);
-  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
-    const int row = i / (kD / 8), ch = i % (kD / 8);
-    const int64_t r = r0 + row;
-    cuda::cp_async16(cuda::smem_u32(qraw + row * kD + ch * 8), a.q + ((r < a.rows ? r : 0) * a.n_heads + h) * kD + ch * 8,
-                     r < a.rows);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  for (int i = threadIdx.x; i < kRows * (kD / 8); i += kThreads) {
-    const int row = i / (kD / 8), ch = i % (kD / 8);
-    const uint4 raw = *reinterpret_cast<const uint4*>(qraw + row * kD + ch * 8);
-    const auto* b = reinterpret_cast<const __nv_bfloat162*>(&raw);
-    uint4 packed;
-    auto* o = reinterpret_cast<uint32_t*>(&packed);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __bfloat1622float2(b[k]);
-      o[k] = pack_f16(f.x, f.y);
-    }
-    *reinterpret_cast<uint4*>(qs + row * kLdQ + ch * 8) = packed;
-  }
+  load_q_tile<kD, kThreads>(qs, reinterpret_cast<bf16*>(ks), a, r0, h);
 
   const int64_t qrow_lo = r0 + warp * 16 + g, qrow_hi = qrow_lo + 8;
   const int64_t qp_lo = a.q_pos0 + qrow_lo, qp_hi = a.q_pos0 + qrow_hi;
@@ -138,11 +301,8 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
   float o[kDv / 8][4];
 #pragma unroll
   for (int n = 0; n < kDv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
-  constexpr float kLog2e = 1.4426950408889634f;
-  // Fragments by ldmatrix (lane l addresses row l % 8 of matrix l / 8): Q's A fragment from rows 0-7 / 8-15 x
-  // columns 0-7 / 8-15 of the warp's 16 rows; K's B fragments for two groups of 8 keys at once (keys n*8.. with
-  // columns 0-7 and 8-15, then keys (n+1)*8..).
+  RowStats rs;
+  // Fragments by ldmatrix (lane l addresses row l % 8 of matrix l / 8; qk_tile).
   const int mat = lane >> 3, mrow = lane & 7;
   const uint32_t qa = cuda::smem_u32(qs + (warp * 16 + mrow + (mat & 1) * 8) * kLdQ + (mat >> 1) * 8);
   const uint32_t kb = cuda::smem_u32(ks + ((mat >> 1) * 8 + mrow) * kLdQ + (mat & 1) * 8);
@@ -164,127 +324,16 @@ __device__ __forceinline__ void flash_block(const FlashArgs& a, int64_t r0, int 
     __syncthreads();
 
     float s[kKeys / 8][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll 4
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t af[4];
-      cuda::ldmatrix_x4(af, qa + k0 * 2);
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; n += 2) {
-        uint32_t bf[4];
-        cuda::ldmatrix_x4(bf, kb + (n * 8 * kLdQ + k0) * 2);
-        cuda::mma_f16_16816(s[n], af, bf[0], bf[1]);
-        cuda::mma_f16_16816(s[n + 1], af, bf[2], bf[3]);
-      }
-    }
+    qk_tile<kD, kKeys / 8>(s, qa, kb, kLdQ);
 
-    // Mask, then the online softmax update for the warp's two rows per thread (g and g + 8).
-    float mx_lo = m_lo, mx_hi = m_hi;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      if (need_mask) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
-          const int64_t qp = e < 2 ? qp_lo : qp_hi;
-          const int64_t kp = a.key_pos0 + j;
-          bool vis = j < S;
-          if (a.causal) vis = vis && kp <= qp && (a.window <= 0 || kp > qp - a.window);
-          if (!vis) s[n][e] = -INFINITY;
-        }
-      }
-      mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
-    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo * kLog2e;
-    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi * kLog2e;
-    const float alpha_lo = m_lo == -INFINITY ? 0.0f : exp2f(m_lo * kLog2e - base_lo);
-    const float alpha_hi = m_hi == -INFINITY ? 0.0f : exp2f(m_hi * kLog2e - base_hi);
-    m_lo = mx_lo;
-    m_hi = mx_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] * kLog2e - base_lo);
-      s[n][1] = exp2f(s[n][1] * kLog2e - base_lo);
-      s[n][2] = exp2f(s[n][2] * kLog2e - base_hi);
-      s[n][3] = exp2f(s[n][3] * kLog2e - base_hi);
-      sum_lo += s[n][0] + s[n][1];
-      sum_hi += s[n][2] + s[n][3];
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;  // per-thread partial sums; the row total is reduced once at the end
-    l_hi = l_hi * alpha_hi + sum_hi;
-    // Once the row maxima settle, most tiles leave them unchanged (alpha exactly 1): the warp skips the rescale.
-    if (__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) {
-#pragma unroll
-      for (int n = 0; n < kDv / 8; ++n) {
-        o[n][0] *= alpha_lo;
-        o[n][1] *= alpha_lo;
-        o[n][2] *= alpha_hi;
-        o[n][3] *= alpha_hi;
-      }
-    }
+    softmax_tile<kKeys / 8, kDv>(s, o, rs, a, j0, S, need_mask, qp_lo, qp_hi, t);
 
     cp_async_wait<0>();
     __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pf[4];
-      pf[0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
-      pf[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
-      pf[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pf[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const f16* vrow = vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * kLdV + (mat >> 1) * 8;
-#pragma unroll
-      for (int n = 0; n < kDv / 16; ++n) {
-        uint32_t bf[4];
-        cuda::ldmatrix_x4_trans(bf, cuda::smem_u32(vrow + n * 16));
-        cuda::mma_f16_16816(o[2 * n], pf, bf[0], bf[1]);
-        cuda::mma_f16_16816(o[2 * n + 1], pf, bf[2], bf[3]);
-      }
-    }
+    pv_tile<kKeys / 8, kDv>(s, o, vs, kLdV, lane);
   }
 
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
-  }
-  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-  const int64_t ld_out = static_cast<int64_t>(a.n_heads) * kD;
-  if (a.n_splits > 1) {
-    float* po = a.part_o + static_cast<int64_t>(split) * a.rows * ld_out;
-#pragma unroll
-    for (int n = 0; n < kDv / 8; ++n) {
-      const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
-      if (qrow_lo < a.rows)
-        *reinterpret_cast<float2*>(po + qrow_lo * ld_out + c) = make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
-      if (qrow_hi < a.rows)
-        *reinterpret_cast<float2*>(po + qrow_hi * ld_out + c) = make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
-    }
-    if (t == 0 && col0 == 0) {
-      float* ml = a.part_ml + (static_cast<int64_t>(split) * a.rows * a.n_heads) * 2;
-      if (qrow_lo < a.rows) *reinterpret_cast<float2*>(ml + (qrow_lo * a.n_heads + h) * 2) = make_float2(m_lo, l_lo);
-      if (qrow_hi < a.rows) *reinterpret_cast<float2*>(ml + (qrow_hi * a.n_heads + h) * 2) = make_float2(m_hi, l_hi);
-    }
-    return;
-  }
-#pragma unroll
-  for (int n = 0; n < kDv / 8; ++n) {
-    const int64_t c = h * static_cast<int64_t>(kD) + col0 + n * 8 + 2 * t;
-    if (qrow_lo < a.rows)
-      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_lo * ld_out + c) =
-          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
-    if (qrow_hi < a.rows)
-      *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_hi * ld_out + c) =
-          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
-  }
+  store_rows<kD, kDv>(a, o, rs, qrow_lo, h, col0, split, t);
 }
 
 }  // namespace dg::flash
