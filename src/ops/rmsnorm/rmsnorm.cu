@@ -41,6 +41,65 @@ __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TW* __restrict__ 
   }
 }
 
+// Eight consecutive bf16 or f32 values as floats (16-byte aligned: one or two vector loads).
+__device__ __forceinline__ void load8(const cuda::bf16* p, float (&out)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = __bfloat162float(e[i]);
+}
+__device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+// bf16 rows of up to kVecMaxDim elements (a multiple of 8; the hidden-size norms): one block of kVecThreads per row,
+// each thread's 16-byte chunks held in registers between the sum of squares and the scaled write (the row is read
+// once), a weight in bf16 or f32 or none.
+constexpr int kVecThreads = 128, kVecPer = 4, kVecMaxDim = 8 * kVecThreads * kVecPer;
+
+template <typename TW>
+__global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf16* __restrict__ x,
+                                                                  const TW* __restrict__ w, cuda::bf16* __restrict__ y,
+                                                                  int dim, float eps) {
+  __shared__ float warp_sums[kVecThreads / 32];
+  const cuda::bf16* xr = x + blockIdx.x * static_cast<int64_t>(dim);
+  float v[kVecPer][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kVecPer; ++s) {
+    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
+    if (d0 >= dim) continue;
+    load8(xr + d0, v[s]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecThreads / 32; ++k) total += warp_sums[k];
+  const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
+  cuda::bf16* yr = y + blockIdx.x * static_cast<int64_t>(dim);
+#pragma unroll
+  for (int s = 0; s < kVecPer; ++s) {
+    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
+    if (d0 >= dim) continue;
+    float wv[8];
+    if (w != nullptr) load8(w + d0, wv);
+    uint4 raw;
+    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float n = v[s][i] * inv;
+      if (w != nullptr) n *= wv[i];
+      e[i] = __float2bfloat16_rn(n);
+    }
+    *reinterpret_cast<uint4*>(yr + d0) = raw;
+  }
+}
+
 // bf16 rows of at most kWarpMaxDim elements (a multiple of 8): one warp per row, 16-byte loads held in registers,
 // the sum of squares by warp butterfly. With kRope the normed row (rounded to bf16, as stored) is rotated as
 // rope_kernel does, position pos0 + row / heads, through a per-warp shared copy for the partner elements.
@@ -75,10 +134,12 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
   for (int s = 0; s < kWarpVecs; ++s) {
     const int d0 = 8 * (lane + 32 * s);
     if (d0 >= dim) continue;
+    float wv[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    if (w != nullptr) load8(w + d0, wv);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       float n = v[s][i] * inv;
-      if (w != nullptr) n *= __bfloat162float(w[d0 + i]);
+      if (w != nullptr) n *= wv[i];
       v[s][i] = cuda::rbf(n);
       if constexpr (kRope) normed[wi][d0 + i] = v[s][i];
     }
@@ -94,8 +155,10 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int d = d0 + i, j = d < half ? d : d - half;
-        const float ang = pos * inv_freq[j];
-        const float c = cuda::rbf(cosf(ang)), sn = cuda::rbf(sinf(ang));
+        float sn, c;
+        sincosf(pos * inv_freq[j], &sn, &c);
+        c = cuda::rbf(c);
+        sn = cuda::rbf(sn);
         const float a = normed[wi][j], b = normed[wi][j + half];
         v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
       }
@@ -114,8 +177,21 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
   }
 }
 
-bool warp_shape(const void* x, const void* y, int64_t dim) {
-  return dim % 8 == 0 && dim <= kWarpMaxDim && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+bool warp_shape(const void* x, const void* w, const void* y, int64_t dim) {
+  return dim % 8 == 0 && dim <= kWarpMaxDim &&
+         ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+}
+
+bool vec_shape(const void* x, const void* w, const void* y, int64_t dim) {
+  return dim % 8 == 0 && dim <= kVecMaxDim &&
+         ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+}
+
+template <typename TW>
+Status launch_vec(const void* x, const TW* w, void* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  rmsnorm_vec_kernel<TW><<<static_cast<unsigned>(rows), kVecThreads, 0, s>>>(
+      static_cast<const cuda::bf16*>(x), w, static_cast<cuda::bf16*>(y), static_cast<int>(dim), eps);
+  return cuda_status(cudaGetLastError(), "rmsnorm_cuda launch");
 }
 
 template <bool kRope>
@@ -165,8 +241,11 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
   if (rows > 0x7fffffff) return Status::error("rmsnorm_cuda: too many rows for one grid");
   if (x == nullptr || y == nullptr) return Status::error("rmsnorm_cuda: null input or output");
   if (w == nullptr) wt = DType::kF32;
-  if (xt == DType::kBF16 && yt == DType::kBF16 && (w == nullptr || wt == DType::kBF16) && warp_shape(x, y, dim))
+  if (xt == DType::kBF16 && yt == DType::kBF16 && (w == nullptr || wt == DType::kBF16) && warp_shape(x, w, y, dim))
     return launch_warp<false>(x, w, y, rows, dim, eps, 1, 0, nullptr, stream);
+  if (xt == DType::kBF16 && yt == DType::kBF16 && (wt == DType::kBF16 || wt == DType::kF32) && vec_shape(x, w, y, dim))
+    return wt == DType::kBF16 ? launch_vec(x, static_cast<const cuda::bf16*>(w), y, rows, dim, eps, stream)
+                              : launch_vec(x, static_cast<const float*>(w), y, rows, dim, eps, stream);
   switch (xt) {
     case DType::kBF16: return dispatch_y<__nv_bfloat16>(x, w, wt, y, yt, rows, dim, eps, stream);
     case DType::kF16: return dispatch_y<__half>(x, w, wt, y, yt, rows, dim, eps, stream);
@@ -178,9 +257,9 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
 Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t heads, int64_t dim, float eps,
                          int64_t pos0, const float* inv_freq, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0 || dim <= 0) return Status::error("rmsnorm_rope_cuda: empty shape");
-  if (!warp_shape(x, y, dim) || dim % 16 != 0)
+  if (!warp_shape(x, w, y, dim) || dim % 16 != 0)
     return Status::error("rmsnorm_rope_cuda: head_dim " + std::to_string(dim) +
-                         " must be a multiple of 16 up to 1024, with 16-byte aligned rows");
+                         " must be a multiple of 16 up to 1024, with 16-byte aligned rows and weight");
   if (rows * heads / kRowsPerBlock >= 0x7fffffff) return Status::error("rmsnorm_rope_cuda: too many rows");
   return launch_warp<true>(x, w, y, rows * heads, dim, eps, heads, pos0, inv_freq, stream);
 }
