@@ -39,6 +39,17 @@ struct ServeCliOptions {
   double device_gib = 0;     // --plan: the device's memory in all (0: this machine's)
 };
 
+// --ctx beyond what the model's positions allow is held to it, and the server says so once at start.
+void hold_to_model(const ModelConfig& cfg, int64_t& context) {
+  const int64_t held = server::held_context(cfg, context);
+  if (held == context) return;
+  fmt::print(stderr,
+             "diffgemma serve: --ctx {} is beyond the model's {} positions (max_position_embeddings in config.json, "
+             "a {}-token canvas after the answer): a request may use up to {} tokens, prompt and answer\n",
+             context, cfg.max_positions, cfg.canvas, held);
+  context = held;
+}
+
 // `serve --plan`: what a stream holds and what fits, for -m on --backend at --ctx, computed by the server's own
 // plan (docs/SERVER.md, "Memory per stream") without loading the weights or starting anything.
 void run_plan(const ServeCliOptions& o) {
@@ -55,21 +66,22 @@ void run_plan(const ServeCliOptions& o) {
     cfg = ck.config;
     weights = weight_bytes(ck.weights, bytes.weight);
   }
-  eo.context = o.server.context + cfg.canvas;
+  server::ServerOptions so = o.server;
+  hold_to_model(cfg, so.context);
+  eo.context = so.context + cfg.canvas;
   MemoryInfo device = o.device_gib > 0 ? server::given_memory(o.device_gib)
                                        : make_backend(eo.backend, BackendOptions{precision})->memory_info();
   DG_CHECK(weights < device.free, "the weights ({}) do not fit in the {} free of {}", gib(weights), gib(device.free),
            gib(device.total));
   device.free -= weights;
-  const MemoryInfo m = o.server.memory_gib > 0 ? server::given_memory(o.server.memory_gib) : device;
-  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, precision, o.server), m);
+  const MemoryInfo m = so.memory_gib > 0 ? server::given_memory(so.memory_gib) : device;
+  const MemoryPlan p = plan_memory(cfg, server::memory_request(eo, precision, so), m);
   const StreamMemory& s = p.stream;
   const SharedMemory& sh = p.shared;
-  fmt::print("model {} on {}, --ctx {} (sessions of {} tokens)\n", eo.model_dir, eo.backend, o.server.context,
-             eo.context);
+  fmt::print("model {} on {}, --ctx {} (sessions of {} tokens)\n", eo.model_dir, eo.backend, so.context, eo.context);
   fmt::print("weights      {}\n", gib(weights));
   fmt::print("memory       {} free of {}{}; {} kept as margin\n", gib(m.free), gib(m.total),
-             o.server.memory_gib > 0 ? " (--memory)" : " beside the weights", gib(p.margin));
+             so.memory_gib > 0 ? " (--memory)" : " beside the weights", gib(p.margin));
   fmt::print("a stream     {}: KV cache {}, self-conditioning {}, activations {}, canvas {}\n",
              gib(s.kv + s.working()), gib(s.kv), gib(s.tempered), gib(s.activations), gib(s.canvas));
   fmt::print("shared       {}: lm_head logits {}, prefill {}, soft embedding {}\n", gib(sh.total()), gib(sh.logits),
@@ -107,6 +119,7 @@ void run_serve(ServeCliOptions& o) {
 
   EngineOptions eo = engine_options(o.model);
   const ModelConfig config = load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
+  hold_to_model(config, o.server.context);
   eo.context = o.server.context + config.canvas;  // the last canvas attends past the answer budget
   const auto engine = EngineCore::open(eo);
 

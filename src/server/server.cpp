@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -25,6 +26,11 @@ std::string open_oplog_path(const std::string& dir) {
 }
 
 // The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
+ServerOptions within_model(const EngineCore& engine, ServerOptions opt) {
+  opt.context = held_context(engine.config(), opt.context);
+  return opt;
+}
+
 MemoryPlan plan_server_memory(const EngineCore& engine, const ServerOptions& opt) {
   const MemoryInfo m = opt.memory_gib > 0 ? given_memory(opt.memory_gib) : engine.backend().memory_info();
   return plan_memory(engine.config(), memory_request(engine.options(), engine.backend().precision(), opt), m);
@@ -49,13 +55,18 @@ MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision
   return r;
 }
 
+int64_t held_context(const ModelConfig& cfg, int64_t context) {
+  if (cfg.max_positions <= 0) return context;
+  return std::min<int64_t>(context, cfg.max_positions - cfg.canvas + 1);
+}
+
 MemoryInfo given_memory(double gib) {
   const auto b = static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30));
   return MemoryInfo{b, b};
 }
 
 Server::Server(const EngineCore& engine, ServerOptions opt, Log log, DenoiserFactory denoiser)
-    : engine_(engine), opt_(std::move(opt)), plan_(plan_server_memory(engine, opt_)), log_(std::move(log)),
+    : engine_(engine), opt_(within_model(engine, std::move(opt))), plan_(plan_server_memory(engine, opt_)), log_(std::move(log)),
       chat_tokens_(ChatTokens::from(engine.tokenizer())),
       wire_{engine.tokenizer(), chat_tokens_, engine.default_sampler(SamplerProfile::kContract),
             engine.default_sampler(SamplerProfile::kReference), opt_.context, opt_.allow_special_literals,

@@ -29,6 +29,10 @@ namespace dg::server {
 // dg::Error for negative options.
 MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision, const ServerOptions& opt);
 MemoryInfo given_memory(double gib);  // --memory GIB: that much free, of as much in all
+// The tokens (prompt + answer) one request may use: `context` (--ctx), held to what the model's positions allow (a
+// prompt of p tokens and an answer of a take positions up to p + a - 1 + canvas, so p + a <= max_positions - canvas
+// + 1); a config without max_position_embeddings holds nothing back.
+int64_t held_context(const ModelConfig& cfg, int64_t context);
 
 class Server {
  public:
@@ -45,6 +49,8 @@ class Server {
   std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }
   // The batch and the slots the server chose (or was given) and the memory behind them.
   const MemoryPlan& memory_plan() const { return plan_; }
+  // The tokens one request may use: --ctx held to the model's positions (held_context).
+  int64_t context() const { return opt_.context; }
 
  private:
   HttpHandlers handlers();

@@ -1,12 +1,14 @@
 // `diffgemma serve`'s options for several API keys, end to end: keys given with --api-key (repeated, or separated
 // by commas) and in an --api-key-file (one a line; blank lines and '#' comments skipped) are all accepted, nothing
 // else is; a key file that cannot be read is an error that names it. (That each key is a tenant of its own:
-// server_tenant_test.cpp.)
+// server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start, and a request
+// past them is a 400 context_length_exceeded, not an engine error.
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "server_test_util.h"
+#include "support/embedded_copy.h"
 #include "support/paths.h"
 #include "support/process.h"
 
@@ -37,6 +39,34 @@ TEST(ServerCli, ApiKeysComeFromTheOptionAndFromAFile) {
   const ProcessResult missing = run_command(cli_path() + " serve --port 0 --api-key-file /nonexistent/keys", true);
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("cannot read --api-key-file '/nonexistent/keys'"), std::string::npos) << missing.out;
+}
+
+TEST(ServerCli, AContextBeyondTheModelsPositionsIsHeldToThem) {
+  // 300 positions and a 32-token canvas: a request may use 269 tokens, prompt and answer.
+  ServerProcess s("-m " + embedded_model_with_positions(300) + " --ctx 100000");
+  ASSERT_GT(s.port, 0) << "the server did not start; see " << s.log_path;
+  std::ifstream log(s.log_path);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("--ctx 100000 is beyond the model's 300 positions"), std::string::npos) << text;
+  EXPECT_NE(text.find("up to 269 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("context 269"), std::string::npos) << text;
+
+  httplib::Client c = s.client();
+  auto post = [&](const json& body) { return c.Post("/v1/chat/completions", body.dump(), "application/json"); };
+  std::string words;
+  for (int i = 0; i < 400; ++i) words += " river";
+  auto too_long = post(chat_request(words));
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400) << too_long->body;
+  EXPECT_NE(too_long->body.find("context_length_exceeded"), std::string::npos) << too_long->body;
+  EXPECT_NE(too_long->body.find("context holds 269"), std::string::npos) << too_long->body;
+  auto too_many = post(chat_request("Hi", {{"max_tokens", 1000}}));
+  ASSERT_TRUE(too_many);
+  EXPECT_EQ(too_many->status, 400) << too_many->body;
+  EXPECT_NE(too_many->body.find("context_length_exceeded"), std::string::npos) << too_many->body;
+  auto fits = post(chat_request("Hi", {{"max_tokens", 16}}));
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << fits->body;
 }
 
 }  // namespace server_cli_test
