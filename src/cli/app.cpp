@@ -53,6 +53,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--attention-topk", o.attention_topk, attention_topk_help())
       ->check(attention_topk_value())
       ->capture_default_str();
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "a tokenizer.json to use instead of the model directory's (e.g. for synthetic:26b-a4b, which has "
+                  "none: at most the model's 262,144 ids)");
 }
 
 EngineOptions engine_options(const ModelOptions& o) {
@@ -73,6 +76,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.graphs = o.graphs;
   e.expert_act = o.expert_act;
   e.attention_topk = o.attention_topk;
+  e.tokenizer = o.tokenizer;
   return e;
 }
 

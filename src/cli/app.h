@@ -27,6 +27,7 @@ struct ModelOptions {
   bool graphs = true;
   std::string expert_act = "auto";
   std::string attention_topk = "off";  // off | dyn | K (attn_topk_from_name)
+  std::string tokenizer;               // "": the model directory's
 };
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 EngineOptions engine_options(const ModelOptions& o);

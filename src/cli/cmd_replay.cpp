@@ -37,6 +37,7 @@ int run_replay(ReplayCliOptions& o) {
   if (o.cmd->count("--kv-precision") == 0) o.model.kv_precision = open.value("kv_precision", o.model.kv_precision);
   // A log from before the option ran dense attention.
   if (o.cmd->count("--attention-topk") == 0) o.model.attention_topk = open.value("attention_topk", std::string("off"));
+  if (o.cmd->count("--tokenizer") == 0) o.model.tokenizer = open.value("tokenizer", std::string());
   EngineOptions eo = engine_options(o.model);
   eo.context = open.value("context", eo.context);
   const auto engine = EngineCore::open(eo);

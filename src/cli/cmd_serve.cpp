@@ -118,7 +118,9 @@ void run_serve(ServeCliOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   EngineOptions eo = engine_options(o.model);
-  const ModelConfig config = load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
+  const ModelConfig config = synthetic_profile(o.model.model)
+                                 ? diffusiongemma_26b_config()
+                                 : load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
   hold_to_model(config, o.server.context);
   eo.context = o.server.context + config.canvas;  // the last canvas attends past the answer budget
   const auto engine = EngineCore::open(eo);

@@ -48,8 +48,16 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
                        AttnTopk topk)
     : ck_(std::move(ck)), opt_(opt), precision_(precision) {
   const std::optional<std::string> synthetic = synthetic_profile(ck_.dir);
-  const std::string tok_path = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
-  if (!synthetic && std::filesystem::exists(tok_path)) tok_ = Tokenizer::load(tok_path);
+  if (!opt.tokenizer.empty()) {
+    DG_CHECK(std::filesystem::is_regular_file(opt.tokenizer), "--tokenizer '{}' is not a file", opt.tokenizer);
+    tok_ = Tokenizer::load(opt.tokenizer);
+    DG_CHECK(tok_->vocab_size() <= ck_.config.vocab,
+             "--tokenizer '{}' has {} ids, more than the model's vocabulary of {}", opt.tokenizer,
+             tok_->vocab_size(), ck_.config.vocab);
+  } else if (const std::string dir_tok = (std::filesystem::path(ck_.dir) / "tokenizer.json").string();
+             !synthetic && std::filesystem::exists(dir_tok)) {
+    tok_ = Tokenizer::load(dir_tok);
+  }
   be_ = make_backend(opt.backend,
                      BackendOptions{precision_, static_cast<float>(ck_.config.rms_eps), opt.device, tuning.cuda});
   weights_ = synthetic ? synthetic_weights(ck_.config, *be_, tuning.synthetic_seed, *synthetic)

@@ -73,6 +73,7 @@ Json oplog_open_record(const EngineCore& engine, int slots, int64_t ring_slack, 
           {"precision", std::string(storage_name(engine.precision().act))},
           {"kv_precision", std::string(storage_name(engine.precision().kv))},
           {"attention_topk", attn_topk_name(engine.model().attention_topk())},
+          {"tokenizer", eo.tokenizer},
           {"context", eo.context},
           {"slots", slots},
           {"ring_slack", ring_slack}};

@@ -1,6 +1,7 @@
 // Concurrency on the serial worker with a slow scripted model (20 ms per denoise step): a full queue answers 429,
 // a client that hangs up mid-stream frees the worker at the next step, a request past its deadline gets 504 (or
-// a stream error event), and stopping the server answers what is queued.
+// a stream error event), and stopping the server answers what is queued. The load client (scripts/serve_load.py)
+// against `diffgemma serve` on the embedded model: every streamed answer well-formed, one JSON line of results.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +10,8 @@
 #include <thread>
 
 #include "server_test_util.h"
+#include "support/paths.h"
+#include "support/process.h"
 
 namespace dg::test {
 namespace server_load_test {
@@ -101,6 +104,30 @@ TEST(ServerLoad, StoppingTheServerAnswersQueuedRequests) {
   auto rq = queued.get();
   ASSERT_TRUE(rq);
   EXPECT_EQ(rq->status, 503) << rq->body;
+}
+
+TEST(ServerLoad, TheLoadClientGetsWellFormedStreamsFromEveryClient) {
+  ServerProcess s("-m " + source_path("models/dg-tiny") + " --ctx 512 -q");
+  ASSERT_GT(s.port, 0) << "the server did not start; see " << s.log_path;
+  const ProcessResult r = run_command("python3 " + source_path("scripts/serve_load.py") + " --port " +
+                                          std::to_string(s.port) + " --streams 6 --prompt-tokens 120 --max-tokens 40",
+                                      false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json line = json::parse(r.out);
+  EXPECT_EQ(line["event"], "serve_load");
+  EXPECT_EQ(line["streams"], 6);
+  EXPECT_EQ(line["well_formed"], 6) << r.out;
+  EXPECT_GT(line["completion_tokens"].get<int>(), 0);
+  EXPECT_GT(line["aggregate_tok_per_s"].get<double>(), 0.0);
+  EXPECT_GT(line["first_content_p50_s"].get<double>(), 0.0);
+  EXPECT_TRUE(line["errors"].empty()) << r.out;
+  // A server that is not there: no answer is well-formed, and the exit status says so.
+  s.stop();
+  const ProcessResult none = run_command("python3 " + source_path("scripts/serve_load.py") + " --port " +
+                                             std::to_string(s.port) + " --streams 2 --timeout 5",
+                                         false);
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_NE(none.out.find("\"well_formed\": 0"), std::string::npos) << none.out;
 }
 
 }  // namespace server_load_test
