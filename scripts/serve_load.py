@@ -25,6 +25,8 @@ def one_client(a: argparse.Namespace, index: int, start: threading.Event, out: l
             "max_tokens": a.max_tokens, "stream_options": {"include_usage": True}}
     if a.steps:
         body["steps"] = a.steps
+    if a.sampler:
+        body["sampler"] = a.sampler
     r = {"client": index, "ok": False, "ttft_s": None, "tokens": 0, "error": ""}
     start.wait()
     t0 = time.monotonic()
@@ -87,6 +89,9 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=int, default=1024, help="about this many prompt tokens per request")
     ap.add_argument("--max-tokens", type=int, default=512, help="answer tokens per request")
     ap.add_argument("--steps", type=int, default=0, help="denoise steps per block (0: the server's default)")
+    ap.add_argument("--sampler", default="", choices=["", "contract", "reference"],
+                    help="the request's sampler profile (\"\": the server's default); random weights: reference, "
+                         "whose blocks run their steps without the contract's early stops and trims")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a client waits on its socket")
     ap.add_argument("--label", default="", help="free text in the JSON line")
     a = ap.parse_args()
@@ -106,7 +111,7 @@ def main() -> int:
     ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
     tokens = sum(r["tokens"] for r in ok)
     line = {"event": "serve_load", "label": a.label, "streams": a.streams, "prompt_tokens": a.prompt_tokens,
-            "max_tokens": a.max_tokens, "steps": a.steps, "well_formed": len(ok), "wall_s": wall,
+            "max_tokens": a.max_tokens, "steps": a.steps, "sampler": a.sampler, "well_formed": len(ok), "wall_s": wall,
             "completion_tokens": tokens, "aggregate_tok_per_s": tokens / wall if wall > 0 else 0.0,
             "first_content_p50_s": percentile(ttft, 0.5), "first_content_p99_s": percentile(ttft, 0.99),
             "first_content_max_s": max(ttft) if ttft else float("nan"),
