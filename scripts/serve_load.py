@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Load run against `diffgemma serve`: N concurrent streaming chat clients on loopback.
 
-Each client sends one streamed POST /v1/chat/completions (a prompt of about --prompt-tokens words, --max-tokens
-answer tokens, usage included) and reads the server-sent events to [DONE]. Every answer must be well-formed: HTTP
+Each client sends one streamed POST /v1/chat/completions (a prompt of about --prompt-tokens words that starts with
+the run's own salt, so no run reuses another's cached prefix; --max-tokens answer tokens, usage included) and reads the server-sent events to [DONE]. Every answer must be well-formed: HTTP
 200, every event a JSON chat.completion.chunk of the request's id, one finish_reason, a usage chunk whose
 completion_tokens counts the answer, then [DONE]. Prints one JSON line: aggregate committed tok/s (all completion
 tokens over the wall time from the first request to the last [DONE]), the time to the first content per client (p50,
@@ -21,7 +21,9 @@ import time
 
 def one_client(a: argparse.Namespace, index: int, start: threading.Event, out: list) -> None:
     words = " ".join(["river"] * max(1, a.prompt_tokens - 16))  # the chat turn adds its markers
-    body = {"model": a.model, "messages": [{"role": "user", "content": f"{index}: {words}"}], "stream": True,
+    # The run's salt first: no prompt shares a prefix with another run's (the server reuses a tenant's KV cache).
+    content = f"{a.salt} {index}: {words}"
+    body = {"model": a.model, "messages": [{"role": "user", "content": content}], "stream": True,
             "max_tokens": a.max_tokens, "stream_options": {"include_usage": True}}
     if a.steps:
         body["steps"] = a.steps
@@ -97,6 +99,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.streams < 1 or a.max_tokens < 1 or a.prompt_tokens < 1:
         ap.error("--streams, --max-tokens and --prompt-tokens must be positive")
+    a.salt = f"run {time.time_ns() % 1_000_000_007}"
     out = [None] * a.streams
     start = threading.Event()
     threads = [threading.Thread(target=one_client, args=(a, i, start, out)) for i in range(a.streams)]
