@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Needle-in-a-haystack prompts for the retrieval model of the long-context issue (standard library only).
+
+A prompt is one user turn: filler sentences of plain words, with planted lines "The code of NAME is DDDDD." — the
+needle at a chosen depth (a fraction of the filler) and distractors with other names and codes elsewhere — and the
+question "What is the code of NAME?" at the end. The answer is "DDDDD." Two uses:
+
+  python3 scripts/needle_data.py train --out data/needle.jsonl --count 20000 --min-words 200 --max-words 12000
+      training conversations in data/chat.jsonl's format (scripts/train_tiny.py --data), seeded
+  python3 scripts/needle_data.py prompt --words 4000 --depth 0.25 --seed 3
+      one prompt's user text on stdout and its answer on stderr (scripts/needle_ladder.py renders the same)
+
+The filler words, names and digits are common English tokens, so the embedded model's tokenizer (models/dg-tiny)
+spells a word in one or two ids: a prompt of W words is roughly 1.5 W tokens (1,000 words: 1,529-1,587).
+"""
+import argparse
+import json
+import random
+import sys
+
+FILLER = ("the a of and to in is was it for on with as by at from that this be are have had not but or an they "
+          "we you he she his her their our my your one two three day night sun moon sea river hill road town "
+          "house door window tree leaf stone rain wind snow light dark warm cold old new small big long short "
+          "red green blue white black fish bird cat dog horse cow bread milk tea water fire wood iron gold "
+          "walk run sit stand look see hear speak read write sing play work rest sleep wake open close").split()
+NAMES = ("amber basil cedar delta ember fable garnet harbor indigo juniper kestrel lumen meadow nectar onyx pepper "
+         "quartz raven saffron tundra umber violet willow xenon yarrow zephyr anchor beacon cobalt dune").split()
+
+
+def sentence(rng: random.Random) -> str:
+    words = [rng.choice(FILLER) for _ in range(rng.randint(6, 14))]
+    return " ".join(words).capitalize() + "."
+
+
+def code(rng: random.Random) -> str:
+    return f"{rng.randint(10000, 99999)}"
+
+
+def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4):
+    """(user text, the needle's name, its code): about `words` filler words, the needle after `depth` of them."""
+    names = rng.sample(NAMES, distractors + 1)
+    key, others = names[0], names[1:]
+    codes = {n: code(rng) for n in names}
+    lines, count = [], 0
+    while count < words:
+        s = sentence(rng)
+        lines.append(s)
+        count += len(s.split())
+    slots = len(lines)
+    plant = [(min(slots, int(round(depth * slots))), key)]
+    plant += [(rng.randint(0, slots), n) for n in others]
+    for at, name in sorted(plant, key=lambda p: -p[0]):  # from the back, so earlier indices stay valid
+        lines.insert(at, f"The code of {name} is {codes[name]}.")
+    text = " ".join(lines) + f"\nWhat is the code of {key}?"
+    return text, key, codes[key]
+
+
+def render(user: str) -> str:
+    """The engine's chat rendering of one user turn without thinking (data/chat.jsonl's prompt segments)."""
+    return f"<bos><|turn>user\n{user}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="training conversations (JSONL, data/chat.jsonl's format)")
+    t.add_argument("--out", required=True)
+    t.add_argument("--count", type=int, default=20000)
+    t.add_argument("--min-words", type=int, default=200)
+    t.add_argument("--max-words", type=int, default=12000)
+    t.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("prompt", help="one prompt's user text (stdout) and answer (stderr)")
+    p.add_argument("--words", type=int, required=True)
+    p.add_argument("--depth", type=float, required=True, help="where the needle sits: 0 (start) to 1 (end)")
+    p.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    if a.cmd == "prompt":
+        if not 0.0 <= a.depth <= 1.0 or a.words < 1:
+            ap.error("--depth must be within [0, 1] and --words positive")
+        text, _, value = needle_prompt(random.Random(a.seed), a.words, a.depth)
+        print(text)
+        print(f"{value}.", file=sys.stderr)
+        return 0
+    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1:
+        ap.error("need 1 <= --min-words <= --max-words and a positive --count")
+    rng = random.Random(a.seed)
+    with open(a.out, "w", encoding="utf-8") as f:
+        for _ in range(a.count):
+            # Lengths spread evenly on a log scale, so short and long contexts are both common.
+            words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
+            text, _, value = needle_prompt(rng, words, rng.random())
+            conv = {"kind": "needle", "think": False, "tools": False,
+                    "segments": [["p", render(text)], ["a", f"{value}.<turn|>"]]}
+            f.write(json.dumps(conv) + "\n")
+    print(f"{a.out}: {a.count} conversations, {a.min_words}-{a.max_words} filler words each")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
