@@ -44,6 +44,11 @@ std::vector<OpCase> rmsnorm_cases() {
       norm("5 x 989, no scale", {{"rows", 5}, {"dim", 989}, {"weighted", 0}}, kCudaRowNorm),
       norm("tiny_a hidden 20 x 64", {{"rows", 20}, {"dim", 64}, {"weighted", 1}}, kCudaRowNorm),
       norm("26B-A4B hidden 256 x 2816", {{"rows", 256}, {"dim", 2816}, {"weighted", 1}}, kCudaRowNorm),
+      // The CUDA vector kernel's rows (bf16, a multiple of 8 up to 4,096): the router's unscaled norm, its widest
+      // row, and the first row past it (the scalar kernel again).
+      norm("26B-A4B router 256 x 2816, no scale", {{"rows", 256}, {"dim", 2816}, {"weighted", 0}}, kCudaRowNorm),
+      norm("widest vector row 3 x 4096", {{"rows", 3}, {"dim", 4096}, {"weighted", 1}}, kCudaRowNorm),
+      norm("past the vector rows 2 x 4104", {{"rows", 2}, {"dim", 4104}, {"weighted", 1}}, kCudaRowNorm),
       norm("tiny_b k heads 8 x 2 x 8", {{"rows", 8}, {"heads", 2}, {"dim", 8}, {"weighted", 1}}, kCudaHeadNorm),
       norm("smallest warp head 5 x 3 x 16", {{"rows", 5}, {"heads", 3}, {"dim", 16}, {"weighted", 1}}, kCudaHeadNorm),
       norm("26B-A4B sliding q 256 x 16 x 256", {{"rows", 256}, {"heads", 16}, {"dim", 256}, {"weighted", 1}},
