@@ -25,12 +25,13 @@ std::string open_oplog_path(const std::string& dir) {
   return (std::filesystem::path(dir) / fmt::format("ops-{}-{}.jsonl", std::time(nullptr), ::getpid())).string();
 }
 
-// The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
+// --ctx held to the model's positions (held_context).
 ServerOptions within_model(const EngineCore& engine, ServerOptions opt) {
   opt.context = held_context(engine.config(), opt.context);
   return opt;
 }
 
+// The batch and slots from the backend's free memory (or --memory), docs/SERVER.md "Memory per stream".
 MemoryPlan plan_server_memory(const EngineCore& engine, const ServerOptions& opt) {
   const MemoryInfo m = opt.memory_gib > 0 ? given_memory(opt.memory_gib) : engine.backend().memory_info();
   return plan_memory(engine.config(), memory_request(engine.options(), engine.backend().precision(), opt), m);

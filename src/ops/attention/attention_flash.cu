@@ -60,14 +60,6 @@ __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_
   o2[1] = __floats2bfloat162_rn(ratio(num.z), ratio(num.w));
 }
 
-// The kernel's blocks per SM (its registers and shared memory), once per kernel.
-template <class Kernel>
-int resident_per_sm(Kernel kernel, int threads, size_t smem) {
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) n = 1;
-  return n < 1 ? 1 : n;
-}
-
 // Launches `kernel` over (row tiles, heads, slices x key splits): bidirectional (canvas) attention splits its keys
 // (tiles of tile_keys) so that the grid fills the GPU's resident blocks in one wave (a partial second wave costs as
 // much as a full one); causal prefill has query tiles enough and keeps one split. Partials merge in combine_kernel.

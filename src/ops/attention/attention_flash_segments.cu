@@ -1,7 +1,6 @@
 // The flash kernel over several sequences in one launch (attention_cuda.h: attention_flash_segments_cuda): the
 // grid's x runs over every sequence's query tiles in turn, and a block finds its sequence in the launch's table
 // (kernel parameters, up to kMaxSegments per launch), then runs the block body of flash_block.cuh on it.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -67,25 +66,13 @@ Status launch(const SegmentTable& t, int n_heads, cudaStream_t s) {
 
 template <int kD, int kDv>
 int blocks_per_sm() {
-  static const int n = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, flash_segments_kernel<kD, kDv>, kThreads,
-                                                      smem_bytes<kD, kDv>()) != cudaSuccess)
-      b = 1;
-    return std::max(b, 1);
-  }();
+  static const int n = resident_per_sm(flash_segments_kernel<kD, kDv>, kThreads, smem_bytes<kD, kDv>());
   return n;
 }
 
 template <int kD>
 int pair_blocks_per_sm() {
-  static const int n = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, flash_pair_segments_kernel<kD>, kPairThreads,
-                                                      pair_smem_bytes<kD>()) != cudaSuccess)
-      b = 1;
-    return std::max(b, 1);
-  }();
+  static const int n = resident_per_sm(flash_pair_segments_kernel<kD>, kPairThreads, pair_smem_bytes<kD>());
   return n;
 }
 

@@ -7,6 +7,7 @@
 // converted by the caller), loaded with cp.async; tiles that the causal/window mask hides entirely are skipped.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/cuda/cuda_common.cuh"
@@ -263,6 +264,14 @@ __device__ __forceinline__ void store_rows(const FlashArgs& a, const float (&o)[
       *reinterpret_cast<__nv_bfloat162*>(a.out + qrow_hi * ld_out + c) =
           __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
   }
+}
+
+// A kernel's resident blocks per SM at `threads` and `smem` bytes of dynamic shared memory (at least 1).
+template <class Kernel>
+int resident_per_sm(Kernel kernel, int threads, size_t smem) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) n = 1;
+  return n < 1 ? 1 : n;
 }
 
 // Dynamic shared memory of a block: the Q tile and a K tile at kD + 8 columns, a V tile at kDv + 8.

@@ -177,14 +177,13 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
   }
 }
 
-bool warp_shape(const void* x, const void* w, const void* y, int64_t dim) {
-  return dim % 8 == 0 && dim <= kWarpMaxDim &&
+// Rows of 16-byte chunks (dim a multiple of 8, x, w and y 16-byte aligned; w may be null) of at most max_dim.
+bool chunked_rows(const void* x, const void* w, const void* y, int64_t dim, int64_t max_dim) {
+  return dim % 8 == 0 && dim <= max_dim &&
          ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
 }
-
-bool vec_shape(const void* x, const void* w, const void* y, int64_t dim) {
-  return dim % 8 == 0 && dim <= kVecMaxDim &&
-         ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+bool warp_shape(const void* x, const void* w, const void* y, int64_t dim) {
+  return chunked_rows(x, w, y, dim, kWarpMaxDim);
 }
 
 template <typename TW>
@@ -243,7 +242,7 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
   if (w == nullptr) wt = DType::kF32;
   if (xt == DType::kBF16 && yt == DType::kBF16 && (w == nullptr || wt == DType::kBF16) && warp_shape(x, w, y, dim))
     return launch_warp<false>(x, w, y, rows, dim, eps, 1, 0, nullptr, stream);
-  if (xt == DType::kBF16 && yt == DType::kBF16 && (wt == DType::kBF16 || wt == DType::kF32) && vec_shape(x, w, y, dim))
+  if (xt == DType::kBF16 && yt == DType::kBF16 && (wt == DType::kBF16 || wt == DType::kF32) && chunked_rows(x, w, y, dim, kVecMaxDim))
     return wt == DType::kBF16 ? launch_vec(x, static_cast<const cuda::bf16*>(w), y, rows, dim, eps, stream)
                               : launch_vec(x, static_cast<const float*>(w), y, rows, dim, eps, stream);
   switch (xt) {
