@@ -11,6 +11,9 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" .carry
 strip -o "$stage/diffgemma" "$b/diffgemma"
 strip -o "$stage/dg_cuda_tests" "$b/tests/dg_cuda_tests"
+for probe in dg_gemm_probe dg_gemm_lt_probe; do  # diagnosis tools, when built
+  [ -x "$b/$probe" ] && strip -o "$stage/$probe" "$b/$probe"
+done
 ldd "$b/diffgemma" "$b/tests/dg_cuda_tests" | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt)\.so' |
   xargs -r cp -L -t "$stage/lib"

@@ -5,6 +5,7 @@
 mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
 tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
 cp /tmp/prebuilt/diffgemma build/cuda-ci/ && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/
+for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
 cp /tmp/prebuilt/lib/* .carry/lib/
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
