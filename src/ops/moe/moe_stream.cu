@@ -7,6 +7,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mma.cuh"
+#include "core/cuda/wgmma.cuh"
 #include "core/packed_layout.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
@@ -37,7 +38,8 @@ template <class Fmt> constexpr int kXElem = Fmt::kAct8 ? 1 : 2;
 // Per stage: the weight tile, then the pass's x rows [Fmt::kRowCap][Fmt::kTileK] (swizzled).
 template <class Fmt> constexpr int kXRowBytes = Fmt::kTileK * kXElem<Fmt>;
 template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + Fmt::kRowCap * kXRowBytes<Fmt>;
-template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt>;
+// The wgmma formats align their stages to 1024 bytes (the swizzle's period) inside the dynamic shared memory.
+template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt> + (Fmt::kWgmma ? 1024 : 0);
 
 // The products of one load_a's fragments (k from kk0) with the pass's n_pairs pairs of n8 row tiles: bf16
 // m16n8k16, or e4m3 m16n8k32 for kAct8 (a 16-byte chunk is 8 bf16 or 16 codes; ldmatrix reads either).
@@ -74,9 +76,40 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
 // One K step of kTileK for the warp's two m16 tiles. The converted formats (Fmt::kPrefetch) fetch and convert all
 // of the stage's A fragments before its first product, so a warp has every shared load and conversion chain of the
 // stage in flight at once; the ldmatrix formats load each fragment just before its products (fewer registers).
+#if DG_HAS_WGMMA
+// The stage as wgmma products of the CTA's warpgroup: per k32 step, the weight rows [0, 64) and [64, 128) (the two
+// m64 tiles, whose accumulators are laid out as the two m16 tiles of each warp below) times the pass's 16 n_pairs
+// routed rows, both operands read from shared memory.
+template <class Fmt, int N>
+__device__ __forceinline__ void stage_wgmma(uint32_t ws, float (&acc)[2][Fmt::kRowCap / 8][4]) {
+  static_assert(Fmt::kTileK == 128 && kTileN == 128 && Fmt::kRowCap == 64, "128-byte rows, two m64 tiles, n <= 64");
+  const uint32_t xs = ws + Fmt::kStageBytes;
+  cuda::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < Fmt::kTileK / 32; ++ks) {
+    const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      cuda::wgmma_e4m3_m64k32<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * Fmt::kTileK + 32 * ks), b);
+  }
+  cuda::wgmma_commit();
+  cuda::wgmma_wait<0>();
+}
+#endif
+
 template <class Fmt>
 __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
                                           float (&acc)[2][Fmt::kRowCap / 8][4]) {
+#if DG_HAS_WGMMA
+  if constexpr (Fmt::kWgmma) {
+    switch (n_pairs) {
+      case 1: stage_wgmma<Fmt, 16>(ws, acc); return;
+      case 2: stage_wgmma<Fmt, 32>(ws, acc); return;
+      case 3: stage_wgmma<Fmt, 48>(ws, acc); return;
+      default: stage_wgmma<Fmt, 64>(ws, acc); return;
+    }
+  }
+#endif
   const uint32_t xs = ws + Fmt::kStageBytes;
   constexpr int kLoads = Fmt::kTileK / Fmt::kLoadK;
   auto load = [&](int l, uint32_t (&af)[2][Fmt::kFrags][4]) {
@@ -115,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   const int mat = a.offsets ? e : 0;  // which weight matrix
   const int64_t e_row0 = static_cast<int64_t>(mat) * a.w_rows;
   const uint64_t policy = cuda::l2_evict_first();
-  const uint32_t base = cuda::smem_u32(smem);
+  const uint32_t base = Fmt::kWgmma ? (cuda::smem_u32(smem) + 1023u) & ~1023u : cuda::smem_u32(smem);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
   constexpr int kChunkElems = 16 / kXElem<Fmt>;
@@ -185,6 +218,9 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
     }
     for (int kt = 0; kt < n_k; ++kt) {
       cuda::cp_async_wait<kStages - 2>();  // stage kt has landed
+#if DG_HAS_WGMMA
+      if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
+#endif
       __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
       if (kt + kStages - 1 < n_k) load(kt + kStages - 1, true);  // into stage kt - 1's buffer
       cuda::cp_async_commit();

@@ -121,7 +121,7 @@ __device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
 
 // bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
 struct WeightBf16 {
-  static constexpr bool kAct8 = false;
+  static constexpr bool kAct8 = false, kWgmma = false;
   static constexpr int kTileK = 64, kStages = 4, kRowCap = 64;
   static constexpr int kLoadK = 16, kFrags = 1;  // one load_a: one k16 fragment
   static constexpr bool kPrefetch = false;
@@ -147,7 +147,7 @@ struct WeightBf16 {
 // on an SM, and the conversion chains get 12 warps to hide behind.
 template <int kTileK_, int kElemsPerChunk, int kScaleWords_>
 struct PackedStage {
-  static constexpr bool kAct8 = false;
+  static constexpr bool kAct8 = false, kWgmma = false;
   static constexpr int kTileK = kTileK_, kRowCap = 32;
   static constexpr bool kPrefetch = true;
   static constexpr int kMinBlocks = 1;  // CTAs per SM that __launch_bounds__ asks the register allocation for
@@ -282,13 +282,15 @@ using WeightFp8 = WeightByteRow<true>;
 using WeightQ8 = WeightByteRow<false>;
 
 // fp8 weights times fp8 activations (W8A8, kAct8): the activation rows arrive as E4M3 codes with an f32 scale per
-// row (moe_act_quant_fp8_cuda), so both operands go to the tensor cores as stored (mma m16n8k32 e4m3, sm_89+). A
-// stage is [kTileN][kTileK] code bytes, swizzled like bf16's 128-byte rows; one ldmatrix.x4 per m16k32 A fragment.
+// row (moe_act_quant_fp8_cuda), so both operands go to the tensor cores as stored. A stage is [kTileN][kTileK] code
+// bytes, swizzled like bf16's 128-byte rows, which is the 128-byte swizzle of Hopper's wgmma (kWgmma: on sm_90a the
+// warpgroup multiplies both tiles straight from shared memory, core/cuda/wgmma.cuh); elsewhere (sm_89) mma m16n8k32
+// e4m3 with one ldmatrix.x4 per m16k32 A fragment.
 // The weight row's scale here and the activation row's scale (the kernel's) multiply the f32 sums. kStages_ 4: 96 KB
 // of shared memory, two CTAs per SM on the H200; 3: 72 KB, three.
 template <int kStages_>
 struct WeightFp8Act8 {
-  static constexpr bool kAct8 = true;
+  static constexpr bool kAct8 = true, kWgmma = true;
   static constexpr int kTileK = 128, kStages = kStages_, kRowCap = 64;
   static constexpr int kLoadK = 32, kFrags = 1;  // one load_a: one k32 fragment
   static constexpr bool kPrefetch = false;

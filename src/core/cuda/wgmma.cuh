@@ -1,0 +1,84 @@
+// PTX wrappers for Hopper's warpgroup MMA (sm_90a): shared-memory matrix descriptors for K-major tiles in the
+// 128-byte swizzle, and wgmma.mma_async m64nNk32 with e4m3 operands and f32 accumulation. mma.sync has no e4m3 form
+// on Hopper (the compiler unpacks the codes to f16 and runs f16 products), so this is the way to the fp8 tensor
+// cores there. Reference: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors,
+// wgmma.mma_async, wgmma.fence, wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
+//
+// The tiles: rows of 128 bytes (128 e4m3 codes of one row's K slice), 16-byte chunk c of row r stored at chunk
+// c ^ (r % 8), the tile 1024-byte aligned: the hardware's 128-byte swizzle (address bits 4-6 XOR bits 7-9). A k32
+// step starts 32 bytes further into the rows. The m64nN accumulators of a warpgroup: warp w holds rows 16 w .. +15,
+// lane (g, t) element 4 j + q of n8 tile j at row g + 8 (q / 2), column 8 j + 2 t + q % 2, as mma.sync's m16n8 C
+// fragments.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DG_HAS_WGMMA 1
+#else
+#define DG_HAS_WGMMA 0
+#endif
+
+namespace dg::cuda {
+
+#if DG_HAS_WGMMA
+
+// The descriptor of a K-major tile at shared address `addr` (1024-byte aligned, or that plus a k-step offset): rows
+// of 128 bytes, 8-row groups 1024 bytes apart, 128-byte swizzle.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible to wgmma's reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+#define DG_WG_ACC(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+
+// d[64 x N] += A[64 x 32] B[N x 32]^T, e4m3 codes, for the warpgroup; d holds N / 8 n8 tiles (the rest untouched).
+template <int N> __device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[8][4], uint64_t a, uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
+  if constexpr (N == 16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : DG_WG_ACC(0), DG_WG_ACC(1)
+        : "l"(a), "l"(b));
+  } else if constexpr (N == 32) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+        "%12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3)
+        : "l"(a), "l"(b));
+  } else if constexpr (N == 48) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+        "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1;\n}\n"
+        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3), DG_WG_ACC(4), DG_WG_ACC(5)
+        : "l"(a), "l"(b));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+        "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1;\n}\n"
+        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3), DG_WG_ACC(4), DG_WG_ACC(5), DG_WG_ACC(6),
+          DG_WG_ACC(7)
+        : "l"(a), "l"(b));
+  }
+}
+
+#undef DG_WG_ACC
+
+#endif  // DG_HAS_WGMMA
+
+}  // namespace dg::cuda
