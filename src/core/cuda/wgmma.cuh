@@ -1,5 +1,6 @@
 // PTX wrappers for Hopper's warpgroup MMA (sm_90a): shared-memory matrix descriptors for K-major tiles in the
-// 128-byte swizzle, and wgmma.mma_async m64nNk32 with e4m3 operands and f32 accumulation. mma.sync has no e4m3 form
+// 128-byte swizzle, and wgmma.mma_async with f32 accumulation: e4m3 (m64nNk32) and bf16 (m64nNk16) operands from shared memory, or bf16
+// with A from registers. mma.sync has no e4m3 form
 // on Hopper (the compiler unpacks the codes to f16 and runs f16 products), so this is the way to the fp8 tensor
 // cores there. Reference: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors,
 // wgmma.mma_async, wgmma.fence, wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
@@ -41,42 +42,66 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 }
 
 #define DG_WG_ACC(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+#define DG_WG_ACC16 DG_WG_ACC(0), DG_WG_ACC(1)
+#define DG_WG_ACC32 DG_WG_ACC16, DG_WG_ACC(2), DG_WG_ACC(3)
+#define DG_WG_ACC48 DG_WG_ACC32, DG_WG_ACC(4), DG_WG_ACC(5)
+#define DG_WG_ACC64 DG_WG_ACC48, DG_WG_ACC(6), DG_WG_ACC(7)
+#define DG_WG_D16 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define DG_WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define DG_WG_D48                                                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}"
+#define DG_WG_D64                                                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "   \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define DG_WG_PRED "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+// Both operands from shared memory (descriptors a, b); TAIL: the immediates after scale-d.
+#define DG_WG_SS(SHAPE, TYPES, DL, A, B, TAIL, ACC) \
+  asm volatile(DG_WG_PRED "wgmma.mma_async.sync.aligned." SHAPE "." TYPES " " DL ", %" A ", %" B ", p, " TAIL ";\n}\n" \
+               : ACC : "l"(a), "l"(b))
+// A from registers (a[4]: the warp's m16k16 fragment, as mma.sync's), B from shared memory.
+#define DG_WG_RS(SHAPE, DL, A0, A1, A2, A3, B, ACC)                                                             \
+  asm volatile(DG_WG_PRED "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " DL ", {%" A0 ", %" A1 ", %" A2   \
+               ", %" A3 "}, %" B ", p, 1, 1, 0;\n}\n"                                                           \
+               : ACC : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
 
 // d[64 x N] += A[64 x 32] B[N x 32]^T, e4m3 codes, for the warpgroup; d holds N / 8 n8 tiles (the rest untouched).
 template <int N> __device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[8][4], uint64_t a, uint64_t b) {
   static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
-  if constexpr (N == 16) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
-        : DG_WG_ACC(0), DG_WG_ACC(1)
-        : "l"(a), "l"(b));
-  } else if constexpr (N == 32) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
-        "%12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3)
-        : "l"(a), "l"(b));
-  } else if constexpr (N == 48) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
-        "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1;\n}\n"
-        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3), DG_WG_ACC(4), DG_WG_ACC(5)
-        : "l"(a), "l"(b));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
-        "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1;\n}\n"
-        : DG_WG_ACC(0), DG_WG_ACC(1), DG_WG_ACC(2), DG_WG_ACC(3), DG_WG_ACC(4), DG_WG_ACC(5), DG_WG_ACC(6),
-          DG_WG_ACC(7)
-        : "l"(a), "l"(b));
-  }
+  if constexpr (N == 16) DG_WG_SS("m64n16k32", "f32.e4m3.e4m3", DG_WG_D16, "8", "9", "1, 1", DG_WG_ACC16);
+  else if constexpr (N == 32) DG_WG_SS("m64n32k32", "f32.e4m3.e4m3", DG_WG_D32, "16", "17", "1, 1", DG_WG_ACC32);
+  else if constexpr (N == 48) DG_WG_SS("m64n48k32", "f32.e4m3.e4m3", DG_WG_D48, "24", "25", "1, 1", DG_WG_ACC48);
+  else DG_WG_SS("m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "1, 1", DG_WG_ACC64);
 }
 
+// d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, both K-major in shared memory.
+template <int N> __device__ __forceinline__ void wgmma_bf16_m64k16(float (&d)[8][4], uint64_t a, uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
+  if constexpr (N == 16) DG_WG_SS("m64n16k16", "f32.bf16.bf16", DG_WG_D16, "8", "9", "1, 1, 0, 0", DG_WG_ACC16);
+  else if constexpr (N == 32) DG_WG_SS("m64n32k16", "f32.bf16.bf16", DG_WG_D32, "16", "17", "1, 1, 0, 0", DG_WG_ACC32);
+  else if constexpr (N == 48) DG_WG_SS("m64n48k16", "f32.bf16.bf16", DG_WG_D48, "24", "25", "1, 1, 0, 0", DG_WG_ACC48);
+  else DG_WG_SS("m64n64k16", "f32.bf16.bf16", DG_WG_D64, "32", "33", "1, 1, 0, 0", DG_WG_ACC64);
+}
+
+// d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, A from each warp's registers (rows 16 w .. +15), B K-major in shared
+// memory. d holds N / 8 n8 tiles of a [4][4] accumulator (N <= 32).
+template <int N> __device__ __forceinline__ void wgmma_bf16_rs_m64k16(float (&d)[4][4], const uint32_t (&a)[4],
+                                                                     uint64_t b) {
+  static_assert(N == 16 || N == 32, "n16 or n32");
+  if constexpr (N == 16) DG_WG_RS("m64n16k16", DG_WG_D16, "8", "9", "10", "11", "12", DG_WG_ACC16);
+  else DG_WG_RS("m64n32k16", DG_WG_D32, "16", "17", "18", "19", "20", DG_WG_ACC32);
+}
+
+#undef DG_WG_SS
+#undef DG_WG_RS
+#undef DG_WG_PRED
+#undef DG_WG_D16
+#undef DG_WG_D32
+#undef DG_WG_D48
+#undef DG_WG_D64
+#undef DG_WG_ACC16
+#undef DG_WG_ACC32
+#undef DG_WG_ACC48
+#undef DG_WG_ACC64
 #undef DG_WG_ACC
 
 #endif  // DG_HAS_WGMMA

@@ -41,6 +41,13 @@ template <class Fmt> constexpr int kStageBytes = Fmt::kStageBytes + Fmt::kRowCap
 // The wgmma formats align their stages to 1024 bytes (the swizzle's period) inside the dynamic shared memory.
 template <class Fmt> constexpr int kSmemBytes = Fmt::kStages * kStageBytes<Fmt> + (Fmt::kWgmma ? 1024 : 0);
 
+// Byte offset of 16-byte chunk c of pass row i in a stage's activation tile: rows of kXRowBytes cut into 128-byte
+// column blocks of Fmt::kRowCap rows each, chunks swizzled within a block by i % 8 (ldmatrix's eight row addresses in
+// distinct banks, and the 128-byte swizzle wgmma reads; blocks 1024-byte aligned).
+template <class Fmt> __device__ __forceinline__ uint32_t x_chunk(int i, int c) {
+  return static_cast<uint32_t>((c >> 3) * Fmt::kRowCap * 128) + swizzle<128>(i, c & 7);
+}
+
 // The products of one load_a's fragments (k from kk0) with the pass's n_pairs pairs of n8 row tiles: bf16
 // m16n8k16, or e4m3 m16n8k32 for kAct8 (a 16-byte chunk is 8 bf16 or 16 codes; ldmatrix reads either).
 template <class Fmt>
@@ -57,8 +64,7 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
     for (int jp = 0; jp < Fmt::kRowCap / 16; ++jp) {
       if (jp >= n_pairs) break;
       uint32_t b[4];  // rows 16jp .. +7 (k lo, k hi), rows 16jp + 8 .. +15 (k lo, k hi)
-      cuda::ldmatrix_x4(b, xs + swizzle<kXRowBytes<Fmt>>(jp * 16 + ((mi >> 1) << 3) + (lane & 7),
-                                                        kk / kChunkElems + (mi & 1)));
+      cuda::ldmatrix_x4(b, xs + x_chunk<Fmt>(jp * 16 + ((mi >> 1) << 3) + (lane & 7), kk / kChunkElems + (mi & 1)));
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         if constexpr (Fmt::kAct8) {
@@ -77,23 +83,64 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
 // of the stage's A fragments before its first product, so a warp has every shared load and conversion chain of the
 // stage in flight at once; the ldmatrix formats load each fragment just before its products (fewer registers).
 #if DG_HAS_WGMMA
-// The stage as wgmma products of the CTA's warpgroup: per k32 step, the weight rows [0, 64) and [64, 128) (the two
-// m64 tiles, whose accumulators are laid out as the two m16 tiles of each warp below) times the pass's 16 n_pairs
-// routed rows, both operands read from shared memory.
-template <class Fmt, int N>
-__device__ __forceinline__ void stage_wgmma(uint32_t ws, float (&acc)[2][Fmt::kRowCap / 8][4]) {
-  static_assert(Fmt::kTileK == 128 && kTileN == 128 && Fmt::kRowCap == 64, "128-byte rows, two m64 tiles, n <= 64");
-  const uint32_t xs = ws + Fmt::kStageBytes;
-  cuda::wgmma_fence();
+// Pins the accumulators in program order around a stage's wgmma products (no access between the fence and the
+// products, none moved above the wait).
+template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[2][kRows][kCols]) {
 #pragma unroll
-  for (int ks = 0; ks < Fmt::kTileK / 32; ++ks) {
-    const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[t][j][q])::"memory");
+}
+
+// The stage as wgmma products of the CTA's warpgroup (Fmt::kWgmma): per k step, the weight rows [0, 64) and
+// [64, 128) (the two m64 tiles, whose accumulators are laid out as the two m16 tiles of each warp) times the pass's
+// N = 16 n_pairs routed rows. The weight tile's rows are 128 bytes (e4m3: k32 steps; bf16: k16 steps, both 32 bytes)
+// read from shared memory; q4 (kPrefetch) converts the stage's A fragments into registers first, as mma.sync takes
+// them, and reads only the activations from shared memory.
+template <class Fmt, int N>
+__device__ __forceinline__ void stage_wgmma(uint32_t ws, const StageSrc& src, int warp, int lane,
+                                           float (&acc)[2][Fmt::kRowCap / 8][4]) {
+  static_assert(kTileN == 128 && N <= Fmt::kRowCap, "two m64 tiles, n within the pass");
+  const uint32_t xs = ws + Fmt::kStageBytes;
+  if constexpr (Fmt::kPrefetch) {
+    static_assert(Fmt::kLoadK == Fmt::kTileK && !Fmt::kAct8, "one load_a for the whole stage, bf16 fragments");
+    uint32_t af[2][Fmt::kFrags][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) Fmt::load_a(ws, src, 16 * (warp + t * kWarps), 0, lane, af[t]);
 #pragma unroll
     for (int t = 0; t < 2; ++t)
-      cuda::wgmma_e4m3_m64k32<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * Fmt::kTileK + 32 * ks), b);
+#pragma unroll
+      for (int f = 0; f < Fmt::kFrags; ++f)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    fence_acc(acc);
+    cuda::wgmma_fence();
+#pragma unroll
+    for (int f = 0; f < Fmt::kFrags; ++f) {
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + x_chunk<Fmt>(0, 2 * f));  // k16 step f: chunks 2f, 2f + 1
+#pragma unroll
+      for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+    }
+  } else {
+    static_assert(Fmt::kTileK * kXElem<Fmt> == 128, "128-byte weight and activation rows");
+    fence_acc(acc);
+    cuda::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * 128 + 32 * ks);
+        if constexpr (Fmt::kAct8) cuda::wgmma_e4m3_m64k32<N>(acc[t], a, b);
+        else cuda::wgmma_bf16_m64k16<N>(acc[t], a, b);
+      }
+    }
   }
   cuda::wgmma_commit();
   cuda::wgmma_wait<0>();
+  fence_acc(acc);
 }
 #endif
 
@@ -102,12 +149,18 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
                                           float (&acc)[2][Fmt::kRowCap / 8][4]) {
 #if DG_HAS_WGMMA
   if constexpr (Fmt::kWgmma) {
-    switch (n_pairs) {
-      case 1: stage_wgmma<Fmt, 16>(ws, acc); return;
-      case 2: stage_wgmma<Fmt, 32>(ws, acc); return;
-      case 3: stage_wgmma<Fmt, 48>(ws, acc); return;
-      default: stage_wgmma<Fmt, 64>(ws, acc); return;
+    if constexpr (Fmt::kRowCap == 32) {
+      if (n_pairs == 1) stage_wgmma<Fmt, 16>(ws, src, warp, lane, acc);
+      else stage_wgmma<Fmt, 32>(ws, src, warp, lane, acc);
+    } else {
+      switch (n_pairs) {
+        case 1: stage_wgmma<Fmt, 16>(ws, src, warp, lane, acc); break;
+        case 2: stage_wgmma<Fmt, 32>(ws, src, warp, lane, acc); break;
+        case 3: stage_wgmma<Fmt, 48>(ws, src, warp, lane, acc); break;
+        default: stage_wgmma<Fmt, 64>(ws, src, warp, lane, acc); break;
+      }
     }
+    return;
   }
 #endif
   const uint32_t xs = ws + Fmt::kStageBytes;
@@ -200,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
         const int i = xr0 + it * kXRowStep;
         if (i >= m_load) break;
         const bool ok = k_ok && xsrc[it] != nullptr;
-        cuda::cp_async16(xs + swizzle<kXRowBytes<Fmt>>(i, xc), ok ? xsrc[it] + k0 * kXElem<Fmt> : a.x, ok);
+        cuda::cp_async16(xs + x_chunk<Fmt>(i, xc), ok ? xsrc[it] + k0 * kXElem<Fmt> : a.x, ok);
       }
     };
 

@@ -23,6 +23,7 @@ namespace dg::moe_stream {
 // by word). kStages_: the pipeline's depth (2, 3 or 4; four CTAs per SM fit up to 3, three at 4).
 template <int kStages_>
 struct WeightQ4Kernel : PackedStage<128, 32, 4> {
+  static constexpr bool kWgmma = true;  // on sm_90a: the fragments below as wgmma's A registers (stage_wgmma)
   static constexpr int kStages = kStages_;
   static constexpr int kMinBlocks = 4;  // 128 registers (32 bytes spilled): 7.44 ms of experts per step, at 3: 7.63
   static constexpr int kKAlign = 32;
