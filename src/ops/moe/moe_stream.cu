@@ -85,13 +85,15 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
 #if DG_HAS_WGMMA
 // Pins the accumulators in program order around a stage's wgmma products (no access between the fence and the
 // products, none moved above the wait).
+template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kRows][kCols]) {
+#pragma unroll
+  for (int j = 0; j < kRows; ++j)
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[j][q])::"memory");
+}
 template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[2][kRows][kCols]) {
-#pragma unroll
-  for (int t = 0; t < 2; ++t)
-#pragma unroll
-    for (int j = 0; j < kRows; ++j)
-#pragma unroll
-      for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[t][j][q])::"memory");
+  fence_acc(acc[0]);
+  fence_acc(acc[1]);
 }
 
 // The stage as wgmma products of the CTA's warpgroup (Fmt::kWgmma): per k step, the weight rows [0, 64) and
@@ -125,17 +127,37 @@ __device__ __forceinline__ void stage_wgmma(uint32_t ws, const StageSrc& src, in
     }
   } else {
     static_assert(Fmt::kTileK * kXElem<Fmt> == 128, "128-byte weight and activation rows");
+    if constexpr (Fmt::kAct8) {
+      // e4m3: each m64 tile's stage (128 k) summed by the tensor cores alone, then added to the f32 accumulators.
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        float part[Fmt::kRowCap / 8][4];
+        fence_acc(part);
+        cuda::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * 128 + 32 * ks);
+          const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+          if (ks == 0) cuda::wgmma_e4m3_m64k32<N, false>(part, a, b);
+          else cuda::wgmma_e4m3_m64k32<N, true>(part, a, b);
+        }
+        cuda::wgmma_commit();
+        cuda::wgmma_wait<0>();
+        fence_acc(part);
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[t][j][q] += part[j][q];
+      }
+      return;
+    }
     fence_acc(acc);
     cuda::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
 #pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * 128 + 32 * ks);
-        if constexpr (Fmt::kAct8) cuda::wgmma_e4m3_m64k32<N>(acc[t], a, b);
-        else cuda::wgmma_bf16_m64k16<N>(acc[t], a, b);
-      }
+      for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * 128 + 32 * ks), b);
     }
   }
   cuda::wgmma_commit();
