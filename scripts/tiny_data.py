@@ -60,6 +60,23 @@ def load_examples(path, encode, C, vocab, rng, limit=0, extra=0.3):
     return examples, n_conv
 
 
+def pad_examples(examples, multiple, prefix_ids, filler_ids):
+    """Rounds each encoder input up to a multiple of `multiple` tokens by inserting the first ids of `filler_ids`
+    right after `prefix_ids` (the user turn's header), so long prompts of many lengths share a few lengths and the
+    unpadded buckets hold many examples each (a needle prompt then has a little more filler before its first
+    sentence). Examples that do not start with `prefix_ids` stay as they are. Returns (examples, padded count)."""
+    at, out, padded = len(prefix_ids), [], 0
+    for enc, canvas in examples:
+        need = -len(enc) % multiple
+        if need and enc[:at] == prefix_ids:
+            if need > len(filler_ids):
+                raise ValueError(f"pad_examples: {need} filler ids needed, {len(filler_ids)} given")
+            enc = enc[:at] + filler_ids[:need] + enc[at:]
+            padded += 1
+        out.append((enc, canvas))
+    return out, padded
+
+
 def epoch_plan_buckets(examples, rng, C, batch, micro, micro_tokens):
     """Optimizer steps for one epoch without padding: each micro-batch holds examples of ONE encoder length (at
     most `micro` examples and about `micro_tokens` tokens); micro-batches are accumulated until a step holds at

@@ -37,21 +37,32 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tiny_data import (BOS, EOS, PAD, SPECIAL_IDS, epoch_plan_buckets, epoch_plan_padded, load_examples,  # noqa: E402
-                       log, lr_at, make_batch)
+                       log, lr_at, make_batch, pad_examples)
 
 # ---------------------------------------------------------------------------------------------------- model
 
 
-def build_model(V, C, seed):
+# Text configs by --arch. tiny: the embedded model (models/dg-tiny). needle: the retrieval model of the long-context
+# issue (docs/TRAINING.md), about 5 MB in bf16 so the tree stays small: the same attention head sizes (64 sliding,
+# 128 full: the CUDA kernels' tested shapes), half the width, four layers ending in a full one.
+ARCHS = {
+    "tiny": dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=128, num_hidden_layers=6,
+                 layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                              "sliding_attention", "sliding_attention", "full_attention"],
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=64, global_head_dim=128,
+                 num_global_key_value_heads=1, num_experts=16, top_k_experts=2, sliding_window=32),
+    "needle": dict(hidden_size=128, intermediate_size=256, moe_intermediate_size=64, num_hidden_layers=4,
+                   layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, global_head_dim=128,
+                   num_global_key_value_heads=1, num_experts=8, top_k_experts=2, sliding_window=32),
+}
+
+
+def build_model(V, C, seed, arch="tiny", max_positions=8192):
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
     from make_fixtures import VISION  # the minimal vision tower every checkpoint carries
-    text = dict(vocab_size=V, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
-                num_hidden_layers=6,
-                layer_types=["sliding_attention", "sliding_attention", "full_attention",
-                             "sliding_attention", "sliding_attention", "full_attention"],
-                num_attention_heads=4, num_key_value_heads=2, head_dim=64, global_head_dim=128,
-                num_global_key_value_heads=1, num_experts=16, top_k_experts=2, sliding_window=32,
-                max_position_embeddings=8192, use_bidirectional_attention="vision", final_logit_softcapping=30.0,
+    text = dict(vocab_size=V, **ARCHS[arch], max_position_embeddings=max_positions,
+                use_bidirectional_attention="vision", final_logit_softcapping=30.0,
                 pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS)
     cfg = DiffusionGemmaConfig(text_config=text, vision_config=dict(VISION), canvas_length=C)
     torch.manual_seed(seed)
@@ -234,6 +245,12 @@ def parse_args():
     ap.add_argument("--stop-step", type=int, default=0, help="stop after this step, keeping the --steps schedule")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--canvas", type=int, default=32, help="canvas_length")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="tiny",
+                    help="tiny: the embedded model; needle: the small retrieval model (docs/TRAINING.md)")
+    ap.add_argument("--max-positions", type=int, default=8192, help="max_position_embeddings of the config")
+    ap.add_argument("--pad-to", type=int, default=0,
+                    help="round encoder inputs up to a multiple of N tokens with needle filler after the user turn's "
+                         "header (long prompts of scattered lengths: the unpadded buckets fill up); 0: off")
     ap.add_argument("--batching", choices=["buckets", "auto", "padded"], default="buckets",
                     help="buckets: one encoder length per forward pass, no padding (verified); padded: left-padded "
                          "mixed lengths (experimental: its start-up check failed on transformers 5.17, "
@@ -255,7 +272,8 @@ def parse_args():
     ap.add_argument("--max-shard-size", default="14MB", help="save_pretrained shard size")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N conversations (smoke tests)")
     ap.add_argument("--battery", help="smoketest battery to run with generate() at the end")
-    ap.add_argument("--eval-minutes", type=float, default=1.5, help="time allowed for the final generations")
+    ap.add_argument("--eval-minutes", type=float, default=1.5,
+                    help="time allowed for the final generations (0: none)")
     return ap.parse_args()
 
 
@@ -288,12 +306,20 @@ def main():
     sc_rng = random.Random(args.seed + 1)  # per-pass self-conditioning coin (a host draw: no device sync)
     examples, n_conv = load_examples(args.data, lambda s: tok.encode(s, add_special_tokens=False).ids, C, n_tok,
                                      rng, args.limit)
+    if args.pad_to > 0:
+        from needle_data import sentence
+        frng = random.Random(args.seed + 2)
+        filler = tok.encode(" ".join(sentence(frng) for _ in range(args.pad_to // 4 + 8)) + " ",
+                            add_special_tokens=False).ids
+        prefix = tok.encode("<bos><|turn>user\n", add_special_tokens=False).ids
+        examples, n_pad = pad_examples(examples, args.pad_to, prefix, filler)
+        log(f"padding: {n_pad} of {len(examples)} encoder inputs rounded up to a multiple of {args.pad_to} tokens")
     lens = sorted(len(e) for e, _ in examples)
     log(f"data: {n_conv} conversations -> {len(examples)} examples; encoder length min {lens[0]} median "
         f"{lens[len(lens) // 2]} max {lens[-1]}; {sum(n > 32 for n in lens)} longer than 32; "
         f"{sum(sum(t != PAD for t in c) for _, c in examples) / len(examples):.1f} non-pad canvas tokens on average")
 
-    model = build_model(V, C, args.seed).to(dev)
+    model = build_model(V, C, args.seed, args.arch, args.max_positions).to(dev)
     check_ties(model)
     model.train()
     tc = model.config.text_config
@@ -436,8 +462,12 @@ def main():
 
     battery = None
     try:
+        if args.eval_minutes <= 0:
+            raise StopIteration
         from tiny_eval import evaluate
         battery = evaluate(args, tok, load)
+    except StopIteration:
+        log("evaluation skipped (--eval-minutes 0)")
     except Exception:  # noqa: BLE001 - the model is saved; report and finish
         traceback.print_exc()
         log("evaluation failed (the model above is saved)")
