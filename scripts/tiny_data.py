@@ -139,3 +139,24 @@ def lr_at(step, total, peak, warmup, floor=0.1):
         return peak * w
     p = min(1.0, max(0.0, (step - warmup) / (total - warmup)))
     return peak * w * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def _selftest():
+    """pad_examples on a handful of cases (run by CTest: scripts.tiny_data_selftest)."""
+    ex = [([2, 5, 6, 7, 8, 9], [0]), ([2, 5, 1], [0]), ([3, 1, 1, 1], [0]), ([2, 5, 6, 7], [0])]
+    out, n = pad_examples(ex, 4, [2, 5], [100, 101, 102, 103])
+    assert n == 2, n
+    assert out[0][0] == [2, 5, 100, 101, 6, 7, 8, 9], out[0]  # 6 -> 8: two filler ids after the header
+    assert out[1][0] == [2, 5, 100, 1], out[1]                # 3 -> 4
+    assert out[2][0] == [3, 1, 1, 1] and out[3][0] == [2, 5, 6, 7]  # no header / already a multiple: unchanged
+    assert all(len(e) % 4 == 0 for e, _ in out[1:])
+    try:
+        pad_examples([([2, 5, 1], [0])], 8, [2, 5], [100])
+        raise AssertionError("too little filler was accepted")
+    except ValueError:
+        pass
+    print("tiny_data selftest: ok")
+
+
+if __name__ == "__main__":
+    _selftest()
