@@ -5,7 +5,8 @@ Each cell renders a needle prompt (scripts/needle_data.py: filler words, the nee
 the cell's depth, distractor codes elsewhere, the question last) and runs `diffgemma ask -m MODEL --json` on it;
 the cell passes when the answer's first number is the needle's code. Prints a table (lengths down, depths across)
 and one JSON line per cell and a summary; the exit status is 1 when a cell at --require-length (default: none)
-fails, so CI can hold a trained model to its longest length.
+misses, so CI can hold a trained model to its longest length, and 2 when `ask` itself failed on a cell (an error is
+not a miss).
 
   python3 scripts/needle_ladder.py --diffgemma build/cpu/diffgemma -m models/dg-needle \\
       --words 1000,4000,12000 --depths 0,0.25,0.5,0.75,1 --require-length 12000
@@ -84,6 +85,8 @@ def main() -> int:
                "required_length": a.require_length, "required_passed": sum(c["pass"] for c in required),
                "required_cells": len(required)}
     print(json.dumps(summary))
+    if any("error" in c for c in cells):
+        return 2
     return 1 if any(not c["pass"] for c in required) else 0
 
 
