@@ -139,4 +139,13 @@ void grouped_gemm_cublas(const CublasCtx& ctx, const void* x, int64_t K, const v
   check(cudaStreamSynchronize(ctx.stream), "grouped gemm sync");  // the host arrays must outlive the call
 }
 
+void gemm_xwt_cublas(cublasHandle_t blas, const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y,
+                     cudaDataType ytype) {
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                     &one, W, CUDA_R_16BF, static_cast<int>(K), x, CUDA_R_16BF, static_cast<int>(K), &zero, y, ytype,
+                     static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "gemm");
+}
+
 }  // namespace dg

@@ -32,6 +32,9 @@ inline constexpr int64_t kTopkScoreBytes = int64_t{1} << 30;
 void attention_topk_cublas(const CublasCtx& c, const Tensor& q, int64_t q_pos0, const CachedKv& cached,
                            const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
                            int64_t window, const AttnTopk& topk, Tensor& out);
+// y[M, N] = x[M, K] W[N, K]^T, bf16 inputs, f32 accumulation, y in `ytype` (bf16 or f32): the dense products.
+void gemm_xwt_cublas(cublasHandle_t blas, const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y,
+                     cudaDataType ytype);
 // y[i] = x[i] W_e^T for each expert e's rows [off[e], off[e+1]) (host offsets); synchronises the stream.
 void grouped_gemm_cublas(const CublasCtx& c, const void* x, int64_t K, const void* W, int64_t N,
                          const std::vector<int32_t>& off, void* y);

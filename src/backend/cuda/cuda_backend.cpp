@@ -15,6 +15,7 @@
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/host_check.h"
+#include "backend/cuda/moe_path.h"
 #include "backend/cuda/packed_weights.h"
 #include "backend/synthetic_fill.h"
 #include "core/cuda/cuda_check.h"
@@ -406,69 +407,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
-    const int64_t T = tensor_rows(h), H = tensor_cols(h), E = w.router_proj.shape[0];
-    const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
-    Tensor r = alloc(Shape{T, H});
-    check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, eps_, stream_));
-    check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
-                               static_cast<float>(std::pow(static_cast<double>(H), -0.5)), stream_));
-    Tensor scores = alloc(Shape{T, E});
-    gemm_xwt(r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
-    Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
-    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), stream_));
-    Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
-    Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
-    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
-                         inv.as<int32_t>(), stream_));
-    Tensor y = alloc(Shape{P + 16, H});
-    stage("moe_experts");
-    // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
-    // is); other shapes take the wmma kernel, also free of host synchronisation.
-    const bool packed = dtype_is_packed(w.gate_up.dtype) || dtype_is_packed(w.down.dtype);
-    const bool cublas = kernels_.moe == MoeKernel::kCublas ||
-                        (kernels_.moe == MoeKernel::kAuto && !capturing_ && T >= kernels_.moe_auto_rows);
-    const bool stream = (kernels_.moe == MoeKernel::kStream || kernels_.moe == MoeKernel::kAuto) && !cublas;
-    if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
-      Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
-      check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), stream_));
-      Tensor act = alloc(Shape{P, ff});
-      check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
-                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_,
-                                    zs.f32(), kernels_.moe_a8_stages));
-      Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
-      check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), stream_));
-      check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                                 offsets.as<int32_t>(), y.data, stream_, as.f32(), kernels_.moe_a8_stages));
-    } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
-      Tensor act = alloc(Shape{P, ff});
-      check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
-                                    w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, stream_, nullptr,
-                                    kernels_.moe_q4_stages, q4_layout()));
-      check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                                 offsets.as<int32_t>(), y.data, stream_, nullptr, kernels_.moe_q4_stages,
-                                 q4_layout()));
-    } else {
-      Tensor xg = alloc(Shape{P + 16, H});
-      check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, stream_));
-      Tensor gu = alloc(Shape{P + 16, two_ff});
-      Tensor act = alloc(Shape{P + 16, ff});
-      if (cublas) {
-        std::vector<int32_t> off(static_cast<size_t>(E + 1));
-        check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, stream_), "offsets");
-        check(cudaStreamSynchronize(stream_), "offsets sync");
-        grouped_gemm_cublas(blas_ctx(), xg.data, H, w.gate_up.data, two_ff, off, gu.data);
-        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-        grouped_gemm_cublas(blas_ctx(), act.data, ff, w.down.data, H, off, y.data);
-      } else {
-        check(moe_grouped_gemm_cuda(xg.data, H, w.gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
-                                    stream_));
-        check(gelu_mul_split_cuda(gu.data, P, ff, act.data, stream_));
-        check(moe_grouped_gemm_cuda(act.data, ff, w.down.data, H, E, offsets.as<int32_t>(), y.data,
-                                    stream_));
-      }
-    }
-    stage("moe");
-    check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, stream_));
+    moe_cuda_path(MoePathCtx{blas_ctx(), kernels_, eps_, capturing_, q4_layout(), [this](const char* n) { stage(n); }},
+                  h, z, w, top_k, out);
   }
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
@@ -600,13 +540,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
     return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }};
   }
 
-  // y[M, N] = x[M, K] W[N, K]^T, bf16 inputs, f32 accumulation, y in `ytype`.
   void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
-    const float one = 1.0f, zero = 0.0f;
-    check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
-                       &one, W, CUDA_R_16BF, static_cast<int>(K), x, CUDA_R_16BF, static_cast<int>(K), &zero, y, ytype,
-                       static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "gemm");
+    gemm_xwt_cublas(blas_, x, M, K, W, N, y, ytype);
   }
   const float* device_inv_freq(const std::vector<float>& f) {
     auto it = inv_freq_.find(f.data());

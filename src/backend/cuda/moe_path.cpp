@@ -1,0 +1,85 @@
+// The CUDA backend's MoE block (see moe_path.h).
+#include "backend/cuda/moe_path.h"
+
+#include <cmath>
+#include <vector>
+
+#include "backend/cuda/host_check.h"
+#include "ops/glu/glu_cuda.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+
+namespace dg {
+
+using cuda_host::check;
+
+void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
+                   Tensor& out) {
+  const cudaStream_t s = c.blas.stream;
+  auto device = c.blas.alloc;
+  const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
+  const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
+  Tensor r = device(DType::kBF16, Shape{T, H});
+  check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, c.eps, s));
+  check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
+                             static_cast<float>(std::pow(static_cast<double>(H), -0.5)), s));
+  Tensor scores = device(DType::kBF16, Shape{T, E});
+  gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
+  Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
+  check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
+  Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
+  Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
+  check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
+                       inv.as<int32_t>(), s));
+  Tensor y = device(DType::kBF16, Shape{P + 16, H});
+  c.stage("moe_experts");
+  // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
+  // is); other shapes take the wmma kernel, also free of host synchronisation.
+  const bool packed = dtype_is_packed(w.gate_up.dtype) || dtype_is_packed(w.down.dtype);
+  const bool cublas = c.kernels.moe == MoeKernel::kCublas ||
+                      (c.kernels.moe == MoeKernel::kAuto && !c.capturing && T >= c.kernels.moe_auto_rows);
+  const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto) && !cublas;
+  if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
+    Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
+    check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), s));
+    Tensor act = device(DType::kBF16, Shape{P, ff});
+    check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
+                                  w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
+                                  zs.f32(), c.kernels.moe_a8_stages));
+    Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
+    check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
+    check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
+                               offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages));
+  } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
+    Tensor act = device(DType::kBF16, Shape{P, ff});
+    check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
+                                  w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, nullptr,
+                                  c.kernels.moe_q4_stages, c.q4));
+    check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
+                               offsets.as<int32_t>(), y.data, s, nullptr, c.kernels.moe_q4_stages,
+                               c.q4));
+  } else {
+    Tensor xg = device(DType::kBF16, Shape{P + 16, H});
+    check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, s));
+    Tensor gu = device(DType::kBF16, Shape{P + 16, two_ff});
+    Tensor act = device(DType::kBF16, Shape{P + 16, ff});
+    if (cublas) {
+      std::vector<int32_t> off(static_cast<size_t>(E + 1));
+      check(cudaMemcpyAsync(off.data(), offsets.data, off.size() * 4, cudaMemcpyDeviceToHost, s), "offsets");
+      check(cudaStreamSynchronize(s), "offsets sync");
+      grouped_gemm_cublas(c.blas, xg.data, H, w.gate_up.data, two_ff, off, gu.data);
+      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, s));
+      grouped_gemm_cublas(c.blas, act.data, ff, w.down.data, H, off, y.data);
+    } else {
+      check(moe_grouped_gemm_cuda(xg.data, H, w.gate_up.data, two_ff, E, offsets.as<int32_t>(), gu.data,
+                                  s));
+      check(gelu_mul_split_cuda(gu.data, P, ff, act.data, s));
+      check(moe_grouped_gemm_cuda(act.data, ff, w.down.data, H, E, offsets.as<int32_t>(), y.data,
+                                  s));
+    }
+  }
+  c.stage("moe");
+  check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, s));
+
+}
+
+}  // namespace dg
