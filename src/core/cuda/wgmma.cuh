@@ -1,9 +1,9 @@
 // PTX wrappers for Hopper's warpgroup MMA (sm_90a): shared-memory matrix descriptors for K-major tiles in the
-// 128-byte swizzle, and wgmma.mma_async with f32 accumulation: e4m3 (m64nNk32) and bf16 (m64nNk16) operands from shared memory, or bf16
-// with A from registers. mma.sync has no e4m3 form
-// on Hopper (the compiler unpacks the codes to f16 and runs f16 products), so this is the way to the fp8 tensor
-// cores there. Reference: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors,
-// wgmma.mma_async, wgmma.fence, wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
+// 128-byte swizzle, and wgmma.mma_async with f32 accumulation: e4m3 (m64nNk32) and bf16 (m64nNk16) operands from
+// shared memory, or bf16 with A from registers. mma.sync has no e4m3 form on Hopper (the compiler unpacks the codes
+// to f16 and runs f16 products), so this is the way to the fp8 tensor cores there. Reference: PTX ISA,
+// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors, wgmma.mma_async, wgmma.fence,
+// wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
 //
 // The tiles: rows of 128 bytes (128 e4m3 codes of one row's K slice), 16-byte chunk c of row r stored at chunk
 // c ^ (r % 8), the tile 1024-byte aligned: the hardware's 128-byte swizzle (address bits 4-6 XOR bits 7-9). A k32
@@ -53,16 +53,17 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 #define DG_WG_D64                                                                                                \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "   \
   "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define DG_WG_PRED "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-#define DG_WG_PRED0 "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-// Both operands from shared memory (descriptors a, b); TAIL: the immediates after scale-d.
-#define DG_WG_SS(PRED, SHAPE, TYPES, DL, A, B, TAIL, ACC) \
-  asm volatile(PRED "wgmma.mma_async.sync.aligned." SHAPE "." TYPES " " DL ", %" A ", %" B ", p, " TAIL ";\n}\n" \
-               : ACC : "l"(a), "l"(b))
-// A from registers (a[4]: the warp's m16k16 fragment, as mma.sync's), B from shared memory.
+#define DG_WG_PRED(S) "{\n.reg .pred p;\nsetp.ne.b32 p, " S ", 0;\n"
+// Both operands from shared memory (descriptors a, b; operands A and B), scale-d from operand S (0: overwrite d);
+// TAIL: the immediates after scale-d.
+#define DG_WG_SS(SHAPE, TYPES, DL, A, B, S, TAIL, ACC, SCALE)                                                 \
+  asm volatile(DG_WG_PRED("%" S) "wgmma.mma_async.sync.aligned." SHAPE "." TYPES " " DL ", %" A ", %" B ", p, " \
+               TAIL ";\n}\n"                                                                                  \
+               : ACC : "l"(a), "l"(b), "n"(SCALE))
+// A from registers (a[4]: the warp's m16k16 fragment, as mma.sync's), B from shared memory; d accumulates.
 #define DG_WG_RS(SHAPE, DL, A0, A1, A2, A3, B, ACC)                                                             \
-  asm volatile(DG_WG_PRED "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " DL ", {%" A0 ", %" A1 ", %" A2   \
-               ", %" A3 "}, %" B ", p, 1, 1, 0;\n}\n"                                                           \
+  asm volatile(DG_WG_PRED("1") "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " DL ", {%" A0 ", %" A1    \
+               ", %" A2 ", %" A3 "}, %" B ", p, 1, 1, 0;\n}\n"                                                  \
                : ACC : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
 
 // d[64 x N] (+)= A[64 x 32] B[N x 32]^T, e4m3 codes, for the warpgroup; d holds N / 8 n8 tiles (the rest untouched);
@@ -72,30 +73,25 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 template <int N, bool kAccumulate>
 __device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[8][4], uint64_t a, uint64_t b) {
   static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
-  if constexpr (kAccumulate) {
-    if constexpr (N == 16) DG_WG_SS(DG_WG_PRED, "m64n16k32", "f32.e4m3.e4m3", DG_WG_D16, "8", "9", "1, 1", DG_WG_ACC16);
-    else if constexpr (N == 32)
-      DG_WG_SS(DG_WG_PRED, "m64n32k32", "f32.e4m3.e4m3", DG_WG_D32, "16", "17", "1, 1", DG_WG_ACC32);
-    else if constexpr (N == 48)
-      DG_WG_SS(DG_WG_PRED, "m64n48k32", "f32.e4m3.e4m3", DG_WG_D48, "24", "25", "1, 1", DG_WG_ACC48);
-    else DG_WG_SS(DG_WG_PRED, "m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "1, 1", DG_WG_ACC64);
-  } else {
-    if constexpr (N == 16) DG_WG_SS(DG_WG_PRED0, "m64n16k32", "f32.e4m3.e4m3", DG_WG_D16, "8", "9", "1, 1", DG_WG_ACC16);
-    else if constexpr (N == 32)
-      DG_WG_SS(DG_WG_PRED0, "m64n32k32", "f32.e4m3.e4m3", DG_WG_D32, "16", "17", "1, 1", DG_WG_ACC32);
-    else if constexpr (N == 48)
-      DG_WG_SS(DG_WG_PRED0, "m64n48k32", "f32.e4m3.e4m3", DG_WG_D48, "24", "25", "1, 1", DG_WG_ACC48);
-    else DG_WG_SS(DG_WG_PRED0, "m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "1, 1", DG_WG_ACC64);
-  }
+  constexpr int kScale = kAccumulate ? 1 : 0;
+  if constexpr (N == 16) DG_WG_SS("m64n16k32", "f32.e4m3.e4m3", DG_WG_D16, "8", "9", "10", "1, 1", DG_WG_ACC16, kScale);
+  else if constexpr (N == 32)
+    DG_WG_SS("m64n32k32", "f32.e4m3.e4m3", DG_WG_D32, "16", "17", "18", "1, 1", DG_WG_ACC32, kScale);
+  else if constexpr (N == 48)
+    DG_WG_SS("m64n48k32", "f32.e4m3.e4m3", DG_WG_D48, "24", "25", "26", "1, 1", DG_WG_ACC48, kScale);
+  else DG_WG_SS("m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "34", "1, 1", DG_WG_ACC64, kScale);
 }
 
 // d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, both K-major in shared memory.
 template <int N> __device__ __forceinline__ void wgmma_bf16_m64k16(float (&d)[8][4], uint64_t a, uint64_t b) {
   static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
-  if constexpr (N == 16) DG_WG_SS(DG_WG_PRED, "m64n16k16", "f32.bf16.bf16", DG_WG_D16, "8", "9", "1, 1, 0, 0", DG_WG_ACC16);
-  else if constexpr (N == 32) DG_WG_SS(DG_WG_PRED, "m64n32k16", "f32.bf16.bf16", DG_WG_D32, "16", "17", "1, 1, 0, 0", DG_WG_ACC32);
-  else if constexpr (N == 48) DG_WG_SS(DG_WG_PRED, "m64n48k16", "f32.bf16.bf16", DG_WG_D48, "24", "25", "1, 1, 0, 0", DG_WG_ACC48);
-  else DG_WG_SS(DG_WG_PRED, "m64n64k16", "f32.bf16.bf16", DG_WG_D64, "32", "33", "1, 1, 0, 0", DG_WG_ACC64);
+  if constexpr (N == 16)
+    DG_WG_SS("m64n16k16", "f32.bf16.bf16", DG_WG_D16, "8", "9", "10", "1, 1, 0, 0", DG_WG_ACC16, 1);
+  else if constexpr (N == 32)
+    DG_WG_SS("m64n32k16", "f32.bf16.bf16", DG_WG_D32, "16", "17", "18", "1, 1, 0, 0", DG_WG_ACC32, 1);
+  else if constexpr (N == 48)
+    DG_WG_SS("m64n48k16", "f32.bf16.bf16", DG_WG_D48, "24", "25", "26", "1, 1, 0, 0", DG_WG_ACC48, 1);
+  else DG_WG_SS("m64n64k16", "f32.bf16.bf16", DG_WG_D64, "32", "33", "34", "1, 1, 0, 0", DG_WG_ACC64, 1);
 }
 
 // d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, A from each warp's registers (rows 16 w .. +15), B K-major in shared
@@ -110,7 +106,6 @@ template <int N> __device__ __forceinline__ void wgmma_bf16_rs_m64k16(float (&d)
 #undef DG_WG_SS
 #undef DG_WG_RS
 #undef DG_WG_PRED
-#undef DG_WG_PRED0
 #undef DG_WG_D16
 #undef DG_WG_D32
 #undef DG_WG_D48
