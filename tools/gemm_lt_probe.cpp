@@ -16,20 +16,12 @@
 #include <cstring>
 #include <vector>
 
+#include "probe_common.h"
+
 namespace {
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-void ok(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "%s: cuBLAS status %d\n", what, static_cast<int>(s));
-    std::exit(1);
-  }
-}
+using dg_probe::ok;
+using dg_probe::time_ms;
 
 struct Shape {
   const char* name;
@@ -38,22 +30,6 @@ struct Shape {
 
 constexpr size_t kPool = size_t{1} << 30;   // rotating weight window: 1 GiB, twenty times the L2
 constexpr size_t kWorkspace = size_t{32} << 20;
-
-template <class F> double time_ms(cudaStream_t s, int reps, F&& body) {
-  for (int i = 0; i < 3; ++i) body(i);
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "event");
-  ok(cudaEventCreate(&b), "event");
-  ok(cudaEventRecord(a, s), "record");
-  for (int i = 0; i < reps; ++i) body(i);
-  ok(cudaEventRecord(b, s), "record");
-  ok(cudaEventSynchronize(b), "sync");
-  float ms = 0;
-  ok(cudaEventElapsedTime(&ms, a, b), "elapsed");
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / reps;
-}
 
 // Fills `bytes` of device memory with small random bf16 values (64 MB generated on the host, copied repeatedly).
 void fill(void* dst, size_t bytes, uint32_t seed) {

@@ -14,20 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "probe_common.h"
+
 namespace {
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-void ok(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "%s: cuBLAS status %d\n", what, static_cast<int>(s));
-    std::exit(1);
-  }
-}
+using dg_probe::ok;
+using dg_probe::time_ms;
 
 struct Lane {  // a stream with its own cuBLAS handle and workspace
   cudaStream_t stream{};
@@ -69,20 +61,6 @@ void* dev(size_t bytes) {
   return p;
 }
 
-// Milliseconds per repetition of `body` (launched on lane 0's stream; other lanes join through events).
-template <class F> double time_ms(const Lane& l0, int reps, F&& body) {
-  for (int i = 0; i < 5; ++i) body();
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "event");
-  ok(cudaEventCreate(&b), "event");
-  ok(cudaEventRecord(a, l0.stream), "record");
-  for (int i = 0; i < reps; ++i) body();
-  ok(cudaEventRecord(b, l0.stream), "record");
-  ok(cudaEventSynchronize(b), "sync");
-  float ms = 0;
-  ok(cudaEventElapsedTime(&ms, a, b), "elapsed");
-  return ms / reps;
-}
 
 }  // namespace
 
@@ -117,7 +95,7 @@ int main(int argc, char** argv) {
                 rows, ms * 1e3, flop / ms / 1e9, bytes / ms / 1e6);
   };
   auto one = [&](const Gemm& g) {
-    const double ms = time_ms(lanes[0], reps, [&] { gemm(lanes[0], x, rows, g, w, y[0]); });
+    const double ms = time_ms(lanes[0].stream, reps, [&](int) { gemm(lanes[0], x, rows, g, w, y[0]); });
     line(g.name, ms, 2.0 * rows * g.n * g.k, 2.0 * g.n * g.k);
   };
   for (const Gemm* g : {&q, &k, &v, &o, &qg, &kg, &og, &gate, &up, &down, &router, &qkv, &gu, &lm}) one(*g);
@@ -128,11 +106,11 @@ int main(int argc, char** argv) {
   auto group = [&](const std::string& name, std::vector<const Gemm*> gs) {
     double flop = 0, bytes = 0;
     for (const Gemm* g : gs) flop += 2.0 * rows * g->n * g->k, bytes += 2.0 * g->n * g->k;
-    const double seq = time_ms(lanes[0], reps, [&] {
+    const double seq = time_ms(lanes[0].stream, reps, [&](int) {
       for (size_t i = 0; i < gs.size(); ++i) gemm(lanes[0], x, rows, *gs[i], w, y[i]);
     });
     line(name + " one stream", seq, flop, bytes);
-    const double par = time_ms(lanes[0], reps, [&] {
+    const double par = time_ms(lanes[0].stream, reps, [&](int) {
       ok(cudaEventRecord(fork, lanes[0].stream), "fork");
       for (size_t i = 1; i < gs.size(); ++i) ok(cudaStreamWaitEvent(lanes[i].stream, fork), "wait fork");
       for (size_t i = 0; i < gs.size(); ++i) gemm(lanes[i], x, rows, *gs[i], w, y[i]);
