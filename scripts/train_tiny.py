@@ -461,16 +461,15 @@ def main():
     torch.cuda.empty_cache()
 
     battery = None
-    try:
-        if args.eval_minutes <= 0:
-            raise StopIteration
-        from tiny_eval import evaluate
-        battery = evaluate(args, tok, load)
-    except StopIteration:
+    if args.eval_minutes <= 0:
         log("evaluation skipped (--eval-minutes 0)")
-    except Exception:  # noqa: BLE001 - the model is saved; report and finish
-        traceback.print_exc()
-        log("evaluation failed (the model above is saved)")
+    else:
+        try:
+            from tiny_eval import evaluate
+            battery = evaluate(args, tok, load)
+        except Exception:  # noqa: BLE001 - the model is saved; report and finish
+            traceback.print_exc()
+            log("evaluation failed (the model above is saved)")
     summary = dict(steps=step, total_planned=total, epochs=epoch, train_minutes=round(train_s / 60, 2),
                    stop_reason=stop_reason, batching=mode, skipped_steps=skipped, seed=args.seed,
                    examples=len(examples), conversations=n_conv,

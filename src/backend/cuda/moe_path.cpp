@@ -15,7 +15,7 @@ using cuda_host::check;
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
                    Tensor& out) {
   const cudaStream_t s = c.blas.stream;
-  auto device = c.blas.alloc;
+  const auto& device = c.blas.alloc;
   const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
   const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
   Tensor r = device(DType::kBF16, Shape{T, H});
