@@ -2,26 +2,30 @@
 # Runs on the GPU machine (device tool; carry .carry/prebuilt.tar.xz and .carry/git_sha from scripts/device_pack.sh,
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built): trains the retrieval model of the long-context issue
 # (docs/TRAINING.md, "The retrieval model") and runs the needle ladder on it with the carried diffgemma on CUDA.
-#   DG_NEEDLE_COUNT      training conversations (default 20000; needle_data.py train, seed 0)
-#   DG_NEEDLE_MAX_WORDS  the longest training prompt in filler words (default 12000, ~18k tokens)
+#   DG_NEEDLE_COUNT      training conversations (default 50000; needle_data.py train, seed 0)
+#   DG_NEEDLE_MIN_WORDS  the shortest training prompt in filler words (default 50)
+#   DG_NEEDLE_MAX_WORDS  the longest training prompt in filler words (default 3000, ~4.5k tokens: training on the
+#                        ladder's 18k-token prompts ran at 0.47 steps a second, too few to learn the task in minutes)
+#   DG_PAD_TO            train_tiny --pad-to (default 128)
 #   DG_TRAIN_MINUTES     training time (default 6.5)
 #   DG_LADDER_WORDS      the ladder's lengths (default 1000,4000,12000), depths 0,0.25,0.5,0.75,1
-# Brings back train.log, ladder.txt and $OUT/dg-needle (config.json, generation_config.json, the safetensors,
-# tokenizer.json: a copy of data/tokenizer.json).
+# Brings back train.log, ladder.txt and $OUT/dg-needle (config.json, generation_config.json, the safetensors; its
+# tokenizer.json, a copy of data/tokenizer.json, is removed to keep within the files a device call returns).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
 . scripts/device_prebuilt.sh
 t0=$SECONDS
-python3 scripts/needle_data.py train --out /tmp/needle.jsonl --count "${DG_NEEDLE_COUNT:-20000}" --min-words 200 \
-  --max-words "${DG_NEEDLE_MAX_WORDS:-12000}" --seed 0 || { echo "needle_data failed"; exit 1; }
+python3 scripts/needle_data.py train --out /tmp/needle.jsonl --count "${DG_NEEDLE_COUNT:-50000}" \
+  --min-words "${DG_NEEDLE_MIN_WORDS:-50}" --max-words "${DG_NEEDLE_MAX_WORDS:-3000}" --seed 0 || { echo "needle_data failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] data: $(wc -l < /tmp/needle.jsonl) conversations"
 set -o pipefail
 python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-needle" \
   --arch needle --max-positions 32768 --minutes "${DG_TRAIN_MINUTES:-6.5}" --seed 0 --eval-minutes 0 \
-  --batch 64 --micro-tokens 40000 --pad-to 512 --ar-weight 0.1 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
+  --batch 64 --micro-tokens 40000 --pad-to "${DG_PAD_TO:-128}" --ar-weight 0.1 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
   | grep -v "^\[.*step [0-9]*/" || { echo "training failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] trained"
 python3 scripts/needle_ladder.py --diffgemma "$dg" -m "$OUT/dg-needle" --words "${DG_LADDER_WORDS:-1000,4000,12000}" \
   --depths 0,0.25,0.5,0.75,1 -- --backend cuda 2>&1 | tee "$OUT/ladder.txt" | grep -v '^{'
+rm -f "$OUT/dg-needle/tokenizer.json"
 echo "[$((SECONDS - t0)) s] done"

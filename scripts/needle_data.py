@@ -3,7 +3,9 @@
 
 A prompt is one user turn: filler sentences of plain words, with planted lines "The code of NAME is DDDDD." — the
 needle at a chosen depth (a fraction of the filler) and distractors with other names and codes elsewhere — and the
-question "What is the code of NAME?" at the end. The answer is "DDDDD." Two uses:
+question "What is the code of NAME?" at the end. The answer repeats the needle line, "The code of NAME is DDDDD.": its
+digits then tokenize exactly as in the context (a bare "DDDDD." at the turn's start splits differently), so retrieval
+is a copy of the tokens after "NAME is". Two uses:
 
   python3 scripts/needle_data.py train --out data/needle.jsonl --count 20000 --min-words 200 --max-words 12000
       training conversations in data/chat.jsonl's format (scripts/train_tiny.py --data), seeded
@@ -55,6 +57,11 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
     return text, key, codes[key]
 
 
+def answer(key: str, value: str) -> str:
+    """The trained answer: the needle line itself."""
+    return f"The code of {key} is {value}."
+
+
 def render(user: str) -> str:
     """The engine's chat rendering of one user turn without thinking (data/chat.jsonl's prompt segments)."""
     return f"<bos><|turn>user\n{user}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
@@ -77,9 +84,9 @@ def main() -> int:
     if a.cmd == "prompt":
         if not 0.0 <= a.depth <= 1.0 or a.words < 1:
             ap.error("--depth must be within [0, 1] and --words positive")
-        text, _, value = needle_prompt(random.Random(a.seed), a.words, a.depth)
+        text, key, value = needle_prompt(random.Random(a.seed), a.words, a.depth)
         print(text)
-        print(f"{value}.", file=sys.stderr)
+        print(answer(key, value), file=sys.stderr)
         return 0
     if a.min_words < 1 or a.max_words < a.min_words or a.count < 1:
         ap.error("need 1 <= --min-words <= --max-words and a positive --count")
@@ -88,9 +95,9 @@ def main() -> int:
         for _ in range(a.count):
             # Lengths spread evenly on a log scale, so short and long contexts are both common.
             words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
-            text, _, value = needle_prompt(rng, words, rng.random())
+            text, key, value = needle_prompt(rng, words, rng.random())
             conv = {"kind": "needle", "think": False, "tools": False,
-                    "segments": [["p", render(text)], ["a", f"{value}.<turn|>"]]}
+                    "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
             f.write(json.dumps(conv) + "\n")
     print(f"{a.out}: {a.count} conversations, {a.min_words}-{a.max_words} filler words each")
     return 0
