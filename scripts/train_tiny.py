@@ -248,6 +248,7 @@ def parse_args():
     ap.add_argument("--arch", choices=sorted(ARCHS), default="tiny",
                     help="tiny: the embedded model; needle: the small retrieval model (docs/TRAINING.md)")
     ap.add_argument("--max-positions", type=int, default=8192, help="max_position_embeddings of the config")
+    ap.add_argument("--init", help="a model directory this run saved earlier: continue training it (fresh optimizer)")
     ap.add_argument("--pad-to", type=int, default=0,
                     help="round encoder inputs up to a multiple of N tokens with needle filler after the user turn's "
                          "header (long prompts of scattered lengths: the unpadded buckets fill up); 0: off")
@@ -319,7 +320,16 @@ def main():
         f"{lens[len(lens) // 2]} max {lens[-1]}; {sum(n > 32 for n in lens)} longer than 32; "
         f"{sum(sum(t != PAD for t in c) for _, c in examples) / len(examples):.1f} non-pad canvas tokens on average")
 
-    model = build_model(V, C, args.seed, args.arch, args.max_positions).to(dev)
+    if args.init:  # continue from a saved model (its config wins over --arch/--canvas/--max-positions)
+        from transformers import DiffusionGemmaForBlockDiffusion
+        torch.manual_seed(args.seed)
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.init, dtype=torch.float32).to(dev)
+        if model.config.canvas_length != C or model.config.text_config.vocab_size != V:
+            sys.exit(f"train_tiny: --init {args.init} has canvas {model.config.canvas_length} and vocab "
+                     f"{model.config.text_config.vocab_size}; this run wants {C} and {V}")
+        log(f"initialised from {args.init}")
+    else:
+        model = build_model(V, C, args.seed, args.arch, args.max_positions).to(dev)
     check_ties(model)
     model.train()
     tc = model.config.text_config
