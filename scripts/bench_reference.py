@@ -19,6 +19,7 @@ Usage: python3 scripts/bench_reference.py --mode eager,compiled --prefill 512,40
 """
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -35,6 +36,8 @@ VISION = dict(model_type="gemma4_vision", hidden_size=64, intermediate_size=128,
 
 def emit(out, **row):
     row.update(reference="transformers")
+    if os.environ.get("DG_GIT_SHA"):  # the device scripts' commit, so a run's lines pair with diffgemma's
+        row.update(git_sha=os.environ["DG_GIT_SHA"])
     line = json.dumps(row, sort_keys=True)
     print(line, flush=True)
     if out:
