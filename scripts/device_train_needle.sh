@@ -7,6 +7,8 @@
 #   DG_NEEDLE_MAX_WORDS  the longest training prompt in filler words (default 3000, ~4.5k tokens: training on the
 #                        ladder's 18k-token prompts ran at 0.47 steps a second, too few to learn the task in minutes)
 #   DG_PAD_TO            train_tiny --pad-to (default 128)
+#   DG_NEEDLE_REPEAT     needle_data --repeat: the chance a planted line appears twice (default 0.5), so the encoder's
+#                        next-token loss (DG_AR_WEIGHT, default 0.5) has codes to copy
 #   DG_NEEDLE_INIT       a model directory to continue training (train_tiny --init; carry it), DG_NEEDLE_SEED the
 #                        data's seed (default 0; give a continued run other conversations)
 #   DG_TRAIN_MINUTES     training time (default 6.5)
@@ -19,12 +21,13 @@ export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo u
 . scripts/device_prebuilt.sh
 t0=$SECONDS
 python3 scripts/needle_data.py train --out /tmp/needle.jsonl --count "${DG_NEEDLE_COUNT:-50000}" \
-  --min-words "${DG_NEEDLE_MIN_WORDS:-50}" --max-words "${DG_NEEDLE_MAX_WORDS:-3000}" --seed "${DG_NEEDLE_SEED:-0}" || { echo "needle_data failed"; exit 1; }
+  --min-words "${DG_NEEDLE_MIN_WORDS:-50}" --max-words "${DG_NEEDLE_MAX_WORDS:-3000}" --seed "${DG_NEEDLE_SEED:-0}" \
+  --repeat "${DG_NEEDLE_REPEAT:-0.5}" || { echo "needle_data failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] data: $(wc -l < /tmp/needle.jsonl) conversations"
 set -o pipefail
 python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-needle" \
   --arch needle --max-positions 32768 --minutes "${DG_TRAIN_MINUTES:-6.5}" --seed 0 --eval-minutes 0 ${DG_NEEDLE_INIT:+--init "$DG_NEEDLE_INIT"} \
-  --batch 64 --micro-tokens 40000 --pad-to "${DG_PAD_TO:-128}" --ar-weight 0.1 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
+  --batch 64 --micro-tokens 40000 --pad-to "${DG_PAD_TO:-128}" --ar-weight "${DG_AR_WEIGHT:-0.5}" 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
   | grep -v "^\[.*step [0-9]*/" || { echo "training failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] trained"
 python3 scripts/needle_ladder.py --diffgemma "$dg" -m "$OUT/dg-needle" --words "${DG_LADDER_WORDS:-1000,4000,12000}" \

@@ -38,8 +38,10 @@ def code(rng: random.Random) -> str:
     return f"{rng.randint(10000, 99999)}"
 
 
-def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4):
-    """(user text, the needle's name, its code): about `words` filler words, the needle after `depth` of them."""
+def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4, repeat: float = 0.0):
+    """(user text, the needle's name, its code): about `words` filler words, the needle after `depth` of them.
+    `repeat`: the chance that a planted line appears a second time, somewhere after the first (training only: the
+    encoder's next-token loss then has codes it can predict by copying, which teaches the copy the answer needs)."""
     names = rng.sample(NAMES, distractors + 1)
     key, others = names[0], names[1:]
     codes = {n: code(rng) for n in names}
@@ -51,6 +53,8 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
     slots = len(lines)
     plant = [(min(slots, int(round(depth * slots))), key)]
     plant += [(rng.randint(0, slots), n) for n in others]
+    if repeat > 0:  # (no draws otherwise: the ladder's prompts stay as they were)
+        plant += [(rng.randint(at, slots), name) for at, name in list(plant) if rng.random() < repeat]
     for at, name in sorted(plant, key=lambda p: -p[0]):  # from the back, so earlier indices stay valid
         lines.insert(at, f"The code of {name} is {codes[name]}.")
     text = " ".join(lines) + f"\nWhat is the code of {key}?"
@@ -76,6 +80,8 @@ def main() -> int:
     t.add_argument("--min-words", type=int, default=200)
     t.add_argument("--max-words", type=int, default=12000)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--repeat", type=float, default=0.0,
+                   help="chance that a planted line appears twice in a training prompt (0: never, as the ladder's)")
     p = sub.add_parser("prompt", help="one prompt's user text (stdout) and answer (stderr)")
     p.add_argument("--words", type=int, required=True)
     p.add_argument("--depth", type=float, required=True, help="where the needle sits: 0 (start) to 1 (end)")
@@ -88,14 +94,14 @@ def main() -> int:
         print(text)
         print(answer(key, value), file=sys.stderr)
         return 0
-    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1:
-        ap.error("need 1 <= --min-words <= --max-words and a positive --count")
+    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1 or not 0.0 <= a.repeat <= 1.0:
+        ap.error("need 1 <= --min-words <= --max-words, a positive --count and --repeat within [0, 1]")
     rng = random.Random(a.seed)
     with open(a.out, "w", encoding="utf-8") as f:
         for _ in range(a.count):
             # Lengths spread evenly on a log scale, so short and long contexts are both common.
             words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
-            text, key, value = needle_prompt(rng, words, rng.random())
+            text, key, value = needle_prompt(rng, words, rng.random(), repeat=a.repeat)
             conv = {"kind": "needle", "think": False, "tools": False,
                     "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
             f.write(json.dumps(conv) + "\n")
