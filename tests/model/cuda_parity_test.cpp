@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/pdl.h"
 #include "diffusion/generate.h"
 #include "model/model_harness.h"
 #include "support/compare.h"
@@ -127,6 +128,43 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kCublas},
                                            // auto at 100 tokens: prompts take cuBLAS, canvases the stream kernel
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100}));
+
+// Programmatic dependent launch changes when a kernel's blocks start, never what they compute: with it on, steps
+// issued one by one and replayed through graphs give the tokens and per-step argmaxes of the plain launches.
+TEST(CudaParity, ProgrammaticLaunchGivesTheSameSteps) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  struct PlainAfter {  // the switch is process-wide: later tests launch plainly again
+    ~PlainAfter() { cuda::set_pdl(false); }
+  } plain_after;
+  auto run = [](bool pdl, bool graphs) {
+    CudaKernels k;
+    k.pdl = pdl;
+    ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", k);
+    EXPECT_EQ(cuda::pdl_active(), pdl) << "an H200 (compute capability 9.0) takes PDL";
+    SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
+    o.max_new_tokens = 192;
+    o.steps = 10;
+    o.seed = 11;
+    KvCache kv = gpu.new_cache(1024);
+    ModelDenoiser d(*gpu.model);
+    d.set_graphs(graphs);
+    std::vector<int32_t> trace;
+    GenerateEvents ev;
+    ev.on_step = [&](const StepInfo&, const StepView& v) {
+      trace.insert(trace.end(), v.argmax.begin(), v.argmax.end());
+    };
+    // A prompt past the sliding window, so prefill runs several kernels per layer on more than one block of rows.
+    std::vector<int32_t> prompt{2, 105};
+    for (int i = 0; i < 300; ++i) prompt.push_back(10 + (i * 53) % 4000);
+    const GenerateResult r = generate(d, kv, prompt, o, &ev);
+    trace.insert(trace.end(), r.committed.begin(), r.committed.end());
+    return trace;
+  };
+  const auto plain = run(false, false);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(run(true, false), plain);
+  EXPECT_EQ(run(true, true), plain);
+}
 
 TEST(CudaParity, GenerationIsDeterministicPerSeed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

@@ -19,6 +19,7 @@
 #include "backend/cuda/packed_weights.h"
 #include "backend/synthetic_fill.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/pdl.h"
 #include "core/error.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/elementwise/elementwise.h"
@@ -61,6 +62,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
     check(cudaSetDevice(device), "cudaSetDevice");
+    cuda::set_pdl(kernels.pdl);  // process-wide: the kernels' launch helper reads it (core/cuda/pdl.h)
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     stream_ = ctx_->stream;
     cudaMemPool_t pool;

@@ -49,6 +49,9 @@ struct CudaKernels {
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
+  // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
+  // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
+  bool pdl = false;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{

@@ -2,6 +2,7 @@
 // lane), keys stream from the cache (f16, ring slots) then the fresh rows (bf16); online softmax in f32.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/attention/attention_cuda.h"
 
 namespace dg {
@@ -17,6 +18,7 @@ __global__ void attention_kernel(const bf16* __restrict__ q, int64_t rows, int64
                                  const bf16* __restrict__ kf, const bf16* __restrict__ vf, int64_t n_fresh,
                                  int64_t fresh_pos0, int64_t n_heads, int64_t n_kv, int64_t D, bool causal,
                                  int64_t window, bf16* __restrict__ out) {
+  cuda::pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t task = blockIdx.x * static_cast<int64_t>(kWarps) + (threadIdx.x >> 5);
   if (task >= rows * n_heads) return;
@@ -74,6 +76,7 @@ __global__ void attention_kernel(const bf16* __restrict__ q, int64_t rows, int64
 
 __global__ void kv_write_kernel(const bf16* k, const bf16* v, int64_t n, int64_t row_elems, int64_t pos0, f16* ck,
                                 f16* cv, int64_t cap, bool ring) {
+  cuda::pdl_enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n * row_elems) return;
   const int64_t i = t / row_elems, e = t % row_elems;
@@ -97,7 +100,7 @@ Status attention_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedK
   const auto* vf = static_cast<const bf16*>(v_fresh);
   auto* o = static_cast<bf16*>(out);
 #define DG_ATTN(N)                                                                                                 \
-  attention_kernel<N><<<grid, kWarps * 32, 0, s>>>(qq, rows, q_pos0, cached, kf, vf, n_fresh, fresh_pos0,          \
+  cuda::launch(attention_kernel<N>, grid, kWarps * 32, 0, s, qq, rows, q_pos0, cached, kf, vf, n_fresh, fresh_pos0,          \
                                                    sh.n_heads, sh.n_kv_heads, sh.head_dim, causal, window, o)
   if (sh.head_dim <= 32) {
     DG_ATTN(1);
@@ -117,7 +120,7 @@ Status attention_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedK
 Status kv_write_cuda(const void* k, const void* v, int64_t n, int64_t row_elems, int64_t pos0, void* cache_k,
                      void* cache_v, int64_t cap, bool ring, cudaStream_t s) {
   if (n == 0) return Status::ok();
-  kv_write_kernel<<<cuda::blocks_for(n * row_elems, 256), 256, 0, s>>>(
+  cuda::launch(kv_write_kernel, cuda::blocks_for(n * row_elems, 256), 256, 0, s, 
       static_cast<const bf16*>(k), static_cast<const bf16*>(v), n, row_elems, pos0, static_cast<f16*>(cache_k),
       static_cast<f16*>(cache_v), cap, ring);
   return cuda_status(cudaGetLastError(), "kv_write_cuda");

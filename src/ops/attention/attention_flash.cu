@@ -7,6 +7,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
@@ -18,12 +19,14 @@ using namespace flash;
 
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kThreads) flash_kernel(FlashArgs a) {
+  cuda::pdl_enter();
   flash_block<kD, kDv>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
 }
 
 template <int kD>
 __global__ void __launch_bounds__(kPairThreads) flash_pair_kernel(FlashArgs a) {
+  cuda::pdl_enter();
   flash_pair_block<kD>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
 }
@@ -32,6 +35,7 @@ __global__ void __launch_bounds__(kPairThreads) flash_pair_kernel(FlashArgs a) {
 // key have l_s = 0 and weigh nothing). A thread takes four consecutive d (D is a multiple of 4): 16-byte loads.
 __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_splits, int64_t rows, int n_heads,
                                int64_t D, bf16* out) {
+  cuda::pdl_enter();
   const int64_t i = 4 * (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
   const int64_t total = rows * n_heads * D;
   if (i >= total) return;
@@ -86,10 +90,10 @@ Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int sli
   }
   const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(a.n_heads),
                   static_cast<unsigned>(slices * a.n_splits));
-  kernel<<<grid, threads, smem, s>>>(a);
+  cuda::launch(kernel, grid, threads, smem, s, a);
   if (a.n_splits > 1) {
     static_assert(kD % 4 == 0, "the combine takes four columns per thread");
-    combine_kernel<<<cuda::blocks_for(total / 4, 256), 256, 0, s>>>(a.part_o, a.part_ml, a.n_splits, a.rows,
+    cuda::launch(combine_kernel, cuda::blocks_for(total / 4, 256), 256, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows,
                                                                      a.n_heads, kD, a.out);
     cudaFreeAsync(scratch, s);
   }

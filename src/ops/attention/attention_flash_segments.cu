@@ -6,6 +6,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
@@ -25,6 +26,7 @@ struct SegmentTable {
 
 template <int kD, int kDv>
 __global__ void __launch_bounds__(kThreads) flash_segments_kernel(const __grid_constant__ SegmentTable t) {
+  cuda::pdl_enter();
   const int x = static_cast<int>(blockIdx.x);
   int i = 0;
   while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
@@ -34,6 +36,7 @@ __global__ void __launch_bounds__(kThreads) flash_segments_kernel(const __grid_c
 
 template <int kD>
 __global__ void __launch_bounds__(kPairThreads) flash_pair_segments_kernel(const __grid_constant__ SegmentTable t) {
+  cuda::pdl_enter();
   const int x = static_cast<int>(blockIdx.x);
   int i = 0;
   while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
@@ -48,7 +51,7 @@ Status launch_pair(const SegmentTable& t, int n_heads, cudaStream_t s) {
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_segments_cuda (shared memory, warp pairs)");
   const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads), 1);
-  flash_pair_segments_kernel<kD><<<grid, kPairThreads, smem, s>>>(t);
+  cuda::launch(flash_pair_segments_kernel<kD>, grid, kPairThreads, smem, s, t);
   return cuda_status(cudaGetLastError(), "attention_flash_segments_cuda");
 }
 
@@ -60,7 +63,7 @@ Status launch(const SegmentTable& t, int n_heads, cudaStream_t s) {
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_segments_cuda (shared memory)");
   const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads), kD / kDv);
-  flash_segments_kernel<kD, kDv><<<grid, kThreads, smem, s>>>(t);
+  cuda::launch(flash_segments_kernel<kD, kDv>, grid, kThreads, smem, s, t);
   return cuda_status(cudaGetLastError(), "attention_flash_segments_cuda");
 }
 

@@ -1,6 +1,7 @@
 // Kernels around the GEMM attention path: the key/value gather and the masked softmax (see attention.h).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/attention/attention_cuda.h"
 
 namespace dg {
@@ -11,6 +12,7 @@ using cuda::f16;
 
 __global__ void gather_kernel(const f16* ck, const f16* cv, int64_t cap, bool ring, int64_t from, int64_t n_cached,
                               const bf16* kf, const bf16* vf, int64_t row_elems, bf16* ko, bf16* vo, int64_t total) {
+  cuda::pdl_enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= total) return;
   const int64_t j = t / row_elems, e = t % row_elems;
@@ -31,6 +33,7 @@ constexpr int kThreads = 256;
 // One block per (head, query row).
 __global__ void softmax_kernel(const float* scores, int64_t rows, int64_t S, int64_t q_pos0, int64_t key_pos0,
                                bool causal, int64_t window, bf16* probs) {
+  cuda::pdl_enter();
   __shared__ float sh[kThreads / 32];
   const int64_t hr = blockIdx.x;  // head * rows + r
   const int64_t r = hr % rows;
@@ -61,7 +64,7 @@ Status attention_gather_cuda(const CachedKv& cached, const void* k_fresh, const 
   const int64_t n_cached = cached.to - cached.from;
   const int64_t total = (n_cached + n_fresh) * row_elems;
   if (total == 0) return Status::ok();
-  gather_kernel<<<cuda::blocks_for(total, 256), 256, 0, s>>>(
+  cuda::launch(gather_kernel, cuda::blocks_for(total, 256), 256, 0, s, 
       static_cast<const f16*>(cached.k), static_cast<const f16*>(cached.v), cached.cap, cached.ring, cached.from,
       n_cached, static_cast<const bf16*>(k_fresh), static_cast<const bf16*>(v_fresh), row_elems,
       static_cast<bf16*>(k_out), static_cast<bf16*>(v_out), total);
@@ -71,7 +74,7 @@ Status attention_gather_cuda(const CachedKv& cached, const void* k_fresh, const 
 Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, int64_t S, int64_t q_pos0,
                               int64_t key_pos0, bool causal, int64_t window, void* probs, cudaStream_t s) {
   if (heads * rows == 0) return Status::ok();
-  softmax_kernel<<<static_cast<unsigned>(heads * rows), kThreads, 0, s>>>(scores, rows, S, q_pos0, key_pos0, causal,
+  cuda::launch(softmax_kernel, static_cast<unsigned>(heads * rows), kThreads, 0, s, scores, rows, S, q_pos0, key_pos0, causal,
                                                                           window, static_cast<bf16*>(probs));
   return cuda_status(cudaGetLastError(), "attention_softmax_cuda");
 }

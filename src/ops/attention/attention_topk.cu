@@ -8,6 +8,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/attention/attention_topk_cuda.h"
 
 namespace dg {
@@ -22,6 +23,7 @@ __global__ void __launch_bounds__(kThreads)
     topk_kernel(const float* __restrict__ scores, const bf16* __restrict__ v, int64_t heads, int64_t rows, int64_t S,
                 int64_t n_kv, int64_t D, int64_t q_pos0, int64_t key_pos0, bool causal, int64_t window, AttnTopk topk,
                 bf16* __restrict__ out) {
+  cuda::pdl_enter();
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ unsigned hist[256];
@@ -144,7 +146,7 @@ Status attention_topk_select_cuda(const float* scores, const void* v, int64_t he
   if (n_kv <= 0 || heads % n_kv != 0) return Status::error("attention_topk_select_cuda: bad GQA shape");
   if (S > INT32_MAX) return Status::error("attention_topk_select_cuda: more than 2^31 keys");
   if (heads * rows == 0) return Status::ok();
-  topk_kernel<<<static_cast<unsigned>(heads * rows), kThreads, 0, s>>>(
+  cuda::launch(topk_kernel, static_cast<unsigned>(heads * rows), kThreads, 0, s, 
       scores, static_cast<const bf16*>(v), heads, rows, S, n_kv, head_dim, q_pos0, key_pos0, causal, window, topk,
       static_cast<bf16*>(out));
   return cuda_status(cudaGetLastError(), "attention_topk_select_cuda");

@@ -2,6 +2,7 @@
 // below it, ties by index: a stable sort); the f32 cumsum of the accept and the f64 entropy sum then run in one
 // thread in the CPU twin's order, and the stop rule is decide_rule.h's, so the decisions match the twin bit for bit.
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.cuh"
 #include "ops/decide/decide_cuda.h"
 #include "ops/decide/decide_rule.h"
 
@@ -11,6 +12,7 @@ namespace {
 constexpr int kMaxRows = 1024;
 
 __global__ void decide_start_kernel(DecideParams p, uint64_t lcg, DecideBuffers b) {
+  cuda::pdl_enter();
   const int64_t n = static_cast<int64_t>(p.history) * p.rows;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) b.history[i] = -1;
   for (int i = threadIdx.x; i < p.rows; i += blockDim.x) b.prev_accept[i] = 0;
@@ -21,12 +23,14 @@ __global__ void decide_start_kernel(DecideParams p, uint64_t lcg, DecideBuffers 
 }
 
 __global__ void decide_uniforms_kernel(DecideParams p, DecideBuffers b, double* u) {
+  cuda::pdl_enter();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r < p.rows) u[r] = lcg_uniform(lcg_draw(b.jump[r], b.state->lcg));
 }
 
 __global__ void decide_kernel(DecideParams p, DecideBuffers b, const RowStats* stats, const int32_t* drawn,
                               int32_t* canvas, DecideStatus* status) {
+  cuda::pdl_enter();
   extern __shared__ unsigned char smem[];
   float* entropy = reinterpret_cast<float*>(smem);               // [rows]
   int32_t* order = reinterpret_cast<int32_t*>(entropy + p.rows);  // [rows]
@@ -99,13 +103,13 @@ Status check_params(const DecideParams& p, const DecideBuffers& b) {
 
 Status decide_start_cuda(const DecideParams& p, uint64_t lcg, const DecideBuffers& b, cudaStream_t s) {
   if (Status e = check_params(p, b); !e.is_ok()) return e;
-  decide_start_kernel<<<1, 256, 0, s>>>(p, lcg, b);
+  cuda::launch(decide_start_kernel, 1, 256, 0, s, p, lcg, b);
   return cuda_status(cudaGetLastError(), "decide_start_cuda");
 }
 
 Status decide_uniforms_cuda(const DecideParams& p, const DecideBuffers& b, double* u, cudaStream_t s) {
   if (Status e = check_params(p, b); !e.is_ok()) return e;
-  decide_uniforms_kernel<<<static_cast<unsigned>((p.rows + 255) / 256), 256, 0, s>>>(p, b, u);
+  cuda::launch(decide_uniforms_kernel, static_cast<unsigned>((p.rows + 255) / 256), 256, 0, s, p, b, u);
   return cuda_status(cudaGetLastError(), "decide_uniforms_cuda");
 }
 
@@ -115,7 +119,7 @@ Status decide_cuda(const DecideParams& p, const DecideBuffers& b, const RowStats
   if (p.categorical && drawn == nullptr) return Status::error("decide_cuda: categorical draws need the drawn ids");
   const unsigned threads = static_cast<unsigned>((p.rows + 31) / 32 * 32);
   const size_t shared = static_cast<size_t>(p.rows) * 9;
-  decide_kernel<<<1, threads, shared, s>>>(p, b, stats, drawn, canvas, status);
+  cuda::launch(decide_kernel, 1, threads, shared, s, p, b, stats, drawn, canvas, status);
   return cuda_status(cudaGetLastError(), "decide_cuda");
 }
 

@@ -3,6 +3,7 @@
 // No CPU twin: benchmarks only time these weights; the kernels' numerics are tested on packed real values.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "core/packed_layout.h"
 #include "ops/elementwise/elementwise.h"
 
@@ -20,6 +21,7 @@ __device__ uint32_t hash32(uint64_t seed, uint64_t i) {
 
 // Codes: any byte, except E4M3's NaN (fp8) and int8's -128 (q8).
 __global__ void fill_codes_kernel(uint8_t* p, int64_t n, DType fmt, uint64_t seed) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   uint8_t b = static_cast<uint8_t>(hash32(seed, static_cast<uint64_t>(i)));
@@ -31,6 +33,7 @@ __global__ void fill_codes_kernel(uint8_t* p, int64_t n, DType fmt, uint64_t see
 // Scale plane entries: q4 (bf16 scale, bf16 min) per group with min = -7.5 scale; fp8 / q8 f32 per row;
 // nvfp4 an E4M3 block scale in [16, 448]. n: entries.
 __global__ void fill_scales_kernel(uint8_t* p, int64_t n, DType fmt, float amax, uint64_t seed) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float u = 0.5f + 0.5f * static_cast<float>(hash32(seed, static_cast<uint64_t>(i)) >> 8) / 16777216.0f;
@@ -50,6 +53,7 @@ __global__ void fill_scales_kernel(uint8_t* p, int64_t n, DType fmt, float amax,
 }
 
 __global__ void fill_f32_kernel(float* p, int64_t n, float v) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) p[i] = v;
 }
@@ -63,14 +67,14 @@ Status fill_packed_cuda(void* base, DType fmt, const Shape& shape, uint64_t seed
   const PackedLayout L = packed_layout(fmt, shape);
   auto* b = static_cast<uint8_t*>(base);
   const int64_t codes = L.bytes[0];
-  fill_codes_kernel<<<cuda::blocks_for(codes, 256), 256, 0, s>>>(b + L.offset[0], codes, fmt, seed);
+  cuda::launch(fill_codes_kernel, cuda::blocks_for(codes, 256), 256, 0, s, b + L.offset[0], codes, fmt, seed);
   const int scale_plane = 1;
   const int64_t entry = fmt == DType::kNvFp4 ? 1 : 4;
   const int64_t n_scales = L.bytes[scale_plane] / entry;
-  fill_scales_kernel<<<cuda::blocks_for(n_scales, 256), 256, 0, s>>>(b + L.offset[scale_plane], n_scales, fmt, amax,
+  cuda::launch(fill_scales_kernel, cuda::blocks_for(n_scales, 256), 256, 0, s, b + L.offset[scale_plane], n_scales, fmt, amax,
                                                                     seed + 1);
   if (fmt == DType::kNvFp4)  // the global scale maps the largest block scale (448) times 6 to amax
-    fill_f32_kernel<<<cuda::blocks_for(L.matrices, 256), 256, 0, s>>>(reinterpret_cast<float*>(b + L.offset[2]),
+    cuda::launch(fill_f32_kernel, cuda::blocks_for(L.matrices, 256), 256, 0, s, reinterpret_cast<float*>(b + L.offset[2]),
                                                                      L.matrices, amax / (6.0f * 448.0f));
   return cuda_status(cudaGetLastError(), "fill_packed_cuda");
 }

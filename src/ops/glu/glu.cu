@@ -1,5 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/glu/glu_cuda.h"
 
 namespace dg {
@@ -8,6 +9,7 @@ namespace {
 using cuda::bf16;
 
 __global__ void gelu_mul_kernel(const bf16* gate, const bf16* up, bf16* out, int64_t n) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = cuda::rbf(cuda::gelu_tanh(__bfloat162float(gate[i])));
@@ -15,6 +17,7 @@ __global__ void gelu_mul_kernel(const bf16* gate, const bf16* up, bf16* out, int
 }
 
 __global__ void gelu_mul_split_kernel(const bf16* gu, int64_t ff, bf16* out, int64_t n) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int64_t r = i / ff, f = i % ff;
@@ -26,7 +29,7 @@ __global__ void gelu_mul_split_kernel(const bf16* gu, int64_t ff, bf16* out, int
 
 Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cudaStream_t s) {
   if (n == 0) return Status::ok();
-  gelu_mul_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(gate),
+  cuda::launch(gelu_mul_kernel, cuda::blocks_for(n, 256), 256, 0, s, static_cast<const bf16*>(gate),
                                                            static_cast<const bf16*>(up), static_cast<bf16*>(out), n);
   return cuda_status(cudaGetLastError(), "gelu_mul_cuda");
 }
@@ -34,7 +37,7 @@ Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cud
 Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* out, cudaStream_t s) {
   const int64_t n = rows * ff;
   if (n == 0) return Status::ok();
-  gelu_mul_split_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(gate_up), ff,
+  cuda::launch(gelu_mul_split_kernel, cuda::blocks_for(n, 256), 256, 0, s, static_cast<const bf16*>(gate_up), ff,
                                                                  static_cast<bf16*>(out), n);
   return cuda_status(cudaGetLastError(), "gelu_mul_split_cuda");
 }

@@ -3,6 +3,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
 
 namespace dg {
@@ -11,6 +12,7 @@ namespace {
 using cuda::bf16;
 
 __global__ void router_prep_kernel(bf16* x, const bf16* scale, int64_t hidden, float root, int64_t n) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float v = cuda::rbf(__bfloat162float(x[i]) * __bfloat162float(scale[i % hidden]));
@@ -20,6 +22,7 @@ __global__ void router_prep_kernel(bf16* x, const bf16* scale, int64_t hidden, f
 // One warp per row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index).
 __global__ void route_kernel(const bf16* scores, int64_t rows, int64_t n_exp, int top_k, const bf16* pes, int32_t* idx,
                              float* weight) {
+  cuda::pdl_enter();
   extern __shared__ float smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + warp;
@@ -70,6 +73,7 @@ __global__ void route_kernel(const bf16* scores, int64_t rows, int64_t n_exp, in
 }
 
 __global__ void group_count_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts) {
+  cuda::pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (e >= n_exp) return;
@@ -83,6 +87,7 @@ __global__ void group_count_kernel(const int32_t* idx, int64_t pairs, int64_t n_
 
 __global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, const int32_t* counts,
                                    int32_t* offsets, int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (e >= n_exp) return;
@@ -118,6 +123,7 @@ constexpr int64_t kGroupMaxExperts = 256;
 __global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int32_t* idx, int64_t pairs, int n_exp,
                                                                       int32_t* counts, int32_t* offsets,
                                                                       int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
   extern __shared__ int32_t gsm[];
   int32_t* run = gsm;                      // [kGroupWarps][n_exp]: counts, then each warp's running base
   int32_t* off = gsm + kGroupWarps * n_exp;  // [n_exp]: expert totals, then offsets
@@ -182,6 +188,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int
 }
 
 __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int64_t hidden, bf16* xg, int64_t n) {
+  cuda::pdl_enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n) return;
   const int64_t i = t / hidden, c = t % hidden;
@@ -190,6 +197,7 @@ __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int
 
 // Rows of 16-byte chunks (hidden % 8 == 0, aligned rows): a block per gathered row, no division per element.
 __global__ void gather_rows_kernel(const uint4* x, const int32_t* perm, int top_k, int64_t chunks, uint4* xg) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x;
   const uint4* src = x + static_cast<int64_t>(perm[i] / top_k) * chunks;
   uint4* dst = xg + i * chunks;
@@ -200,6 +208,7 @@ __global__ void gather_rows_kernel(const uint4* x, const int32_t* perm, int top_
 // 16 rows walk the expert's rows. Requires K % 16 == 0 and N % 16 == 0.
 __global__ void grouped_gemm_wmma_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
                                          bf16* y) {
+  cuda::pdl_enter();
   using namespace nvcuda;
   __shared__ __align__(32) float tile[4][16 * 16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -231,6 +240,7 @@ __global__ void grouped_gemm_wmma_kernel(const bf16* x, int64_t K, const bf16* W
 // SIMT fallback for shapes that are not multiples of 16: one thread per output column, rows of the expert in turn.
 __global__ void grouped_gemm_simt_kernel(const bf16* x, int64_t K, const bf16* W, int64_t N, const int32_t* offsets,
                                          bf16* y) {
+  cuda::pdl_enter();
   const int64_t e = blockIdx.y;
   const int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (n >= N) return;
@@ -246,6 +256,7 @@ __global__ void grouped_gemm_simt_kernel(const bf16* x, int64_t K, const bf16* W
 template <int kVec>
 __global__ void combine_kernel(const bf16* y, const int32_t* inv, const float* weight, int top_k, int64_t hidden,
                                bf16* out, int64_t n) {
+  cuda::pdl_enter();
   const int64_t t = kVec * (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
   if (t >= n) return;
   const int64_t r = t / hidden, c = t % hidden;
@@ -278,6 +289,7 @@ __device__ __forceinline__ uint8_t e4m3_of(float v, float s) {
 }
 
 __global__ void act_quant_fp8_kernel(const bf16* x, int64_t rows, int64_t K, bool vec, uint8_t* q, float* scale) {
+  cuda::pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= rows) return;
@@ -318,7 +330,7 @@ Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, f
   if (rows == 0) return Status::ok();
   constexpr int kWarpsPerBlock = 4;
   const bool vec = K % 8 == 0 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(q)) & 15) == 0;
-  act_quant_fp8_kernel<<<cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
+  cuda::launch(act_quant_fp8_kernel, cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s, 
       static_cast<const bf16*>(x), rows, K, vec, static_cast<uint8_t*>(q), scale);
   return cuda_status(cudaGetLastError(), "moe_act_quant_fp8_cuda");
 }
@@ -326,7 +338,7 @@ Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, f
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s) {
   const int64_t n = rows * hidden;
   if (n == 0) return Status::ok();
-  router_prep_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<bf16*>(normed),
+  cuda::launch(router_prep_kernel, cuda::blocks_for(n, 256), 256, 0, s, static_cast<bf16*>(normed),
                                                               static_cast<const bf16*>(scale), hidden, root, n);
   return cuda_status(cudaGetLastError(), "moe_router_prep_cuda");
 }
@@ -337,7 +349,7 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
   if (top_k < 1 || top_k > n_exp || n_exp > 1024) return Status::error("moe_route_cuda: bad expert counts");
   constexpr int kWarpsPerBlock = 4;
   const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_exp) * sizeof(float);
-  route_kernel<<<cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, smem, s>>>(
+  cuda::launch(route_kernel, cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, smem, s, 
       static_cast<const bf16*>(scores), rows, n_exp, top_k, static_cast<const bf16*>(per_expert_scale), idx, weight);
   return cuda_status(cudaGetLastError(), "moe_route_cuda");
 }
@@ -347,14 +359,14 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
   if (pairs > INT32_MAX) return Status::error("moe_group_cuda: more than 2^31 routed pairs");
   if (n_exp <= kGroupMaxExperts) {
     const size_t smem = static_cast<size_t>((kGroupWarps + 1) * n_exp) * sizeof(int32_t);
-    group_block_kernel<<<1, kGroupWarps * 32, smem, s>>>(idx, pairs, static_cast<int>(n_exp), counts, offsets, perm,
+    cuda::launch(group_block_kernel, 1, kGroupWarps * 32, smem, s, idx, pairs, static_cast<int>(n_exp), counts, offsets, perm,
                                                          inv);
     return cuda_status(cudaGetLastError(), "moe_group_cuda");
   }
   constexpr int kWarpsPerBlock = 8;
   const unsigned grid = cuda::blocks_for(n_exp, kWarpsPerBlock);
-  group_count_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(idx, pairs, n_exp, counts);
-  group_place_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(idx, pairs, n_exp, counts, offsets, perm, inv);
+  cuda::launch(group_count_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts);
+  cuda::launch(group_place_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts, offsets, perm, inv);
   return cuda_status(cudaGetLastError(), "moe_group_cuda");
 }
 
@@ -363,11 +375,11 @@ Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int to
   const int64_t n = pairs * hidden;
   if (n == 0) return Status::ok();
   if (hidden % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xg) % 16 == 0) {
-    gather_rows_kernel<<<static_cast<unsigned>(pairs), 128, 0, s>>>(static_cast<const uint4*>(x), perm, top_k,
+    cuda::launch(gather_rows_kernel, static_cast<unsigned>(pairs), 128, 0, s, static_cast<const uint4*>(x), perm, top_k,
                                                                     hidden / 8, static_cast<uint4*>(xg));
     return cuda_status(cudaGetLastError(), "moe_gather_cuda");
   }
-  gather_kernel<<<cuda::blocks_for(n, 256), 256, 0, s>>>(static_cast<const bf16*>(x), perm, top_k, hidden,
+  cuda::launch(gather_kernel, cuda::blocks_for(n, 256), 256, 0, s, static_cast<const bf16*>(x), perm, top_k, hidden,
                                                          static_cast<bf16*>(xg), n);
   return cuda_status(cudaGetLastError(), "moe_gather_cuda");
 }
@@ -379,10 +391,10 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
   auto* yy = static_cast<bf16*>(y);
   if (K % 16 == 0 && N % 16 == 0) {
     const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>(n_exp));
-    grouped_gemm_wmma_kernel<<<grid, 128, 0, s>>>(xx, K, ww, N, offsets, yy);
+    cuda::launch(grouped_gemm_wmma_kernel, grid, 128, 0, s, xx, K, ww, N, offsets, yy);
   } else {
     const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>(n_exp));
-    grouped_gemm_simt_kernel<<<grid, 64, 0, s>>>(xx, K, ww, N, offsets, yy);
+    cuda::launch(grouped_gemm_simt_kernel, grid, 64, 0, s, xx, K, ww, N, offsets, yy);
   }
   return cuda_status(cudaGetLastError(), "moe_grouped_gemm_cuda");
 }
@@ -394,9 +406,9 @@ Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, 
   const auto* yy = static_cast<const bf16*>(y);
   auto* o = static_cast<bf16*>(out);
   if (hidden % 8 == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0)
-    combine_kernel<8><<<cuda::blocks_for(n / 8, 256), 256, 0, s>>>(yy, inv, weight, top_k, hidden, o, n);
+    cuda::launch(combine_kernel<8>, cuda::blocks_for(n / 8, 256), 256, 0, s, yy, inv, weight, top_k, hidden, o, n);
   else
-    combine_kernel<1><<<cuda::blocks_for(n, 256), 256, 0, s>>>(yy, inv, weight, top_k, hidden, o, n);
+    cuda::launch(combine_kernel<1>, cuda::blocks_for(n, 256), 256, 0, s, yy, inv, weight, top_k, hidden, o, n);
   return cuda_status(cudaGetLastError(), "moe_combine_cuda");
 }
 

@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mma.cuh"
 #include "core/cuda/wgmma.cuh"
+#include "core/cuda/launch.cuh"
 #include "core/packed_layout.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
@@ -209,6 +210,7 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
 
 template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
+  cuda::pdl_enter();  // (the first weight stages could go out before the wait: weights are not written by a step)
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kRowCap = Fmt::kRowCap;
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
@@ -372,7 +374,7 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Fmt>);
   if (err != cudaSuccess) return cuda_status(err, what);
   const dim3 grid(static_cast<unsigned>((a.n_out + kOutCols - 1) / kOutCols), static_cast<unsigned>(blocks));
-  kernel<<<grid, kThreads, kSmemBytes<Fmt>, s>>>(a);
+  cuda::launch(kernel, grid, kThreads, kSmemBytes<Fmt>, s, a);
   return cuda_status(cudaGetLastError(), what);
 }
 

@@ -3,6 +3,7 @@
 // each row's blocks of four groups rewritten by one thread.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/q4_layout.h"
 
@@ -12,6 +13,7 @@ namespace {
 // Block m: the largest scale of matrix m -> factors[m] = 2^p.
 __global__ void q4_power_kernel(const uint8_t* scales, int64_t row_bytes, int64_t rows_per_matrix, int64_t groups,
                                 float* factors) {
+  cuda::pdl_enter();
   __shared__ unsigned top;
   if (threadIdx.x == 0) top = 0;
   __syncthreads();
@@ -30,6 +32,7 @@ __global__ void q4_power_kernel(const uint8_t* scales, int64_t row_bytes, int64_
 // One thread per block of four groups of a row (q4_kernel_code_offset): its code bytes and its scale words.
 __global__ void q4_relayout_kernel(uint8_t* codes, int64_t code_row_bytes, uint8_t* scales, int64_t scale_row_bytes,
                                    int64_t rows_per_matrix, int64_t groups, int64_t n, const float* factors) {
+  cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t blocks = (groups + 3) / 4;
   if (i >= n) return;
@@ -62,10 +65,10 @@ Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
   auto* factors = reinterpret_cast<float*>(base + q4_kernel_factor_offset(s));
   const int64_t groups = L.cols / 32, per_matrix = L.rows / L.matrices;
   if (L.matrices > 0x7FFFFFFF) return Status::error("q4_to_kernel_layout_cuda: too many matrices");
-  q4_power_kernel<<<static_cast<unsigned>(L.matrices), 256, 0, st>>>(base + L.offset[1], L.row_bytes[1], per_matrix,
+  cuda::launch(q4_power_kernel, static_cast<unsigned>(L.matrices), 256, 0, st, base + L.offset[1], L.row_bytes[1], per_matrix,
                                                                      groups, factors);
   const int64_t n = L.rows * ((groups + 3) / 4);
-  q4_relayout_kernel<<<cuda::blocks_for(n, 256), 256, 0, st>>>(base + L.offset[0], L.row_bytes[0], base + L.offset[1],
+  cuda::launch(q4_relayout_kernel, cuda::blocks_for(n, 256), 256, 0, st, base + L.offset[0], L.row_bytes[0], base + L.offset[1],
                                                                L.row_bytes[1], per_matrix, groups, n, factors);
   return cuda_status(cudaGetLastError(), "q4_to_kernel_layout_cuda");
 }

@@ -3,6 +3,7 @@
 // walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/residual/residual.h"
 
 #include <initializer_list>
@@ -71,6 +72,7 @@ __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
 
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
                                           int n_out, int64_t dim, float eps) {
+  cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
   constexpr int kV = kVecPerThread;
@@ -122,6 +124,7 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
 
 __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
                                     const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+  cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
   constexpr int kV = kVecPerThread;
@@ -179,6 +182,7 @@ bool vec_ok(int64_t dim, std::initializer_list<const void*> ptrs) {
 
 __global__ void residual_norms_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
                                       int n_out, int64_t dim, float eps) {
+  cuda::pdl_enter();
   extern __shared__ float row[];  // [dim] f32
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -207,6 +211,7 @@ __global__ void residual_norms_kernel(const bf16* h, const bf16* attn, const bf1
 
 __global__ void ffn_tail_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
                                 const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+  cuda::pdl_enter();
   extern __shared__ float row[];  // [dim] f32: f
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -258,7 +263,7 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     o.y[j] = static_cast<bf16*>(out[j]);
   }
   if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2]})) {
-    residual_norms_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+    cuda::launch(residual_norms_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s, 
         static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
         static_cast<bf16*>(h1), o, n_out, dim, eps);
     return cuda_status(cudaGetLastError(), "residual_norms_cuda");
@@ -266,7 +271,7 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
       !st.is_ok())
     return st;
-  residual_norms_kernel<<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s>>>(
+  cuda::launch(residual_norms_kernel, static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s, 
       static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
       static_cast<bf16*>(h1), o, n_out, dim, eps);
   return cuda_status(cudaGetLastError(), "residual_norms_cuda");
@@ -276,7 +281,7 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
   if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out})) {
-    ffn_tail_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+    cuda::launch(ffn_tail_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s, 
         static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
         static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
         static_cast<bf16*>(out), dim, eps);
@@ -284,7 +289,7 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
   }
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
     return st;
-  ffn_tail_kernel<<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s>>>(
+  cuda::launch(ffn_tail_kernel, static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s, 
       static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
       static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
       static_cast<bf16*>(out), dim, eps);

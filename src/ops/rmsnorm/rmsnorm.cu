@@ -1,5 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 
 #include <string>
@@ -15,6 +16,7 @@ constexpr int kThreads = 256;
 template <typename TX, typename TW, typename TY>
 __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TW* __restrict__ w, TY* __restrict__ y, int64_t dim,
                                float eps) {
+  cuda::pdl_enter();
   const int64_t row = blockIdx.x;
   const TX* xr = x + row * dim;
   float ss = 0.0f;
@@ -62,6 +64,7 @@ template <typename TW>
 __global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf16* __restrict__ x,
                                                                   const TW* __restrict__ w, cuda::bf16* __restrict__ y,
                                                                   int dim, float eps) {
+  cuda::pdl_enter();
   __shared__ float warp_sums[kVecThreads / 32];
   const cuda::bf16* xr = x + blockIdx.x * static_cast<int64_t>(dim);
   float v[kVecPer][8];
@@ -109,6 +112,7 @@ template <bool kRope>
 __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w,
                                     cuda::bf16* __restrict__ y, int64_t rows, int dim, float eps, int64_t heads,
                                     int64_t pos0, const float* __restrict__ inv_freq) {
+  cuda::pdl_enter();
   __shared__ float normed[kRope ? kRowsPerBlock : 1][kRope ? kWarpMaxDim : 1];
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + wi;
@@ -188,7 +192,7 @@ bool warp_shape(const void* x, const void* w, const void* y, int64_t dim) {
 
 template <typename TW>
 Status launch_vec(const void* x, const TW* w, void* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
-  rmsnorm_vec_kernel<TW><<<static_cast<unsigned>(rows), kVecThreads, 0, s>>>(
+  cuda::launch(rmsnorm_vec_kernel<TW>, static_cast<unsigned>(rows), kVecThreads, 0, s, 
       static_cast<const cuda::bf16*>(x), w, static_cast<cuda::bf16*>(y), static_cast<int>(dim), eps);
   return cuda_status(cudaGetLastError(), "rmsnorm_cuda launch");
 }
@@ -197,7 +201,7 @@ template <bool kRope>
 Status launch_warp(const void* x, const void* w, void* y, int64_t rows, int64_t dim, float eps, int64_t heads,
                    int64_t pos0, const float* inv_freq, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  rmsnorm_warp_kernel<kRope><<<blocks, kRowsPerBlock * 32, 0, s>>>(
+  cuda::launch(rmsnorm_warp_kernel<kRope>, blocks, kRowsPerBlock * 32, 0, s, 
       static_cast<const cuda::bf16*>(x), static_cast<const cuda::bf16*>(w), static_cast<cuda::bf16*>(y), rows,
       static_cast<int>(dim), eps, heads, pos0, inv_freq);
   return cuda_status(cudaGetLastError(), kRope ? "rmsnorm_rope_cuda" : "rmsnorm_cuda launch");
@@ -205,7 +209,7 @@ Status launch_warp(const void* x, const void* w, void* y, int64_t rows, int64_t 
 
 template <typename TX, typename TW, typename TY>
 Status launch(const void* x, const void* w, void* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
-  rmsnorm_kernel<TX, TW, TY><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+  cuda::launch(rmsnorm_kernel<TX, TW, TY>, static_cast<unsigned>(rows), kThreads, 0, s, 
       static_cast<const TX*>(x), static_cast<const TW*>(w), static_cast<TY*>(y), dim, eps);
   return cuda_status(cudaGetLastError(), "rmsnorm_cuda launch");
 }

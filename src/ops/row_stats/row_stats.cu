@@ -2,6 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/row_stats/row_stats_cuda.h"
 
 namespace dg {
@@ -85,6 +86,7 @@ template <bool kVec4>
 __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
                                                              float temperature, cuda::bf16* tempered,
                                                              Partial* part) {
+  cuda::pdl_enter();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
   __shared__ double sd[kThreads / 32];
@@ -121,6 +123,7 @@ __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, i
 }
 
 __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices, RowStats* stats) {
+  cuda::pdl_enter();
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const Partial* p = part + row * slices;
@@ -144,6 +147,7 @@ __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices
 }
 
 __global__ void categorical_kernel(const float* raw, int64_t vocab, float temperature, const double* u, int32_t* ids) {
+  cuda::pdl_enter();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
   __shared__ double sd[kThreads / 32];
@@ -223,10 +227,10 @@ Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float tempe
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n));
   auto* t = static_cast<cuda::bf16*>(tempered_bf16);
   if (vocab % 4 == 0)
-    row_slice_kernel<true><<<grid, kThreads, 0, s>>>(raw, vocab, slice, temperature, t, part);
+    cuda::launch(row_slice_kernel<true>, grid, kThreads, 0, s, raw, vocab, slice, temperature, t, part);
   else
-    row_slice_kernel<false><<<grid, kThreads, 0, s>>>(raw, vocab, slice, temperature, t, part);
-  stats_merge_kernel<<<cuda::blocks_for(rows, 128), 128, 0, s>>>(part, rows, n, stats);
+    cuda::launch(row_slice_kernel<false>, grid, kThreads, 0, s, raw, vocab, slice, temperature, t, part);
+  cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, n, stats);
   cudaFreeAsync(part, s);
   return cuda_status(cudaGetLastError(), "row_stats_cuda");
 }
@@ -234,7 +238,7 @@ Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float tempe
 Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,
                         int32_t* ids, cudaStream_t s) {
   if (rows == 0) return Status::ok();
-  categorical_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(raw, vocab, temperature, u, ids);
+  cuda::launch(categorical_kernel, static_cast<unsigned>(rows), kThreads, 0, s, raw, vocab, temperature, u, ids);
   return cuda_status(cudaGetLastError(), "categorical_cuda");
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/self_cond/self_cond_cuda.h"
 
 namespace dg {
@@ -23,6 +24,7 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
 // Slice `blockIdx.y` of row `blockIdx.x`: 16-byte loads, a running pair per thread, merged over the block in a fixed
 // order (warp butterfly, then warp 0 over the warps).
 __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, MaxSum* part) {
+  cuda::pdl_enter();
   __shared__ MaxSum sh[kThreads / 32];
   const bf16* row = x + blockIdx.x * vocab;
   const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
@@ -60,6 +62,7 @@ __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, M
 // Every block merges its row's slice pairs in slice order (the same result in each), then writes its slice.
 __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff,
                                   bf16* p) {
+  cuda::pdl_enter();
   __shared__ MaxSum row_stat;
   if (threadIdx.x == 0) {
     MaxSum t = part[blockIdx.x * gridDim.y];
@@ -107,8 +110,8 @@ Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sp
   const int64_t slice = ((vocab + n - 1) / n + 7) / 8 * 8;  // multiples of 8 keep the 16-byte loads aligned
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vocab + slice - 1) / slice));
   auto* part = static_cast<MaxSum*>(scratch);
-  soft_stats_kernel<<<grid, kThreads, 0, s>>>(static_cast<const bf16*>(logits), vocab, slice, part);
-  soft_write_kernel<<<grid, kThreads, 0, s>>>(static_cast<const bf16*>(logits), vocab, slice, part, sparse_cutoff,
+  cuda::launch(soft_stats_kernel, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part);
+  cuda::launch(soft_write_kernel, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part, sparse_cutoff,
                                                static_cast<bf16*>(probs));
   return cuda_status(cudaGetLastError(), "soft_probs_cuda");
 }

@@ -1,0 +1,12 @@
+// The process-wide switch for programmatic dependent launch of the library's kernels (src/core/cuda/launch.cuh),
+// in plain C++ for the host code that sets it.
+#pragma once
+
+namespace dg::cuda {
+
+// set_pdl(true) takes effect on devices of compute capability 9.0 and later only (elsewhere launches stay plain).
+// Process-wide: the CUDA backend sets it from CudaKernels::pdl when it is made. Off until then.
+void set_pdl(bool on);
+bool pdl_active();
+
+}  // namespace dg::cuda
