@@ -127,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                                            CudaKernels{AttentionKernel::kWarp, MoeKernel::kWmma},
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kCublas},
                                            // auto at 100 tokens: prompts take cuBLAS, canvases the stream kernel
-                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100}));
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100},
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kWide}));
 
 // Programmatic dependent launch changes when a kernel's blocks start, never what they compute: with it on, steps
 // issued one by one and replayed through graphs give the tokens and per-step argmaxes of the plain launches.

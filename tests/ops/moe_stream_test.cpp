@@ -118,6 +118,7 @@ struct GemmCase {
   bool act8 = false;  // fp8 activations (W8A8): x quantised per row to E4M3 on the host, codes + scales uploaded
   int stages = 0;  // pipeline stages where the format offers a choice (W8A8, q4 kernel layout); 0: its default
   float w_amp = 0.1f;  // weights uniform in [-w_amp, w_amp]
+  bool wide = false;  // passes of 128 rows (bf16 only; --moe wide)
 };
 
 // Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.
@@ -282,10 +283,10 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.stages, layout);
+                                  xsc, c.stages, layout, c.wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.stages, layout);
+                              c.stages, layout, c.wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -308,7 +309,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(kernel_w.begin(), kernel_w.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();
@@ -345,6 +346,38 @@ TEST(MoeStreamCuda, TinyModelShapes) {
 TEST(MoeStreamCuda, AllRowsOnOneExpert) {
   DG_NEED_GPU();
   run_gemm_case({"2048 rows on expert 2", 256, 192, 4, {0, 0, 2048, 0}, 0, 8, true});
+}
+
+// Passes of 128 rows (--moe wide): 300 rows take 128, 128, 44 (n64); 129 takes 128 and 1; 65 runs as n128 with
+// 63 zero-filled rows; 64 and fewer as the n16-n64 shapes; partial column tiles with scalar stores.
+TEST(MoeStreamCuda, WidePassBoundaries) {
+  DG_NEED_GPU();
+  GemmCase c{"K72 N40 gather wide", 72, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true};
+  c.wide = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B gate_up wide", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false};
+  c.wide = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B down wide", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false};
+  c.wide = true;
+  run_gemm_case(c);
+}
+
+// Passes of 128 rows are a bf16 body: other weights, or fp8 activations, are refused before any launch (no GPU
+// needed) with a message that names the way out.
+TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
+  alignas(16) static uint8_t fake[64];
+  for (DType fmt : {DType::kQ4, DType::kFp8}) {
+    const Status s = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, fmt, 16, 1, nullptr, fake, nullptr, nullptr, 0,
+                                          Q4Layout::kDisk, true);
+    ASSERT_FALSE(s.is_ok()) << dtype_name(fmt);
+    EXPECT_NE(s.message().find("--moe stream"), std::string::npos) << s.message();
+  }
+  const float scale = 1.0f;
+  const Status s = moe_stream_gate_up_cuda(fake, nullptr, 1, 64, fake, DType::kBF16, 8, 1, nullptr, fake, nullptr,
+                                           &scale, 0, Q4Layout::kDisk, true);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("fp8 activations"), std::string::npos) << s.message();
 }
 
 TEST(MoeStreamCuda, FullShapeRandomRouting) {

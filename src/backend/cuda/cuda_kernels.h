@@ -18,8 +18,9 @@ namespace dg {
 enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
 // auto: cublas for calls of at least moe_auto_rows tokens outside graph captures (large batches, prefill chunks),
 // stream otherwise | stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas:
-// cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md)
-enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma };
+// cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md) | wide:
+// the streaming kernel in passes of 128 rows for bf16 experts (large batches; packed experts stream as with stream)
+enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
 enum class DecideMode : uint8_t { kDevice, kHost };
@@ -56,9 +57,9 @@ struct CudaKernels {
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
     {{"flash", AttentionKernel::kFlash}, {"gemm", AttentionKernel::kGemm}, {"warp", AttentionKernel::kWarp}}};
-inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 4> kMoeKernelNames{
+inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 5> kMoeKernelNames{
     {{"auto", MoeKernel::kAuto}, {"stream", MoeKernel::kStream}, {"cublas", MoeKernel::kCublas},
-     {"wmma", MoeKernel::kWmma}}};
+     {"wmma", MoeKernel::kWmma}, {"wide", MoeKernel::kWide}}};
 inline constexpr std::array<std::pair<std::string_view, DecideMode>, 2> kDecideModeNames{
     {{"device", DecideMode::kDevice}, {"host", DecideMode::kHost}}};
 inline constexpr std::array<std::pair<std::string_view, SegmentsMode>, 3> kSegmentsModeNames{

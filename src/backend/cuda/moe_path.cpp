@@ -37,7 +37,8 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool packed = dtype_is_packed(w.gate_up.dtype) || dtype_is_packed(w.down.dtype);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas ||
                       (c.kernels.moe == MoeKernel::kAuto && !c.capturing && T >= c.kernels.moe_auto_rows);
-  const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto) && !cublas;
+  const bool wide = c.kernels.moe == MoeKernel::kWide;  // bf16 experts in passes of 128 rows
+  const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
     check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), s));
@@ -51,12 +52,13 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                                offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
+    const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;
     check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, nullptr,
-                                  c.kernels.moe_q4_stages, c.q4));
+                                  c.kernels.moe_q4_stages, c.q4, wide_up));
     check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, nullptr, c.kernels.moe_q4_stages,
-                               c.q4));
+                               c.q4, wide_down));
   } else {
     Tensor xg = device(DType::kBF16, Shape{P + 16, H});
     check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, s));

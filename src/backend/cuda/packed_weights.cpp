@@ -22,9 +22,10 @@ void cuda_check_weight(const Tensor& t, WeightUse use, const std::string& what, 
     fail("this .dgq pack stores {} as {} with input dimension {}, and the CUDA {} kernel needs a multiple of {}; "
          "quantize that class to another format or run with --backend cpu",
          what, fmt, K, fmt, align);
-  if (use == WeightUse::kExperts && kernels.moe != MoeKernel::kStream && kernels.moe != MoeKernel::kAuto)
+  if (use == WeightUse::kExperts && kernels.moe != MoeKernel::kStream && kernels.moe != MoeKernel::kAuto &&
+      kernels.moe != MoeKernel::kWide)
     fail("the experts of this .dgq pack are {}: only the streaming MoE kernel reads packed experts (not --moe "
-         "{}); use --moe auto (the default) or stream",
+         "{}); use --moe auto (the default), stream or wide",
          fmt, kernel_name(kernels.moe));
 }
 

@@ -46,6 +46,9 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 #define DG_WG_ACC32 DG_WG_ACC16, DG_WG_ACC(2), DG_WG_ACC(3)
 #define DG_WG_ACC48 DG_WG_ACC32, DG_WG_ACC(4), DG_WG_ACC(5)
 #define DG_WG_ACC64 DG_WG_ACC48, DG_WG_ACC(6), DG_WG_ACC(7)
+#define DG_WG_ACC128                                                                                             \
+  DG_WG_ACC64, DG_WG_ACC(8), DG_WG_ACC(9), DG_WG_ACC(10), DG_WG_ACC(11), DG_WG_ACC(12), DG_WG_ACC(13),           \
+      DG_WG_ACC(14), DG_WG_ACC(15)
 #define DG_WG_D16 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define DG_WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define DG_WG_D48                                                                                                \
@@ -53,6 +56,11 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 #define DG_WG_D64                                                                                                \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "   \
   "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define DG_WG_D128                                                                                               \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define DG_WG_PRED(S) "{\n.reg .pred p;\nsetp.ne.b32 p, " S ", 0;\n"
 // Both operands from shared memory (descriptors a, b; operands A and B), scale-d from operand S (0: overwrite d);
 // TAIL: the immediates after scale-d.
@@ -82,16 +90,21 @@ __device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[8][4], uint64_t a, 
   else DG_WG_SS("m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "34", "1, 1", DG_WG_ACC64, kScale);
 }
 
-// d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, both K-major in shared memory.
-template <int N> __device__ __forceinline__ void wgmma_bf16_m64k16(float (&d)[8][4], uint64_t a, uint64_t b) {
-  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
+// d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, both K-major in shared memory; d holds J n8 tiles (J >= N / 8, the
+// rest untouched).
+template <int N, int J>
+__device__ __forceinline__ void wgmma_bf16_m64k16(float (&d)[J][4], uint64_t a, uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64 || N == 128, "n16 .. n64 in steps of 16, or n128");
+  static_assert(J >= N / 8, "the accumulator holds the N columns");
   if constexpr (N == 16)
     DG_WG_SS("m64n16k16", "f32.bf16.bf16", DG_WG_D16, "8", "9", "10", "1, 1, 0, 0", DG_WG_ACC16, 1);
   else if constexpr (N == 32)
     DG_WG_SS("m64n32k16", "f32.bf16.bf16", DG_WG_D32, "16", "17", "18", "1, 1, 0, 0", DG_WG_ACC32, 1);
   else if constexpr (N == 48)
     DG_WG_SS("m64n48k16", "f32.bf16.bf16", DG_WG_D48, "24", "25", "26", "1, 1, 0, 0", DG_WG_ACC48, 1);
-  else DG_WG_SS("m64n64k16", "f32.bf16.bf16", DG_WG_D64, "32", "33", "34", "1, 1, 0, 0", DG_WG_ACC64, 1);
+  else if constexpr (N == 64)
+    DG_WG_SS("m64n64k16", "f32.bf16.bf16", DG_WG_D64, "32", "33", "34", "1, 1, 0, 0", DG_WG_ACC64, 1);
+  else DG_WG_SS("m64n128k16", "f32.bf16.bf16", DG_WG_D128, "64", "65", "66", "1, 1, 0, 0", DG_WG_ACC128, 1);
 }
 
 // d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, A from each warp's registers (rows 16 w .. +15), B K-major in shared
@@ -110,10 +123,12 @@ template <int N> __device__ __forceinline__ void wgmma_bf16_rs_m64k16(float (&d)
 #undef DG_WG_D32
 #undef DG_WG_D48
 #undef DG_WG_D64
+#undef DG_WG_D128
 #undef DG_WG_ACC16
 #undef DG_WG_ACC32
 #undef DG_WG_ACC48
 #undef DG_WG_ACC64
+#undef DG_WG_ACC128
 #undef DG_WG_ACC
 
 #endif  // DG_HAS_WGMMA

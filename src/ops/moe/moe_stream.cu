@@ -167,6 +167,14 @@ __device__ __forceinline__ void stage_wgmma(uint32_t ws, const StageSrc& src, in
 }
 #endif
 
+// The rows a pass of m routed rows loads and multiplies: m rounded up to whole n8 pairs, and for the 128-row
+// passes, 65-128 rows to all 128 (wgmma n128; the shapes between are not instantiated).
+template <class Fmt> __device__ __forceinline__ int pass_rows(int m) {
+  const int rows = (m + 15) & ~15;
+  if constexpr (Fmt::kRowCap == 128) return rows > 64 ? 128 : rows;
+  return rows;
+}
+
 template <class Fmt>
 __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int warp, int lane, int n_pairs,
                                           float (&acc)[2][Fmt::kRowCap / 8][4]) {
@@ -180,7 +188,15 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
         case 1: stage_wgmma<Fmt, 16>(ws, src, warp, lane, acc); break;
         case 2: stage_wgmma<Fmt, 32>(ws, src, warp, lane, acc); break;
         case 3: stage_wgmma<Fmt, 48>(ws, src, warp, lane, acc); break;
-        default: stage_wgmma<Fmt, 64>(ws, src, warp, lane, acc); break;
+        default:
+          if constexpr (Fmt::kRowCap == 128) {
+            if (n_pairs > 4) {  // pass_rows: 8 pairs
+              stage_wgmma<Fmt, 128>(ws, src, warp, lane, acc);
+              break;
+            }
+          }
+          stage_wgmma<Fmt, 64>(ws, src, warp, lane, acc);
+          break;
       }
     }
     return;
@@ -250,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
 
   for (int p0 = r0; p0 < r1; p0 += kRowCap) {
     const int m = r1 - p0 < kRowCap ? r1 - p0 : kRowCap;
-    const int m_load = (m + 15) & ~15;  // rows up to the next n8 pair are zero-filled
+    const int m_load = pass_rows<Fmt>(m);  // rows past m up to it are zero-filled
     const int n_pairs = m_load / 16;
     for (int i = tid; i < kRowCap; i += kThreads) {
       const int64_t src = i < m ? (a.x_rows ? a.x_rows[p0 + i] / a.x_rows_div : p0 + i) : -1;
@@ -425,12 +441,19 @@ bool device_has_fp8_mma() {
 
 template <bool kGated>
 Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
-                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk) {
+                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk, bool wide = false) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
   if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
+  if (wide) {  // 128 routed rows per pass (--moe wide)
+    if (w_dtype != DType::kBF16 || a.x_scale != nullptr)
+      return Status::error(std::string(what) + ": passes of 128 rows (--moe wide) take bf16 weights and activations, "
+                                               "not " + std::string(dtype_name(w_dtype)) +
+                           (a.x_scale != nullptr ? " with fp8 activations" : "") + " (use --moe stream)");
+    return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+  }
   if (a.x_scale != nullptr) {  // fp8 activations (W8A8)
     if (w_dtype != DType::kFp8)
       return Status::error(std::string(what) + ": fp8 activations need fp8 weights, not " +
@@ -476,10 +499,10 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4) {
+                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4);
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4, wide);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -492,10 +515,10 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4) {
+                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4);
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4, wide);
 }
 
 }  // namespace dg

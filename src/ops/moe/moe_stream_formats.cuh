@@ -20,7 +20,7 @@ using cuda::bf16;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileN = 32 * kWarps;  // weight rows per CTA: each warp owns two m16 tiles, rows 16w and 16w + kTileN/2
-constexpr int kMaxRowCap = 64;       // the largest Fmt::kRowCap (routed rows per pass over the weights)
+constexpr int kMaxRowCap = 128;      // the largest Fmt::kRowCap (routed rows per pass over the weights)
 
 // Byte offset of 16-byte chunk c of row r in a tile of kRowBytes-byte rows: chunks XOR-swizzled by r % 8, so the 8
 // row addresses of an ldmatrix fall in distinct banks.
@@ -139,6 +139,14 @@ struct WeightBf16 {
     cuda::ldmatrix_x4(a[0], src + swizzle<kTileK * 2>(row0 + (lane & 15), kk / 8 + (lane >> 4)));
   }
   __device__ static float row_scale(const Planes&, int64_t, int64_t) { return 1.0f; }
+};
+
+// bf16 weights in passes of 128 routed rows (--moe wide): the batched step and prefill chunks route hundreds of rows
+// to each expert, and a pass of 64 re-streams the expert's weights for every 64 of them. Passes of 65-128 rows run
+// as wgmma n128 (the rows past the pass zero-filled); three stages of 32 KB, two CTAs per SM.
+struct WeightBf16Wide : WeightBf16 {
+  static constexpr int kStages = 3, kRowCap = 128;
+  static constexpr int kMinBlocks = 2;
 };
 
 // The packed formats share a stage layout: code chunks of 16 bytes stored [chunk][row] (a quad of lanes reads one
