@@ -12,7 +12,8 @@
 #   ask    `diffgemma ask` end to end on the full shape with random weights (-m synthetic:26b-a4b:PROFILE) for each
 #          "profile:prompt tokens" of DG_ASK: 1,024 new tokens at 16 steps per block (the contract sampler without
 #          its commit-time trim, which random weights would fire on every row), the JSON with its timings
-#   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps)
+#   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps), for each
+#          "label:options" of DG_SERVE (default "serve:", the defaults; e.g. "wide:--moe,wide")
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
 #   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
@@ -90,9 +91,12 @@ EOF
   done
 fi
 if has serve; then
-  stamp "serve ${DG_STREAMS:-8,32}"
-  timeout 200 $dg bench --serve --streams "${DG_STREAMS:-8,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 \
-    --label speed-serve --out "$OUT/bench.jsonl" 2>&1 | grep -E '"serve"|error' | cut -c1-300
+  for cfg in ${DG_SERVE:-serve:}; do
+    label=${cfg%%:*} opts=${cfg#*:}
+    stamp "serve ${DG_STREAMS:-8,32} $label ($opts)"
+    timeout 200 $dg bench --serve --streams "${DG_STREAMS:-8,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 \
+      ${opts//,/ } --label "speed-$label" --out "$OUT/bench.jsonl" 2>&1 | grep -E '"serve"|error' | cut -c1-300
+  done
 fi
 if has topk; then
   # Top-k attention against dense at long context (docs/CUDA.md, "Top-k attention"): prefill and denoise step.
