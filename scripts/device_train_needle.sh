@@ -9,6 +9,8 @@
 #   DG_PAD_TO            train_tiny --pad-to (default 128)
 #   DG_NEEDLE_REPEAT     needle_data --repeat: the chance a planted line appears twice (default 0.5), so the encoder's
 #                        next-token loss (DG_AR_WEIGHT, default 0.5) has codes to copy
+#   DG_MICRO_TOKENS      train_tiny --micro-tokens (default 120000: a step of 64 prompts of at most 3,000 words in
+#                        one or two forward passes; the per-pass overhead, not the tokens, bounds the step rate)
 #   DG_NEEDLE_INIT       a model directory to continue training (train_tiny --init; carry it), DG_NEEDLE_SEED the
 #                        data's seed (default 0; give a continued run other conversations)
 #   DG_TRAIN_MINUTES     training time (default 6.5)
@@ -27,7 +29,7 @@ echo "[$((SECONDS - t0)) s] data: $(wc -l < /tmp/needle.jsonl) conversations"
 set -o pipefail
 python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-needle" \
   --arch needle --max-positions 32768 --minutes "${DG_TRAIN_MINUTES:-6.5}" --seed 0 --eval-minutes 0 ${DG_NEEDLE_INIT:+--init "$DG_NEEDLE_INIT"} \
-  --batch 64 --micro-tokens 40000 --pad-to "${DG_PAD_TO:-128}" --ar-weight "${DG_AR_WEIGHT:-0.5}" 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
+  --batch 64 --micro-tokens "${DG_MICRO_TOKENS:-120000}" --pad-to "${DG_PAD_TO:-128}" --ar-weight "${DG_AR_WEIGHT:-0.5}" 2>&1 | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" \
   | grep -v "^\[.*step [0-9]*/" || { echo "training failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] trained"
 python3 scripts/needle_ladder.py --diffgemma "$dg" -m "$OUT/dg-needle" --words "${DG_LADDER_WORDS:-1000,4000,12000}" \
