@@ -7,8 +7,9 @@
 #   DG_NEEDLE_MAX_WORDS  the longest training prompt in filler words (default 3000, ~4.5k tokens: training on the
 #                        ladder's 18k-token prompts ran at 0.47 steps a second, too few to learn the task in minutes)
 #   DG_PAD_TO            train_tiny --pad-to (default 128)
-#   DG_NEEDLE_REPEAT     needle_data --repeat: the chance a planted line appears twice (default 0.5), so the encoder's
-#                        next-token loss (DG_AR_WEIGHT, default 0.5) has codes to copy
+#   DG_NEEDLE_REPEAT     needle_data --repeat: the chance a planted line appears twice (default 0.8), so the encoder's
+#                        next-token loss (DG_AR_WEIGHT, default 0.5) has codes to copy; DG_NEEDLE_DISTRACTORS the other
+#                        planted codes per training prompt (default 6; the ladder's prompts have 4)
 #   DG_MICRO_TOKENS      train_tiny --micro-tokens (default 120000: a step of 64 prompts of at most 3,000 words in
 #                        one or two forward passes; the per-pass overhead, not the tokens, bounds the step rate)
 #   DG_NEEDLE_INIT       a model directory to continue training (train_tiny --init; carry it), DG_NEEDLE_SEED the
@@ -24,7 +25,7 @@ export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo u
 t0=$SECONDS
 python3 scripts/needle_data.py train --out /tmp/needle.jsonl --count "${DG_NEEDLE_COUNT:-50000}" \
   --min-words "${DG_NEEDLE_MIN_WORDS:-50}" --max-words "${DG_NEEDLE_MAX_WORDS:-3000}" --seed "${DG_NEEDLE_SEED:-0}" \
-  --repeat "${DG_NEEDLE_REPEAT:-0.5}" || { echo "needle_data failed"; exit 1; }
+  --repeat "${DG_NEEDLE_REPEAT:-0.8}" --distractors "${DG_NEEDLE_DISTRACTORS:-6}" || { echo "needle_data failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] data: $(wc -l < /tmp/needle.jsonl) conversations"
 set -o pipefail
 python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-needle" \

@@ -80,6 +80,7 @@ def main() -> int:
     t.add_argument("--min-words", type=int, default=200)
     t.add_argument("--max-words", type=int, default=12000)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--distractors", type=int, default=4, help="other planted names and codes per prompt")
     t.add_argument("--repeat", type=float, default=0.0,
                    help="chance that a planted line appears twice in a training prompt (0: never, as the ladder's)")
     p = sub.add_parser("prompt", help="one prompt's user text (stdout) and answer (stderr)")
@@ -94,14 +95,16 @@ def main() -> int:
         print(text)
         print(answer(key, value), file=sys.stderr)
         return 0
-    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1 or not 0.0 <= a.repeat <= 1.0:
-        ap.error("need 1 <= --min-words <= --max-words, a positive --count and --repeat within [0, 1]")
+    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1 or not 0.0 <= a.repeat <= 1.0 \
+            or not 0 <= a.distractors < len(NAMES):
+        ap.error(f"need 1 <= --min-words <= --max-words, a positive --count, --repeat within [0, 1] and "
+                 f"--distractors within [0, {len(NAMES) - 1}]")
     rng = random.Random(a.seed)
     with open(a.out, "w", encoding="utf-8") as f:
         for _ in range(a.count):
             # Lengths spread evenly on a log scale, so short and long contexts are both common.
             words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
-            text, key, value = needle_prompt(rng, words, rng.random(), repeat=a.repeat)
+            text, key, value = needle_prompt(rng, words, rng.random(), distractors=a.distractors, repeat=a.repeat)
             conv = {"kind": "needle", "think": False, "tools": False,
                     "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
             f.write(json.dumps(conv) + "\n")
