@@ -11,6 +11,7 @@ is a copy of the tokens after "NAME is". Two uses:
       training conversations in data/chat.jsonl's format (scripts/train_tiny.py --data), seeded
   python3 scripts/needle_data.py prompt --words 4000 --depth 0.25 --seed 3
       one prompt's user text on stdout and its answer on stderr (scripts/needle_ladder.py renders the same)
+  python3 scripts/needle_data.py --selftest
 
 The filler words, names and digits are common English tokens, so the embedded model's tokenizer (models/dg-tiny)
 spells a word in one or two ids: a prompt of W words is roughly 1.5 W tokens (1,000 words: 1,529-1,587).
@@ -71,7 +72,31 @@ def render(user: str) -> str:
     return f"<bos><|turn>user\n{user}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
 
 
+def selftest() -> int:
+    """The prompts' invariants: planted lines once (the ladder's) or twice (--repeat 1), the answer a copy of the
+    needle's line, the needle after `depth` of the filler, and no random draws added for --repeat 0."""
+    import re
+    for words, depth, distractors in ((300, 0.0, 4), (300, 1.0, 6), (2000, 0.5, 4)):
+        for repeat in (0.0, 1.0):
+            text, key, value = needle_prompt(random.Random(7), words, depth, distractors, repeat)
+            lines = re.findall(r"The code of (\w+) is (\d+)\.", text)
+            want = (distractors + 1) * (2 if repeat else 1)
+            assert len(lines) == want, (words, depth, repeat, len(lines), want)
+            assert len({n for n, _ in lines}) == distractors + 1
+            assert answer(key, value) in text and text.endswith(f"What is the code of {key}?")
+            if not repeat:
+                at = text.index(answer(key, value)) / len(text)
+                assert abs(at - depth) < 0.1, (depth, at)
+    a = needle_prompt(random.Random(3), 500, 0.5)
+    b = needle_prompt(random.Random(3), 500, 0.5, repeat=0.0)
+    assert a == b
+    print("needle_data selftest: ok")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--selftest"]:
+        return selftest()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="training conversations (JSONL, data/chat.jsonl's format)")
