@@ -14,9 +14,12 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_decider.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/host_check.h"
+#include "backend/cuda/host_copies.h"
 #include "backend/cuda/moe_path.h"
 #include "backend/cuda/packed_weights.h"
+#include "backend/cuda/step_graph.h"
 #include "backend/synthetic_fill.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/pdl.h"
@@ -79,7 +82,6 @@ class CudaBackend final : public Backend, public SyntheticFill {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     inv_freq_.clear();
-    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
     if (ids_staging_ != nullptr) cudaFreeHost(ids_staging_);
     cudaEventDestroy(ids_done_);
     cublasDestroy(blas_);
@@ -187,54 +189,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void capture_begin() override {
     DG_CHECK(can_capture(), "graph capture needs a MoE kernel without host synchronisation (not --moe {})",
              kernel_name(kernels_.moe));
-    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-    capturing_ = true;
+    graph_.begin(stream_);
   }
-  void capture_end() override {
-    capturing_ = false;
-    cudaGraph_t g = nullptr;
-    check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
-    bool updated = false;
-    if (graph_exec_ != nullptr) {
-      cudaGraphExecUpdateResultInfo info{};
-      updated = cudaGraphExecUpdate(graph_exec_, g, &info) == cudaSuccess;
-      if (!updated) {
-        (void)cudaGetLastError();
-        check(cudaGraphExecDestroy(graph_exec_), "cudaGraphExecDestroy");
-        graph_exec_ = nullptr;
-      }
-    }
-    if (!updated) check(cudaGraphInstantiate(&graph_exec_, g, 0), "cudaGraphInstantiate");
-    check(cudaGraphDestroy(g), "cudaGraphDestroy");
-  }
-  void launch_captured() override {
-    DG_CHECK(graph_exec_ != nullptr, "launch_captured: nothing was captured");
-    check(cudaGraphLaunch(graph_exec_, stream_), "cudaGraphLaunch");
-  }
+  void capture_end() override { graph_.end(stream_); }
+  void launch_captured() override { graph_.launch(stream_); }
 
-  void copy_to_host(const Tensor& t, float* dst) override {
-    const size_t n = static_cast<size_t>(t.numel());
-    if (t.dtype == DType::kF32) {
-      check(cudaMemcpyAsync(dst, t.data, n * 4, cudaMemcpyDeviceToHost, stream_), "copy_to_host");
-      check(cudaStreamSynchronize(stream_), "copy_to_host sync");
-      return;
-    }
-    std::vector<uint16_t> h(n);
-    check(cudaMemcpyAsync(h.data(), t.data, n * 2, cudaMemcpyDeviceToHost, stream_), "copy_to_host");
-    check(cudaStreamSynchronize(stream_), "copy_to_host sync");
-    convert_to_f32(h.data(), t.dtype, n, dst);
-  }
-  void copy_from_host(const float* src, Tensor& t) override {
-    const size_t n = static_cast<size_t>(t.numel());
-    if (t.dtype == DType::kF32) {
-      check(cudaMemcpyAsync(t.data, src, n * 4, cudaMemcpyHostToDevice, stream_), "copy_from_host");
-    } else {
-      std::vector<uint16_t> h(n);
-      for (size_t i = 0; i < n; ++i) h[i] = t.dtype == DType::kBF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
-      check(cudaMemcpyAsync(t.data, h.data(), n * 2, cudaMemcpyHostToDevice, stream_), "copy_from_host");
-    }
-    check(cudaStreamSynchronize(stream_), "copy_from_host sync");
-  }
+  void copy_to_host(const Tensor& t, float* dst) override { device_to_host_f32(t, dst, stream_); }
+  void copy_from_host(const float* src, Tensor& t) override { host_f32_to_device(src, t, stream_); }
 
   void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
     check(embed_cuda(ids.as<int32_t>(), ids.numel(), table.data, table.shape[1],
@@ -409,8 +370,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
-    moe_cuda_path(MoePathCtx{blas_ctx(), kernels_, eps_, capturing_, q4_layout(), [this](const char* n) { stage(n); }},
-                  h, z, w, top_k, out);
+    const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
+                       [this](const char* n) { stage(n); }};
+    moe_cuda_path(c, h, z, w, top_k, out);
   }
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
@@ -481,61 +443,15 @@ class CudaBackend final : public Backend, public SyntheticFill {
     return t;
   }
 
-  void set_profiling(bool on) override {
-    profiling_ = on;
-    marks_.clear();
-  }
-  void stage(const char* name) override {
-    if (!profiling_ || capturing_) return;
-    cudaEvent_t e;
-    check(cudaEventCreate(&e), "cudaEventCreate");
-    check(cudaEventRecord(e, stream_), "cudaEventRecord");
-    marks_.emplace_back(name, e);
-  }
-  std::vector<std::pair<std::string, double>> take_stage_times() override {
-    synchronize();
-    std::map<std::string, double> acc;
-    for (size_t i = 0; i + 1 < marks_.size(); ++i) {
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, marks_[i].second, marks_[i + 1].second), "cudaEventElapsedTime");
-      acc[marks_[i].first] += ms;
-    }
-    for (auto& m : marks_) cudaEventDestroy(m.second);
-    marks_.clear();
-    return {acc.begin(), acc.end()};
-  }
-  std::string device_name() const override {
-    cudaDeviceProp p{};
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&p, dev);
-    return p.name;
-  }
+  void set_profiling(bool on) override { marks_.set_profiling(on); }
+  void stage(const char* name) override { marks_.mark(name, stream_, graph_.capturing()); }
+  std::vector<std::pair<std::string, double>> take_stage_times() override { return marks_.take(stream_); }
+  std::string device_name() const override { return current_device_name(); }
   void profiler_range(bool on) override {
     check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "cudaProfilerStart" : "cudaProfilerStop");
   }
-  size_t peak_memory() const override {
-    cudaMemPool_t pool;
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetDefaultMemPool(&pool, dev);
-    uint64_t high = 0;
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
-    return static_cast<size_t>(high);
-  }
-  // The driver's free memory plus what the stream-ordered pool holds without using (freed buffers it keeps).
-  MemoryInfo memory_info() const override {
-    size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    cudaMemPool_t pool;
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetDefaultMemPool(&pool, dev);
-    uint64_t reserved = 0, used = 0;
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
-    return MemoryInfo{free + static_cast<size_t>(reserved > used ? reserved - used : 0), total};
-  }
+  size_t peak_memory() const override { return pool_peak_bytes(); }
+  MemoryInfo memory_info() const override { return device_memory_info(); }
 
  private:
   CublasCtx blas_ctx() {
@@ -548,7 +464,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   const float* device_inv_freq(const std::vector<float>& f) {
     auto it = inv_freq_.find(f.data());
     if (it == inv_freq_.end()) {
-      DG_CHECK(!capturing_, "rotary frequencies must be on the device before a graph capture (run one step first)");
+      DG_CHECK(!graph_.capturing(),
+               "rotary frequencies must be on the device before a graph capture (run one step first)");
       Tensor t = device(DType::kF32, Shape{static_cast<int64_t>(f.size())});
       check(cudaMemcpyAsync(t.data, f.data(), f.size() * 4, cudaMemcpyHostToDevice, stream_), "inv_freq upload");
       it = inv_freq_.emplace(f.data(), std::move(t)).first;
@@ -562,12 +479,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
-  bool profiling_ = false;
-  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  StageMarks marks_;
   static constexpr size_t kBlasWorkspace = size_t{32} << 20;
   void* blas_ws_ = nullptr;
-  bool capturing_ = false;
-  cudaGraphExec_t graph_exec_ = nullptr;
+  StepGraph graph_;
   int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
   size_t ids_capacity_ = 0;
   cudaEvent_t ids_done_ = nullptr;

@@ -1,0 +1,71 @@
+// The CUDA backend's step graph and stage marks (see step_graph.h).
+#include "backend/cuda/step_graph.h"
+
+#include <map>
+
+#include "backend/cuda/host_check.h"
+
+namespace dg {
+
+using cuda_host::check;
+
+StepGraph::~StepGraph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+}
+
+void StepGraph::begin(cudaStream_t s) {
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  capturing_ = true;
+}
+
+void StepGraph::end(cudaStream_t s) {
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+  bool updated = false;
+  if (exec_ != nullptr) {
+    cudaGraphExecUpdateResultInfo info{};
+    updated = cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess;
+    if (!updated) {
+      (void)cudaGetLastError();
+      check(cudaGraphExecDestroy(exec_), "cudaGraphExecDestroy");
+      exec_ = nullptr;
+    }
+  }
+  if (!updated) check(cudaGraphInstantiate(&exec_, g, 0), "cudaGraphInstantiate");
+  check(cudaGraphDestroy(g), "cudaGraphDestroy");
+}
+
+void StepGraph::launch(cudaStream_t s) {
+  DG_CHECK(exec_ != nullptr, "launch_captured: nothing was captured");
+  check(cudaGraphLaunch(exec_, s), "cudaGraphLaunch");
+}
+
+void StageMarks::set_profiling(bool on) {
+  on_ = on;
+  for (auto& m : marks_) cudaEventDestroy(m.second);
+  marks_.clear();
+}
+
+void StageMarks::mark(const char* name, cudaStream_t s, bool capturing) {
+  if (!on_ || capturing) return;
+  cudaEvent_t e;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  check(cudaEventRecord(e, s), "cudaEventRecord");
+  marks_.emplace_back(name, e);
+}
+
+std::vector<std::pair<std::string, double>> StageMarks::take(cudaStream_t s) {
+  check(cudaStreamSynchronize(s), "synchronize");
+  std::map<std::string, double> acc;
+  for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, marks_[i].second, marks_[i + 1].second), "cudaEventElapsedTime");
+    acc[marks_[i].first] += ms;
+  }
+  for (auto& m : marks_) cudaEventDestroy(m.second);
+  marks_.clear();
+  return {acc.begin(), acc.end()};
+}
+
+}  // namespace dg

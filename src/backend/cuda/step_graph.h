@@ -1,0 +1,44 @@
+// The CUDA backend's replayable step: one stream capture instantiated as a graph, updated in place when a later
+// capture has the same topology (the cache grew; the shapes did not), re-instantiated otherwise; and the per-stage
+// event marks of a profiled step (bench's stage table). Host code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dg {
+
+class StepGraph {
+ public:
+  StepGraph() = default;
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+  ~StepGraph();
+
+  void begin(cudaStream_t s);   // starts capturing the stream's work (thread-local mode)
+  void end(cudaStream_t s);     // ends the capture; the graph replaces the previous one
+  void launch(cudaStream_t s);  // replays the last captured graph; an error if none was captured
+  bool capturing() const { return capturing_; }
+
+ private:
+  bool capturing_ = false;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Events recorded between the stages of a step while profiling is on (none inside a capture); take() sums the
+// milliseconds between consecutive marks per stage name.
+class StageMarks {
+ public:
+  void set_profiling(bool on);
+  void mark(const char* name, cudaStream_t s, bool capturing);
+  std::vector<std::pair<std::string, double>> take(cudaStream_t s);  // synchronises the stream
+
+ private:
+  bool on_ = false;
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+};
+
+}  // namespace dg
