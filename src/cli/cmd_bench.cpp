@@ -389,8 +389,8 @@ void register_bench(CLI::App& app) {
       ->default_str("auto");
   cmd->add_option("--moe", o->kernels.moe,
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
-                  "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 experts: "
-                  "large batches; packed experts stream as with stream) | auto (cublas for calls of at least "
+                  "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
+                  "experts: large batches; other packed experts stream as with stream) | auto (cublas for calls of at least "
                   "--moe-auto-rows tokens outside graph captures, stream otherwise)")
       ->transform(CLI::CheckedTransformer(choices(kMoeKernelNames)))
       ->default_str("auto");

@@ -363,8 +363,8 @@ TEST(MoeStreamCuda, WidePassBoundaries) {
   run_gemm_case(c);
 }
 
-// Passes of 128 rows are a bf16 body: other weights, or fp8 activations, are refused before any launch (no GPU
-// needed) with a message that names the way out.
+// Passes of 128 rows have bf16 and W8A8 bodies: other weights (fp8 with bf16 activations, q4), or fp8 activations
+// with bf16 weights, are refused before any launch (no GPU needed) with a message that names the way out.
 TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
   alignas(16) static uint8_t fake[64];
   for (DType fmt : {DType::kQ4, DType::kFp8}) {
@@ -574,6 +574,20 @@ TEST(MoeStreamFp8ActCuda, Gemms) {
   run_gemm_case({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false, DType::kFp8, true});
   run_gemm_case({"4 stages, K96 N40 gather", 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true, 4});
   run_gemm_case({"4 stages, 26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kFp8, true, 4});
+}
+
+// W8A8 in passes of 128 rows (--moe wide): the pass boundaries and the full shape's products, as for bf16.
+TEST(MoeStreamFp8ActCuda, WidePasses) {
+  DG_NEED_GPU();
+  GemmCase c{"K96 N40 gather wide", 96, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true, DType::kFp8, true};
+  c.wide = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B gate_up wide", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
+  c.wide = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B down wide", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
+  c.wide = true;
+  run_gemm_case(c);
 }
 
 TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {

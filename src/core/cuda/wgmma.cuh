@@ -78,16 +78,19 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 // kAccumulate false overwrites d. The fp8 products keep fewer bits than f32 while they accumulate (about 14 in
 // Hopper's tensor cores, as DeepSeek-V3's report measured), so a caller sums a few k steps here and adds them to
 // f32 registers of its own.
-template <int N, bool kAccumulate>
-__device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[8][4], uint64_t a, uint64_t b) {
-  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
+template <int N, bool kAccumulate, int J>
+__device__ __forceinline__ void wgmma_e4m3_m64k32(float (&d)[J][4], uint64_t a, uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64 || N == 128, "n16 .. n64 in steps of 16, or n128");
+  static_assert(J >= N / 8, "the accumulator holds the N columns");
   constexpr int kScale = kAccumulate ? 1 : 0;
   if constexpr (N == 16) DG_WG_SS("m64n16k32", "f32.e4m3.e4m3", DG_WG_D16, "8", "9", "10", "1, 1", DG_WG_ACC16, kScale);
   else if constexpr (N == 32)
     DG_WG_SS("m64n32k32", "f32.e4m3.e4m3", DG_WG_D32, "16", "17", "18", "1, 1", DG_WG_ACC32, kScale);
   else if constexpr (N == 48)
     DG_WG_SS("m64n48k32", "f32.e4m3.e4m3", DG_WG_D48, "24", "25", "26", "1, 1", DG_WG_ACC48, kScale);
-  else DG_WG_SS("m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "34", "1, 1", DG_WG_ACC64, kScale);
+  else if constexpr (N == 64)
+    DG_WG_SS("m64n64k32", "f32.e4m3.e4m3", DG_WG_D64, "32", "33", "34", "1, 1", DG_WG_ACC64, kScale);
+  else DG_WG_SS("m64n128k32", "f32.e4m3.e4m3", DG_WG_D128, "64", "65", "66", "1, 1", DG_WG_ACC128, kScale);
 }
 
 // d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, both K-major in shared memory; d holds J n8 tiles (J >= N / 8, the

@@ -53,8 +53,8 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // q4 weights come in either layout (Q4Layout); the kernel layout must be made by q4_to_kernel_layout_cuda.
 // stages: the pipeline's depth where a format offers a choice (W8A8: 3 or 4; q4 in the kernel layout: 2, 3 or 4);
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
-// wide (bf16 weights and activations only): passes of 128 rows instead of 64, so an expert's weights are read once
-// per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
+// wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
+// once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
                             const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk,

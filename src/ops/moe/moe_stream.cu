@@ -447,12 +447,16 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
   if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
-  if (wide) {  // 128 routed rows per pass (--moe wide)
-    if (w_dtype != DType::kBF16 || a.x_scale != nullptr)
-      return Status::error(std::string(what) + ": passes of 128 rows (--moe wide) take bf16 weights and activations, "
-                                               "not " + std::string(dtype_name(w_dtype)) +
-                           (a.x_scale != nullptr ? " with fp8 activations" : "") + " (use --moe stream)");
-    return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+  if (wide) {  // 128 routed rows per pass (--moe wide): bf16, and W8A8 on Hopper
+    if (w_dtype == DType::kBF16 && a.x_scale == nullptr)
+      return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+    static const bool fp8_mma = device_has_fp8_mma();
+    if (w_dtype == DType::kFp8 && a.x_scale != nullptr && fp8_mma)
+      return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+    return Status::error(std::string(what) + ": passes of 128 rows (--moe wide) take bf16 weights and activations "
+                                             "or fp8 weights with fp8 activations (compute capability 8.9+), not " +
+                         std::string(dtype_name(w_dtype)) + (a.x_scale != nullptr ? " with fp8 activations" : "") +
+                         " (use --moe stream)");
   }
   if (a.x_scale != nullptr) {  // fp8 activations (W8A8)
     if (w_dtype != DType::kFp8)

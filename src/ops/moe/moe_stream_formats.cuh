@@ -321,6 +321,12 @@ struct WeightFp8Act8 {
   }
 };
 
+// W8A8 in passes of 128 rows (--moe wide): as WeightBf16Wide, for the batched step's hundreds of rows per expert;
+// wgmma e4m3 n128, three 32 KB stages.
+struct WeightFp8Act8Wide : WeightFp8Act8<3> {
+  static constexpr int kRowCap = 128;
+};
+
 // nvfp4: E2M1 codes (two per byte, like q4), an E4M3 scale per 16 and an f32 global scale per expert (epilogue).
 // w = e2m1 * e4m3 is exact in bf16. A row's kTileK / 16 scale bytes start at any byte: the stage copies the four
 // aligned words around them and the fragment picks its byte by the row's misalignment.
