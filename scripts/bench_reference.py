@@ -7,7 +7,10 @@ Builds DiffusionGemmaForBlockDiffusion at the full 26B-A4B shape with random bf1
   denoise     one decoder forward + the sampler's statistics at canvas 256 over a cached context of L tokens (ms)
   generate    generate() with a fixed number of steps per block, P in / N out (committed tokens/s)
 Modes (one model build serves both, comma-separated: --mode eager,compiled):
-  eager     sdpa, dynamic cache: prefill, denoise and generate as above.
+  eager     dynamic cache: prefill, denoise and generate as above, for each attention implementation of --attn
+            (sdpa, eager: transformers' own, which materialises the scores). A measurement that runs out of GPU
+            memory is recorded as such (its event with "result": "out of memory") and the next one runs; each
+            measurement is announced first (event "start"), so one cut off by an outer timeout shows which it was.
   compiled  static cache + torch.compile, through generate(cache_implementation="static") as
             ../shared/anchors/hf_bench.py measures it: denoise ms/step at each --compiled-context, from two timed
             one-block generations of --compiled-steps and --steps denoise steps ((t_long - t_short) / (steps
@@ -16,8 +19,11 @@ Modes (one model build serves both, comma-separated: --mode eager,compiled):
 
 Usage: python3 scripts/bench_reference.py --mode eager,compiled --prefill 512,4096 --context 1024 \
            --compiled-context 1024 --out $OUT/bench.jsonl
+       python3 scripts/bench_reference.py --mode eager --attn sdpa,eager --prefill 32768,131072 \
+           --context 32768,131072 --skip-generate --out $OUT/bench.jsonl      (long context)
 """
 import argparse
+import gc
 import json
 import os
 import time
@@ -52,6 +58,7 @@ def sync():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", default="eager", help="eager, compiled or eager,compiled")
+    ap.add_argument("--attn", default="sdpa", help="the eager mode's attention implementations: sdpa, eager or both")
     ap.add_argument("--compiled-context", default="1024", help="contexts of the compiled denoise measurement")
     ap.add_argument("--compiled-steps", type=int, default=4, help="the short run of the compiled measurement")
     ap.add_argument("--compiled-generate", action="store_true", help="also the 1k/1k generate, compiled")
@@ -70,6 +77,10 @@ def main():
     for m in modes:
         if m not in ("eager", "compiled"):
             ap.error(f"unknown mode '{m}' (eager, compiled)")
+    attns = [a for a in args.attn.split(",") if a]
+    for a in attns:
+        if a not in ("sdpa", "eager"):
+            ap.error(f"unknown attention implementation '{a}' (sdpa, eager)")
 
     torch.manual_seed(0)
     text = dict(TEXT, num_hidden_layers=args.layers)
@@ -86,7 +97,11 @@ def main():
     emit(args.out, event="loaded", seconds=time.time() - t0, mode=args.mode, label=args.label, **common)
     with torch.no_grad():
         if "eager" in modes:
-            run_eager(args, model, V, dict(common, mode="eager", label=label_for(args.label, "eager")))
+            for attn in attns:
+                set_attention(model, attn)
+                label = label_for(args.label, "eager") + ("" if attn == "sdpa" else "-" + attn)
+                run_eager(args, model, V, dict(common, mode="eager", attn=attn, label=label))
+            set_attention(model, "sdpa")
         if "compiled" in modes:
             run_compiled(args, model, V, dict(common, mode="compiled", label=label_for(args.label, "compiled")))
     emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, mode=args.mode,
@@ -96,6 +111,28 @@ def main():
 def label_for(label, mode):
     """reference-eager,compiled -> reference-eager / reference-compiled; a label without the mode list is kept."""
     return label.replace("eager,compiled", mode).replace("compiled,eager", mode)
+
+
+def set_attention(model, impl):
+    """The attention implementation of every layer (transformers' set_attn_implementation where it exists)."""
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(impl)
+    else:
+        model.config._attn_implementation = impl
+        model.config.get_text_config()._attn_implementation = impl
+
+
+def guarded(out, base, event, measure, **keys):
+    """Runs measure() -> dict of results and emits `event` with them, or with result "out of memory"."""
+    emit(out, event="start", what=event, **keys, **base)
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        row = measure()
+    except torch.OutOfMemoryError as e:
+        row = dict(result="out of memory", error=str(e).split("\n")[0][:200])
+    gc.collect()
+    torch.cuda.empty_cache()
+    emit(out, event=event, **keys, **row, **base)
 
 
 def timed_generate(model, ids, kw):
@@ -137,45 +174,51 @@ def run_generate(args, model, V, base, static):
          seconds=total, committed_tok_per_s=new / total, **base)
 
 
-def run_eager(args, model, V, base):
-    for P in [int(x) for x in args.prefill.split(",") if x]:
-        ids = torch.randint(3, V, (1, P), device="cuda")
-        for rep in range(2):
-            cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-            sync()
-            t = time.time()
-            model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
-            sync()
-            dt = time.time() - t
-        emit(args.out, event="prefill", tokens=P, seconds=dt, tok_per_s=P / dt, **base)
-
-    for L in [int(x) for x in args.context.split(",") if x]:
-        ids = torch.randint(3, V, (1, L), device="cuda")
+def prefill_once(model, V, P):
+    ids = torch.randint(3, V, (1, P), device="cuda")
+    for _ in range(2):  # the second one is timed
         cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-        model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(L, device="cuda")[None])
-        canvas = torch.randint(0, V, (1, 256), device="cuda")
-        pos = torch.arange(L, L + 256, device="cuda")[None]
-        sc = None
-
-        def step(sc):
-            logits = model(decoder_input_ids=canvas, past_key_values=cache, decoder_position_ids=pos,
-                           self_conditioning_logits=sc).logits
-            proc = logits / 0.8
-            probs = torch.softmax(proc, dim=-1, dtype=torch.float32)
-            torch.distributions.Categorical(logits=proc).entropy()
-            torch.argmax(proc, dim=-1)
-            del probs
-            return proc.to(torch.bfloat16)
-
-        sc = step(sc)
         sync()
         t = time.time()
-        for _ in range(args.denoise_steps):
-            sc = step(sc)
+        model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(P, device="cuda")[None])
         sync()
-        ms = (time.time() - t) * 1000 / args.denoise_steps
-        emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, **base)
+        dt = time.time() - t
+        del cache
+    return dict(seconds=dt, tok_per_s=P / dt, peak_gib=torch.cuda.max_memory_allocated() / 2**30)
 
+
+def denoise_once(args, model, V, L):
+    ids = torch.randint(3, V, (1, L), device="cuda")
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    model.model.encoder(input_ids=ids, past_key_values=cache, position_ids=torch.arange(L, device="cuda")[None])
+    canvas = torch.randint(0, V, (1, 256), device="cuda")
+    pos = torch.arange(L, L + 256, device="cuda")[None]
+
+    def step(sc):
+        logits = model(decoder_input_ids=canvas, past_key_values=cache, decoder_position_ids=pos,
+                       self_conditioning_logits=sc).logits
+        proc = logits / 0.8
+        probs = torch.softmax(proc, dim=-1, dtype=torch.float32)
+        torch.distributions.Categorical(logits=proc).entropy()
+        torch.argmax(proc, dim=-1)
+        del probs
+        return proc.to(torch.bfloat16)
+
+    sc = step(None)
+    sync()
+    t = time.time()
+    for _ in range(args.denoise_steps):
+        sc = step(sc)
+    sync()
+    return dict(canvas=256, ms_per_step=(time.time() - t) * 1000 / args.denoise_steps,
+                peak_gib=torch.cuda.max_memory_allocated() / 2**30)
+
+
+def run_eager(args, model, V, base):
+    for P in [int(x) for x in args.prefill.split(",") if x]:
+        guarded(args.out, base, "prefill", lambda: prefill_once(model, V, P), tokens=P)
+    for L in [int(x) for x in args.context.split(",") if x]:
+        guarded(args.out, base, "denoise", lambda: denoise_once(args, model, V, L), context=L)
     if not args.skip_generate:
         run_generate(args, model, V, base, static=False)
 

@@ -16,6 +16,8 @@
 #          "label:options" of DG_SERVE (default "serve:", the defaults; e.g. "wide:--moe,wide")
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
+#   reference-long  transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with DG_REFERENCE_ATTN
+#          (default sdpa,eager), out-of-memory results recorded
 #   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
 # A pack is "name" (quantize --profile name) or "name@OPTIONS" (run options, comma-separated, e.g.
 # fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations).
@@ -112,6 +114,15 @@ if has reference; then
   PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-400}" python3 scripts/bench_reference.py --mode compiled \
     --prefill 4096 --context 1024 --compiled-context 1024 --label reference-compiled --out "$OUT/bench.jsonl" 2>&1 \
     | grep -E '"event"|Error|error' | cut -c1-300
+fi
+if has reference-long; then
+  # transformers at long context (the long-context issue): eager mode, sdpa and transformers' own attention; a
+  # shape that runs out of memory is recorded as such; one cut off by the timeout shows as its "start" event alone.
+  stamp "transformers at long context"
+  PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-400}" python3 scripts/bench_reference.py --mode eager \
+    --attn "${DG_REFERENCE_ATTN:-sdpa,eager}" --prefill "${DG_LONG_PREFILL:-32768,131072}" \
+    --context "${DG_LONG_CONTEXTS:-32768,131072}" --skip-generate --label reference-long --out "$OUT/bench.jsonl" \
+    2>&1 | grep -E '"event"|Error' | cut -c1-300
 fi
 if has smoke; then
   for p in $packs; do
