@@ -116,10 +116,13 @@ def label_for(label, mode):
 def set_attention(model, impl):
     """The attention implementation of every layer (transformers' set_attn_implementation where it exists)."""
     if hasattr(model, "set_attn_implementation"):
-        model.set_attn_implementation(impl)
-    else:
-        model.config._attn_implementation = impl
-        model.config.get_text_config()._attn_implementation = impl
+        try:
+            model.set_attn_implementation(impl)
+            return
+        except (ValueError, AttributeError, TypeError) as e:
+            print(f"set_attn_implementation({impl!r}) failed ({e}); setting the configs instead", flush=True)
+    model.config._attn_implementation = impl
+    model.config.get_text_config()._attn_implementation = impl
 
 
 def guarded(out, base, event, measure, **keys):
