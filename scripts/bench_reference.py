@@ -104,8 +104,7 @@ def main():
             set_attention(model, "sdpa")
         if "compiled" in modes:
             run_compiled(args, model, V, dict(common, mode="compiled", label=label_for(args.label, "compiled")))
-    emit(args.out, event="memory", peak_gib=torch.cuda.max_memory_allocated() / 2**30, mode=args.mode,
-         label=args.label, **common)
+    emit(args.out, event="memory", peak_gib=peak_gib(), mode=args.mode, label=args.label, **common)
 
 
 def label_for(label, mode):
@@ -125,13 +124,23 @@ def set_attention(model, impl):
     model.config.get_text_config()._attn_implementation = impl
 
 
+PEAK_BEFORE = [0]  # the run's peak before the last reset of torch's peak statistics (guarded resets it)
+
+
+def peak_gib():
+    """The whole run's peak allocation so far, across guarded()'s resets."""
+    return max(PEAK_BEFORE[0], torch.cuda.max_memory_allocated()) / 2**30
+
+
 def guarded(out, base, event, measure, **keys):
-    """Runs measure() -> dict of results and emits `event` with them, or with result "out of memory"."""
+    """Runs measure() -> dict of results and emits `event` with them, or with result "out of memory"; its peak_gib
+    values are that measurement's own."""
     emit(out, event="start", what=event, **keys, **base)
+    PEAK_BEFORE[0] = max(PEAK_BEFORE[0], torch.cuda.max_memory_allocated())
     torch.cuda.reset_peak_memory_stats()
     try:
         row = measure()
-    except torch.OutOfMemoryError as e:
+    except torch.cuda.OutOfMemoryError as e:
         row = dict(result="out of memory", error=str(e).split("\n")[0][:200])
     gc.collect()
     torch.cuda.empty_cache()
@@ -159,10 +168,10 @@ def run_compiled(args, model, V, base):
         emit(args.out, event="denoise", context=L, canvas=256, ms_per_step=ms, method="generate-static-difference",
              short_steps=args.compiled_steps, long_steps=args.steps, short_s=t_short, long_s=t_long, **base)
     if args.compiled_generate and not args.skip_generate:
-        run_generate(args, model, V, base, static=True)
+        guarded(args.out, base, "generate", lambda: generate_once(args, model, V, base, static=True))
 
 
-def run_generate(args, model, V, base, static):
+def generate_once(args, model, V, base, static):
     ids = torch.randint(3, V, (1, args.prompt_tokens), device="cuda")
     kw = dict(max_new_tokens=args.gen_tokens, max_denoising_steps=args.steps, confidence_threshold=1e-30,
               stability_threshold=1, eos_token_id=[V + 1])
@@ -173,8 +182,8 @@ def run_generate(args, model, V, base, static):
     total, out = timed_generate(model, ids, kw)
     seq = out.sequences if hasattr(out, "sequences") else out
     new = int(seq.shape[1] - args.prompt_tokens)
-    emit(args.out, event="generate", prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps,
-         seconds=total, committed_tok_per_s=new / total, **base)
+    return dict(prompt_tokens=args.prompt_tokens, new_tokens=new, steps_per_block=args.steps, seconds=total,
+                committed_tok_per_s=new / total, peak_gib=torch.cuda.max_memory_allocated() / 2**30)
 
 
 def prefill_once(model, V, P):
@@ -223,7 +232,7 @@ def run_eager(args, model, V, base):
     for L in [int(x) for x in args.context.split(",") if x]:
         guarded(args.out, base, "denoise", lambda: denoise_once(args, model, V, L), context=L)
     if not args.skip_generate:
-        run_generate(args, model, V, base, static=False)
+        guarded(args.out, base, "generate", lambda: generate_once(args, model, V, base, static=False))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 # Sourced by the device scripts (device_speed.sh, device_profile.sh) when DG_PREBUILT is set: unpacks the binaries
 # scripts/device_pack.sh made on the development machine (carry .carry/prebuilt.tar.xz), points the loader at their
 # libraries and links the source path compiled into the tests (DG_PREBUILT) to this tree, where their fixtures are.
-# Sets dg and tests_bin. Sourcing it again is harmless: the unpacking runs once per machine, so binaries and libraries
-# already running (tests started by an earlier script of the same call) are not overwritten under them.
-if [ ! -e /tmp/prebuilt/.unpacked ]; then
-  mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
-  tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
+# Sets dg and tests_bin. Sourcing it again is harmless: the unpacking runs once per tarball (its checksum is the
+# marker), so binaries and libraries already running (tests started by an earlier script of the same call) are not
+# overwritten under them, and a warm machine given a new tarball by a later call unpacks that one.
+[ -e .carry/prebuilt.tar.xz ] || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
+prebuilt_sum=$(cksum < .carry/prebuilt.tar.xz)
+if [ "$(cat /tmp/prebuilt/.unpacked 2>/dev/null)" != "$prebuilt_sum" ]; then
+  rm -rf /tmp/prebuilt && mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
+  tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "cannot unpack .carry/prebuilt.tar.xz"; exit 1; }
   cp /tmp/prebuilt/diffgemma build/cuda-ci/ && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/
   for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
   cp /tmp/prebuilt/lib/* .carry/lib/
-  touch /tmp/prebuilt/.unpacked
+  echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked
 fi
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }

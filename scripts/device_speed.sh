@@ -68,6 +68,7 @@ if has tests; then
 fi
 if has bench; then
   for cfg in ${DG_BENCH:-bf16: fp8:--weights,fp8 q4:--weights,q4}; do
+    [[ $cfg == *:* ]] || { echo "DG_BENCH entry '$cfg' has no ':' (label:options)"; exit 2; }
     label=${cfg%%:*} opts=${cfg#*:}
     stamp "bench $label ($opts)"
     timeout 150 $dg bench --prefill 4096 --context "${DG_CONTEXTS:-1024,8192}" ${opts//,/ } --label "speed-$label" \
@@ -94,6 +95,7 @@ EOF
 fi
 if has serve; then
   for cfg in ${DG_SERVE:-serve:}; do
+    [[ $cfg == *:* ]] || { echo "DG_SERVE entry '$cfg' has no ':' (label:options)"; exit 2; }
     label=${cfg%%:*} opts=${cfg#*:}
     stamp "serve ${DG_STREAMS:-8,32} $label ($opts)"
     timeout 200 $dg bench --serve --streams "${DG_STREAMS:-8,32}" --steps 16 --prompt-tokens 1024 --serve-tokens 512 \

@@ -87,9 +87,13 @@ def selftest() -> int:
             if not repeat:
                 at = text.index(answer(key, value)) / len(text)
                 assert abs(at - depth) < 0.1, (depth, at)
-    a = needle_prompt(random.Random(3), 500, 0.5)
-    b = needle_prompt(random.Random(3), 500, 0.5, repeat=0.0)
-    assert a == b
+    # The ladder's prompts as they were when its results were recorded (docs/TRAINING.md): the text and the draws
+    # it took, so a change that adds or reorders draws for --repeat 0 fails here.
+    import hashlib
+    rng = random.Random(3)
+    text = needle_prompt(rng, 500, 0.5)
+    assert hashlib.sha256(repr(text).encode()).hexdigest()[:16] == "5ef9bb5657710430", text
+    assert rng.random() == 0.7520523458658146
     print("needle_data selftest: ok")
     return 0
 

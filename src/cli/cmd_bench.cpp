@@ -411,7 +411,8 @@ void register_bench(CLI::App& app) {
                 "the one before it finishes (A/B; default off)")
       ->check(switch_value());
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
-                  "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4")
+                  "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4 (the 128-row passes of --moe wide "
+                  "always run 3)")
       ->check(CLI::IsMember({3, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-q4-stages", o->kernels.moe_q4_stages,

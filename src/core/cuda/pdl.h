@@ -4,7 +4,8 @@
 
 namespace dg::cuda {
 
-// set_pdl(true) takes effect on devices of compute capability 9.0 and later only (elsewhere launches stay plain).
+// set_pdl(true) takes effect on devices of compute capability 9.0 and later that run the kernels' sm_90-or-later
+// code only (elsewhere launches stay plain).
 // Process-wide: the CUDA backend sets it from CudaKernels::pdl when it is made. Off until then.
 void set_pdl(bool on);
 bool pdl_active();

@@ -226,7 +226,7 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
 
 template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
-  cuda::pdl_enter();  // (the first weight stages could go out before the wait: weights are not written by a step)
+  cuda::pdl_enter();  // before any load, weights included: the q4 upload relayouts weights in place on the stream
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kRowCap = Fmt::kRowCap;
   __shared__ int64_t x_off[kRowCap];  // element offset of each pass row in x; -1: padding (zero-filled)
