@@ -390,8 +390,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--moe", o->kernels.moe,
                   "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
                   "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
-                  "experts: large batches; other packed experts stream as with stream) | auto (cublas for calls of at least "
-                  "--moe-auto-rows tokens outside graph captures, stream otherwise)")
+                  "experts: large batches; other packed experts stream as with stream) | auto (calls of at least "
+                  "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, cublas for other unpacked experts outside "
+                  "graph captures; stream otherwise)")
       ->transform(CLI::CheckedTransformer(choices(kMoeKernelNames)))
       ->default_str("auto");
   cmd->add_option("--decide", o->kernels.decide,
@@ -419,7 +420,7 @@ void register_bench(CLI::App& app) {
                   "CUDA q4 experts (kernel layout): pipeline stages of the streaming kernel, 2 | 3 | 4")
       ->check(CLI::IsMember({2, 3, 4}))
       ->capture_default_str();
-  cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which cublas runs")
+  cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which wide runs (cublas for experts wide does not take)")
       ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")

@@ -126,7 +126,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kWmma},
                                            CudaKernels{AttentionKernel::kWarp, MoeKernel::kWmma},
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kCublas},
-                                           // auto at 100 tokens: prompts take cuBLAS, canvases the stream kernel
+                                           // auto at 100 tokens: prompts take the 128-row passes (bf16),
+                                           // canvases the stream kernel
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100},
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kWide}));
 

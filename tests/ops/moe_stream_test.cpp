@@ -377,7 +377,7 @@ TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
   const Status s = moe_stream_gate_up_cuda(fake, nullptr, 1, 64, fake, DType::kBF16, 8, 1, nullptr, fake, nullptr,
                                            &scale, 0, Q4Layout::kDisk, true);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("not bf16 with fp8 activations"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not BF16 with fp8 activations"), std::string::npos) << s.message();
 }
 
 TEST(MoeStreamCuda, FullShapeRandomRouting) {

@@ -56,15 +56,11 @@ class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
 // every decoder layer of step 2 on the CPU's own input to it, row by row, as the bf16 backend is held
 // (tests/model/cuda_parity_test.cpp). Step 2's self-conditioned canvas (the q8 SC MLP on the same input, exact
 // weights on both sides) is held as the bf16 backend's dec.x0.
-TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  DG_REQUIRE_FIXTURE("tiny_a");
-  const RefFixture fx = RefFixture::load("tiny_a");
-  const std::string profile = GetParam();
+void check_pack(const RefFixture& fx, const std::string& profile, const CudaKernels& kernels) {
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
-  ModelRig gpu(pack, {}, "cuda");
+  ModelRig gpu(pack, {}, "cuda", kernels);
   std::vector<float> sc;
   const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);
@@ -79,6 +75,22 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
   EXPECT_GE(d1.cosine, 0.97) << d1.str();
   EXPECT_LE(off.off, off.total / 20);
   EXPECT_GE(x0.cosine, 0.9999) << x0.str();
+}
+
+TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  check_pack(RefFixture::load("tiny_a"), GetParam(), CudaKernels{});
+}
+
+// Large calls (--moe auto from moe_auto_rows tokens) run the fp8 pack's W8A8 experts in passes of 128 rows: from one
+// token, every call of the fixture takes them, held to the same bounds.
+TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  CudaKernels k;
+  k.moe_auto_rows = 1;
+  check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4"));

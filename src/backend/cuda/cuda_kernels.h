@@ -16,11 +16,11 @@ namespace dg {
 // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
 // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
 enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
-// auto: cublas for calls of at least moe_auto_rows tokens outside graph captures (large batches, prefill chunks),
-// stream otherwise | stream: our weight-streaming kernel, no host sync (docs/CUDA.md) | cublas:
-// cublasGemmGroupedBatchedEx (host sync per layer) | wmma: our first grouped kernel (slower, NEGATIVE.md) | wide:
-// the streaming kernel in passes of 128 rows for bf16 and W8A8 experts (large batches; other packed experts stream
-// as with stream)
+// auto: for calls of at least moe_auto_rows tokens (large batches, prefill chunks) wide where the experts' format
+// has it (bf16, W8A8), cublas for other unpacked experts outside graph captures; stream otherwise | stream: our
+// weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync per layer) |
+// wmma: our first grouped kernel (slower, NEGATIVE.md) | wide: the streaming kernel in passes of 128 rows for bf16
+// and W8A8 experts (other packed experts stream as with stream)
 enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).

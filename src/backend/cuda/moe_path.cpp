@@ -35,9 +35,13 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
   // is); other shapes take the wmma kernel, also free of host synchronisation.
   const bool packed = dtype_is_packed(w.gate_up.dtype) || dtype_is_packed(w.down.dtype);
-  const bool cublas = c.kernels.moe == MoeKernel::kCublas ||
-                      (c.kernels.moe == MoeKernel::kAuto && !c.capturing && T >= c.kernels.moe_auto_rows);
-  const bool wide = c.kernels.moe == MoeKernel::kWide;  // bf16 experts in passes of 128 rows
+  // auto: calls of at least moe_auto_rows tokens take passes of 128 rows where the experts' format has them (bf16,
+  // and W8A8), cuBLAS's grouped GEMM for other unpacked weights outside graph captures; smaller calls stream.
+  const bool big = c.kernels.moe == MoeKernel::kAuto && T >= c.kernels.moe_auto_rows;
+  const bool wide_format = w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
+                                                : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16;
+  const bool wide = c.kernels.moe == MoeKernel::kWide || (big && wide_format);
+  const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
