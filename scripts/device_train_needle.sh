@@ -10,6 +10,8 @@
 #   DG_NEEDLE_REPEAT     needle_data --repeat: the chance a planted line appears twice (default 0.8), so the encoder's
 #                        next-token loss (DG_AR_WEIGHT, default 0.5) has codes to copy; DG_NEEDLE_DISTRACTORS the other
 #                        planted codes per training prompt (default 6; the ladder's prompts have 4)
+#   DG_NEEDLE_DIGITS     the codes' length (default 2: one token each, so the answer is one copied token; 5: the
+#                        first runs' codes, several tokens); the ladder is given the same
 #   DG_MICRO_TOKENS      train_tiny --micro-tokens (default 120000: a step of 64 prompts of at most 3,000 words in
 #                        one or two forward passes; the per-pass overhead, not the tokens, bounds the step rate)
 #   DG_NEEDLE_INIT       a model directory to continue training (train_tiny --init; carry it), DG_NEEDLE_SEED the
@@ -25,7 +27,7 @@ export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo u
 t0=$SECONDS
 python3 scripts/needle_data.py train --out /tmp/needle.jsonl --count "${DG_NEEDLE_COUNT:-50000}" \
   --min-words "${DG_NEEDLE_MIN_WORDS:-50}" --max-words "${DG_NEEDLE_MAX_WORDS:-3000}" --seed "${DG_NEEDLE_SEED:-0}" \
-  --repeat "${DG_NEEDLE_REPEAT:-0.8}" --distractors "${DG_NEEDLE_DISTRACTORS:-6}" || { echo "needle_data failed"; exit 1; }
+  --repeat "${DG_NEEDLE_REPEAT:-0.8}" --distractors "${DG_NEEDLE_DISTRACTORS:-6}" --digits "${DG_NEEDLE_DIGITS:-2}" || { echo "needle_data failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] data: $(wc -l < /tmp/needle.jsonl) conversations"
 set -o pipefail
 python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-needle" \
@@ -34,6 +36,6 @@ python3 scripts/train_tiny.py --data /tmp/needle.jsonl --tokenizer data/tokenize
   | grep -v "^\[.*step [0-9]*/" || { echo "training failed"; exit 1; }
 echo "[$((SECONDS - t0)) s] trained"
 python3 scripts/needle_ladder.py --diffgemma "$dg" -m "$OUT/dg-needle" --words "${DG_LADDER_WORDS:-1000,4000,12000}" \
-  --depths 0,0.25,0.5,0.75,1 -- --backend cuda 2>&1 | tee "$OUT/ladder.txt" | grep -v '^{'
+  --depths 0,0.25,0.5,0.75,1 --digits "${DG_NEEDLE_DIGITS:-2}" -- --backend cuda 2>&1 | tee "$OUT/ladder.txt" | grep -v '^{'
 rm -f "$OUT/dg-needle/tokenizer.json"
 echo "[$((SECONDS - t0)) s] done"

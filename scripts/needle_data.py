@@ -35,17 +35,20 @@ def sentence(rng: random.Random) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def code(rng: random.Random) -> str:
-    return f"{rng.randint(10000, 99999)}"
+def code(rng: random.Random, digits: int = 5) -> str:
+    """A code of `digits` digits (2: one token of the embedded tokenizer, "▁10" to "▁99"; 5: several)."""
+    return f"{rng.randint(10 ** (digits - 1), 10 ** digits - 1)}"
 
 
-def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4, repeat: float = 0.0):
+def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4, repeat: float = 0.0,
+                  digits: int = 5):
     """(user text, the needle's name, its code): about `words` filler words, the needle after `depth` of them.
     `repeat`: the chance that a planted line appears a second time, somewhere after the first (training only: the
-    encoder's next-token loss then has codes it can predict by copying, which teaches the copy the answer needs)."""
+    encoder's next-token loss then has codes it can predict by copying, which teaches the copy the answer needs).
+    `digits`: the codes' length (2 makes each code one token, so the answer is a single copied token)."""
     names = rng.sample(NAMES, distractors + 1)
     key, others = names[0], names[1:]
-    codes = {n: code(rng) for n in names}
+    codes = {n: code(rng, digits) for n in names}
     lines, count = [], 0
     while count < words:
         s = sentence(rng)
@@ -94,6 +97,9 @@ def selftest() -> int:
     text = needle_prompt(rng, 500, 0.5)
     assert hashlib.sha256(repr(text).encode()).hexdigest()[:16] == "5ef9bb5657710430", text
     assert rng.random() == 0.7520523458658146
+    text, key, value = needle_prompt(random.Random(5), 300, 0.5, digits=2)
+    assert len(value) == 2 and answer(key, value) in text
+    assert all(len(c) == 2 for _, c in re.findall(r"The code of (\w+) is (\d+)\.", text))
     print("needle_data selftest: ok")
     return 0
 
@@ -112,15 +118,18 @@ def main() -> int:
     t.add_argument("--distractors", type=int, default=4, help="other planted names and codes per prompt")
     t.add_argument("--repeat", type=float, default=0.0,
                    help="chance that a planted line appears twice in a training prompt (0: never, as the ladder's)")
+    t.add_argument("--digits", type=int, default=5, choices=(2, 5),
+                   help="the codes' length in digits (2: one token each; the ladder must be given the same)")
     p = sub.add_parser("prompt", help="one prompt's user text (stdout) and answer (stderr)")
     p.add_argument("--words", type=int, required=True)
     p.add_argument("--depth", type=float, required=True, help="where the needle sits: 0 (start) to 1 (end)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--digits", type=int, default=5, choices=(2, 5), help="the codes' length in digits")
     a = ap.parse_args()
     if a.cmd == "prompt":
         if not 0.0 <= a.depth <= 1.0 or a.words < 1:
             ap.error("--depth must be within [0, 1] and --words positive")
-        text, key, value = needle_prompt(random.Random(a.seed), a.words, a.depth)
+        text, key, value = needle_prompt(random.Random(a.seed), a.words, a.depth, digits=a.digits)
         print(text)
         print(answer(key, value), file=sys.stderr)
         return 0
@@ -133,11 +142,12 @@ def main() -> int:
         for _ in range(a.count):
             # Lengths spread evenly on a log scale, so short and long contexts are both common.
             words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
-            text, key, value = needle_prompt(rng, words, rng.random(), distractors=a.distractors, repeat=a.repeat)
+            text, key, value = needle_prompt(rng, words, rng.random(), distractors=a.distractors, repeat=a.repeat,
+                                             digits=a.digits)
             conv = {"kind": "needle", "think": False, "tools": False,
                     "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
             f.write(json.dumps(conv) + "\n")
-    print(f"{a.out}: {a.count} conversations, {a.min_words}-{a.max_words} filler words each")
+    print(f"{a.out}: {a.count} conversations, {a.min_words}-{a.max_words} filler words each, {a.digits}-digit codes")
     return 0
 
 

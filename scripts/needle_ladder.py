@@ -26,7 +26,7 @@ from needle_data import needle_prompt  # noqa: E402
 
 
 def run_cell(a: argparse.Namespace, words: int, depth: float, seed: int, tmp: str) -> dict:
-    text, key, value = needle_prompt(random.Random(seed), words, depth)
+    text, key, value = needle_prompt(random.Random(seed), words, depth, digits=a.digits)
     path = os.path.join(tmp, f"needle-{words}-{depth}.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -55,6 +55,8 @@ def main() -> int:
     ap.add_argument("--depths", default="0,0.5,1", help="needle depths in [0, 1], comma-separated")
     ap.add_argument("--seed", type=int, default=1, help="the first cell's seed (cells count up from it)")
     ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--digits", type=int, default=5, choices=(2, 5),
+                    help="the codes' length in digits (the model's training data's: needle_data.py train --digits)")
     ap.add_argument("--require-length", type=int, default=0, help="exit 1 if a cell of this many words fails")
     ap.add_argument("extra", nargs="*", help="more ask options after --, e.g. -- --backend cuda")
     a = ap.parse_args()

@@ -32,7 +32,7 @@ enum class SegmentsMode : uint8_t { kAuto, kOne, kEach };
 struct CudaKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
   MoeKernel moe = MoeKernel::kAuto;
-  int64_t moe_auto_rows = 2048;
+  int64_t moe_auto_rows = 1024;
   DecideMode decide = DecideMode::kDevice;
   // flash: output columns per block, 128 or 256 (a head dim above it recomputes the scores once per column slice)
   int attention_cols = 256;
