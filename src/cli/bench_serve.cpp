@@ -95,7 +95,14 @@ void batched_step_stages(const Model& model, const ServeBenchOptions& o, int n,
   be.synchronize();
   constexpr int kSteps = 3;
   const double t0 = serve_clock_s();
-  for (int s = 0; s < kSteps; ++s) d.denoise(items);
+  for (int s = 0; s < kSteps; ++s) {
+    if (s == 0 && o.profile_step) be.profiler_range(true);
+    d.denoise(items);
+    if (s == 0 && o.profile_step) {
+      be.synchronize();
+      be.profiler_range(false);
+    }
+  }
   be.synchronize();
   const double ms = (serve_clock_s() - t0) * 1000.0 / kSteps;
   be.set_profiling(true);

@@ -427,8 +427,9 @@ void register_bench(CLI::App& app) {
       ->envname("DG_GIT_SHA");
   cmd->add_option("--profile-range", o->profile_range,
                   "CUDA: record only this part under a profiler started with --profile-from-start off (ncu): "
-                  "prefill (the last --prefill length's timed pass) | denoise (one timed step per --context)")
-      ->check(CLI::IsMember({"prefill", "denoise"}));
+                  "prefill (the last --prefill length's timed pass) | denoise (one timed step per --context) | "
+                  "serve-step (--serve: one timed batched step of the most streams)")
+      ->check(CLI::IsMember({"prefill", "denoise", "serve-step"}));
   auto streams = std::make_shared<std::string>("1,4,8,16,32");
   cmd->add_flag("--serve", o->serve,
                 "load benchmark: N concurrent requests through the batched generator at each N of --streams "
@@ -450,6 +451,7 @@ void register_bench(CLI::App& app) {
     o->serve_opt.streams = parse_list(*streams);
     o->serve_opt.steps = o->steps;
     o->serve_opt.prompt_tokens = o->prompt_tokens;
+    o->serve_opt.profile_step = o->profile_range == "serve-step";
     o->serve_opt.prefill_tokens = o->prefill_chunk;
     o->serve_opt.seed = o->seed;
     run_bench(*o);
