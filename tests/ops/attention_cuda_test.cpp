@@ -1,7 +1,8 @@
 // The CUDA attention kernels (flash, and the gemm/warp paths through the backend-level launchers) against the CPU
 // reference on the same rounded inputs: canvas attention over a ring cache plus bidirectional fresh rows, causal
 // prefill with a sliding window over a cache and fresh rows, and the real head shapes (256 x 8 KV heads, 512 x 2).
-// Skipped with a message when no GPU is present.
+// Every head-dim-256 case also runs the wgmma block (flash_wgmma.cuh), in both of its forms (two heads per block
+// where n_heads / n_kv is even, 128 rows of one head where it is odd). Skipped with a message when no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,14 +42,20 @@ const Case kCases[] = {
     {"chunked prefill window d512", 4, 2, 512, 150, 150, 96, 40, 100, true, true, 40},
     {"canvas ring d512 odd tail", 8, 2, 512, 77, 77, 64, 130, 193, true, false, 0},
     {"chunked prefill ring window d256", 8, 4, 256, 130, 130, 100, 150, 250, true, true, 100},
+    {"prefill window d256", 16, 8, 256, 300, 300, 0, 0, 0, false, true, 128},
+    {"canvas d256 cache only", 16, 8, 256, 40, 0, 300, 20, 270, false, false, 0},
+    {"canvas ring d256 odd ratio", 4, 4, 256, 150, 150, 64, 10, 70, true, false, 0},
+    {"prefill window d256 ratio 3", 6, 2, 256, 200, 200, 0, 0, 0, false, true, 50},
 };
 
-// A launch configuration: key splits (canvas only), output columns per 4-warp block, and the head dims that run
-// the warp-pair block instead (0: none).
+// A launch configuration: key splits (canvas only), output columns per 4-warp block, the head dims that run the
+// warp-pair block instead (0: none), and the wgmma block for head dim 256.
 struct Launch {
   int max_splits, cols, pairs;
+  bool wgmma;
 };
-const Launch kLaunches[] = {{1, 256, 0}, {16, 256, 0}, {16, 128, 0}, {1, 256, 256}, {16, 256, 256}};
+const Launch kLaunches[] = {{1, 256, 0, false},   {16, 256, 0, false}, {16, 128, 0, false}, {1, 256, 256, false},
+                            {16, 256, 256, false}, {1, 256, 0, true},   {16, 256, 0, true}};
 
 std::vector<float> uniform(size_t n, uint64_t seed, float scale) {
   return test::seeded_uniform(n, seed, -scale, scale);
@@ -70,6 +77,8 @@ void* upload(const std::vector<uint16_t>& v) {
 
 TEST(AttentionFlashCuda, MatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
+  const bool wgmma_ok = attention_flash_wgmma_available();
+  if (!wgmma_ok) std::printf("  (no sm_90a code for this device: the wgmma launches are skipped)\n");
   for (const Case& c : kCases) {
     const int64_t row = c.kv_heads * c.dim, n_cached = c.to - c.from;
     // Q, fresh K/V bf16-representable; the cache f16-representable; the CPU sees exactly the GPU's inputs.
@@ -107,11 +116,12 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
     void* dout = nullptr;
     ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
     const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
-    for (const auto& [max_splits, cols, pairs] : kLaunches) {
+    for (const auto& [max_splits, cols, pairs, wgmma] : kLaunches) {
       if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;  // the same launch as pairs 0
+      if (wgmma && (c.dim != 256 || !wgmma_ok)) continue;               // other head dims ignore it
       ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
       const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
-                                            c.window, dout, nullptr, max_splits, cols, pairs);
+                                            c.window, dout, nullptr, max_splits, cols, pairs, wgmma);
       ASSERT_TRUE(s.is_ok()) << c.name << ": " << s.message();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
       std::vector<uint16_t> raw(want.size());
@@ -122,11 +132,11 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
       const test::Diff d = test::compare(got, want, 2e-2);
       EXPECT_TRUE(d.finite) << c.name;
       const std::string how = " splits " + std::to_string(max_splits) + " cols " + std::to_string(cols) +
-                              " pairs " + std::to_string(pairs) + " ";
+                              " pairs " + std::to_string(pairs) + (wgmma ? " wgmma " : " ");
       EXPECT_LE(d.max_abs, 2e-2) << c.name << how << d.str();
       EXPECT_GE(d.cosine, 0.99995) << c.name << how << d.str();
-      std::printf("  %-32s splits<=%-2d cols %d pairs %d max|d| %.2e cos %.7f\n", c.name, max_splits, cols, pairs,
-                  d.max_abs, d.cosine);
+      std::printf("  %-32s splits<=%-2d cols %d pairs %d%s max|d| %.2e cos %.7f\n", c.name, max_splits, cols, pairs,
+                  wgmma ? " wgmma" : "", d.max_abs, d.cosine);
     }
     for (void* p : {dq, dkf, dvf, dck, dcv, dout}) cudaFree(p);
   }
@@ -144,6 +154,27 @@ TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
                                            true, 0, nullptr, nullptr, 16, 64);
   EXPECT_FALSE(cols.is_ok());
   EXPECT_NE(cols.message().find("128 or 256"), std::string::npos) << cols.message();
+}
+
+// Where the wgmma block cannot run (no GPU, not Hopper, no sm_90a code) asking for it is an error that says so,
+// never a silent fallback; head dims other than 256 are not affected by the option.
+TEST(AttentionFlashCuda, WgmmaRefusedWhereItCannotRun) {
+  const Status other = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{1, 1, 96},
+                                            true, 0, nullptr, nullptr, 16, 256, 0, true);
+  EXPECT_FALSE(other.is_ok());
+  EXPECT_NE(other.message().find("gemm"), std::string::npos) << other.message();
+  if (attention_flash_wgmma_available()) GTEST_SKIP() << "this device runs the wgmma block";
+  EXPECT_FALSE(attention_flash_wgmma_check("here").is_ok());
+  const Status s = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{16, 8, 256}, true,
+                                        0, nullptr, nullptr, 16, 256, 0, true);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("--attention-wgmma needs an sm_90a build and a Hopper GPU"), std::string::npos)
+      << s.message();
+  const std::vector<FlashSegment> one = {FlashSegment{0, 4, 10, CachedKv{}}};
+  const Status seg = attention_flash_segments_cuda(nullptr, one, nullptr, nullptr, AttnShape{16, 8, 256}, false, 0,
+                                                   nullptr, nullptr, 256, 0, true);
+  EXPECT_FALSE(seg.is_ok());
+  EXPECT_NE(seg.message().find("sm_90a"), std::string::npos) << seg.message();
 }
 
 }  // namespace attention_cuda_test

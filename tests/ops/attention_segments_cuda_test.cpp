@@ -1,7 +1,8 @@
 // The flash kernel over several sequences in one launch (attention_flash_segments_cuda) against the CPU reference
 // run per sequence: each sequence has its own cache (ring or not, empty or not), its own row count (a partial
 // query tile, a single row) and its own positions, at the real head shapes and a small one, bidirectional (a
-// batched denoise step) and causal with a window. Skipped with a message when no GPU is present.
+// batched denoise step) and causal with a window; head dim 256 also through the wgmma block (flash_wgmma.cuh).
+// Skipped with a message when no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,13 +93,17 @@ void run_case(const Case& c) {
   }
   void* dout = nullptr;
   ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
-  // 256 or 128 output columns per 4-warp block, then the warp-pair block for head dims 256 and 512 (cols -1).
-  for (int cols : {256, 128, -1}) {
-    const int pairs = cols < 0 ? 256 : 0;
+  // 256 or 128 output columns per 4-warp block, then the warp-pair block for head dims 256 and 512 (cols -1), then
+  // the wgmma block for head dim 256 (cols -2).
+  for (int cols : {256, 128, -1, -2}) {
+    const int pairs = cols == -1 ? 256 : 0;
+    const bool wgmma = cols == -2;
     if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;
+    if (wgmma && (c.dim != 256 || !attention_flash_wgmma_available())) continue;  // (attention_cuda_test says so)
     ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
     const Status st = attention_flash_segments_cuda(dq, segs, dkf, dvf, AttnShape{c.heads, c.kv_heads, c.dim},
-                                                    c.causal, c.window, dout, nullptr, cols < 0 ? 256 : cols, pairs);
+                                                    c.causal, c.window, dout, nullptr, cols < 0 ? 256 : cols, pairs,
+                                                    wgmma);
     ASSERT_TRUE(st.is_ok()) << c.name << ": " << st.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     std::vector<uint16_t> raw(want.size());
@@ -110,8 +115,8 @@ void run_case(const Case& c) {
     EXPECT_TRUE(d.finite) << c.name;
     EXPECT_LE(d.max_abs, 2e-2) << c.name << " cols " << cols << " " << d.str();
     EXPECT_GE(d.cosine, 0.99995) << c.name << " cols " << cols << " " << d.str();
-    std::printf("  %-34s %s max|d| %.2e cos %.7f\n", c.name, pairs ? "pairs   " : cols == 256 ? "cols 256" : "cols 128",
-                d.max_abs, d.cosine);
+    std::printf("  %-34s %s max|d| %.2e cos %.7f\n", c.name,
+                wgmma ? "wgmma   " : pairs ? "pairs   " : cols == 256 ? "cols 256" : "cols 128", d.max_abs, d.cosine);
   }
   for (void* p : caches) cudaFree(p);
   for (void* p : {dq, dkf, dvf, dout}) cudaFree(p);
@@ -125,6 +130,8 @@ TEST(AttentionFlashSegmentsCuda, EverySequenceMatchesTheCpuReference) {
   run_case({"d32 mixed causal window", 4, 2, 32, true, 24, mixed});
   run_case({"real sliding, three canvases", 16, 8, 256, false, 0,
             {{256, 1023, 1000, 2023, true}, {256, 1023, 0, 300, true}, {256, 1023, 0, 0, true}}});
+  run_case({"d256 odd ratio causal window, two chunks", 6, 2, 256, true, 70,
+            {{150, 128, 60, 180, true}, {40, 64, 0, 0, false}}});
   run_case({"real full, two canvases", 16, 2, 512, false, 0, {{256, 1400, 0, 1100, false}, {256, 1400, 0, 513, false}}});
   run_case({"d512 causal window, three chunks", 4, 2, 512, true, 40,
             {{100, 96, 40, 100, true}, {33, 64, 0, 50, false}, {64, 1, 0, 0, false}}});

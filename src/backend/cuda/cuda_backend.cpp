@@ -315,7 +315,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
         check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, fresh_elems, stream_));
       }
       check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, n_fresh, fresh_pos0, sh, causal,
-                                 window, out.data, stream_, 16, kernels_.attention_cols, kernels_.attention_pairs));
+                                 window, out.data, stream_, 16, kernels_.attention_cols, kernels_.attention_pairs,
+                                 kernels_.attention_wgmma));
       return;
     }
     if (kernels_.attention != AttentionKernel::kWarp) {  // gemm, and flash for head dims it does not cover
@@ -340,7 +341,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
     const bool one_launch = kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim) &&
                             (kernels_.attention_segments == SegmentsMode::kOne ||
                              (kernels_.attention_segments == SegmentsMode::kAuto &&
-                              attention_flash_segments_fill(fs, sh, kernels_.attention_cols, kernels_.attention_pairs)));
+                              attention_flash_segments_fill(fs, sh, kernels_.attention_cols, kernels_.attention_pairs,
+                                                            kernels_.attention_wgmma)));
     if (!one_launch) {
       Backend::attention_segments(q, segs, k_fresh, v_fresh, causal, window, out);
       return;
@@ -351,7 +353,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, v_fresh.numel(), stream_));
     }
     check(attention_flash_segments_cuda(q.data, fs, kf.data, vf.data, sh, causal, window, out.data, stream_,
-                                        kernels_.attention_cols, kernels_.attention_pairs));
+                                        kernels_.attention_cols, kernels_.attention_pairs, kernels_.attention_wgmma));
   }
   void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                       const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,

@@ -40,6 +40,9 @@ struct CudaKernels {
   // for all columns (src/ops/attention/flash_pair.cuh)
   int attention_pairs = 512;
   SegmentsMode attention_segments = SegmentsMode::kAuto;
+  // flash, head dim 256: the Hopper wgmma block (src/ops/attention/flash_wgmma.cuh; needs an sm_90a build and a
+  // Hopper GPU, else attention fails with an error). Other head dims keep the blocks above. Off until measured
+  bool attention_wgmma = false;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
   int moe_a8_stages = 3;

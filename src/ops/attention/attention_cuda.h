@@ -58,12 +58,19 @@ Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, 
 // 256) output columns of its head; larger head dims take several blocks, each recomputing the scores. Head dims of
 // pair_min_dim and up (256 and 512; 0: none) run the warp-pair block instead (flash_pair.cuh): 8 warps take every
 // column of the head, each pair of warps splitting the score product over the head dims and the output columns.
+// wgmma (true; head dim 256 only, other head dims ignore it) runs the Hopper block instead (flash_wgmma.cuh: two
+// warpgroups, K/V tiles shared by the two query heads of a KV head, products by wgmma.mma_async); without an sm_90a
+// build and a Hopper GPU (attention_flash_wgmma_available) such a call is an error, never a silent fallback.
 bool attention_flash_supports(int64_t head_dim);
 bool attention_flash_pairs(int64_t head_dim, int pair_min_dim);
+bool attention_flash_wgmma_available();
+// The error of a wgmma call where attention_flash_wgmma_available() is false (ok where it is true); `what` names the
+// launcher.
+Status attention_flash_wgmma_check(const char* what);
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits = 16,
-                            int out_cols = 256, int pair_min_dim = 0);
+                            int out_cols = 256, int pair_min_dim = 0, bool wgmma = false);
 
 
 // One sequence of attention_flash_segments_cuda: its query rows [row0, row0 + rows) of q and out, which are also
@@ -79,11 +86,12 @@ struct FlashSegment {
 // Bidirectional within each sequence (causal false) or causal with `window`, as attention_flash_cuda.
 Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment> segs, const void* k_fresh,
                                      const void* v_fresh, const AttnShape& shape, bool causal, int64_t window,
-                                     void* out, cudaStream_t s, int out_cols = 256, int pair_min_dim = 0);
+                                     void* out, cudaStream_t s, int out_cols = 256, int pair_min_dim = 0,
+                                     bool wgmma = false);
 // Whether one launch of attention_flash_segments_cuda fills at least one wave of resident blocks for these
 // sequences (else per-sequence calls, which split their keys, keep the GPU busier).
 bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols = 256,
-                                   int pair_min_dim = 0);
+                                   int pair_min_dim = 0, bool wgmma = false);
 
 }  // namespace dg
 #endif

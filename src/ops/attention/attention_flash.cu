@@ -1,9 +1,10 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
 // multiples of 16 up to 512: one launch per call (the block body: flash_block.cuh), with the keys of bidirectional
 // (canvas) attention split over blocks when the grid would leave the GPU idle (flash-decoding) and the partials
-// merged by combine_kernel.
+// merged by combine_kernel. Head dim 256 takes the wgmma block (flash_wgmma.cuh) when the caller asks for it.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -11,6 +12,7 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
+#include "ops/attention/flash_wgmma.cuh"
 
 namespace dg {
 namespace {
@@ -29,6 +31,31 @@ __global__ void __launch_bounds__(kPairThreads) flash_pair_kernel(FlashArgs a) {
   cuda::pdl_enter();
   flash_pair_block<kD>(a, static_cast<int64_t>(blockIdx.x) * kRows, static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
+}
+
+__global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(FlashArgs a, bool pair) {
+  cuda::pdl_enter();
+#if DG_HAS_WGMMA
+  flash_wgmma_block(a, static_cast<int64_t>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
+                    pair);
+#else
+  (void)a;
+  (void)pair;
+#endif
+}
+
+// Never launched: built for the same architectures as flash_wgmma_kernel, it has static shared memory exactly in the
+// code that has wgmma (DG_HAS_WGMMA), which cudaFuncGetAttributes reports for the code this device would run.
+__global__ void wgmma_probe_kernel(int* sink) {
+  cuda::pdl_enter();
+#if DG_HAS_WGMMA
+  __shared__ int marker[32];
+  marker[threadIdx.x & 31] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  if (sink != nullptr) *sink = marker[(threadIdx.x + 1) & 31];
+#else
+  (void)sink;
+#endif
 }
 
 // out[r, h, d] = sum_s w_s o_s[r, h, d] / sum_s w_s with w_s = l_s exp(m_s - max_s m_s) (splits without a visible
@@ -67,10 +94,12 @@ __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_
 // Launches `kernel` over (row tiles, heads, slices x key splits): bidirectional (canvas) attention splits its keys
 // (tiles of tile_keys) so that the grid fills the GPU's resident blocks in one wave (a partial second wave costs as
 // much as a full one); causal prefill has query tiles enough and keeps one split. Partials merge in combine_kernel.
-template <int kD, class Kernel>
+// A block takes block_rows query rows of block_heads heads (grid y: n_heads / block_heads).
+template <int kD, class Kernel, class... Extra>
 Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int slices, int tile_keys, FlashArgs a,
-                    int max_splits, cudaStream_t s) {
-  const int64_t q_tiles = (a.rows + kRows - 1) / kRows, base = q_tiles * a.n_heads * slices;
+                    int max_splits, cudaStream_t s, int block_rows = kRows, int block_heads = 1, Extra... extra) {
+  const int heads = a.n_heads / block_heads;
+  const int64_t q_tiles = (a.rows + block_rows - 1) / block_rows, base = q_tiles * heads * slices;
   const int64_t tiles = (a.n_cached + a.n_fresh + tile_keys - 1) / tile_keys;
   int64_t splits = 1;
   if (!a.causal && max_splits > 1 && tiles > 1) {
@@ -88,9 +117,9 @@ Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int sli
     a.part_o = static_cast<float*>(scratch);
     a.part_ml = a.part_o + a.n_splits * total;
   }
-  const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(a.n_heads),
+  const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(heads),
                   static_cast<unsigned>(slices * a.n_splits));
-  cuda::launch(kernel, grid, threads, smem, s, a);
+  cuda::launch(kernel, grid, threads, smem, s, a, extra...);
   if (a.n_splits > 1) {
     static_assert(kD % 4 == 0, "the combine takes four columns per thread");
     cuda::launch(combine_kernel, cuda::blocks_for(total / 4, 256), 256, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows,
@@ -122,7 +151,36 @@ Status launch_pair(FlashArgs a, int max_splits, cudaStream_t s) {
   return launch_split<kD>(flash_pair_kernel<kD>, kPairThreads, smem, per_sm, 1, kPairKeys, a, max_splits, s);
 }
 
+Status launch_wgmma(FlashArgs a, int max_splits, cudaStream_t s) {
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kWgSmem));
+  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, wgmma)");
+  static const int per_sm = resident_per_sm(flash_wgmma_kernel, kWgThreads, kWgSmem);
+  const bool pair = (a.n_heads / a.n_kv) % 2 == 0;
+  return launch_split<kWgD>(flash_wgmma_kernel, kWgThreads, kWgSmem, per_sm, 1, kWgKeys, a, max_splits, s,
+                            wg_block_rows(pair), wg_block_heads(pair), pair);
+}
+
 }  // namespace
+
+bool attention_flash_wgmma_available() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9)
+      return false;
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, wgmma_probe_kernel) != cudaSuccess) return false;
+    return fa.sharedSizeBytes > 0;
+  }();
+  return ok;
+}
+
+Status attention_flash_wgmma_check(const char* what) {
+  if (attention_flash_wgmma_available()) return Status::ok();
+  (void)cudaGetLastError();  // a failed probe leaves no error behind for the next launch's check
+  return Status::error(std::string(what) + ": --attention-wgmma needs an sm_90a build and a Hopper GPU");
+}
 
 bool attention_flash_supports(int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256 || head_dim == 512;
@@ -135,7 +193,7 @@ bool attention_flash_pairs(int64_t head_dim, int pair_min_dim) {
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits, int out_cols,
-                            int pair_min_dim) {
+                            int pair_min_dim, bool wgmma) {
   const int64_t n_cached = cached.to - cached.from;
   if (rows == 0) return Status::ok();
   if (out_cols != 128 && out_cols != 256)
@@ -146,6 +204,9 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   if (!attention_flash_supports(shape.head_dim))
     return Status::error("attention_flash_cuda: head_dim " + std::to_string(shape.head_dim) +
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
+  const bool use_wgmma = wgmma && shape.head_dim == kWgD;
+  if (use_wgmma)
+    if (Status st = attention_flash_wgmma_check("attention_flash_cuda"); !st.is_ok()) return st;
   FlashArgs a{};
   a.q = static_cast<const bf16*>(q);
   a.ck = static_cast<const f16*>(cached.k);
@@ -165,6 +226,7 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.n_kv = static_cast<int>(shape.n_kv_heads);
   a.ring = cached.ring;
   a.causal = causal;
+  if (use_wgmma) return launch_wgmma(a, max_splits, s);
   if (attention_flash_pairs(shape.head_dim, pair_min_dim))
     return shape.head_dim == 256 ? launch_pair<256>(a, max_splits, s) : launch_pair<512>(a, max_splits, s);
   const bool wide = out_cols >= 256;

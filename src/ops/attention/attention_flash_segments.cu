@@ -1,6 +1,7 @@
 // The flash kernel over several sequences in one launch (attention_cuda.h: attention_flash_segments_cuda): the
 // grid's x runs over every sequence's query tiles in turn, and a block finds its sequence in the launch's table
-// (kernel parameters, up to kMaxSegments per launch), then runs the block body of flash_block.cuh on it.
+// (kernel parameters, up to kMaxSegments per launch), then runs the block body of flash_block.cuh on it (or
+// flash_pair.cuh's, or for head dim 256 on request flash_wgmma.cuh's, whose blocks may take 128 rows: tile_rows).
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
+#include "ops/attention/flash_wgmma.cuh"
 
 namespace dg {
 namespace {
@@ -41,6 +43,33 @@ __global__ void __launch_bounds__(kPairThreads) flash_pair_segments_kernel(const
   int i = 0;
   while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
   flash_pair_block<kD>(t.seg[i], static_cast<int64_t>(x - t.tile0[i]) * kRows, static_cast<int>(blockIdx.y), 0);
+}
+
+__global__ void __launch_bounds__(kWgThreads, 1)
+    flash_wgmma_segments_kernel(const __grid_constant__ SegmentTable t, bool pair) {
+  cuda::pdl_enter();
+#if DG_HAS_WGMMA
+  const int x = static_cast<int>(blockIdx.x);
+  int i = 0;
+  while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
+  flash_wgmma_block(t.seg[i], x - t.tile0[i], static_cast<int>(blockIdx.y), 0, pair);
+#else
+  (void)t;
+  (void)pair;
+#endif
+}
+
+// Whether the wgmma block takes two heads of 64 rows (n_heads / n_kv even) or 128 rows of one head.
+bool wgmma_pair(const AttnShape& shape) { return (shape.n_heads / shape.n_kv_heads) % 2 == 0; }
+
+Status launch_wgmma(const SegmentTable& t, int n_heads, bool pair, cudaStream_t s) {
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_segments_kernel,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kWgSmem));
+  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_segments_cuda (shared memory, wgmma)");
+  const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads / wg_block_heads(pair)), 1);
+  cuda::launch(flash_wgmma_segments_kernel, grid, kWgThreads, kWgSmem, s, t, pair);
+  return cuda_status(cudaGetLastError(), "attention_flash_segments_cuda");
 }
 
 template <int kD>
@@ -79,7 +108,11 @@ int pair_blocks_per_sm() {
   return n;
 }
 
-int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim) {
+int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim, bool wgmma) {
+  if (wgmma) {
+    static const int n = resident_per_sm(flash_wgmma_segments_kernel, kWgThreads, kWgSmem);
+    return n;
+  }
   if (attention_flash_pairs(head_dim, pair_min_dim))
     return head_dim == 256 ? pair_blocks_per_sm<256>() : pair_blocks_per_sm<512>();
   const bool wide = out_cols >= 256;
@@ -96,19 +129,22 @@ int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim) {
 }  // namespace
 
 bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols,
-                                   int pair_min_dim) {
+                                   int pair_min_dim, bool wgmma) {
   if (!attention_flash_supports(shape.head_dim)) return false;
+  const bool wg = wgmma && shape.head_dim == kWgD && attention_flash_wgmma_available();
+  const int64_t tile_rows = wg ? wg_block_rows(wgmma_pair(shape)) : kRows;
+  const int64_t heads = wg ? shape.n_heads / wg_block_heads(wgmma_pair(shape)) : shape.n_heads;
   int64_t tiles = 0;
-  for (const FlashSegment& g : segs) tiles += (g.rows + kRows - 1) / kRows;
+  for (const FlashSegment& g : segs) tiles += (g.rows + tile_rows - 1) / tile_rows;
   const bool pairs = attention_flash_pairs(shape.head_dim, pair_min_dim);
-  const int64_t slices = !pairs && shape.head_dim > out_cols ? shape.head_dim / out_cols : 1;
-  return tiles * shape.n_heads * slices >=
-         static_cast<int64_t>(resident_blocks(shape.head_dim, out_cols, pair_min_dim)) * cuda::sm_count();
+  const int64_t slices = !wg && !pairs && shape.head_dim > out_cols ? shape.head_dim / out_cols : 1;
+  return tiles * heads * slices >=
+         static_cast<int64_t>(resident_blocks(shape.head_dim, out_cols, pair_min_dim, wg)) * cuda::sm_count();
 }
 
 Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment> segs, const void* k_fresh,
                                      const void* v_fresh, const AttnShape& shape, bool causal, int64_t window,
-                                     void* out, cudaStream_t s, int out_cols, int pair_min_dim) {
+                                     void* out, cudaStream_t s, int out_cols, int pair_min_dim, bool wgmma) {
   const char* what = "attention_flash_segments_cuda";
   if (out_cols != 128 && out_cols != 256)
     return Status::error(std::string(what) + ": output columns per block must be 128 or 256, not " +
@@ -118,6 +154,10 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
   const int64_t D = shape.head_dim, q_row = shape.n_heads * D, kv_row = shape.n_kv_heads * D;
   const bool wide = out_cols >= 256, pairs = attention_flash_pairs(D, pair_min_dim);
+  const bool wg = wgmma && D == kWgD, wg_pair = wgmma_pair(shape);
+  if (wg)
+    if (Status st = attention_flash_wgmma_check(what); !st.is_ok()) return st;
+  const int64_t tile_rows = wg ? wg_block_rows(wg_pair) : kRows;
   SegmentTable t{};
   int tiles = 0;
   auto flush = [&]() -> Status {
@@ -125,7 +165,9 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     t.tile0[t.n] = tiles;
     const int H = static_cast<int>(shape.n_heads);
     Status st;
-    if (pairs)
+    if (wg)
+      st = launch_wgmma(t, H, wg_pair, s);
+    else if (pairs)
       st = D == 256 ? launch_pair<256>(t, H, s) : launch_pair<512>(t, H, s);
     else switch (D) {
       case 16: st = launch<16, 16>(t, H, s); break;
@@ -166,7 +208,7 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     a.ring = g.cached.ring;
     a.causal = causal;
     t.tile0[t.n++] = tiles;
-    tiles += static_cast<int>((g.rows + kRows - 1) / kRows);
+    tiles += static_cast<int>((g.rows + tile_rows - 1) / tile_rows);
     if (t.n == kMaxSegments)
       if (Status st = flush(); !st.is_ok()) return st;
   }
