@@ -64,6 +64,13 @@ void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_
   rope(out, pos0, inv_freq);
 }
 
+void Backend::rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) {
+  for (const RopeSpan& sp : spans) {
+    Tensor part = row_slice(x, sp.row0, sp.rows);
+    rope(part, sp.pos0, inv_freq);
+  }
+}
+
 void Backend::fail_no_graphs() const {
   fail("the {} backend does not capture graphs (graphs need --backend cuda and a graph-safe MoE kernel)", name());
 }

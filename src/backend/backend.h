@@ -19,6 +19,7 @@
 #include "ops/attention/attention_topk.h"
 #include "ops/decide/decide.h"
 #include "ops/moe/moe.h"
+#include "ops/rope/rope.h"
 #include "ops/row_stats/row_stats.h"
 
 namespace dg {
@@ -85,6 +86,9 @@ class Backend {
   virtual void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) = 0;  // over the last dim; w null: no scale
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) = 0;  // x: [rows, heads, D]
+  // rope() of each span's rows [row0, row0 + rows) at positions pos0 + (row - row0): the several sequences of a
+  // batched step, which a backend may rotate in one launch (the same values as rope() per span).
+  virtual void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq);
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void scale(Tensor& x, float s) = 0;
   virtual void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;

@@ -193,7 +193,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", o.kernels.attention_wgmma}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -407,10 +407,11 @@ void register_bench(CLI::App& app) {
                 "CUDA q4 weights: keep the pack's layout and its conversion instead of the kernel layout made at "
                 "upload (A/B of the q4 streaming kernels)")
       ->check(switch_value());
-  cmd->add_flag("--attention-wgmma,!--no-attention-wgmma", o->kernels.attention_wgmma,
-                "--attention flash, head dim 256: the Hopper wgmma block (two query heads share each K/V tile; needs "
-                "an sm_90a build and a Hopper GPU; A/B, default off)")
-      ->check(switch_value());
+  cmd->add_option("--attention-wgmma", o->kernels.attention_wgmma,
+                  "--attention flash, head dim 256: the Hopper wgmma block (two query heads share each K/V tile): "
+                  "auto (where the device runs the sm_90a code), on (an error elsewhere), off")
+      ->transform(CLI::CheckedTransformer(choices(kWgmmaModeNames)))
+      ->default_str("auto");
   cmd->add_flag("--pdl,!--no-pdl", o->kernels.pdl,
                 "CUDA (compute capability 9.0+): programmatic dependent launch, each kernel's blocks launched while "
                 "the one before it finishes (A/B; default off)")

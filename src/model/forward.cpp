@@ -65,16 +65,15 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // each sequence rotated at its own positions.
   const bool traced = trace != nullptr && *trace;
   const bool one_rope = segs.size() == 1 && !traced;
+  std::vector<RopeSpan> spans;  // each sequence's rows at its own positions
+  for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
   Tensor kn = be_.alloc(Shape{rows, n_kv, D});
   if (one_rope) {
     be_.rmsnorm_rope(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn, segs[0].pos0, inv_freq);
   } else {
     be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
     emit(trace, p + "self_attn.k_norm", kn);
-    for (const Segment& sg : segs) {
-      Tensor part = row_slice(kn, sg.row0, sg.rows);
-      be_.rope(part, sg.pos0, inv_freq);
-    }
+    be_.rope_spans(kn, spans, inv_freq);
   }
   Tensor vn = be_.alloc(Shape{rows, n_kv, D});
   be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
@@ -98,6 +97,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   } else {
     be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
     emit(trace, p + "self_attn.q_norm", qn);
+    be_.rope_spans(qn, spans, inv_freq);
   }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;
@@ -113,7 +113,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   layers.reserve(segs.size());
   for (const Segment& sg : segs) {
     Tensor q_part = row_slice(qn, sg.row0, sg.rows);
-    if (!one_rope) be_.rope(q_part, sg.pos0, inv_freq);
     const KvCache& kv = *sg.kv;
     const int64_t len = kv.len();
     int64_t cache_from = 0;

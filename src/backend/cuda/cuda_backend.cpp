@@ -66,6 +66,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
     DG_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} visible)", device, n);
     check(cudaSetDevice(device), "cudaSetDevice");
     cuda::set_pdl(kernels.pdl);  // process-wide: the kernels' launch helper reads it (core/cuda/pdl.h)
+    wgmma_ = kernels.attention_wgmma != WgmmaMode::kOff && attention_flash_wgmma_available();
+    DG_CHECK(wgmma_ || kernels.attention_wgmma != WgmmaMode::kOn,
+             "--attention-wgmma on needs an sm_90a build and a Hopper GPU (use auto or off)");
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     stream_ = ctx_->stream;
     cudaMemPool_t pool;
@@ -216,6 +219,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
   }
+  void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) override {
+    check(rope_spans_cuda(x.data, x.shape[1], x.shape[2], spans.data(), static_cast<int>(spans.size()),
+                          device_inv_freq(inv_freq), stream_));
+  }
   void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                     const std::vector<float>& inv_freq) override {
     if (!kernels_.fused_norms || x.shape.rank != 3 || x.shape[2] % 16 != 0 || x.shape[2] > 1024) {
@@ -308,15 +315,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
     const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
     if (kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim)) {
-      const int64_t n_fresh = k_fresh.shape[0], fresh_elems = k_fresh.numel();
-      Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
-      if (fresh_elems > 0) {
-        check(convert_cuda(k_fresh.data, DType::kBF16, kf.data, DType::kF16, fresh_elems, stream_));
-        check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, fresh_elems, stream_));
-      }
-      check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, n_fresh, fresh_pos0, sh, causal,
-                                 window, out.data, stream_, 16, kernels_.attention_cols, kernels_.attention_pairs,
-                                 kernels_.attention_wgmma));
+      const Tensor kf = f16_copy(k_fresh), vf = f16_copy(v_fresh);
+      check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, k_fresh.shape[0], fresh_pos0,
+                                 sh, causal, window, out.data, stream_, 16, kernels_.attention_cols,
+                                 kernels_.attention_pairs, wgmma_));
       return;
     }
     if (kernels_.attention != AttentionKernel::kWarp) {  // gemm, and flash for head dims it does not cover
@@ -342,18 +344,14 @@ class CudaBackend final : public Backend, public SyntheticFill {
                             (kernels_.attention_segments == SegmentsMode::kOne ||
                              (kernels_.attention_segments == SegmentsMode::kAuto &&
                               attention_flash_segments_fill(fs, sh, kernels_.attention_cols, kernels_.attention_pairs,
-                                                            kernels_.attention_wgmma)));
+                                                            wgmma_)));
     if (!one_launch) {
       Backend::attention_segments(q, segs, k_fresh, v_fresh, causal, window, out);
       return;
     }
-    Tensor kf = device(DType::kF16, k_fresh.shape), vf = device(DType::kF16, v_fresh.shape);
-    if (k_fresh.numel() > 0) {
-      check(convert_cuda(k_fresh.data, DType::kBF16, kf.data, DType::kF16, k_fresh.numel(), stream_));
-      check(convert_cuda(v_fresh.data, DType::kBF16, vf.data, DType::kF16, v_fresh.numel(), stream_));
-    }
+    const Tensor kf = f16_copy(k_fresh), vf = f16_copy(v_fresh);
     check(attention_flash_segments_cuda(q.data, fs, kf.data, vf.data, sh, causal, window, out.data, stream_,
-                                        kernels_.attention_cols, kernels_.attention_pairs, kernels_.attention_wgmma));
+                                        kernels_.attention_cols, kernels_.attention_pairs, wgmma_));
   }
   void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                       const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
@@ -463,6 +461,12 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
     gemm_xwt_cublas(blas_, x, M, K, W, N, y, ytype);
   }
+  // The flash kernels read fresh keys and values as f16, as the cache holds them.
+  Tensor f16_copy(const Tensor& t) {
+    Tensor out = device(DType::kF16, t.shape);
+    if (t.numel() > 0) check(convert_cuda(t.data, DType::kBF16, out.data, DType::kF16, t.numel(), stream_));
+    return out;
+  }
   const float* device_inv_freq(const std::vector<float>& f) {
     auto it = inv_freq_.find(f.data());
     if (it == inv_freq_.end()) {
@@ -477,6 +481,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   float eps_;
   CudaKernels kernels_;
+  bool wgmma_ = false;  // head dim 256 runs the wgmma flash block (kernels_.attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;

@@ -28,6 +28,10 @@ enum class DecideMode : uint8_t { kDevice, kHost };
 // A batched step's attention (several sequences): auto: one flash launch over all of them when their query tiles
 // fill a wave of the GPU, else one call per sequence | one: always one launch | each: always one call per sequence
 enum class SegmentsMode : uint8_t { kAuto, kOne, kEach };
+// flash, head dim 256: the Hopper wgmma block (src/ops/attention/flash_wgmma.cuh). auto: where the device runs the
+// library's sm_90a code (an H100/H200 with the default build), else the mma.sync block | on: always (an error where
+// it cannot run) | off: never
+enum class WgmmaMode : uint8_t { kAuto, kOn, kOff };
 
 struct CudaKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
@@ -40,9 +44,9 @@ struct CudaKernels {
   // for all columns (src/ops/attention/flash_pair.cuh)
   int attention_pairs = 512;
   SegmentsMode attention_segments = SegmentsMode::kAuto;
-  // flash, head dim 256: the Hopper wgmma block (src/ops/attention/flash_wgmma.cuh; needs an sm_90a build and a
-  // Hopper GPU, else attention fails with an error). Other head dims keep the blocks above. Off until measured
-  bool attention_wgmma = false;
+  // flash, head dim 256: the Hopper wgmma block (WgmmaMode above); other head dims keep the blocks above. Measured
+  // faster on the H200 (docs/CUDA.md, "wgmma flash block")
+  WgmmaMode attention_wgmma = WgmmaMode::kAuto;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)
   int moe_a8_stages = 3;
@@ -68,6 +72,8 @@ inline constexpr std::array<std::pair<std::string_view, DecideMode>, 2> kDecideM
     {{"device", DecideMode::kDevice}, {"host", DecideMode::kHost}}};
 inline constexpr std::array<std::pair<std::string_view, SegmentsMode>, 3> kSegmentsModeNames{
     {{"auto", SegmentsMode::kAuto}, {"one", SegmentsMode::kOne}, {"each", SegmentsMode::kEach}}};
+inline constexpr std::array<std::pair<std::string_view, WgmmaMode>, 3> kWgmmaModeNames{
+    {{"auto", WgmmaMode::kAuto}, {"on", WgmmaMode::kOn}, {"off", WgmmaMode::kOff}}};
 
 // The name of a choice in one of the tables above.
 template <class E, size_t N>
@@ -80,6 +86,7 @@ inline std::string_view kernel_name(AttentionKernel k) { return kernel_name(kAtt
 inline std::string_view kernel_name(MoeKernel k) { return kernel_name(kMoeKernelNames, k); }
 inline std::string_view kernel_name(DecideMode k) { return kernel_name(kDecideModeNames, k); }
 inline std::string_view kernel_name(SegmentsMode k) { return kernel_name(kSegmentsModeNames, k); }
+inline std::string_view kernel_name(WgmmaMode k) { return kernel_name(kWgmmaModeNames, k); }
 
 // The choice named `name` in a table; throws dg::Error naming `what` and the names it knows.
 template <class E, size_t N>

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -23,7 +25,56 @@ __global__ void rope_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, int6
   v[i + half] = __float2bfloat16_rn(rbf(b * c) + rbf(a * sn));
 }
 
+// Several spans of rows in one launch: row r of span s (row0[s] <= r < row_end[s]) at position r + shift[s]; rows
+// of no span are left alone. The spans travel in the kernel's parameters.
+struct SpanTable {
+  int n = 0;
+  int64_t row0[kRopeSpansPerLaunch], row_end[kRopeSpansPerLaunch], shift[kRopeSpansPerLaunch];
+};
+
+__global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, const float* inv_freq,
+                                  int64_t first_row, int64_t total, SpanTable spans) {
+  cuda::pdl_enter();
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // over rows * heads * half
+  if (t >= total) return;
+  const int64_t half = head_dim / 2;
+  const int64_t i = t % half, rh = first_row * heads + t / half, row = rh / heads;
+  int s = 0;
+  while (s < spans.n && row >= spans.row_end[s]) ++s;
+  if (s == spans.n || row < spans.row0[s]) return;
+  const float ang = static_cast<float>(row + spans.shift[s]) * inv_freq[i];
+  const float c = rbf(cosf(ang)), sn = rbf(sinf(ang));
+  cuda::bf16* v = x + rh * head_dim;
+  const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
+  v[i] = __float2bfloat16_rn(rbf(a * c) + rbf(-b * sn));
+  v[i + half] = __float2bfloat16_rn(rbf(b * c) + rbf(a * sn));
+}
+
 }  // namespace
+
+Status rope_spans_cuda(void* x, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
+                       const float* inv_freq, cudaStream_t s) {
+  for (int b = 0; b < n_spans; b += kRopeSpansPerLaunch) {
+    SpanTable t;
+    t.n = n_spans - b < kRopeSpansPerLaunch ? n_spans - b : kRopeSpansPerLaunch;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int k = 0; k < t.n; ++k) {
+      const RopeSpan& sp = spans[b + k];
+      if (sp.rows < 0 || (k > 0 && sp.row0 < t.row_end[k - 1]))
+        return Status::error("rope_spans_cuda: spans must be in row order and must not overlap");
+      t.row0[k] = sp.row0;
+      t.row_end[k] = sp.row0 + sp.rows;
+      t.shift[k] = sp.pos0 - sp.row0;
+      lo = t.row0[k] < lo ? t.row0[k] : lo;
+      hi = t.row_end[k] > hi ? t.row_end[k] : hi;
+    }
+    const int64_t total = (hi - lo) * heads * (head_dim / 2);
+    if (total <= 0) continue;
+    cuda::launch(rope_spans_kernel, cuda::blocks_for(total, 256), 256, 0, s, static_cast<cuda::bf16*>(x), heads,
+                 head_dim, inv_freq, lo, total, t);
+  }
+  return cuda_status(cudaGetLastError(), "rope_spans_cuda");
+}
 
 Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,
                  cudaStream_t s) {

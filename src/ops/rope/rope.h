@@ -12,6 +12,12 @@
 
 namespace dg {
 
+// Rows [row0, row0 + rows) of a tensor rotated at positions pos0 + (row - row0): one sequence of a batched step
+// (Backend::rope_spans).
+struct RopeSpan {
+  int64_t row0 = 0, rows = 0, pos0 = 0;
+};
+
 // x: [rows, heads, head_dim] f32, rotated in place; pos: [rows] absolute positions; inv_freq: [head_dim/2].
 void rope_cpu(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* pos, const float* inv_freq,
               Storage act);

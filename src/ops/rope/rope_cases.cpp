@@ -13,8 +13,20 @@ constexpr Bound kCudaRope{
              "are rounded to bf16: a few bf16 ulps of the pair's magnitude",
     .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): bit for bit in all 8 cases (positions to 8,191, head dims to 512)"};
 
+// rope_spans: the same arithmetic as rope, one launch for several spans.
+constexpr Bound kCudaRopeSpans{
+    .of_peak = 0x1p-6,
+    .min_cosine = 0.9999,
+    .basis = "rope's arithmetic per span (the same f32 angles and bf16 roundings as rope_kernel)",
+    .measured = nullptr};
+
 OpCase rope(std::string name, CaseParams p) {
   return {"rope", "rope", std::move(name), std::move(p), DType::kBF16, false, false, {{"cuda", "", kCudaRope}}};
+}
+
+OpCase spans(std::string name, CaseParams p, bool real = false) {
+  return {"rope", "rope_spans", std::move(name), std::move(p), DType::kBF16, real, false,
+          {{"cuda", "", kCudaRopeSpans}}};
 }
 
 }  // namespace
@@ -30,6 +42,12 @@ std::vector<OpCase> rope_cases() {
       rope("26B-A4B sliding q", {{"rows", 256}, {"heads", 16}, {"dim", 256}, {"rotated", 128}, {"pos0", 1024}}),
       rope("26B-A4B full k, 64 of 256 pairs", {{"rows", 256}, {"heads", 2}, {"dim", 512}, {"rotated", 64},
                                               {"pos0", 8191}}),
+      spans("3 sequences, odd", {{"rows", 29}, {"heads", 3}, {"dim", 6}, {"rotated", 3}, {"spans", 3}, {"gap", 0}}),
+      spans("rows of no span", {{"rows", 40}, {"heads", 2}, {"dim", 16}, {"rotated", 8}, {"spans", 4}, {"gap", 1}}),
+      spans("70 spans, two launches", {{"rows", 140}, {"heads", 2}, {"dim", 8}, {"rotated", 4}, {"spans", 70},
+                                      {"gap", 0}}),
+      spans("26B-A4B 32 canvases, sliding q", {{"rows", 8192}, {"heads", 16}, {"dim", 256}, {"rotated", 128},
+                                              {"spans", 32}, {"gap", 0}}, true),
   };
 }
 

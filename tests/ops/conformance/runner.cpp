@@ -16,6 +16,7 @@ OpRunner op_runner(const std::string& op) {
       {"rmsnorm", run_rmsnorm},
       {"rmsnorm_rope", run_rmsnorm_rope},
       {"rope", run_rope},
+      {"rope_spans", run_rope_spans},
       {"gelu_mul", run_gelu_mul},
       {"add", run_add},
       {"scale", run_scale},
@@ -40,7 +41,7 @@ OpRunner op_runner(const std::string& op) {
 }
 
 std::vector<std::string> runner_ops() {
-  return {"rmsnorm",    "rmsnorm_rope", "rope",       "gelu_mul",  "add",         "scale",     "fill_uniform",
+  return {"rmsnorm",    "rmsnorm_rope", "rope",       "rope_spans", "gelu_mul",  "add",         "scale",     "fill_uniform",
           "residual_norms", "ffn_tail", "embed",      "linear",    "linears",     "gated_linear", "lm_head",
           "soft_embed", "moe",          "attention",  "attention_topk", "row_stats", "categorical", "decide"};
 }

@@ -51,6 +51,36 @@ std::vector<Output> run_rope(const OpCase& c, const Side& s) {
   return {out("out", s, x)};
 }
 
+// rows, heads, dim, rotated, spans, gap: `spans` sequences of rows / spans rows each (the last takes the rest), span k
+// at positions 1000 k + 7 (gap 1: the middle rows of each span are left out of it, as rows of no sequence); the
+// twin rotates each span with rope().
+std::vector<Output> run_rope_spans(const OpCase& c, const Side& s) {
+  const int64_t rows = c.p.n("rows"), heads = c.p.n("heads"), dim = c.p.n("dim"), n = c.p.n("spans");
+  const Shape shape{rows, heads, dim};
+  Tensor x = activation(s, shape, case_values(c, 1, shape.numel(), -2, 2, s.act));
+  const std::vector<float>& freqs = rope_freqs(dim, c.p.n("rotated"));
+  std::vector<RopeSpan> spans;
+  const int64_t per = rows / n;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t row0 = k * per, len = k + 1 == n ? rows - row0 : per;
+    if (c.p.n("gap") != 0 && len > 2) {  // two spans around one untouched middle row
+      spans.push_back(RopeSpan{row0, len / 2, 1000 * k + 7});
+      spans.push_back(RopeSpan{row0 + len / 2 + 1, len - len / 2 - 1, 1000 * k + 7 + len / 2 + 1});
+    } else {
+      spans.push_back(RopeSpan{row0, len, 1000 * k + 7});
+    }
+  }
+  if (s.twin) {
+    for (const RopeSpan& sp : spans) {
+      Tensor part = row_slice(x, sp.row0, sp.rows);
+      s.be.rope(part, sp.pos0, freqs);
+    }
+  } else {
+    s.be.rope_spans(x, spans, freqs);
+  }
+  return {out("out", s, x)};
+}
+
 std::vector<Output> run_gelu_mul(const OpCase& c, const Side& s) {
   const Shape shape{c.p.n("rows"), c.p.n("cols")};
   const Tensor g = activation(s, shape, case_values(c, 1, shape.numel(), -4, 4, s.act));
