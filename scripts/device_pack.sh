@@ -18,5 +18,5 @@ ldd "$b/diffgemma" "$b/tests/dg_cuda_tests" | awk '$3 ~ /^\// {print $3}' | sort
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt)\.so' |
   xargs -r cp -L -t "$stage/lib"
 tar -C "$stage" -cf - . | xz -T2 -6 > .carry/prebuilt.tar.xz
-git rev-parse --short HEAD > .carry/git_sha
+git describe --always --dirty --exclude='*' > .carry/git_sha  # -dirty: built from uncommitted changes
 echo ".carry/prebuilt.tar.xz: $(du -h .carry/prebuilt.tar.xz | cut -f1) ($(cat .carry/git_sha))"

@@ -17,4 +17,7 @@ fi
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
 dg=build/cuda-ci/diffgemma tests_bin=build/cuda-ci/tests/dg_cuda_tests
+# The commit the binaries were packed from, for bench's records (its --git-sha reads DG_GIT_SHA; the binary's own
+# stamp is the commit its build directory was configured at).
+export DG_GIT_SHA="${DG_GIT_SHA:-$(cat .carry/git_sha 2>/dev/null || echo unknown)}"
 $dg --version > /dev/null || { echo "the prebuilt diffgemma does not run here"; exit 1; }

@@ -48,7 +48,10 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
     `digits`: the codes' length (2 makes each code one token, so the answer is a single copied token)."""
     names = rng.sample(NAMES, distractors + 1)
     key, others = names[0], names[1:]
-    codes = {n: code(rng, digits) for n in names}
+    if digits == 2:  # distinct codes, so no distractor shares the needle's (90 values for up to 30 names)
+        codes = dict(zip(names, (str(c) for c in rng.sample(range(10, 100), len(names)))))
+    else:
+        codes = {n: code(rng, digits) for n in names}
     lines, count = [], 0
     while count < words:
         s = sentence(rng)
@@ -99,7 +102,8 @@ def selftest() -> int:
     assert rng.random() == 0.7520523458658146
     text, key, value = needle_prompt(random.Random(5), 300, 0.5, digits=2)
     assert len(value) == 2 and answer(key, value) in text
-    assert all(len(c) == 2 for _, c in re.findall(r"The code of (\w+) is (\d+)\.", text))
+    planted = re.findall(r"The code of (\w+) is (\d+)\.", text)
+    assert all(len(c) == 2 for _, c in planted) and len({c for _, c in planted}) == len(planted)
     print("needle_data selftest: ok")
     return 0
 

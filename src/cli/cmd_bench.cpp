@@ -457,6 +457,8 @@ void register_bench(CLI::App& app) {
     o->serve_opt.steps = o->steps;
     o->serve_opt.prompt_tokens = o->prompt_tokens;
     o->serve_opt.profile_step = o->profile_range == "serve-step";
+    DG_CHECK(!o->serve_opt.profile_step || o->serve, "--profile-range serve-step profiles a --serve run's batched "
+                                                     "step: add --serve");
     o->serve_opt.prefill_tokens = o->prefill_chunk;
     o->serve_opt.seed = o->seed;
     run_bench(*o);

@@ -220,7 +220,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
   }
   void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) override {
-    check(rope_spans_cuda(x.data, x.shape[1], x.shape[2], spans.data(), static_cast<int>(spans.size()),
+    check(rope_spans_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], spans.data(), static_cast<int>(spans.size()),
                           device_inv_freq(inv_freq), stream_));
   }
   void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,

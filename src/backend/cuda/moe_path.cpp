@@ -38,8 +38,9 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   // auto: calls of at least moe_auto_rows tokens take passes of 128 rows where the experts' format has them (bf16,
   // and W8A8), cuBLAS's grouped GEMM for other unpacked weights outside graph captures; smaller calls stream.
   const bool big = c.kernels.moe == MoeKernel::kAuto && T >= c.kernels.moe_auto_rows;
-  const bool wide_format = w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
-                                                : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16;
+  const bool wide_format = H % 8 == 0 && ff % 8 == 0 &&
+                           (w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
+                                                 : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16);
   const bool wide = c.kernels.moe == MoeKernel::kWide || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;

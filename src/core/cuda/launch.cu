@@ -29,6 +29,8 @@ bool device_takes_pdl() {
 
 void set_pdl(bool on) { g_pdl.store(on && device_takes_pdl(), std::memory_order_relaxed); }
 
+bool pdl_supported() { return device_takes_pdl(); }
+
 bool pdl_active() { return g_pdl.load(std::memory_order_relaxed); }
 
 }  // namespace dg::cuda

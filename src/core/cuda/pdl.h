@@ -9,5 +9,7 @@ namespace dg::cuda {
 // Process-wide: the CUDA backend sets it from CudaKernels::pdl when it is made. Off until then.
 void set_pdl(bool on);
 bool pdl_active();
+// Whether set_pdl(true) would take effect on the current device (its compute capability and the code it runs).
+bool pdl_supported();
 
 }  // namespace dg::cuda

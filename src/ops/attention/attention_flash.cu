@@ -170,7 +170,10 @@ bool attention_flash_wgmma_available() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9)
       return false;
     cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, wgmma_probe_kernel) != cudaSuccess) return false;
+    if (cudaFuncGetAttributes(&fa, wgmma_probe_kernel) != cudaSuccess) {
+      (void)cudaGetLastError();  // no error left behind for the next launch's check
+      return false;
+    }
     return fa.sharedSizeBytes > 0;
   }();
   return ok;

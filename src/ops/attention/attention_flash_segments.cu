@@ -109,8 +109,12 @@ int pair_blocks_per_sm() {
 }
 
 int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim, bool wgmma) {
-  if (wgmma) {
-    static const int n = resident_per_sm(flash_wgmma_segments_kernel, kWgThreads, kWgSmem);
+  if (wgmma) {  // the occupancy query counts dynamic shared memory only up to what the kernel is allowed
+    static const int n = [] {
+      (void)cudaFuncSetAttribute(flash_wgmma_segments_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kWgSmem));
+      return resident_per_sm(flash_wgmma_segments_kernel, kWgThreads, kWgSmem);
+    }();
     return n;
   }
   if (attention_flash_pairs(head_dim, pair_min_dim))

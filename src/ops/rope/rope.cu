@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <string>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -52,28 +53,33 @@ __global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim
 
 }  // namespace
 
-Status rope_spans_cuda(void* x, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
+Status rope_spans_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
                        const float* inv_freq, cudaStream_t s) {
+  int64_t end = 0;
+  for (int k = 0; k < n_spans; ++k) {
+    const RopeSpan& sp = spans[k];
+    if (sp.rows < 0 || sp.row0 < end || sp.row0 + sp.rows > rows)
+      return Status::error("rope_spans_cuda: spans must lie within the tensor's " + std::to_string(rows) +
+                           " rows, in row order, not overlapping (span " + std::to_string(k) + ")");
+    end = sp.row0 + sp.rows;
+  }
   for (int b = 0; b < n_spans; b += kRopeSpansPerLaunch) {
     SpanTable t;
     t.n = n_spans - b < kRopeSpansPerLaunch ? n_spans - b : kRopeSpansPerLaunch;
-    int64_t lo = INT64_MAX, hi = 0;
     for (int k = 0; k < t.n; ++k) {
       const RopeSpan& sp = spans[b + k];
-      if (sp.rows < 0 || (k > 0 && sp.row0 < t.row_end[k - 1]))
-        return Status::error("rope_spans_cuda: spans must be in row order and must not overlap");
       t.row0[k] = sp.row0;
       t.row_end[k] = sp.row0 + sp.rows;
       t.shift[k] = sp.pos0 - sp.row0;
-      lo = t.row0[k] < lo ? t.row0[k] : lo;
-      hi = t.row_end[k] > hi ? t.row_end[k] : hi;
     }
-    const int64_t total = (hi - lo) * heads * (head_dim / 2);
+    const int64_t lo = t.row0[0], total = (t.row_end[t.n - 1] - lo) * heads * (head_dim / 2);
     if (total <= 0) continue;
     cuda::launch(rope_spans_kernel, cuda::blocks_for(total, 256), 256, 0, s, static_cast<cuda::bf16*>(x), heads,
                  head_dim, inv_freq, lo, total, t);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, "rope_spans_cuda");
   }
-  return cuda_status(cudaGetLastError(), "rope_spans_cuda");
+  return Status::ok();
 }
 
 Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,

@@ -15,10 +15,11 @@ namespace dg {
 // x: device bf16 [rows, heads, head_dim] rotated in place at positions pos0 + row; inv_freq: device f32 [head_dim/2].
 Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,
                  cudaStream_t s);
-// rope_cuda over several spans of x's rows (host array `spans`, read before the call returns) in one launch per
-// kRopeSpansPerLaunch spans; spans in row order, not overlapping (an error otherwise); rows of no span unchanged.
+// rope_cuda over several spans of x's `rows` rows (host array `spans`, read before the call returns) in one launch
+// per kRopeSpansPerLaunch spans; spans within [0, rows), in row order, not overlapping (an error before any launch
+// otherwise); rows of no span unchanged.
 constexpr int kRopeSpansPerLaunch = 64;
-Status rope_spans_cuda(void* x, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
+Status rope_spans_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
                        const float* inv_freq, cudaStream_t s);
 
 }  // namespace dg
