@@ -1,9 +1,9 @@
 // PTX wrappers for Hopper's warpgroup MMA (sm_90a): shared-memory matrix descriptors for K-major and MN-major tiles
 // in the 128-byte swizzle, and wgmma.mma_async with f32 accumulation: e4m3 (m64nNk32) and bf16 or f16 (m64nNk16)
-// operands from shared memory, or bf16 or f16 with A from registers. mma.sync has no e4m3 form on Hopper (the compiler unpacks the codes
-// to f16 and runs f16 products), so this is the way to the fp8 tensor cores there. Reference: PTX ISA,
-// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors, wgmma.mma_async, wgmma.fence,
-// wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
+// operands from shared memory, or bf16 or f16 with A from registers. mma.sync has no e4m3 form on Hopper (the
+// compiler unpacks the codes to f16 and runs f16 products), so this is the way to the fp8 tensor cores there.
+// Reference: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (matrix descriptors,
+// wgmma.mma_async, wgmma.fence, wgmma.commit_group, wgmma.wait_group) and "fence.proxy.async".
 //
 // The tiles: rows of 128 bytes (128 e4m3 codes of one row's K slice), 16-byte chunk c of row r stored at chunk
 // c ^ (r % 8), the tile 1024-byte aligned: the hardware's 128-byte swizzle (address bits 4-6 XOR bits 7-9). A k32

@@ -156,7 +156,7 @@ Status launch_wgmma(FlashArgs a, int max_splits, cudaStream_t s) {
                                                        static_cast<int>(kWgSmem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, wgmma)");
   static const int per_sm = resident_per_sm(flash_wgmma_kernel, kWgThreads, kWgSmem);
-  const bool pair = (a.n_heads / a.n_kv) % 2 == 0;
+  const bool pair = wg_pair(a.n_heads, a.n_kv);
   return launch_split<kWgD>(flash_wgmma_kernel, kWgThreads, kWgSmem, per_sm, 1, kWgKeys, a, max_splits, s,
                             wg_block_rows(pair), wg_block_heads(pair), pair);
 }
@@ -181,7 +181,6 @@ bool attention_flash_wgmma_available() {
 
 Status attention_flash_wgmma_check(const char* what) {
   if (attention_flash_wgmma_available()) return Status::ok();
-  (void)cudaGetLastError();  // a failed probe leaves no error behind for the next launch's check
   return Status::error(std::string(what) + ": --attention-wgmma needs an sm_90a build and a Hopper GPU");
 }
 

@@ -59,8 +59,6 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #endif
 }
 
-// Whether the wgmma block takes two heads of 64 rows (n_heads / n_kv even) or 128 rows of one head.
-bool wgmma_pair(const AttnShape& shape) { return (shape.n_heads / shape.n_kv_heads) % 2 == 0; }
 
 Status launch_wgmma(const SegmentTable& t, int n_heads, bool pair, cudaStream_t s) {
   static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_segments_kernel,
@@ -136,8 +134,9 @@ bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const Att
                                    int pair_min_dim, bool wgmma) {
   if (!attention_flash_supports(shape.head_dim)) return false;
   const bool wg = wgmma && shape.head_dim == kWgD && attention_flash_wgmma_available();
-  const int64_t tile_rows = wg ? wg_block_rows(wgmma_pair(shape)) : kRows;
-  const int64_t heads = wg ? shape.n_heads / wg_block_heads(wgmma_pair(shape)) : shape.n_heads;
+  const bool pair = wg_pair(shape.n_heads, shape.n_kv_heads);
+  const int64_t tile_rows = wg ? wg_block_rows(pair) : kRows;
+  const int64_t heads = wg ? shape.n_heads / wg_block_heads(pair) : shape.n_heads;
   int64_t tiles = 0;
   for (const FlashSegment& g : segs) tiles += (g.rows + tile_rows - 1) / tile_rows;
   const bool pairs = attention_flash_pairs(shape.head_dim, pair_min_dim);
@@ -158,10 +157,10 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
   const int64_t D = shape.head_dim, q_row = shape.n_heads * D, kv_row = shape.n_kv_heads * D;
   const bool wide = out_cols >= 256, pairs = attention_flash_pairs(D, pair_min_dim);
-  const bool wg = wgmma && D == kWgD, wg_pair = wgmma_pair(shape);
+  const bool wg = wgmma && D == kWgD, pair = wg_pair(shape.n_heads, shape.n_kv_heads);
   if (wg)
     if (Status st = attention_flash_wgmma_check(what); !st.is_ok()) return st;
-  const int64_t tile_rows = wg ? wg_block_rows(wg_pair) : kRows;
+  const int64_t tile_rows = wg ? wg_block_rows(pair) : kRows;
   SegmentTable t{};
   int tiles = 0;
   auto flush = [&]() -> Status {
@@ -170,7 +169,7 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     const int H = static_cast<int>(shape.n_heads);
     Status st;
     if (wg)
-      st = launch_wgmma(t, H, wg_pair, s);
+      st = launch_wgmma(t, H, pair, s);
     else if (pairs)
       st = D == 256 ? launch_pair<256>(t, H, s) : launch_pair<512>(t, H, s);
     else switch (D) {

@@ -46,21 +46,16 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
-// row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
-// kRowStep-th row; its ring slot advances by kRowStep per row (one modulo per tile, no division per chunk).
-template <int kWidth, int kTileKeys = kKeys, int kTileThreads = kThreads>
-__device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
-                                          int kvh, int D, int64_t j0, int col0) {
-  constexpr int kChunks = kWidth / 8, kRowStep = kTileThreads / kChunks, kPer = kTileKeys / kRowStep;
-  static_assert(kTileThreads % kChunks == 0 && kTileKeys % kRowStep == 0, "whole rows per thread");
-  const int ch = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
-  const int64_t S = a.n_cached + a.n_fresh, stride = static_cast<int64_t>(a.n_kv) * D;
-  const f16* cbase = cache + kvh * D + col0 + ch * 8;
-  const f16* fbase = fresh + kvh * D + col0 + ch * 8;
-  int64_t j = j0 + r0, slot = a.from + j;
+// One 16-byte chunk column of kPer key rows, j, j + kStep, ... (global key indices) into shared memory at dst0 +
+// k * dst_step bytes: cache rows through their ring slots, then fresh rows, zeros past S. cbase and fbase point at
+// the chunk in key row 0 of the cache and of the fresh rows; stride is a key row's length in halves. The ring slot
+// advances by kStep per row (one modulo per call, no division per chunk).
+template <int kPer, int kStep>
+__device__ __forceinline__ void copy_key_rows(uint32_t dst0, uint32_t dst_step, const f16* cbase, const f16* fbase,
+                                              int64_t stride, const FlashArgs& a, int64_t j) {
+  const int64_t S = a.n_cached + a.n_fresh;
+  int64_t slot = a.from + j;
   if (a.ring) slot %= a.cap;
-  const uint32_t d0 = cuda::smem_u32(dst + r0 * ld + ch * 8);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const void* src = a.q;  // any valid address when zero-filling
@@ -72,12 +67,26 @@ __device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, co
       src = fbase + (j - a.n_cached) * stride;
       valid = true;
     }
-    cuda::cp_async16(d0 + static_cast<uint32_t>(k * kRowStep * ld * 2), src, valid);
-    j += kRowStep;
-    slot += kRowStep;
+    cuda::cp_async16(dst0 + static_cast<uint32_t>(k) * dst_step, src, valid);
+    j += kStep;
+    slot += kStep;
     if (a.ring)
       while (slot >= a.cap) slot -= a.cap;
   }
+}
+
+// Rows of a [kKeys, width] tile (width halves starting at column col0 of each key row) into shared memory with
+// row stride `ld`; key j of the tile is global key j0 + j. A thread copies one 16-byte chunk column of every
+// kRowStep-th row.
+template <int kWidth, int kTileKeys = kKeys, int kTileThreads = kThreads>
+__device__ __forceinline__ void load_tile(f16* dst, int ld, const f16* cache, const f16* fresh, const FlashArgs& a,
+                                          int kvh, int D, int64_t j0, int col0) {
+  constexpr int kChunks = kWidth / 8, kRowStep = kTileThreads / kChunks, kPer = kTileKeys / kRowStep;
+  static_assert(kTileThreads % kChunks == 0 && kTileKeys % kRowStep == 0, "whole rows per thread");
+  const int ch = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
+  const int64_t stride = static_cast<int64_t>(a.n_kv) * D;
+  copy_key_rows<kPer, kRowStep>(cuda::smem_u32(dst + r0 * ld + ch * 8), static_cast<uint32_t>(kRowStep * ld * 2),
+                                cache + kvh * D + col0 + ch * 8, fresh + kvh * D + col0 + ch * 8, stride, a, j0 + r0);
 }
 
 // The block's Q tile (rows [r0, r0 + kRows) of head h; rows past the end are zero) as f16 into qs (row stride kD + 8):

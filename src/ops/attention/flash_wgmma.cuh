@@ -25,6 +25,8 @@ constexpr size_t kWgSmem = 6 * static_cast<size_t>(kWgTile) + 1024;
 // Where a block's two warpgroups work. Pair form (n_heads / n_kv even): block (x, y) takes rows [64 x, +64) of the
 // query heads 2 y and 2 y + 1, which share one KV head, so each K/V tile feeds twice the products. Single form (an
 // odd ratio): rows [128 x, +128) of head y, 64 per warpgroup.
+// The pair form where n_heads / n_kv is even, else the single form.
+__host__ __device__ constexpr bool wg_pair(int64_t n_heads, int64_t n_kv) { return (n_heads / n_kv) % 2 == 0; }
 __host__ __device__ constexpr int wg_block_rows(bool pair) { return pair ? kWgRows : 2 * kWgRows; }
 __host__ __device__ constexpr int wg_block_heads(bool pair) { return pair ? 2 : 1; }
 
@@ -42,29 +44,8 @@ __device__ __forceinline__ uint32_t wg_offset(int row, int chunk) {
 __device__ __forceinline__ void wg_load_tile(uint32_t dst, const f16* cache, const f16* fresh, const FlashArgs& a,
                                              int kvh, int64_t j0) {
   const int ch = static_cast<int>(threadIdx.x) & 31, r0 = static_cast<int>(threadIdx.x) >> 5;
-  const int64_t S = a.n_cached + a.n_fresh, stride = static_cast<int64_t>(a.n_kv) * kWgD;
-  const f16* cbase = cache + kvh * kWgD + ch * 8;
-  const f16* fbase = fresh + kvh * kWgD + ch * 8;
-  int64_t j = j0 + r0, slot = a.from + j;
-  if (a.ring) slot %= a.cap;
-  const uint32_t d0 = dst + wg_offset(r0, ch);
-#pragma unroll
-  for (int k = 0; k < kWgKeys / 8; ++k) {
-    const void* src = a.q;  // any valid address when zero-filling
-    bool valid = false;
-    if (j < a.n_cached) {
-      src = cbase + slot * stride;
-      valid = true;
-    } else if (j < S) {
-      src = fbase + (j - a.n_cached) * stride;
-      valid = true;
-    }
-    cuda::cp_async16(d0 + static_cast<uint32_t>(k * 8 * 128), src, valid);
-    j += 8;
-    slot += 8;
-    if (a.ring)
-      while (slot >= a.cap) slot -= a.cap;
-  }
+  copy_key_rows<kWgKeys / 8, 8>(dst + wg_offset(r0, ch), 8 * 128, cache + kvh * kWgD + ch * 8,
+                                fresh + kvh * kWgD + ch * 8, static_cast<int64_t>(a.n_kv) * kWgD, a, j0 + r0);
 }
 
 // A warpgroup's Q tile (rows [r0, r0 + 64) of head h, zeros past the end) converted bf16 -> f16 into `qs` (exact

@@ -6,12 +6,17 @@
 namespace dg {
 namespace {
 
+// One logit: rounded to bf16 (the reference's storage), then capped (cap <= 0: no cap).
+__device__ __forceinline__ float softcapped(float x, float cap) {
+  const float l = cuda::rbf(x);
+  return cap > 0.0f ? tanhf(l / cap) * cap : l;
+}
+
 __global__ void softcap_kernel(float* x, int64_t n, float cap) {
   cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float l = cuda::rbf(x[i]);
-  x[i] = cap > 0.0f ? tanhf(l / cap) * cap : l;
+  x[i] = softcapped(x[i], cap);
 }
 
 // The same, four logits per thread with 16-byte accesses (n % 4 == 0, aligned): the same value per element.
@@ -22,10 +27,7 @@ __global__ void softcap_vec_kernel(float4* x, int64_t n4, float cap) {
   float4 q = x[i];
   float* e = reinterpret_cast<float*>(&q);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float l = cuda::rbf(e[k]);
-    e[k] = tanhf(l / cap) * cap;
-  }
+  for (int k = 0; k < 4; ++k) e[k] = softcapped(e[k], cap);
   x[i] = q;
 }
 

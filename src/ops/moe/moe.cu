@@ -11,12 +11,16 @@ namespace {
 
 using cuda::bf16;
 
+// One element of the router's input: the normed value times its scale (rounded to bf16), times hidden^-1/2.
+__device__ __forceinline__ bf16 router_prepped(bf16 x, bf16 scale, float root) {
+  return __float2bfloat16_rn(cuda::rbf(__bfloat162float(x) * __bfloat162float(scale)) * root);
+}
+
 __global__ void router_prep_kernel(bf16* x, const bf16* scale, int64_t hidden, float root, int64_t n) {
   cuda::pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float v = cuda::rbf(__bfloat162float(x[i]) * __bfloat162float(scale[i % hidden]));
-  x[i] = __float2bfloat16_rn(v * root);
+  x[i] = router_prepped(x[i], scale[i % hidden], root);
 }
 
 // The same, eight elements per thread with 16-byte accesses (hidden % 8 == 0, aligned rows): block y is a row.
@@ -30,10 +34,7 @@ __global__ void router_prep_vec_kernel(uint4* x, const uint4* scale, int64_t chu
   auto* e = reinterpret_cast<bf16*>(&raw);
   const auto* w = reinterpret_cast<const bf16*>(&sraw);
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const float v = cuda::rbf(__bfloat162float(e[k]) * __bfloat162float(w[k]));
-    e[k] = __float2bfloat16_rn(v * root);
-  }
+  for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
   row[c] = raw;
 }
 

@@ -11,6 +11,16 @@ namespace {
 
 using cuda::rbf;
 
+// Rotates pair i of the head at v (elements i and i + half) by the angle of position `pos`, rounded as rope.h says.
+__device__ __forceinline__ void rotate_pair(cuda::bf16* v, int64_t i, int64_t half, int64_t pos,
+                                            const float* inv_freq) {
+  const float ang = static_cast<float>(pos) * inv_freq[i];
+  const float c = rbf(cosf(ang)), sn = rbf(sinf(ang));
+  const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
+  v[i] = __float2bfloat16_rn(rbf(a * c) + rbf(-b * sn));
+  v[i + half] = __float2bfloat16_rn(rbf(b * c) + rbf(a * sn));
+}
+
 __global__ void rope_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, int64_t pos0, const float* inv_freq,
                             int64_t total) {
   cuda::pdl_enter();
@@ -18,12 +28,7 @@ __global__ void rope_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, int6
   if (t >= total) return;
   const int64_t half = head_dim / 2;
   const int64_t i = t % half, rh = t / half, row = rh / heads;
-  const float ang = static_cast<float>(pos0 + row) * inv_freq[i];
-  const float c = rbf(cosf(ang)), sn = rbf(sinf(ang));
-  cuda::bf16* v = x + rh * head_dim;
-  const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
-  v[i] = __float2bfloat16_rn(rbf(a * c) + rbf(-b * sn));
-  v[i + half] = __float2bfloat16_rn(rbf(b * c) + rbf(a * sn));
+  rotate_pair(x + rh * head_dim, i, half, pos0 + row, inv_freq);
 }
 
 // Several spans of rows in one launch: row r of span s (row0[s] <= r < row_end[s]) at position r + shift[s]; rows
@@ -43,12 +48,7 @@ __global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim
   int s = 0;
   while (s < spans.n && row >= spans.row_end[s]) ++s;
   if (s == spans.n || row < spans.row0[s]) return;
-  const float ang = static_cast<float>(row + spans.shift[s]) * inv_freq[i];
-  const float c = rbf(cosf(ang)), sn = rbf(sinf(ang));
-  cuda::bf16* v = x + rh * head_dim;
-  const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
-  v[i] = __float2bfloat16_rn(rbf(a * c) + rbf(-b * sn));
-  v[i + half] = __float2bfloat16_rn(rbf(b * c) + rbf(a * sn));
+  rotate_pair(x + rh * head_dim, i, half, row + spans.shift[s], inv_freq);
 }
 
 }  // namespace
