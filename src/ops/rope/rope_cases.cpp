@@ -17,8 +17,11 @@ constexpr Bound kCudaRope{
 constexpr Bound kCudaRopeSpans{
     .of_peak = 0x1p-6,
     .min_cosine = 0.9999,
-    .basis = "rope's arithmetic per span (the same f32 angles and bf16 roundings as rope_kernel)",
-    .measured = nullptr};
+    .basis = "rope's arithmetic per span (the same f32 angles and bf16 roundings as rope_kernel); positions reach "
+             "31,262 here, where sincosf and libm differ by an ulp more often than below 8,192",
+    .measured = "Backends/OpConformance (H200, 2026-12-03, commit 2ddad82): bit for bit in the three small cases; "
+                "32 canvases (positions to 31,262): max |d| 1.56e-2 (one bf16 ulp at 2-4), cosine 1.000000, "
+                "worst/bound 0.354"};
 
 OpCase rope(std::string name, CaseParams p) {
   return {"rope", "rope", std::move(name), std::move(p), DType::kBF16, false, false, {{"cuda", "", kCudaRope}}};
