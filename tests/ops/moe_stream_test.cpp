@@ -599,7 +599,10 @@ TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {
 
 TEST(MoeStreamFp8ActCuda, QuantisationMatchesEncodeRows) {
   DG_NEED_GPU();
-  for (auto [rows, K] : {std::pair<int64_t, int64_t>{3, 7}, {256, 2816}, {2048, 704}, {5, 1000}}) {
+  // Rows held in registers by 32, 64, 128 and 256 threads (K / 8 up to 128, 256, 512, 1,024 chunks), the warp-per-row
+  // kernel past that and for K not a multiple of 8.
+  for (auto [rows, K] : {std::pair<int64_t, int64_t>{3, 7}, {256, 2816}, {2048, 704}, {5, 1000}, {7, 1032},
+                         {9, 4096}, {4, 8192}, {3, 8200}}) {
     auto x = rand_bf16(static_cast<size_t>(rows * K), 51 + static_cast<uint64_t>(K), 3.0f);
     std::fill_n(x.begin(), K, uint16_t{0});  // an all-zero row: scale 0, codes 0
     x[static_cast<size_t>(K)] = f32_to_bf16(1e6f);  // a large outlier in row 1

@@ -35,13 +35,43 @@ __global__ void convert_kernel(const S* src, D* dst, int64_t n) {
   if (i < n) dst[i] = cuda::from_f32<D>(cuda::to_f32(src[i]));
 }
 
+// Eight elements per thread, as one aligned load and one aligned store (n a multiple of 8, both ends aligned to
+// eight elements): the per-element form left a 256 x 2,048 K/V copy at 4 µs on an H200.
+template <typename T>
+struct alignas(8 * sizeof(T)) Pack8 {
+  T v[8];
+};
+
+template <typename S, typename D>
+__global__ void convert8_kernel(const Pack8<S>* src, Pack8<D>* dst, int64_t n8) {
+  cuda::pdl_enter();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n8) return;
+  const Pack8<S> a = src[i];
+  Pack8<D> b;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) b.v[k] = cuda::from_f32<D>(cuda::to_f32(a.v[k]));
+  dst[i] = b;
+}
+
+template <typename S, typename D>
+void launch_convert(const void* src, void* dst, int64_t n, cudaStream_t s) {
+  const bool packed = n % 8 == 0 && reinterpret_cast<uintptr_t>(src) % sizeof(Pack8<S>) == 0 &&
+                      reinterpret_cast<uintptr_t>(dst) % sizeof(Pack8<D>) == 0;
+  if (packed)
+    cuda::launch(convert8_kernel<S, D>, cuda::blocks_for(n / 8, 256), 256, 0, s, static_cast<const Pack8<S>*>(src),
+                 static_cast<Pack8<D>*>(dst), n / 8);
+  else
+    cuda::launch(convert_kernel<S, D>, cuda::blocks_for(n, 256), 256, 0, s, static_cast<const S*>(src),
+                 static_cast<D*>(dst), n);
+}
+
 template <typename S>
 Status convert_to(const void* src, void* dst, DType dt, int64_t n, cudaStream_t s) {
-  const unsigned g = cuda::blocks_for(n, 256);
   switch (dt) {
-    case DType::kBF16: cuda::launch(convert_kernel<S, bf16>, g, 256, 0, s, static_cast<const S*>(src), static_cast<bf16*>(dst), n); break;
-    case DType::kF16: cuda::launch(convert_kernel<S, f16>, g, 256, 0, s, static_cast<const S*>(src), static_cast<f16*>(dst), n); break;
-    case DType::kF32: cuda::launch(convert_kernel<S, float>, g, 256, 0, s, static_cast<const S*>(src), static_cast<float*>(dst), n); break;
+    case DType::kBF16: launch_convert<S, bf16>(src, dst, n, s); break;
+    case DType::kF16: launch_convert<S, f16>(src, dst, n, s); break;
+    case DType::kF32: launch_convert<S, float>(src, dst, n, s); break;
     default: return Status::error("convert_cuda: unsupported destination dtype");
   }
   return cuda_status(cudaGetLastError(), "convert_cuda");
@@ -53,15 +83,17 @@ struct SplitArgs {
   int n;
 };
 
-__global__ void split_cols_kernel(const uint4* src, int64_t chunks, SplitArgs a) {
+// A block per row: output o takes the row's chunks [begin[o], begin[o + 1]) (no division per chunk; a thread per
+// chunk with a 64-bit division took 8-10 µs for the 256 x 8,192 q/k/v split on an H200).
+__global__ void split_cols_kernel(const uint4* src, SplitArgs a) {
   cuda::pdl_enter();
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= chunks) return;
-  const int64_t row = i / a.begin[a.n], c = i % a.begin[a.n];
-  int o = 0;
-  while (c >= a.begin[o + 1]) ++o;
-  const int64_t w = a.begin[o + 1] - a.begin[o];
-  static_cast<uint4*>(a.dst[o])[row * w + c - a.begin[o]] = src[i];
+  const int64_t row = blockIdx.x;
+  const uint4* sr = src + row * a.begin[a.n];
+  for (int o = 0; o < a.n; ++o) {
+    const int64_t b = a.begin[o], w = a.begin[o + 1] - b;
+    uint4* d = static_cast<uint4*>(a.dst[o]) + row * w;
+    for (int64_t c = threadIdx.x; c < w; c += blockDim.x) d[c] = sr[b + c];
+  }
 }
 
 }  // namespace
@@ -104,9 +136,9 @@ Status split_cols_cuda(const void* src, int64_t rows, void* const* dst, const in
     a.dst[i] = dst[i];
     a.begin[i + 1] = a.begin[i] + widths[i] / 8;
   }
-  const int64_t chunks = rows * a.begin[n];
-  if (chunks == 0) return Status::ok();
-  cuda::launch(split_cols_kernel, cuda::blocks_for(chunks, 256), 256, 0, s, static_cast<const uint4*>(src), chunks, a);
+  if (rows == 0 || a.begin[n] == 0) return Status::ok();
+  if (rows > 0x7fffffff) return Status::error("split_cols_cuda: too many rows");
+  cuda::launch(split_cols_kernel, static_cast<unsigned>(rows), 256, 0, s, static_cast<const uint4*>(src), a);
   return cuda_status(cudaGetLastError(), "split_cols_cuda");
 }
 

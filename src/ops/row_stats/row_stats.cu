@@ -51,7 +51,8 @@ __device__ double block_sum(double v, double* sh) {
 // Row statistics in slices: block (row, slice) walks its slice of the vocabulary once with a running max per
 // thread (when the max grows, the f64 sums s = sum e^d and sx = sum e^d d, d = y - max, are rescaled), then the
 // block merges its threads in a fixed order; stats_merge_kernel merges the slices of a row, again in order. Same
-// quantities as row_stats_cpu; summation order differs, so the f64 sums agree to rounding, not bit for bit.
+// quantities as row_stats_cpu; each e^d is an f32 expf and the summation order differs, so the sums agree to about
+// 1e-7 relative, not bit for bit.
 struct Partial {
   float m;
   int i;
@@ -69,9 +70,11 @@ __device__ __forceinline__ void online_add(float y, int v, float& m, int& mi, do
     mi = v;
   }
   if (y == -INFINITY) return;  // weighs nothing (and m may still be -inf)
-  const double d = static_cast<double>(y) - static_cast<double>(m), e = exp(d);
-  s += e;
-  sx += e * d;
+  // Per element in f32 (an f64 exp per entry made this pass compute-bound: 267 µs for 256 x 262,144 on an H200),
+  // summed in f64: relative error about 1e-7 against row_stats_cpu's f64 exp, under the 1e-5 bound.
+  const float d = y - m, e = expf(d);
+  s += static_cast<double>(e);
+  sx += static_cast<double>(e) * static_cast<double>(d);
 }
 
 // (s, sx) measured from max m, re-expressed from max M >= m.
