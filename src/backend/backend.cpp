@@ -64,6 +64,30 @@ void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_
   rope(out, pos0, inv_freq);
 }
 
+void Backend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
+                        std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
+                        Tensor& vn) {
+  DG_CHECK(w.size() == 3 && w[1] != nullptr && (w[0] == nullptr) == (qn == nullptr) && !spans.empty(),
+           "qkv_heads: weights {{q, k, v}} with k, qn exactly when q, and at least one span");
+  const int64_t rows = a.shape[0], n_kv = kn.shape[1], D = kn.shape[2];
+  Tensor k = alloc(Shape{rows, n_kv * D}), v = k, q;
+  if (w[2] != nullptr) v = alloc(Shape{rows, n_kv * D});
+  if (qn != nullptr) q = alloc(Shape{rows, qn->shape[1] * D});
+  Tensor* outs[] = {&q, &k, &v};
+  linears(a, w, outs);
+  const auto norm_rope = [&](const Tensor& x, const Tensor* wn, Tensor& out) {
+    if (spans.size() == 1) {
+      rmsnorm_rope(x, wn, out, spans[0].pos0, inv_freq);
+    } else {
+      rmsnorm(x, wn, out);
+      rope_spans(out, spans, inv_freq);
+    }
+  };
+  norm_rope(k.reshaped(Shape{rows, n_kv, D}), &k_norm, kn);
+  rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
+  if (qn != nullptr) norm_rope(q.reshaped(Shape{rows, qn->shape[1], D}), q_norm, *qn);
+}
+
 void Backend::rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) {
   for (const RopeSpan& sp : spans) {
     Tensor part = row_slice(x, sp.row0, sp.rows);

@@ -107,6 +107,14 @@ class Backend {
   // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
+  // The attention block's heads from its normed input a: the products of w = {q, k, v} (q null: k and v only, as
+  // the encoder's last layer; v null: V is the raw K product, as the full layers take it), each head row RMS-normed
+  // (q and k by q_norm and k_norm, v unscaled), q and k rotated at each span's positions (spans: the sequences'
+  // rows, in order). qn [rows, n_heads, D] (null with w[0]), kn and vn [rows, n_kv, D]. The default composes
+  // linears, rmsnorm_rope (one span) or rmsnorm and rope_spans, and rmsnorm.
+  virtual void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
+                         const Tensor& k_norm, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq,
+                         Tensor* qn, Tensor& kn, Tensor& vn);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over the cached positions [cache_from, cache_to) of a
   // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].

@@ -53,31 +53,36 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   Tensor a = be_.alloc(Shape{rows, hidden});
   be_.rmsnorm(h, &w.input_norm, a);
   emit(trace, p + "input_layernorm", a);
-  Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
-  if (spec.sliding) v = be_.alloc(Shape{rows, n_kv * D});
-  if (!kv_only) q = be_.alloc(Shape{rows, n_heads * D});
   const Tensor* ws[] = {kv_only ? nullptr : &w.q, &w.k, spec.sliding ? &w.v : nullptr};
-  Tensor* outs[] = {&q, &k, &v};
-  be_.linears(a, ws, outs);
-  emit(trace, p + "self_attn.k_proj", k);
-  if (spec.sliding) emit(trace, p + "self_attn.v_proj", v);
-  // One sequence and no trace: the per-head norm and the rotation as one op (rmsnorm_rope); otherwise op by op,
-  // each sequence rotated at its own positions.
-  const bool traced = trace != nullptr && *trace;
-  const bool one_rope = segs.size() == 1 && !traced;
   std::vector<RopeSpan> spans;  // each sequence's rows at its own positions
   for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
-  Tensor kn = be_.alloc(Shape{rows, n_kv, D});
-  if (one_rope) {
-    be_.rmsnorm_rope(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn, segs[0].pos0, inv_freq);
+  Tensor kn = be_.alloc(Shape{rows, n_kv, D}), vn = be_.alloc(Shape{rows, n_kv, D}), qn;
+  if (!kv_only) qn = be_.alloc(Shape{rows, n_heads, D});
+  const bool traced = trace != nullptr && *trace;
+  if (!traced) {
+    // Products, per-head norms and rotations as one op (a backend may fuse them).
+    be_.qkv_heads(a, ws, kv_only ? nullptr : &w.q_norm, w.k_norm, spans, inv_freq, kv_only ? nullptr : &qn, kn, vn);
   } else {
+    // Op by op, each intermediate emitted.
+    Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
+    if (spec.sliding) v = be_.alloc(Shape{rows, n_kv * D});
+    if (!kv_only) q = be_.alloc(Shape{rows, n_heads * D});
+    Tensor* outs[] = {&q, &k, &v};
+    be_.linears(a, ws, outs);
+    emit(trace, p + "self_attn.k_proj", k);
+    if (spec.sliding) emit(trace, p + "self_attn.v_proj", v);
     be_.rmsnorm(k.reshaped(Shape{rows, n_kv, D}), &w.k_norm, kn);
     emit(trace, p + "self_attn.k_norm", kn);
     be_.rope_spans(kn, spans, inv_freq);
+    be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
+    emit(trace, p + "self_attn.v_norm", vn);
+    if (!kv_only) {
+      emit(trace, p + "self_attn.q_proj", q);
+      be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
+      emit(trace, p + "self_attn.q_norm", qn);
+      be_.rope_spans(qn, spans, inv_freq);
+    }
   }
-  Tensor vn = be_.alloc(Shape{rows, n_kv, D});
-  be_.rmsnorm(v.reshaped(Shape{rows, n_kv, D}), nullptr, vn);
-  emit(trace, p + "self_attn.v_norm", vn);
 
   // Each sequence appends its rows to its own cache (encoder).
   const auto kv_write = [&] {
@@ -89,15 +94,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   if (kv_only) {
     kv_write();
     return h;
-  }
-  emit(trace, p + "self_attn.q_proj", q);
-  Tensor qn = be_.alloc(Shape{rows, n_heads, D});
-  if (one_rope) {
-    be_.rmsnorm_rope(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn, segs[0].pos0, inv_freq);
-  } else {
-    be_.rmsnorm(q.reshaped(Shape{rows, n_heads, D}), &w.q_norm, qn);
-    emit(trace, p + "self_attn.q_norm", qn);
-    be_.rope_spans(qn, spans, inv_freq);
   }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
   const bool causal = phase == Phase::kEncode;

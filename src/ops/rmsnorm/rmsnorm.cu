@@ -2,6 +2,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rmsnorm/warp_norm.cuh"
 
 #include <string>
 
@@ -9,6 +10,7 @@ namespace dg {
 namespace {
 
 using cuda::from_f32;
+using norm::load8;
 using cuda::to_f32;
 
 constexpr int kThreads = 256;
@@ -41,18 +43,6 @@ __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TW* __restrict__ 
     if (w != nullptr) v *= to_f32(w[i]);
     yr[i] = from_f32<TY>(v);
   }
-}
-
-// Eight consecutive bf16 or f32 values as floats (16-byte aligned: one or two vector loads).
-__device__ __forceinline__ void load8(const cuda::bf16* p, float (&out)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = __bfloat162float(e[i]);
-}
-__device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
-  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
 // bf16 rows of up to kVecMaxDim elements (a multiple of 8; the hidden-size norms): one block of kVecThreads per row,
@@ -103,82 +93,21 @@ __global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf
   }
 }
 
-// bf16 rows of at most kWarpMaxDim elements (a multiple of 8): one warp per row, 16-byte loads held in registers,
-// the sum of squares by warp butterfly. With kRope the normed row (rounded to bf16, as stored) is rotated as
-// rope_kernel does, position pos0 + row / heads, through a per-warp shared copy for the partner elements.
-constexpr int kWarpMaxDim = 1024, kWarpVecs = kWarpMaxDim / 256, kRowsPerBlock = 8;
+// bf16 rows of at most kWarpMaxDim elements: one warp per row (warp_norm.cuh), with kRope the normed row rotated at
+// position pos0 + row / heads.
+constexpr int kRowsPerBlock = 8;
 
 template <bool kRope>
 __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w,
                                     cuda::bf16* __restrict__ y, int64_t rows, int dim, float eps, int64_t heads,
                                     int64_t pos0, const float* __restrict__ inv_freq) {
   cuda::pdl_enter();
-  __shared__ float normed[kRope ? kRowsPerBlock : 1][kRope ? kWarpMaxDim : 1];
-  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  __shared__ float normed[kRope ? kRowsPerBlock : 1][kRope ? norm::kWarpMaxDim : 1];
+  const int wi = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + wi;
   if (row >= rows) return;
-  const cuda::bf16* xr = x + row * dim;
-  float v[kWarpVecs][8];
-  float ss = 0.0f;
-#pragma unroll
-  for (int s = 0; s < kWarpVecs; ++s) {
-    const int d0 = 8 * (lane + 32 * s);
-    if (d0 >= dim) continue;
-    const uint4 raw = *reinterpret_cast<const uint4*>(xr + d0);
-    const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      v[s][i] = __bfloat162float(e[i]);
-      ss += v[s][i] * v[s][i];
-    }
-  }
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
-#pragma unroll
-  for (int s = 0; s < kWarpVecs; ++s) {
-    const int d0 = 8 * (lane + 32 * s);
-    if (d0 >= dim) continue;
-    float wv[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-    if (w != nullptr) load8(w + d0, wv);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float n = v[s][i] * inv;
-      if (w != nullptr) n *= wv[i];
-      v[s][i] = cuda::rbf(n);
-      if constexpr (kRope) normed[wi][d0 + i] = v[s][i];
-    }
-  }
-  if constexpr (kRope) {
-    __syncwarp();
-    const int half = dim / 2;
-    const float pos = static_cast<float>(pos0 + row / heads);
-#pragma unroll
-    for (int s = 0; s < kWarpVecs; ++s) {
-      const int d0 = 8 * (lane + 32 * s);
-      if (d0 >= dim) continue;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int d = d0 + i, j = d < half ? d : d - half;
-        float sn, c;
-        sincosf(pos * inv_freq[j], &sn, &c);
-        c = cuda::rbf(c);
-        sn = cuda::rbf(sn);
-        const float a = normed[wi][j], b = normed[wi][j + half];
-        v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
-      }
-    }
-  }
-  cuda::bf16* yr = y + row * dim;
-#pragma unroll
-  for (int s = 0; s < kWarpVecs; ++s) {
-    const int d0 = 8 * (lane + 32 * s);
-    if (d0 >= dim) continue;
-    uint4 raw;
-    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(v[s][i]);
-    *reinterpret_cast<uint4*>(yr + d0) = raw;
-  }
+  norm::warp_norm_row<kRope>(x + row * dim, w, y + row * dim, dim, eps, kRope,
+                             static_cast<float>(pos0 + row / heads), inv_freq, normed[wi]);
 }
 
 // Rows of 16-byte chunks (dim a multiple of 8, x, w and y 16-byte aligned; w may be null) of at most max_dim.
@@ -187,7 +116,7 @@ bool chunked_rows(const void* x, const void* w, const void* y, int64_t dim, int6
          ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
 }
 bool warp_shape(const void* x, const void* w, const void* y, int64_t dim) {
-  return chunked_rows(x, w, y, dim, kWarpMaxDim);
+  return chunked_rows(x, w, y, dim, norm::kWarpMaxDim);
 }
 
 template <typename TW>

@@ -1,6 +1,7 @@
-// Cases of rmsnorm and rmsnorm_rope (src/ops/rmsnorm/rmsnorm.h). rmsnorm: rows, dim, weighted (0: no scale), and
-// heads (> 0: x is [rows, heads, dim], the per-head norms of q and k). rmsnorm_rope: rows, heads, dim, rotated (the
-// pairs with a nonzero frequency: full layers rotate 64 of their 256), pos0.
+// Cases of rmsnorm, rmsnorm_rope and qkv_heads (src/ops/rmsnorm/rmsnorm.h; Backend::qkv_heads). rmsnorm: rows,
+// dim, weighted (0: no scale), and heads (> 0: x is [rows, heads, dim], the per-head norms of q and k).
+// rmsnorm_rope: rows, heads, dim, rotated (the pairs with a nonzero frequency: full layers rotate 64 of their 256),
+// pos0. qkv_heads: the parameters of run_qkv_heads (tests/ops/conformance/runners_rows.cpp).
 #include "ops/op_cases.h"
 
 namespace dg {
@@ -27,6 +28,18 @@ constexpr Bound kCudaRowNorm{
 
 OpCase norm(std::string name, CaseParams p, const Bound& cuda) {
   return {"rmsnorm", "rmsnorm", std::move(name), std::move(p), DType::kBF16, false, false, {{"cuda", "", cuda}}};
+}
+
+constexpr Bound kCudaQkvHeads{
+    .of_peak = 0x1p-5,
+    .min_cosine = 0.9999,
+    .basis = "the products differ from the CPU's by their summation order (a bf16 ulp of a raw q/k/v value at most, "
+             "as linears measures), then the norms' sums of squares as rmsnorm's, and the rotation as rope's",
+    .measured = nullptr};
+
+OpCase qkv(std::string name, CaseParams p, bool real = false) {
+  return {"rmsnorm", "qkv_heads", std::move(name), std::move(p), DType::kBF16, real, false,
+          {{"cuda", "", kCudaQkvHeads}}};
 }
 
 OpCase norm_rope(std::string name, CaseParams p) {
@@ -67,6 +80,21 @@ std::vector<OpCase> rmsnorm_cases() {
       norm_rope("widest warp row", {{"rows", 7}, {"heads", 1}, {"dim", 1024}, {"rotated", 512}, {"pos0", 3}}),
       norm_rope("tiny_a full, 4 of 16 pairs", {{"rows", 20}, {"heads", 1}, {"dim", 32}, {"rotated", 4},
                                                {"pos0", 21}}),
+      qkv("tiny_a sliding, one sequence", {{"rows", 20}, {"in", 64}, {"heads", 4}, {"kv", 2}, {"dim", 16},
+                                           {"rotated", 8}, {"v", 1}, {"spans", 1}, {"apart", 0}}),
+      qkv("full layer (V from the raw K), 3 sequences", {{"rows", 29}, {"in", 64}, {"heads", 4}, {"kv", 1},
+                                                         {"dim", 32}, {"rotated", 4}, {"v", 0}, {"spans", 3},
+                                                         {"apart", 0}}),
+      qkv("k and v only", {{"rows", 9}, {"in", 48}, {"heads", 0}, {"kv", 2}, {"dim", 16}, {"rotated", 8}, {"v", 1},
+                           {"spans", 2}, {"apart", 0}}),
+      qkv("weights apart", {{"rows", 12}, {"in", 40}, {"heads", 2}, {"kv", 1}, {"dim", 48}, {"rotated", 24},
+                            {"v", 1}, {"spans", 1}, {"apart", 1}}),
+      qkv("1,100 rows in 70 sequences", {{"rows", 1100}, {"in", 32}, {"heads", 2}, {"kv", 1}, {"dim", 16},
+                                         {"rotated", 8}, {"v", 1}, {"spans", 70}, {"apart", 0}}),
+      qkv("26B-A4B sliding, one canvas", {{"rows", 256}, {"in", 2816}, {"heads", 16}, {"kv", 8}, {"dim", 256},
+                                          {"rotated", 128}, {"v", 1}, {"spans", 1}, {"apart", 0}}, true),
+      qkv("26B-A4B full, four canvases", {{"rows", 1024}, {"in", 2816}, {"heads", 16}, {"kv", 2}, {"dim", 512},
+                                          {"rotated", 64}, {"v", 0}, {"spans", 4}, {"apart", 0}}, true),
   };
 }
 

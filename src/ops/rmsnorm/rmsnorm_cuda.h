@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
 
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -22,6 +23,23 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
 // values are rounded to bf16 before the rotation, as the two kernels store them.
 Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t heads, int64_t dim, float eps,
                          int64_t pos0, const float* inv_freq, cudaStream_t stream);
+
+// The attention heads' norms in one launch (CPU twin: rmsnorm, then rope at each span's positions, block by block):
+// up to three blocks of heads (q, k, v), block b's head h of row r read at src + r * ld + h * head_dim (the product
+// of side-by-side weights, or each its own tensor) and written to dst [rows, heads, head_dim], normed by its weight w
+// (null: none) and, with rope, rotated at position r + (pos0 - row0) of the span holding r. The spans cover the
+// rows in order without gaps; head_dim a multiple of 16 up to 1,024, ld a multiple of 8, 16-byte aligned pointers
+// (an error otherwise, before any launch).
+constexpr int kHeadsBlocksMax = 3;
+struct HeadsBlock {
+  const void* src = nullptr;
+  int64_t ld = 0, heads = 0;
+  const void* w = nullptr;
+  bool rope = false;
+  void* dst = nullptr;
+};
+Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int64_t head_dim, float eps,
+                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t stream);
 
 }  // namespace dg
 #endif

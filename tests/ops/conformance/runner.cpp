@@ -17,6 +17,7 @@ OpRunner op_runner(const std::string& op) {
       {"rmsnorm_rope", run_rmsnorm_rope},
       {"rope", run_rope},
       {"rope_spans", run_rope_spans},
+      {"qkv_heads", run_qkv_heads},
       {"gelu_mul", run_gelu_mul},
       {"add", run_add},
       {"scale", run_scale},
@@ -41,7 +42,7 @@ OpRunner op_runner(const std::string& op) {
 }
 
 std::vector<std::string> runner_ops() {
-  return {"rmsnorm",    "rmsnorm_rope", "rope",       "rope_spans", "gelu_mul",  "add",         "scale",     "fill_uniform",
+  return {"rmsnorm",    "rmsnorm_rope", "rope",       "rope_spans", "qkv_heads", "gelu_mul",  "add",         "scale",     "fill_uniform",
           "residual_norms", "ffn_tail", "embed",      "linear",    "linears",     "gated_linear", "lm_head",
           "soft_embed", "moe",          "attention",  "attention_topk", "row_stats", "categorical", "decide"};
 }

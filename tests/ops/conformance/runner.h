@@ -54,6 +54,7 @@ std::vector<Output> run_rmsnorm(const OpCase& c, const Side& s);
 std::vector<Output> run_rmsnorm_rope(const OpCase& c, const Side& s);
 std::vector<Output> run_rope(const OpCase& c, const Side& s);
 std::vector<Output> run_rope_spans(const OpCase& c, const Side& s);
+std::vector<Output> run_qkv_heads(const OpCase& c, const Side& s);
 std::vector<Output> run_gelu_mul(const OpCase& c, const Side& s);
 std::vector<Output> run_add(const OpCase& c, const Side& s);
 std::vector<Output> run_scale(const OpCase& c, const Side& s);

@@ -81,6 +81,39 @@ std::vector<Output> run_rope_spans(const OpCase& c, const Side& s) {
   return {out("out", s, x)};
 }
 
+// rows, in, heads (0: k and v only), kv, dim, rotated, v (0: V is the raw K product), spans (sequences of equal
+// rows, the last takes the rest, at positions 1000 k + 7), apart (1: the weights not side by side). Both sides run
+// qkv_heads; the twin's is the default composition.
+std::vector<Output> run_qkv_heads(const OpCase& c, const Side& s) {
+  const int64_t rows = c.p.n("rows"), in = c.p.n("in"), heads = c.p.n("heads"), kv = c.p.n("kv"), dim = c.p.n("dim");
+  const Tensor a = activation(s, Shape{rows, in}, case_values(c, 1, rows * in, -2, 2, s.act));
+  Tensor w[3];
+  const int64_t widths[3] = {heads * dim, kv * dim, c.p.n("v") != 0 ? kv * dim : 0};
+  for (int i = 0; i < 3; ++i)
+    if (widths[i] > 0)
+      w[i] = weight(s, c, 2 + static_cast<uint64_t>(i), Shape{widths[i], in}, -0.1f, 0.1f, DType::kBF16,
+                    WeightUse::kLinear);
+  if (c.p.n("apart") == 0) {
+    Tensor* group[] = {&w[0], &w[1], &w[2]};
+    s.be.place_side_by_side(group);
+  }
+  const Tensor* ws[3] = {};
+  for (int i = 0; i < 3; ++i) ws[i] = w[i].empty() ? nullptr : &w[i];
+  const Tensor q_norm = norm_weight(s, c, 5, dim, 0.5f, 1.5f), k_norm = norm_weight(s, c, 6, dim, 0.5f, 1.5f);
+  std::vector<RopeSpan> spans;
+  const int64_t n = c.p.n("spans"), per = rows / n;
+  for (int64_t k = 0; k < n; ++k) spans.push_back(RopeSpan{k * per, k + 1 == n ? rows - k * per : per, 1000 * k + 7});
+  Tensor qn, kn = s.be.alloc(Shape{rows, kv, dim}), vn = s.be.alloc(Shape{rows, kv, dim});
+  if (heads > 0) qn = s.be.alloc(Shape{rows, heads, dim});
+  s.be.qkv_heads(a, ws, heads > 0 ? &q_norm : nullptr, k_norm, spans, rope_freqs(dim, c.p.n("rotated")),
+                 heads > 0 ? &qn : nullptr, kn, vn);
+  std::vector<Output> outs;
+  if (heads > 0) outs.push_back(out("q", s, qn));
+  outs.push_back(out("k", s, kn));
+  outs.push_back(out("v", s, vn));
+  return outs;
+}
+
 std::vector<Output> run_gelu_mul(const OpCase& c, const Side& s) {
   const Shape shape{c.p.n("rows"), c.p.n("cols")};
   const Tensor g = activation(s, shape, case_values(c, 1, shape.numel(), -4, 4, s.act));

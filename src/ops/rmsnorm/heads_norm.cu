@@ -1,0 +1,105 @@
+#include <string>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rmsnorm/warp_norm.cuh"
+#include "ops/rope/rope_cuda.h"
+
+namespace dg {
+namespace {
+
+constexpr int kWarps = 8;  // head rows per block
+
+// The launch's blocks of heads and its spans of rows (in the kernel's parameters): row r of span s (r < row_end[s],
+// the first such span) sits at position r + shift[s].
+struct HeadsArgs {
+  const cuda::bf16* src[kHeadsBlocksMax];
+  const cuda::bf16* w[kHeadsBlocksMax];
+  cuda::bf16* dst[kHeadsBlocksMax];
+  int64_t ld[kHeadsBlocksMax];
+  int heads[kHeadsBlocksMax];
+  bool rope[kHeadsBlocksMax];
+  int n_blocks, heads_total, dim, n_spans;
+  float eps;
+  const float* inv_freq;
+  int64_t row0, row_end[kRopeSpansPerLaunch], shift[kRopeSpansPerLaunch];
+};
+
+// Warp g takes head row g of rows [row0, row_end[n_spans - 1]): row row0 + g / heads_total, head g % heads_total
+// counted across the blocks in order.
+__global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, int64_t warps) {
+  cuda::pdl_enter();
+  __shared__ float normed[kWarps][norm::kWarpMaxDim];
+  const int wi = threadIdx.x >> 5;
+  const int64_t g = blockIdx.x * static_cast<int64_t>(kWarps) + wi;
+  if (g >= warps) return;
+  const int64_t row = a.row0 + g / a.heads_total;
+  int h = static_cast<int>(g % a.heads_total), b = 0;
+  while (h >= a.heads[b]) h -= a.heads[b++];
+  int s = 0;
+  while (row >= a.row_end[s]) ++s;
+  const int64_t dim = a.dim;
+  norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
+                            a.dim, a.eps, a.rope[b], static_cast<float>(row + a.shift[s]), a.inv_freq, normed[wi]);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int64_t dim, float eps,
+                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t s) {
+  if (n_blocks < 1 || n_blocks > kHeadsBlocksMax) return Status::error("heads_norm_cuda: 1 to 3 blocks of heads");
+  if (dim % 16 != 0 || dim > norm::kWarpMaxDim)
+    return Status::error("heads_norm_cuda: head_dim " + std::to_string(dim) + " must be a multiple of 16 up to " +
+                         std::to_string(norm::kWarpMaxDim));
+  HeadsArgs a{};
+  a.n_blocks = n_blocks;
+  a.dim = static_cast<int>(dim);
+  a.eps = eps;
+  a.inv_freq = inv_freq;
+  for (int b = 0; b < n_blocks; ++b) {
+    const HeadsBlock& k = blocks[b];
+    if (k.heads < 1 || k.ld < k.heads * dim || k.ld % 8 != 0 || !aligned16(k.src) || !aligned16(k.dst) ||
+        !aligned16(k.w))
+      return Status::error("heads_norm_cuda: block " + std::to_string(b) +
+                           " needs heads >= 1, a row stride >= heads x head_dim and a multiple of 8, 16-byte aligned "
+                           "pointers");
+    a.src[b] = static_cast<const cuda::bf16*>(k.src);
+    a.w[b] = static_cast<const cuda::bf16*>(k.w);
+    a.dst[b] = static_cast<cuda::bf16*>(k.dst);
+    a.ld[b] = k.ld;
+    a.heads[b] = static_cast<int>(k.heads);
+    a.rope[b] = k.rope;
+    a.heads_total += a.heads[b];
+  }
+  int64_t end = 0;
+  for (int k = 0; k < n_spans; ++k) {
+    if (spans[k].row0 != end || spans[k].rows < 0)
+      return Status::error("heads_norm_cuda: the spans must cover the rows in order without gaps (span " +
+                           std::to_string(k) + ")");
+    end += spans[k].rows;
+  }
+  if (end != rows) return Status::error("heads_norm_cuda: the spans cover " + std::to_string(end) + " of " +
+                                        std::to_string(rows) + " rows");
+  for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
+    a.n_spans = n_spans - first < kRopeSpansPerLaunch ? n_spans - first : kRopeSpansPerLaunch;
+    a.row0 = spans[first].row0;
+    for (int k = 0; k < a.n_spans; ++k) {
+      const RopeSpan& sp = spans[first + k];
+      a.row_end[k] = sp.row0 + sp.rows;
+      a.shift[k] = sp.pos0 - sp.row0;
+    }
+    const int64_t warps = (a.row_end[a.n_spans - 1] - a.row0) * a.heads_total;
+    if (warps == 0) continue;
+    if ((warps + kWarps - 1) / kWarps > 0x7fffffff) return Status::error("heads_norm_cuda: too many rows");
+    cuda::launch(heads_norm_kernel, static_cast<unsigned>((warps + kWarps - 1) / kWarps), kWarps * 32, 0, s, a, warps);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, "heads_norm_cuda");
+  }
+  return Status::ok();
+}
+
+}  // namespace dg

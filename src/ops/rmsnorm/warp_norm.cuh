@@ -1,0 +1,91 @@
+// One bf16 row normed by one warp: the body of rmsnorm_warp_kernel (rmsnorm.cu) and of the attention heads' fused
+// norm (heads_norm.cu). 16-byte loads held in registers, the sum of squares by warp butterfly, the normed values
+// rounded to bf16 (as stored); with rope the row is then rotated as rope_kernel does, through the warp's shared copy
+// for the partner elements.
+#pragma once
+
+#include "core/cuda/cuda_common.cuh"
+
+namespace dg::norm {
+
+constexpr int kWarpMaxDim = 1024, kWarpVecs = kWarpMaxDim / 256;
+
+// Eight consecutive bf16 or f32 values as floats (16-byte aligned: one or two vector loads).
+__device__ __forceinline__ void load8(const cuda::bf16* p, float (&out)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = __bfloat162float(e[i]);
+}
+__device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+// Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned) times rsqrt(mean square +
+// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2];
+// `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise).
+template <bool kMayRope>
+__device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr, const cuda::bf16* __restrict__ w,
+                                              cuda::bf16* __restrict__ yr, int dim, float eps, bool rope, float pos,
+                                              const float* __restrict__ inv_freq, float* normed) {
+  const int lane = threadIdx.x & 31;
+  rope = kMayRope && rope;
+  float v[kWarpVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+    load8(xr + d0, v[s]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+    float wv[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    if (w != nullptr) load8(w + d0, wv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float n = v[s][i] * inv;
+      if (w != nullptr) n *= wv[i];
+      v[s][i] = cuda::rbf(n);
+      if (kMayRope && rope) normed[d0 + i] = v[s][i];
+    }
+  }
+  if (kMayRope && rope) {
+    __syncwarp();
+    const int half = dim / 2;
+#pragma unroll
+    for (int s = 0; s < kWarpVecs; ++s) {
+      const int d0 = 8 * (lane + 32 * s);
+      if (d0 >= dim) continue;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int d = d0 + i, j = d < half ? d : d - half;
+        float sn, c;
+        sincosf(pos * inv_freq[j], &sn, &c);
+        c = cuda::rbf(c);
+        sn = cuda::rbf(sn);
+        const float a = normed[j], b = normed[j + half];
+        v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
+      }
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kWarpVecs; ++s) {
+    const int d0 = 8 * (lane + 32 * s);
+    if (d0 >= dim) continue;
+    uint4 raw;
+    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(v[s][i]);
+    *reinterpret_cast<uint4*>(yr + d0) = raw;
+  }
+}
+
+}  // namespace dg::norm
