@@ -18,6 +18,7 @@
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/host_copies.h"
 #include "backend/cuda/moe_path.h"
+#include "backend/cuda/packed_linear.h"
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/step_graph.h"
 #include "backend/synthetic_fill.h"
@@ -210,8 +211,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     if (dtype_is_packed(w.dtype)) {
-      check(stream_linear_cuda(x.data, tensor_rows(x), tensor_cols(x), w.data, w.dtype, w.shape[0], out.data, stream_,
-                               q4_layout()));
+      packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout());
       return;
     }
     gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data, CUDA_R_16BF);

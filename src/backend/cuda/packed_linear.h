@@ -1,0 +1,19 @@
+// linear() of a packed weight on the CUDA backend: the weight-streaming kernel's dense form (src/ops/moe/
+// moe_stream.cu), or for the per-row-scaled formats (q8, fp8) at kRowscaledCublasRows rows and more a cuBLAS
+// product over the codes as bf16 with the scales applied to its f32 sums (src/ops/linear/linear_cuda.h): the
+// streaming kernel takes its rows in passes of 64, re-reading the weights per pass.
+#pragma once
+
+#include "backend/cuda/cublas_paths.h"
+#include "core/tensor.h"
+#include "ops/moe/q4_layout.h"
+
+namespace dg {
+
+inline constexpr int64_t kRowscaledCublasRows = 128;
+
+// out [rows, N] bf16 = x [rows, K] bf16 times the packed weight w [N, K]^T.
+void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
+                        Q4Layout q4);
+
+}  // namespace dg
