@@ -40,16 +40,28 @@ __device__ __forceinline__ void flash_pair_block(const FlashArgs& a, int64_t r0,
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int pair = warp & 3, half = warp >> 2;
   const int kvh = h / (a.n_heads / a.n_kv);
+  const int64_t j_begin = static_cast<int64_t>(z) * a.tiles_per_split * kPairKeys;
+  const int64_t S_all = a.n_cached + a.n_fresh;
+  const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kPairKeys;
+  const int64_t S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
+
   // The Q tile, converted through the V buffers (not in use yet).
   static_assert(2 * kPairKeys * kLd >= kRows * kD, "the bf16 Q tile fits in the V buffers");
   load_q_tile<kD, kPairThreads>(qs, reinterpret_cast<bf16*>(vs), a, r0, h);
 
   const int64_t qrow_lo = r0 + pair * 16 + (lane >> 2);
   const int64_t qp_lo = a.q_pos0 + qrow_lo, qp_hi = qp_lo + 8;
-  const int64_t r_end = r0 + kRows < a.rows ? r0 + kRows : a.rows;
-  const int64_t tile_qp_min = a.q_pos0 + r0, tile_qp_max = a.q_pos0 + r_end - 1;
-  const KeySpan span = key_span<kPairKeys>(a, z, r0, r_end);
-  const int64_t S = span.S, j_first = span.first, j_end = span.end;
+  const int64_t tile_qp_min = a.q_pos0 + r0;
+  const int64_t tile_qp_max = a.q_pos0 + (r0 + kRows < a.rows ? r0 + kRows : a.rows) - 1;
+  // The tiles the block visits: causal attention skips the ones the window hides before the first and stops after
+  // the last key any of its rows sees.
+  int64_t j_first = j_begin, j_end = S;
+  if (a.causal) {
+    if (a.window > 0)
+      while (j_first < j_end && a.key_pos0 + j_first + kPairKeys - 1 <= tile_qp_min - a.window) j_first += kPairKeys;
+    const int64_t last_visible = tile_qp_max - a.key_pos0 + 1;  // keys j < this may be visible
+    if (last_visible < j_end) j_end = last_visible > j_first ? last_visible : j_first;
+  }
 
   float o[kHalf / 8][4];
 #pragma unroll
@@ -72,7 +84,10 @@ __device__ __forceinline__ void flash_pair_block(const FlashArgs& a, int64_t r0,
     __syncthreads();  // this tile has arrived for every thread, and every warp is done with the other buffer
     if (j0 + kPairKeys < j_end) issue(j0 + kPairKeys, buf ^ 1);
 
-    const bool need_mask = tile_needs_mask<kPairKeys>(a, j0, S, tile_qp_min, tile_qp_max);
+    const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kPairKeys - 1;
+    bool need_mask = j0 + kPairKeys > S;
+    if (a.causal)
+      need_mask = need_mask || kp_hi > tile_qp_min || (a.window > 0 && kp_lo <= tile_qp_max - a.window);
 
     float s[kN][4];
     qk_tile<kHalf, kN>(s, qa, kb0 + buf * kBufBytes, kLd);

@@ -70,7 +70,7 @@ __device__ __forceinline__ void wg_load_tile(uint32_t dst, const f16* cache, con
 }
 
 // A Q tile (rows [r0, r0 + 64) of head h, kD halves, zeros past the end) converted bf16 -> f16 into `q_smem` (exact
-// for the magnitudes QK-norm produces) by kLoaders threads, this one number i of them; every global load is in
+// for the magnitudes QK-norm produces) by kLoaders threads, this one being number i; every global load is in
 // flight before the first conversion.
 template <int kD, int kLoaders>
 __device__ __forceinline__ void wg_load_q(unsigned char* q_smem, const FlashArgs& a, int64_t r0, int h, int i) {
