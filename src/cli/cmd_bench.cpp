@@ -408,7 +408,7 @@ void register_bench(CLI::App& app) {
                 "upload (A/B of the q4 streaming kernels)")
       ->check(switch_value());
   cmd->add_option("--attention-wgmma", o->kernels.attention_wgmma,
-                  "--attention flash, head dim 256: the Hopper wgmma block (two query heads share each K/V tile): "
+                  "--attention flash, head dims 256 and 512: the Hopper wgmma blocks: "
                   "auto (where the device runs the sm_90a code), on (an error elsewhere), off")
       ->transform(CLI::CheckedTransformer(choices(kWgmmaModeNames)))
       ->default_str("auto");

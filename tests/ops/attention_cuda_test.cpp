@@ -2,7 +2,8 @@
 // reference on the same rounded inputs: canvas attention over a ring cache plus bidirectional fresh rows, causal
 // prefill with a sliding window over a cache and fresh rows, and the real head shapes (256 x 8 KV heads, 512 x 2).
 // Every head-dim-256 case also runs the wgmma block (flash_wgmma.cuh), in both of its forms (two heads per block
-// where n_heads / n_kv is even, 128 rows of one head where it is odd). Skipped with a message when no GPU is present.
+// where n_heads / n_kv is even, 128 rows of one head where it is odd), and every head-dim-512 case the wgmma block
+// for 512 (flash_wgmma512.cuh). Skipped with a message when no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,10 +47,15 @@ const Case kCases[] = {
     {"canvas d256 cache only", 16, 8, 256, 40, 0, 300, 20, 270, false, false, 0},
     {"canvas ring d256 odd ratio", 4, 4, 256, 150, 150, 64, 10, 70, true, false, 0},
     {"prefill window d256 ratio 3", 6, 2, 256, 200, 200, 0, 0, 0, false, true, 50},
+    // Head dim 512: 30 key tiles (the last of 54 keys) over a wrapped ring for one row tile, so up to 16 splits
+    // leave several; no fresh keys; ratio 3 in a causal chunk of 130 rows (two whole row tiles and 2 rows).
+    {"canvas ring d512 many splits", 16, 2, 512, 20, 20, 2048, 300, 2190, true, false, 0},
+    {"canvas d512 cache only", 16, 2, 512, 40, 0, 300, 20, 270, false, false, 0},
+    {"chunked prefill d512 ratio 3", 6, 2, 512, 130, 130, 400, 0, 270, false, true, 0},
 };
 
 // A launch configuration: key splits (canvas only), output columns per 4-warp block, the head dims that run the
-// warp-pair block instead (0: none), and the wgmma block for head dim 256.
+// warp-pair block instead (0: none), and the wgmma blocks for head dims 256 and 512.
 struct Launch {
   int max_splits, cols, pairs;
   bool wgmma;
@@ -118,7 +124,7 @@ TEST(AttentionFlashCuda, MatchesTheCpuReference) {
     const CachedKv cached{dck, dcv, c.cap, c.ring, c.from, c.to};
     for (const auto& [max_splits, cols, pairs, wgmma] : kLaunches) {
       if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;  // the same launch as pairs 0
-      if (wgmma && (c.dim != 256 || !wgmma_ok)) continue;               // other head dims ignore it
+      if (wgmma && ((c.dim != 256 && c.dim != 512) || !wgmma_ok)) continue;  // other head dims ignore it
       ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
       const Status s = attention_flash_cuda(dq, c.rows, pos0, cached, dkf, dvf, c.n_fresh, pos0, shape, c.causal,
                                             c.window, dout, nullptr, max_splits, cols, pairs, wgmma);
@@ -157,7 +163,7 @@ TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
 }
 
 // Where the wgmma block cannot run (no GPU, not Hopper, no sm_90a code) asking for it is an error that says so,
-// never a silent fallback; head dims other than 256 are not affected by the option.
+// never a silent fallback; head dims other than 256 and 512 are not affected by the option.
 TEST(AttentionFlashCuda, WgmmaRefusedWhereItCannotRun) {
   const Status other = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{1, 1, 96},
                                             true, 0, nullptr, nullptr, 16, 256, 0, true);
@@ -170,11 +176,19 @@ TEST(AttentionFlashCuda, WgmmaRefusedWhereItCannotRun) {
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("--attention-wgmma needs an sm_90a build and a Hopper GPU"), std::string::npos)
       << s.message();
+  const Status full = attention_flash_cuda(nullptr, 1, 0, CachedKv{}, nullptr, nullptr, 1, 0, AttnShape{16, 2, 512},
+                                           true, 0, nullptr, nullptr, 16, 256, 512, true);
+  EXPECT_FALSE(full.is_ok());
+  EXPECT_NE(full.message().find("sm_90a"), std::string::npos) << full.message();
   const std::vector<FlashSegment> one = {FlashSegment{0, 4, 10, CachedKv{}}};
   const Status seg = attention_flash_segments_cuda(nullptr, one, nullptr, nullptr, AttnShape{16, 8, 256}, false, 0,
                                                    nullptr, nullptr, 256, 0, true);
   EXPECT_FALSE(seg.is_ok());
   EXPECT_NE(seg.message().find("sm_90a"), std::string::npos) << seg.message();
+  const Status seg512 = attention_flash_segments_cuda(nullptr, one, nullptr, nullptr, AttnShape{16, 2, 512}, false, 0,
+                                                      nullptr, nullptr, 256, 512, true);
+  EXPECT_FALSE(seg512.is_ok());
+  EXPECT_NE(seg512.message().find("sm_90a"), std::string::npos) << seg512.message();
 }
 
 }  // namespace attention_cuda_test

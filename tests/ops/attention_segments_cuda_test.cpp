@@ -1,7 +1,8 @@
 // The flash kernel over several sequences in one launch (attention_flash_segments_cuda) against the CPU reference
 // run per sequence: each sequence has its own cache (ring or not, empty or not), its own row count (a partial
 // query tile, a single row) and its own positions, at the real head shapes and a small one, bidirectional (a
-// batched denoise step) and causal with a window; head dim 256 also through the wgmma block (flash_wgmma.cuh).
+// batched denoise step) and causal with a window; head dims 256 and 512 also through the wgmma blocks
+// (flash_wgmma.cuh, flash_wgmma512.cuh).
 // Skipped with a message when no GPU is present.
 #include <gtest/gtest.h>
 
@@ -94,12 +95,13 @@ void run_case(const Case& c) {
   void* dout = nullptr;
   ASSERT_EQ(cudaMalloc(&dout, want.size() * 2), cudaSuccess);
   // 256 or 128 output columns per 4-warp block, then the warp-pair block for head dims 256 and 512 (cols -1), then
-  // the wgmma block for head dim 256 (cols -2).
+  // the wgmma blocks for head dims 256 and 512 (cols -2).
   for (int cols : {256, 128, -1, -2}) {
     const int pairs = cols == -1 ? 256 : 0;
     const bool wgmma = cols == -2;
     if (pairs > 0 && !attention_flash_pairs(c.dim, pairs)) continue;
-    if (wgmma && (c.dim != 256 || !attention_flash_wgmma_available())) continue;  // (attention_cuda_test says so)
+    const bool wgmma_dim = c.dim == 256 || c.dim == 512;  // other head dims ignore it (as attention_cuda_test)
+    if (wgmma && (!wgmma_dim || !attention_flash_wgmma_available())) continue;
     ASSERT_EQ(cudaMemset(dout, 0xff, want.size() * 2), cudaSuccess);  // NaN: every output must be written
     const Status st = attention_flash_segments_cuda(dq, segs, dkf, dvf, AttnShape{c.heads, c.kv_heads, c.dim},
                                                     c.causal, c.window, dout, nullptr, cols < 0 ? 256 : cols, pairs,
@@ -135,6 +137,8 @@ TEST(AttentionFlashSegmentsCuda, EverySequenceMatchesTheCpuReference) {
   run_case({"real full, two canvases", 16, 2, 512, false, 0, {{256, 1400, 0, 1100, false}, {256, 1400, 0, 513, false}}});
   run_case({"d512 causal window, three chunks", 4, 2, 512, true, 40,
             {{100, 96, 40, 100, true}, {33, 64, 0, 50, false}, {64, 1, 0, 0, false}}});
+  run_case({"real full, odd canvases", 16, 2, 512, false, 0,
+            {{77, 300, 150, 350, true}, {1, 64, 0, 10, false}, {130, 200, 0, 150, false}}});
 }
 
 TEST(AttentionFlashSegmentsCuda, MoreSequencesThanOneLaunchHolds) {

@@ -538,7 +538,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   float eps_;
   CudaKernels kernels_;
-  bool wgmma_ = false;  // head dim 256 runs the wgmma flash block (kernels_.attention_wgmma resolved on the device)
+  bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;

@@ -28,9 +28,9 @@ enum class DecideMode : uint8_t { kDevice, kHost };
 // A batched step's attention (several sequences): auto: one flash launch over all of them when their query tiles
 // fill a wave of the GPU, else one call per sequence | one: always one launch | each: always one call per sequence
 enum class SegmentsMode : uint8_t { kAuto, kOne, kEach };
-// flash, head dim 256: the Hopper wgmma block (src/ops/attention/flash_wgmma.cuh). auto: where the device runs the
-// library's sm_90a code (an H100/H200 with the default build), else the mma.sync block | on: always (an error where
-// it cannot run) | off: never
+// flash, head dims 256 and 512: the Hopper wgmma blocks (src/ops/attention/flash_wgmma.cuh, flash_wgmma512.cuh).
+// auto: where the device runs the library's sm_90a code (an H100/H200 with the default build), else the mma.sync
+// blocks | on: always (an error where it cannot run) | off: never
 enum class WgmmaMode : uint8_t { kAuto, kOn, kOff };
 
 struct CudaKernels {
@@ -44,8 +44,8 @@ struct CudaKernels {
   // for all columns (src/ops/attention/flash_pair.cuh)
   int attention_pairs = 512;
   SegmentsMode attention_segments = SegmentsMode::kAuto;
-  // flash, head dim 256: the Hopper wgmma block (WgmmaMode above); other head dims keep the blocks above. Measured
-  // faster on the H200 (docs/CUDA.md, "wgmma flash block")
+  // flash, head dims 256 and 512: the Hopper wgmma blocks (WgmmaMode above); other head dims keep the blocks above.
+  // The 256 block measured faster on the H200 (docs/CUDA.md, "wgmma flash block"); the 512 block not yet run on a GPU
   WgmmaMode attention_wgmma = WgmmaMode::kAuto;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)

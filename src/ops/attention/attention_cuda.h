@@ -58,9 +58,11 @@ Status attention_softmax_cuda(const float* scores, int64_t heads, int64_t rows, 
 // 256) output columns of its head; larger head dims take several blocks, each recomputing the scores. Head dims of
 // pair_min_dim and up (256 and 512; 0: none) run the warp-pair block instead (flash_pair.cuh): 8 warps take every
 // column of the head, each pair of warps splitting the score product over the head dims and the output columns.
-// wgmma (true; head dim 256 only, other head dims ignore it) runs the Hopper block instead (flash_wgmma.cuh: two
-// warpgroups, K/V tiles shared by the two query heads of a KV head, products by wgmma.mma_async); without an sm_90a
-// build and a Hopper GPU (attention_flash_wgmma_available) such a call is an error, never a silent fallback.
+// wgmma (true; head dims 256 and 512, other head dims ignore it) runs the Hopper blocks instead (products by
+// wgmma.mma_async; flash_wgmma.cuh for 256: two warpgroups, K/V tiles shared by the two query heads of a KV head;
+// flash_wgmma512.cuh for 512: two warpgroups of one head's 64 rows, each taking half of the head dims and of the
+// output columns); without an sm_90a build and a Hopper GPU (attention_flash_wgmma_available) such a call is an
+// error, never a silent fallback.
 bool attention_flash_supports(int64_t head_dim);
 bool attention_flash_pairs(int64_t head_dim, int pair_min_dim);
 bool attention_flash_wgmma_available();

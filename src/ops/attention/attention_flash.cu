@@ -1,7 +1,8 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
 // multiples of 16 up to 512: one launch per call (the block body: flash_block.cuh), with the keys of bidirectional
 // (canvas) attention split over blocks when the grid would leave the GPU idle (flash-decoding) and the partials
-// merged by combine_kernel. Head dim 256 takes the wgmma block (flash_wgmma.cuh) when the caller asks for it.
+// merged by combine_kernel. Head dims 256 and 512 take the wgmma blocks (flash_wgmma.cuh, flash_wgmma512.cuh) when
+// the caller asks for them.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -12,7 +13,7 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
-#include "ops/attention/flash_wgmma.cuh"
+#include "ops/attention/flash_wgmma512.cuh"
 
 namespace dg {
 namespace {
@@ -33,11 +34,12 @@ __global__ void __launch_bounds__(kPairThreads) flash_pair_kernel(FlashArgs a) {
                        static_cast<int>(blockIdx.z));
 }
 
+template <int kD>
 __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(FlashArgs a, bool pair) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
-  flash_wgmma_block(a, static_cast<int64_t>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
-                    pair);
+  flash_wgmma_run<kD>(a, static_cast<int64_t>(blockIdx.x), static_cast<int>(blockIdx.y),
+                      static_cast<int>(blockIdx.z), pair);
 #else
   (void)a;
   (void)pair;
@@ -151,14 +153,17 @@ Status launch_pair(FlashArgs a, int max_splits, cudaStream_t s) {
   return launch_split<kD>(flash_pair_kernel<kD>, kPairThreads, smem, per_sm, 1, kPairKeys, a, max_splits, s);
 }
 
+template <int kD>
 Status launch_wgmma(FlashArgs a, int max_splits, cudaStream_t s) {
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kWgSmem));
+  constexpr size_t smem = wg_smem_bytes<kD>();
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_kernel<kD>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, wgmma)");
-  static const int per_sm = resident_per_sm(flash_wgmma_kernel, kWgThreads, kWgSmem);
-  const bool pair = wg_pair(a.n_heads, a.n_kv);
-  return launch_split<kWgD>(flash_wgmma_kernel, kWgThreads, kWgSmem, per_sm, 1, kWgKeys, a, max_splits, s,
-                            wg_block_rows(pair), wg_block_heads(pair), pair);
+  static const int per_sm = resident_per_sm(flash_wgmma_kernel<kD>, kWgThreads, smem);  // after the attribute
+  const WgShape b = wg_shape(kD, a.n_heads, a.n_kv);
+  return launch_split<kD>(flash_wgmma_kernel<kD>, kWgThreads, smem, per_sm, 1, kWgKeys, a, max_splits, s, b.rows,
+                          b.heads, b.pair);
 }
 
 }  // namespace
@@ -206,7 +211,7 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   if (!attention_flash_supports(shape.head_dim))
     return Status::error("attention_flash_cuda: head_dim " + std::to_string(shape.head_dim) +
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
-  const bool use_wgmma = wgmma && shape.head_dim == kWgD;
+  const bool use_wgmma = wgmma && wg_head_dim(shape.head_dim);
   if (use_wgmma)
     if (Status st = attention_flash_wgmma_check("attention_flash_cuda"); !st.is_ok()) return st;
   FlashArgs a{};
@@ -228,7 +233,8 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.n_kv = static_cast<int>(shape.n_kv_heads);
   a.ring = cached.ring;
   a.causal = causal;
-  if (use_wgmma) return launch_wgmma(a, max_splits, s);
+  if (use_wgmma)
+    return shape.head_dim == kWgD ? launch_wgmma<kWgD>(a, max_splits, s) : launch_wgmma<kWg5D>(a, max_splits, s);
   if (attention_flash_pairs(shape.head_dim, pair_min_dim))
     return shape.head_dim == 256 ? launch_pair<256>(a, max_splits, s) : launch_pair<512>(a, max_splits, s);
   const bool wide = out_cols >= 256;

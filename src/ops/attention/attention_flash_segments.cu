@@ -1,7 +1,8 @@
 // The flash kernel over several sequences in one launch (attention_cuda.h: attention_flash_segments_cuda): the
 // grid's x runs over every sequence's query tiles in turn, and a block finds its sequence in the launch's table
 // (kernel parameters, up to kMaxSegments per launch), then runs the block body of flash_block.cuh on it (or
-// flash_pair.cuh's, or for head dim 256 on request flash_wgmma.cuh's, whose blocks may take 128 rows: tile_rows).
+// flash_pair.cuh's, or for head dims 256 and 512 on request the wgmma blocks', whose blocks may take 128 rows:
+// tile_rows).
 #include <cstdint>
 #include <string>
 
@@ -11,7 +12,7 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
 #include "ops/attention/flash_pair.cuh"
-#include "ops/attention/flash_wgmma.cuh"
+#include "ops/attention/flash_wgmma512.cuh"
 
 namespace dg {
 namespace {
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__(kPairThreads) flash_pair_segments_kernel(const
   flash_pair_block<kD>(t.seg[i], static_cast<int64_t>(x - t.tile0[i]) * kRows, static_cast<int>(blockIdx.y), 0);
 }
 
+template <int kD>
 __global__ void __launch_bounds__(kWgThreads, 1)
     flash_wgmma_segments_kernel(const __grid_constant__ SegmentTable t, bool pair) {
   cuda::pdl_enter();
@@ -52,21 +54,29 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int x = static_cast<int>(blockIdx.x);
   int i = 0;
   while (i + 1 < t.n && t.tile0[i + 1] <= x) ++i;
-  flash_wgmma_block(t.seg[i], x - t.tile0[i], static_cast<int>(blockIdx.y), 0, pair);
+  flash_wgmma_run<kD>(t.seg[i], x - t.tile0[i], static_cast<int>(blockIdx.y), 0, pair);
 #else
   (void)t;
   (void)pair;
 #endif
 }
 
+// The shared-memory limit of the wgmma kernel for head dim kD, raised once (before any launch or occupancy query:
+// the query counts dynamic shared memory only up to what the kernel is allowed).
+template <int kD>
+cudaError_t wgmma_smem_attr() {
+  static const cudaError_t e = cudaFuncSetAttribute(flash_wgmma_segments_kernel<kD>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(wg_smem_bytes<kD>()));
+  return e;
+}
 
-Status launch_wgmma(const SegmentTable& t, int n_heads, bool pair, cudaStream_t s) {
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_segments_kernel,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kWgSmem));
-  if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_segments_cuda (shared memory, wgmma)");
-  const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads / wg_block_heads(pair)), 1);
-  cuda::launch(flash_wgmma_segments_kernel, grid, kWgThreads, kWgSmem, s, t, pair);
+template <int kD>
+Status launch_wgmma(const SegmentTable& t, int n_heads, const WgShape& b, cudaStream_t s) {
+  if (const cudaError_t e = wgmma_smem_attr<kD>(); e != cudaSuccess)
+    return cuda_status(e, "attention_flash_segments_cuda (shared memory, wgmma)");
+  const dim3 grid(static_cast<unsigned>(t.tile0[t.n]), static_cast<unsigned>(n_heads / b.heads), 1);
+  cuda::launch(flash_wgmma_segments_kernel<kD>, grid, kWgThreads, wg_smem_bytes<kD>(), s, t, b.pair);
   return cuda_status(cudaGetLastError(), "attention_flash_segments_cuda");
 }
 
@@ -106,15 +116,17 @@ int pair_blocks_per_sm() {
   return n;
 }
 
+template <int kD>
+int wgmma_blocks_per_sm() {
+  static const int n = [] {
+    (void)wgmma_smem_attr<kD>();
+    return resident_per_sm(flash_wgmma_segments_kernel<kD>, kWgThreads, wg_smem_bytes<kD>());
+  }();
+  return n;
+}
+
 int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim, bool wgmma) {
-  if (wgmma) {  // the occupancy query counts dynamic shared memory only up to what the kernel is allowed
-    static const int n = [] {
-      (void)cudaFuncSetAttribute(flash_wgmma_segments_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kWgSmem));
-      return resident_per_sm(flash_wgmma_segments_kernel, kWgThreads, kWgSmem);
-    }();
-    return n;
-  }
+  if (wgmma) return head_dim == kWgD ? wgmma_blocks_per_sm<kWgD>() : wgmma_blocks_per_sm<kWg5D>();
   if (attention_flash_pairs(head_dim, pair_min_dim))
     return head_dim == 256 ? pair_blocks_per_sm<256>() : pair_blocks_per_sm<512>();
   const bool wide = out_cols >= 256;
@@ -133,10 +145,10 @@ int resident_blocks(int64_t head_dim, int out_cols, int pair_min_dim, bool wgmma
 bool attention_flash_segments_fill(std::span<const FlashSegment> segs, const AttnShape& shape, int out_cols,
                                    int pair_min_dim, bool wgmma) {
   if (!attention_flash_supports(shape.head_dim)) return false;
-  const bool wg = wgmma && shape.head_dim == kWgD && attention_flash_wgmma_available();
-  const bool pair = wg_pair(shape.n_heads, shape.n_kv_heads);
-  const int64_t tile_rows = wg ? wg_block_rows(pair) : kRows;
-  const int64_t heads = wg ? shape.n_heads / wg_block_heads(pair) : shape.n_heads;
+  const bool wg = wgmma && wg_head_dim(shape.head_dim) && attention_flash_wgmma_available();
+  const WgShape b = wg_shape(shape.head_dim, shape.n_heads, shape.n_kv_heads);
+  const int64_t tile_rows = wg ? b.rows : kRows;
+  const int64_t heads = wg ? shape.n_heads / b.heads : shape.n_heads;
   int64_t tiles = 0;
   for (const FlashSegment& g : segs) tiles += (g.rows + tile_rows - 1) / tile_rows;
   const bool pairs = attention_flash_pairs(shape.head_dim, pair_min_dim);
@@ -157,10 +169,11 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
   const int64_t D = shape.head_dim, q_row = shape.n_heads * D, kv_row = shape.n_kv_heads * D;
   const bool wide = out_cols >= 256, pairs = attention_flash_pairs(D, pair_min_dim);
-  const bool wg = wgmma && D == kWgD, pair = wg_pair(shape.n_heads, shape.n_kv_heads);
+  const bool wg = wgmma && wg_head_dim(D);
+  const WgShape wg_blk = wg_shape(D, shape.n_heads, shape.n_kv_heads);
   if (wg)
     if (Status st = attention_flash_wgmma_check(what); !st.is_ok()) return st;
-  const int64_t tile_rows = wg ? wg_block_rows(pair) : kRows;
+  const int64_t tile_rows = wg ? wg_blk.rows : kRows;
   SegmentTable t{};
   int tiles = 0;
   auto flush = [&]() -> Status {
@@ -169,7 +182,7 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     const int H = static_cast<int>(shape.n_heads);
     Status st;
     if (wg)
-      st = launch_wgmma(t, H, pair, s);
+      st = D == kWgD ? launch_wgmma<kWgD>(t, H, wg_blk, s) : launch_wgmma<kWg5D>(t, H, wg_blk, s);
     else if (pairs)
       st = D == 256 ? launch_pair<256>(t, H, s) : launch_pair<512>(t, H, s);
     else switch (D) {

@@ -275,6 +275,42 @@ __device__ __forceinline__ void store_rows(const FlashArgs& a, const float (&o)[
   }
 }
 
+// The key tiles (kTileKeys keys each) a block of query rows [r0, r_end) visits in key split z: [first, end) of the
+// split's keys [.., S). Causal attention skips the tiles the window hides from all of the block's rows and stops
+// after the last key any of them sees.
+struct KeySpan {
+  int64_t S, first, end;
+};
+template <int kTileKeys>
+__device__ __forceinline__ KeySpan key_span(const FlashArgs& a, int z, int64_t r0, int64_t r_end) {
+  const int64_t j_begin = static_cast<int64_t>(z) * a.tiles_per_split * kTileKeys;
+  const int64_t S_all = a.n_cached + a.n_fresh;
+  const int64_t split_end = j_begin + static_cast<int64_t>(a.tiles_per_split) * kTileKeys;
+  KeySpan k;
+  k.S = a.n_splits > 1 && split_end < S_all ? split_end : S_all;
+  k.first = j_begin;
+  k.end = k.S;
+  if (a.causal) {
+    const int64_t qp_min = a.q_pos0 + r0, qp_max = a.q_pos0 + r_end - 1;
+    if (a.window > 0)
+      while (k.first < k.end && a.key_pos0 + k.first + kTileKeys - 1 <= qp_min - a.window) k.first += kTileKeys;
+    const int64_t last_visible = qp_max - a.key_pos0 + 1;  // keys j < this may be visible
+    if (last_visible < k.end) k.end = last_visible > k.first ? last_visible : k.first;
+  }
+  return k;
+}
+
+// Whether the tile of keys [j0, j0 + kTileKeys) needs the per-element mask for queries at positions [qp_min,
+// qp_max]: it reaches past S, or (causal) a key lies after the first query or inside the last query's window edge.
+template <int kTileKeys>
+__device__ __forceinline__ bool tile_needs_mask(const FlashArgs& a, int64_t j0, int64_t S, int64_t qp_min,
+                                                int64_t qp_max) {
+  const int64_t kp_lo = a.key_pos0 + j0, kp_hi = kp_lo + kTileKeys - 1;
+  bool need = j0 + kTileKeys > S;
+  if (a.causal) need = need || kp_hi > qp_min || (a.window > 0 && kp_lo <= qp_max - a.window);
+  return need;
+}
+
 // A kernel's resident blocks per SM at `threads` and `smem` bytes of dynamic shared memory (at least 1).
 template <class Kernel>
 int resident_per_sm(Kernel kernel, int threads, size_t smem) {
