@@ -103,7 +103,7 @@ if has serve; then
   done
 fi
 if has topk; then
-  # Top-k attention against dense at long context (docs/CUDA.md, "Top-k attention"): prefill and denoise step.
+  # Top-k attention against dense at long context (docs/ATTENTION.md, "Top-k attention"): prefill and denoise step.
   for t in off dyn; do
     stamp "bench topk $t, prefill ${DG_TOPK_PREFILL:-65536}, contexts ${DG_TOPK_CONTEXTS:-65536,131072}"
     timeout 200 $dg bench --prefill "${DG_TOPK_PREFILL:-65536}" --context "${DG_TOPK_CONTEXTS:-65536,131072}" \

@@ -45,7 +45,7 @@ struct CudaKernels {
   int attention_pairs = 512;
   SegmentsMode attention_segments = SegmentsMode::kAuto;
   // flash, head dims 256 and 512: the Hopper wgmma blocks (WgmmaMode above); other head dims keep the blocks above.
-  // The 256 block measured faster on the H200 (docs/CUDA.md, "wgmma flash block"); the 512 block not yet run on a GPU
+  // The 256 block measured faster on the H200 (docs/ATTENTION.md, "wgmma flash block"); the 512 block not yet run on a GPU
   WgmmaMode attention_wgmma = WgmmaMode::kAuto;
   // W8A8 experts (fp8 weights and activations): pipeline stages of the streaming kernel, 3 (three CTAs per SM) or 4
   // (two); 3 measured faster on the H200 (expert GEMMs 8.33 against 9.53 ms per step, docs/CUDA.md)

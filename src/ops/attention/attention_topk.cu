@@ -3,7 +3,7 @@
 // ranked key T and how many keys equal to T are kept; a block scan emits the kept positions in position order (every
 // key above T, then the first keys equal to T: ties to the lower position); the f32 softmax and P V over the gathered
 // values run over that list. Plain on purpose: every pass re-reads the row's scores (from L2 at the sizes that
-// matter); docs/CUDA.md says how it is measured.
+// matter); docs/ATTENTION.md says how it is measured.
 #include <cub/block/block_scan.cuh>
 
 #include "core/cuda/cuda_check.h"
