@@ -6,7 +6,6 @@
 
 #include "backend/cuda/host_check.h"
 #include "ops/glu/glu_cuda.h"
-#include "ops/rmsnorm/rmsnorm_cuda.h"
 
 namespace dg {
 
@@ -19,9 +18,8 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
   const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
   Tensor r = device(DType::kBF16, Shape{T, H});
-  check(rmsnorm_cuda(h.data, DType::kBF16, nullptr, DType::kBF16, r.data, DType::kBF16, T, H, c.eps, s));
-  check(moe_router_prep_cuda(r.data, w.router_scale.data, T, H,
-                             static_cast<float>(std::pow(static_cast<double>(H), -0.5)), s));
+  check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps,
+                              static_cast<float>(std::pow(static_cast<double>(H), -0.5)), s));
   Tensor scores = device(DType::kBF16, Shape{T, E});
   gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
   Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});

@@ -5,6 +5,8 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rmsnorm/warp_norm.cuh"
 
 namespace dg {
 namespace {
@@ -36,6 +38,24 @@ __global__ void router_prep_vec_kernel(uint4* x, const uint4* scale, int64_t chu
 #pragma unroll
   for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
   row[c] = raw;
+}
+
+// The router's input in one pass: rmsnorm(h) without a weight (rmsnorm_vec_kernel's arithmetic: vec_norm_row) and
+// router_prepped on each rounded value, a block per row.
+__global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const bf16* h, const bf16* scale, bf16* r,
+                                                                          int dim, float eps, float root) {
+  cuda::pdl_enter();
+  __shared__ float warp_sums[norm::kVecThreads / 32];
+  bf16* rr = r + blockIdx.x * static_cast<int64_t>(dim);
+  norm::vec_norm_row(h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps,
+                     warp_sums, [&](int d0, uint4 raw) {
+                       const uint4 sraw = *reinterpret_cast<const uint4*>(scale + d0);
+                       auto* e = reinterpret_cast<bf16*>(&raw);
+                       const auto* w = reinterpret_cast<const bf16*>(&sraw);
+#pragma unroll
+                       for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
+                       *reinterpret_cast<uint4*>(rr + d0) = raw;
+                     });
 }
 
 // One warp per row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index).
@@ -418,6 +438,23 @@ Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, f
   cuda::launch(act_quant_fp8_kernel, cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s, 
       static_cast<const bf16*>(x), rows, K, vec, static_cast<uint8_t*>(q), scale);
   return cuda_status(cudaGetLastError(), "moe_act_quant_fp8_cuda");
+}
+
+Status moe_router_input_cuda(const void* h, const void* scale, void* r, int64_t rows, int64_t hidden, float eps,
+                             float root, cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  const bool aligned = ((reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(scale) |
+                         reinterpret_cast<uintptr_t>(r)) & 15) == 0;
+  if (hidden % 8 == 0 && hidden <= norm::kVecMaxDim && aligned && rows <= 0x7fffffff) {
+    cuda::launch(router_input_kernel, static_cast<unsigned>(rows), norm::kVecThreads, 0, s,
+                 static_cast<const bf16*>(h), static_cast<const bf16*>(scale), static_cast<bf16*>(r),
+                 static_cast<int>(hidden), eps, root);
+    return cuda_status(cudaGetLastError(), "moe_router_input_cuda");
+  }
+  if (Status st = rmsnorm_cuda(h, DType::kBF16, nullptr, DType::kBF16, r, DType::kBF16, rows, hidden, eps, s);
+      !st.is_ok())
+    return st;
+  return moe_router_prep_cuda(r, scale, rows, hidden, root, s);
 }
 
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s) {

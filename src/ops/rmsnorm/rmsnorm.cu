@@ -45,10 +45,10 @@ __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TW* __restrict__ 
   }
 }
 
-// bf16 rows of up to kVecMaxDim elements (a multiple of 8; the hidden-size norms): one block of kVecThreads per row,
-// each thread's 16-byte chunks held in registers between the sum of squares and the scaled write (the row is read
-// once), a weight in bf16 or f32 or none.
-constexpr int kVecThreads = 128, kVecPer = 4, kVecMaxDim = 8 * kVecThreads * kVecPer;
+// bf16 rows of up to kVecMaxDim elements (the hidden-size norms): one block per row (warp_norm.cuh's vec_norm_row),
+// a weight in bf16 or f32 or none.
+using norm::kVecMaxDim;
+using norm::kVecThreads;
 
 template <typename TW>
 __global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf16* __restrict__ x,
@@ -56,41 +56,9 @@ __global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf
                                                                   int dim, float eps) {
   cuda::pdl_enter();
   __shared__ float warp_sums[kVecThreads / 32];
-  const cuda::bf16* xr = x + blockIdx.x * static_cast<int64_t>(dim);
-  float v[kVecPer][8];
-  float ss = 0.0f;
-#pragma unroll
-  for (int s = 0; s < kVecPer; ++s) {
-    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
-    if (d0 >= dim) continue;
-    load8(xr + d0, v[s]);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
-  }
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kVecThreads / 32; ++k) total += warp_sums[k];
-  const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
   cuda::bf16* yr = y + blockIdx.x * static_cast<int64_t>(dim);
-#pragma unroll
-  for (int s = 0; s < kVecPer; ++s) {
-    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
-    if (d0 >= dim) continue;
-    float wv[8];
-    if (w != nullptr) load8(w + d0, wv);
-    uint4 raw;
-    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float n = v[s][i] * inv;
-      if (w != nullptr) n *= wv[i];
-      e[i] = __float2bfloat16_rn(n);
-    }
-    *reinterpret_cast<uint4*>(yr + d0) = raw;
-  }
+  norm::vec_norm_row(x + blockIdx.x * static_cast<int64_t>(dim), w, dim, eps, warp_sums,
+                     [&](int d0, const uint4& raw) { *reinterpret_cast<uint4*>(yr + d0) = raw; });
 }
 
 // bf16 rows of at most kWarpMaxDim elements: one warp per row (warp_norm.cuh), with kRope the normed row rotated at

@@ -1,7 +1,7 @@
-// One bf16 row normed by one warp: the body of rmsnorm_warp_kernel (rmsnorm.cu) and of the attention heads' fused
-// norm (heads_norm.cu). 16-byte loads held in registers, the sum of squares by warp butterfly, the normed values
-// rounded to bf16 (as stored); with rope the row is then rotated as rope_kernel does, through the warp's shared copy
-// for the partner elements.
+// The row bodies of the bf16 RMSNorm kernels, shared by the kernels that end in one: a row normed by one warp
+// (rmsnorm_warp_kernel in rmsnorm.cu, the attention heads' fused norm in heads_norm.cu) or by one block (the
+// hidden-size norms: rmsnorm_vec_kernel, and the router's input in src/ops/moe/moe.cu). 16-byte loads held in
+// registers, the sum of squares in a fixed order, the normed values rounded to bf16 (as stored).
 #pragma once
 
 #include "core/cuda/cuda_common.cuh"
@@ -9,6 +9,7 @@
 namespace dg::norm {
 
 constexpr int kWarpMaxDim = 1024, kWarpVecs = kWarpMaxDim / 256;
+constexpr int kVecThreads = 128, kVecPer = 4, kVecMaxDim = 8 * kVecThreads * kVecPer;
 
 // Eight consecutive bf16 or f32 values as floats (16-byte aligned: one or two vector loads).
 __device__ __forceinline__ void load8(const cuda::bf16* p, float (&out)[8]) {
@@ -85,6 +86,47 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
 #pragma unroll
     for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(v[s][i]);
     *reinterpret_cast<uint4*>(yr + d0) = raw;
+  }
+}
+
+// One block of kVecThreads: row xr of `dim` bf16 (a multiple of 8 up to kVecMaxDim, 16-byte aligned) times rsqrt(mean
+// square + eps) and the weight w (bf16 or f32, 16-byte aligned; null: none), rounded to bf16; store(d0, raw) gets
+// each 16-byte chunk of eight outputs, elements [d0, d0 + 8). warp_sums: the block's shared [kVecThreads / 32].
+template <typename TW, typename Store>
+__device__ __forceinline__ void vec_norm_row(const cuda::bf16* __restrict__ xr, const TW* __restrict__ w, int dim,
+                                             float eps, float* warp_sums, Store store) {
+  float v[kVecPer][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kVecPer; ++s) {
+    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
+    if (d0 >= dim) continue;
+    load8(xr + d0, v[s]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecThreads / 32; ++k) total += warp_sums[k];
+  const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int s = 0; s < kVecPer; ++s) {
+    const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
+    if (d0 >= dim) continue;
+    float wv[8];
+    if (w != nullptr) load8(w + d0, wv);
+    uint4 raw;
+    cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float n = v[s][i] * inv;
+      if (w != nullptr) n *= wv[i];
+      e[i] = __float2bfloat16_rn(n);
+    }
+    store(d0, raw);
   }
 }
 
