@@ -35,7 +35,9 @@ constexpr Bound kCudaQkvHeads{
     .min_cosine = 0.9999,
     .basis = "the products differ from the CPU's by their summation order (a bf16 ulp of a raw q/k/v value at most, "
              "as linears measures), then the norms' sums of squares as rmsnorm's, and the rotation as rope's",
-    .measured = nullptr};
+    .measured = "Backends/OpConformance (H200, 2026-12-03, commit c739406): bit for bit in the five small cases; "
+                "26B-A4B sliding canvas and four full-layer canvases max_abs 3.1e-2 (bf16 ulps of values to ~8), "
+                "cosine >= 0.99999998, worst/bound 0.203"};
 
 OpCase qkv(std::string name, CaseParams p, bool real = false) {
   return {"rmsnorm", "qkv_heads", std::move(name), std::move(p), DType::kBF16, real, false,
