@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/attention_heads.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/device_info.h"
@@ -238,28 +239,6 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void scale(Tensor& x, float s) override { check(scale_cuda(x.data, s, x.numel(), stream_)); }
   // Weights placed side by side (place_side_by_side) take one product; the split (or the gated GELU of the two halves)
   // follows. Others take linear() each.
-  static constexpr int64_t kFusedRowsMax = 1024;
-  // The first of w's non-null weights when they are bf16 [n_i, cols(x)] side by side in memory (n_i multiples of 8),
-  // two to four of them, and x has at most kFusedRowsMax rows: one product over them all, `total` columns wide.
-  // Past a few canvases the separate products are efficient already and the split's extra pass costs more (a
-  // 32-canvas batch: projections 57.5 ms fused against 51.3 ms separate, H200).
-  const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total) const {
-    const Tensor* first = nullptr;
-    const char* next = nullptr;
-    int n = 0;
-    total = 0;
-    for (const Tensor* t : w) {
-      if (t == nullptr) continue;
-      if (t->dtype != DType::kBF16 || t->shape[1] != tensor_cols(x) || t->shape[0] % 8 != 0 ||
-          (next != nullptr && t->data != next))
-        return nullptr;
-      next = static_cast<const char*>(t->data) + t->nbytes();
-      if (first == nullptr) first = t;
-      total += t->shape[0];
-      ++n;
-    }
-    return n >= 2 && n <= 4 && tensor_rows(x) <= kFusedRowsMax ? first : nullptr;
-  }
   void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
     int64_t total = 0;
     const Tensor* first = side_by_side(x, w, total);
@@ -278,51 +257,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
     gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), first->data, total, y.data, CUDA_R_16BF);
     check(split_cols_cuda(y.data, tensor_rows(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
   }
-  // The products (one over side-by-side weights, read in place by the norms: no split), then every head's norm and
-  // rotation in one launch (heads_norm_cuda).
   void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                  std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
                  Tensor& vn) override {
-    const int64_t rows = tensor_rows(a), n_kv = kn.shape[1], D = kn.shape[2];
-    int64_t covered = 0;
-    for (const RopeSpan& sp : spans) covered = sp.row0 == covered ? covered + sp.rows : -1;
-    if (!kernels_.fused_norms || w.size() != 3 || D % 16 != 0 || D > 1024 || covered != rows) {
+    const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
+    if (!kernels_.fused_norms || !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm,
+                                                 spans, qn, kn, vn, products))
       Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn);
-      return;
-    }
-    const void* src[3] = {};
-    int64_t ld[3] = {};
-    Tensor y, raw[3];
-    int64_t total = 0;
-    if (const Tensor* first = side_by_side(a, w, total); first != nullptr) {
-      y = alloc(Shape{rows, total});
-      gemm_xwt(a.data, rows, tensor_cols(a), first->data, total, y.data, CUDA_R_16BF);
-      int64_t col = 0;
-      for (int i = 0; i < 3; ++i)
-        if (w[static_cast<size_t>(i)] != nullptr) {
-          src[i] = static_cast<const char*>(y.data) + col * 2;  // bf16 columns
-          ld[i] = total;
-          col += w[static_cast<size_t>(i)]->shape[0];
-        }
-    } else {
-      Tensor* outs[3] = {};
-      for (int i = 0; i < 3; ++i)
-        if (const Tensor* t = w[static_cast<size_t>(i)]; t != nullptr) {
-          raw[i] = alloc(Shape{rows, t->shape[0]});
-          outs[i] = &raw[i];
-          src[i] = raw[i].data;
-          ld[i] = t->shape[0];
-        }
-      linears(a, w, outs);
-    }
-    if (w[2] == nullptr) src[2] = src[1], ld[2] = ld[1];  // V is the raw K product
-    HeadsBlock blocks[3];
-    int n = 0;
-    if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data};
-    blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data};
-    blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data};
-    check(heads_norm_cuda(blocks, n, rows, D, eps_, spans.data(), static_cast<int>(spans.size()),
-                          device_inv_freq(inv_freq), stream_));
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
     const int64_t I = gate.shape[0];

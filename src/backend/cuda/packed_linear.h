@@ -6,7 +6,7 @@
 
 #include "backend/cuda/cublas_paths.h"
 #include "core/tensor.h"
-#include "ops/moe/q4_layout.h"
+#include "ops/moe/moe_cuda.h"
 
 namespace dg {
 

@@ -1,0 +1,77 @@
+// The CUDA backend's side-by-side products and qkv_heads (see attention_heads.h).
+#include "backend/cuda/attention_heads.h"
+
+#include "backend/cuda/host_check.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+
+namespace dg {
+
+using cuda_host::check;
+
+namespace {
+int64_t act_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
+int64_t act_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
+}  // namespace
+
+const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total) {
+  const Tensor* first = nullptr;
+  const char* next = nullptr;
+  int n = 0;
+  total = 0;
+  for (const Tensor* t : w) {
+    if (t == nullptr) continue;
+    if (t->dtype != DType::kBF16 || t->shape[1] != act_cols(x) || t->shape[0] % 8 != 0 ||
+        (next != nullptr && t->data != next))
+      return nullptr;
+    next = static_cast<const char*>(t->data) + t->nbytes();
+    if (first == nullptr) first = t;
+    total += t->shape[0];
+    ++n;
+  }
+  return n >= 2 && n <= 4 && act_rows(x) <= kFusedRowsMax ? first : nullptr;
+}
+
+bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
+                    std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
+                    std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
+                    const std::function<void(std::span<Tensor* const>)>& linears) {
+  const int64_t rows = act_rows(a), n_kv = kn.shape[1], D = kn.shape[2];
+  int64_t covered = 0;
+  for (const RopeSpan& sp : spans) covered = sp.row0 == covered ? covered + sp.rows : -1;
+  if (w.size() != 3 || D % 16 != 0 || D > 1024 || covered != rows) return false;
+  const void* src[3] = {};
+  int64_t ld[3] = {};
+  Tensor y, raw[3];
+  int64_t total = 0;
+  if (const Tensor* first = side_by_side(a, w, total); first != nullptr) {
+    y = c.alloc(DType::kBF16, Shape{rows, total});
+    gemm_xwt_cublas(c.blas, a.data, rows, act_cols(a), first->data, total, y.data, CUDA_R_16BF);
+    int64_t col = 0;
+    for (size_t i = 0; i < 3; ++i)
+      if (w[i] != nullptr) {
+        src[i] = static_cast<const char*>(y.data) + col * 2;  // bf16 columns
+        ld[i] = total;
+        col += w[i]->shape[0];
+      }
+  } else {
+    Tensor* outs[3] = {};
+    for (size_t i = 0; i < 3; ++i)
+      if (const Tensor* t = w[i]; t != nullptr) {
+        raw[i] = c.alloc(DType::kBF16, Shape{rows, t->shape[0]});
+        outs[i] = &raw[i];
+        src[i] = raw[i].data;
+        ld[i] = t->shape[0];
+      }
+    linears(outs);
+  }
+  if (w[2] == nullptr) src[2] = src[1], ld[2] = ld[1];  // V is the raw K product
+  HeadsBlock blocks[3];
+  int n = 0;
+  if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data};
+  blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data};
+  blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data};
+  check(heads_norm_cuda(blocks, n, rows, D, eps, spans.data(), static_cast<int>(spans.size()), inv_freq, c.stream));
+  return true;
+}
+
+}  // namespace dg

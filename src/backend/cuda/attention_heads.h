@@ -1,0 +1,32 @@
+// The CUDA backend's products over side-by-side weights and its qkv_heads (Backend::qkv_heads): one cuBLAS product
+// over the q/k/v weights that upload placed side by side, read in place by one heads_norm launch (every head's norm
+// and each sequence's RoPE), where the shapes allow; the caller composes the ops otherwise.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "backend/cuda/cublas_paths.h"
+#include "core/tensor.h"
+#include "ops/rope/rope.h"
+
+namespace dg {
+
+// Past a few canvases the separate products are efficient already and the split's extra pass costs more (a
+// 32-canvas batch: projections 57.5 ms fused against 51.3 ms separate, H200).
+inline constexpr int64_t kFusedRowsMax = 1024;
+
+// The first of w's non-null weights when they are bf16 [n_i, cols(x)] side by side in memory (n_i multiples of 8),
+// two to four of them, and x has at most kFusedRowsMax rows: one product over them all, `total` columns wide.
+// Null otherwise.
+const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total);
+
+// Backend::qkv_heads with the products as above (or each its own, through `linears`) and one heads_norm launch;
+// false (nothing done) where the head dim or the spans do not suit it. inv_freq: the device copy.
+bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
+                    std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
+                    std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
+                    const std::function<void(std::span<Tensor* const>)>& linears);
+
+}  // namespace dg
