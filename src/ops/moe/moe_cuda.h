@@ -27,7 +27,9 @@ Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 // normed (bf16 [rows, hidden], rmsnorm without weight) becomes bf16(bf16(normed * scale) * root) in place.
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s);
 // r = router_prep(rmsnorm(h) without a weight): the two ops above in one pass where the rows fit a block (hidden a
-// multiple of 8 up to 4,096, 16-byte aligned), the same values as rmsnorm_cuda then moe_router_prep_cuda.
+// multiple of 8 up to 4,096, 16-byte aligned), with the arithmetic of rmsnorm_cuda's block-per-row kernel (rows of
+// more than 1,024; up to 1,024 rmsnorm_cuda takes a warp per row, whose sum of squares runs in another order, so a
+// hidden size of 264-1,024 may differ from rmsnorm_cuda then moe_router_prep_cuda by a bf16 ulp); else those two.
 Status moe_router_input_cuda(const void* h, const void* scale, void* r, int64_t rows, int64_t hidden, float eps,
                              float root, cudaStream_t s);
 // scores bf16 [rows, n_exp] -> idx [rows, top_k], weight f32 [rows, top_k] (softmax f32, top-k with ties to the lower
