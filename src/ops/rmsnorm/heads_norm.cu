@@ -5,15 +5,14 @@
 #include "core/cuda/launch.cuh"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rmsnorm/warp_norm.cuh"
-#include "ops/rope/rope_cuda.h"
+#include "ops/rope/span_table.cuh"
 
 namespace dg {
 namespace {
 
 constexpr int kWarps = 8;  // head rows per block
 
-// The launch's blocks of heads and its spans of rows (in the kernel's parameters): row r of span s (r < row_end[s],
-// the first such span) sits at position r + shift[s].
+// The launch's blocks of heads and its spans of rows (in the kernel's parameters; span_table.cuh).
 struct HeadsArgs {
   const cuda::bf16* src[kHeadsBlocksMax];
   const cuda::bf16* w[kHeadsBlocksMax];
@@ -21,28 +20,28 @@ struct HeadsArgs {
   int64_t ld[kHeadsBlocksMax];
   int heads[kHeadsBlocksMax];
   bool rope[kHeadsBlocksMax];
-  int n_blocks, heads_total, dim, n_spans;
+  int n_blocks, heads_total, dim;
   float eps;
   const float* inv_freq;
-  int64_t row0, row_end[kRopeSpansPerLaunch], shift[kRopeSpansPerLaunch];
+  SpanTable spans;
 };
 
-// Warp g takes head row g of rows [row0, row_end[n_spans - 1]): row row0 + g / heads_total, head g % heads_total
-// counted across the blocks in order.
+// Warp g takes head row g of the spans' rows: row spans.row0[0] + g / heads_total, head g % heads_total counted
+// across the blocks in order.
 __global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, int64_t warps) {
   cuda::pdl_enter();
   __shared__ float normed[kWarps][norm::kWarpMaxDim];
   const int wi = threadIdx.x >> 5;
   const int64_t g = blockIdx.x * static_cast<int64_t>(kWarps) + wi;
   if (g >= warps) return;
-  const int64_t row = a.row0 + g / a.heads_total;
+  const int64_t row = a.spans.row0[0] + g / a.heads_total;
   int h = static_cast<int>(g % a.heads_total), b = 0;
   while (h >= a.heads[b]) h -= a.heads[b++];
-  int s = 0;
-  while (row >= a.row_end[s]) ++s;
+  const int s = span_of(a.spans, row);  // every row has one: the spans cover the rows without gaps
   const int64_t dim = a.dim;
+  const float pos = static_cast<float>(row + a.spans.shift[s]);
   norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
-                            a.dim, a.eps, a.rope[b], static_cast<float>(row + a.shift[s]), a.inv_freq, normed[wi]);
+                            a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi]);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -85,14 +84,8 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
   if (end != rows) return Status::error("heads_norm_cuda: the spans cover " + std::to_string(end) + " of " +
                                         std::to_string(rows) + " rows");
   for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
-    a.n_spans = n_spans - first < kRopeSpansPerLaunch ? n_spans - first : kRopeSpansPerLaunch;
-    a.row0 = spans[first].row0;
-    for (int k = 0; k < a.n_spans; ++k) {
-      const RopeSpan& sp = spans[first + k];
-      a.row_end[k] = sp.row0 + sp.rows;
-      a.shift[k] = sp.pos0 - sp.row0;
-    }
-    const int64_t warps = (a.row_end[a.n_spans - 1] - a.row0) * a.heads_total;
+    a.spans = span_table(spans, n_spans, first);
+    const int64_t warps = (a.spans.row_end[a.spans.n - 1] - a.spans.row0[0]) * a.heads_total;
     if (warps == 0) continue;
     if ((warps + kWarps - 1) / kWarps > 0x7fffffff) return Status::error("heads_norm_cuda: too many rows");
     cuda::launch(heads_norm_kernel, static_cast<unsigned>((warps + kWarps - 1) / kWarps), kWarps * 32, 0, s, a, warps);

@@ -5,6 +5,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/rope/rope_cuda.h"
+#include "ops/rope/span_table.cuh"
 
 namespace dg {
 namespace {
@@ -31,13 +32,7 @@ __global__ void rope_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, int6
   rotate_pair(x + rh * head_dim, i, half, pos0 + row, inv_freq);
 }
 
-// Several spans of rows in one launch: row r of span s (row0[s] <= r < row_end[s]) at position r + shift[s]; rows
-// of no span are left alone. The spans travel in the kernel's parameters.
-struct SpanTable {
-  int n = 0;
-  int64_t row0[kRopeSpansPerLaunch], row_end[kRopeSpansPerLaunch], shift[kRopeSpansPerLaunch];
-};
-
+// Several spans of rows in one launch (span_table.cuh); rows of no span are left alone.
 __global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim, const float* inv_freq,
                                   int64_t first_row, int64_t total, SpanTable spans) {
   cuda::pdl_enter();
@@ -45,9 +40,8 @@ __global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim
   if (t >= total) return;
   const int64_t half = head_dim / 2;
   const int64_t i = t % half, rh = first_row * heads + t / half, row = rh / heads;
-  int s = 0;
-  while (s < spans.n && row >= spans.row_end[s]) ++s;
-  if (s == spans.n || row < spans.row0[s]) return;
+  const int s = span_of(spans, row);
+  if (s < 0) return;
   rotate_pair(x + rh * head_dim, i, half, row + spans.shift[s], inv_freq);
 }
 
@@ -64,14 +58,7 @@ Status rope_spans_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, c
     end = sp.row0 + sp.rows;
   }
   for (int b = 0; b < n_spans; b += kRopeSpansPerLaunch) {
-    SpanTable t;
-    t.n = n_spans - b < kRopeSpansPerLaunch ? n_spans - b : kRopeSpansPerLaunch;
-    for (int k = 0; k < t.n; ++k) {
-      const RopeSpan& sp = spans[b + k];
-      t.row0[k] = sp.row0;
-      t.row_end[k] = sp.row0 + sp.rows;
-      t.shift[k] = sp.pos0 - sp.row0;
-    }
+    const SpanTable t = span_table(spans, n_spans, b);
     const int64_t lo = t.row0[0], total = (t.row_end[t.n - 1] - lo) * heads * (head_dim / 2);
     if (total <= 0) continue;
     cuda::launch(rope_spans_kernel, cuda::blocks_for(total, 256), 256, 0, s, static_cast<cuda::bf16*>(x), heads,

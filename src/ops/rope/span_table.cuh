@@ -1,0 +1,37 @@
+// Spans of rows (RopeSpan: one sequence of a batched step each) as a kernel parameter: up to kRopeSpansPerLaunch of
+// them per launch, row r of span s (row0[s] <= r < row_end[s]) at position r + shift[s]. Shared by rope_spans_cuda
+// and heads_norm_cuda.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/rope/rope_cuda.h"
+
+namespace dg {
+
+struct SpanTable {
+  int n = 0;
+  int64_t row0[kRopeSpansPerLaunch], row_end[kRopeSpansPerLaunch], shift[kRopeSpansPerLaunch];
+};
+
+// spans[first ..] (at most kRopeSpansPerLaunch of n_spans) as one launch's table.
+inline SpanTable span_table(const RopeSpan* spans, int n_spans, int first) {
+  SpanTable t;
+  t.n = n_spans - first < kRopeSpansPerLaunch ? n_spans - first : kRopeSpansPerLaunch;
+  for (int k = 0; k < t.n; ++k) {
+    const RopeSpan& sp = spans[first + k];
+    t.row0[k] = sp.row0;
+    t.row_end[k] = sp.row0 + sp.rows;
+    t.shift[k] = sp.pos0 - sp.row0;
+  }
+  return t;
+}
+
+// The span holding `row`, or -1 (spans in row order).
+__device__ __forceinline__ int span_of(const SpanTable& t, int64_t row) {
+  int s = 0;
+  while (s < t.n && row >= t.row_end[s]) ++s;
+  return s == t.n || row < t.row0[s] ? -1 : s;
+}
+
+}  // namespace dg
