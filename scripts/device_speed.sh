@@ -55,7 +55,7 @@ if has tests; then
   tests=$!
   for p in $packs; do
     d=$(pack_dir "$p")
-    [ -d "$d" ] || $dg quantize -m models/dg-tiny -o "$d" --profile "$(basename "$d" | cut -d- -f2)" --force -q \
+    [ -d "$d" ] || $dg quantize -m models/dg-tiny -o "$d" --profile "$(basename "$d" | sed s/^tiny-//)" --force -q \
       || echo "quantize $p failed"
     for s in contract reference; do
       timeout 200 $dg smoketest -m "$d" $(pack_opts "$p") --backend cpu --sampler "$s" --json \

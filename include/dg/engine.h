@@ -33,6 +33,7 @@ struct EngineOptions {
   bool verify = false;           // check a .dgq pack's per-tensor checksums before use
   bool graphs = true;            // CUDA: denoise steps replay captured graphs
   std::string expert_act = "auto";      // the experts' activation operand: auto | bf16 | fp8
+  std::string linear_act = "auto";      // fp8 linears' activation operand: auto | bf16 | fp8
   std::string attention_topk = "off";  // full layers' top-k sparse attention: off | dyn | K (docs/ARCHITECTURE.md)
   std::string tokenizer;  // a tokenizer.json to use instead of the model directory's ("": the directory's; the
                           // synthetic shapes have none of their own)

@@ -26,6 +26,7 @@ struct ModelOptions {
   bool verify = false;
   bool graphs = true;
   std::string expert_act = "auto";
+  std::string linear_act = "auto";
   std::string attention_topk = "off";  // off | dyn | K (attn_topk_from_name)
   std::string tokenizer;               // "": the model directory's
 };

@@ -61,8 +61,9 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("-m,--model", o->q.model_dir, "Hugging Face checkpoint directory")->required();
   cmd->add_option("-o,--out", o->q.out_dir, "pack directory to create")->required();
   cmd->add_option("--profile", o->q.profile,
-                  "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw)")
-      ->check(CLI::IsMember({"q4", "q6", "nvfp4", "fp8"}))
+                  "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw) | fp8-all (experts, "
+                  "attention, dense and sc fp8)")
+      ->check(CLI::IsMember({"q4", "q6", "nvfp4", "fp8", "fp8-all"}))
       ->capture_default_str();
   cmd->add_option("--set", o->q.sets,
                   "CLASS=FORMAT override, repeatable; classes experts, experts.gate_up, experts.down, attn, dense, sc; "

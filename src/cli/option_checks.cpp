@@ -98,6 +98,12 @@ const char* attention_topk_help() {
          "results (docs/ARCHITECTURE.md, \"Top-k attention\")";
 }
 
+const char* linear_act_help() {
+  return "activations of the linears whose weights are fp8 (a pack's attn, dense or sc class; --profile fp8-all): "
+         "auto or fp8 (quantised per row to E4M3: W8A8 tensor-core products) | bf16 (the weights dequantised); "
+         "auto and fp8 differ only in that fp8 refuses a model without fp8 linears";
+}
+
 CLI::Validator switch_value() {
   const char* desc = "a switch: bare, or true|false, on|off, yes|no, 1|0";
   return CLI::Validator(

@@ -58,11 +58,12 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
              !synthetic && std::filesystem::exists(dir_tok)) {
     tok_ = Tokenizer::load(dir_tok);
   }
-  be_ = make_backend(opt.backend,
-                     BackendOptions{precision_, static_cast<float>(ck_.config.rms_eps), opt.device, tuning.cuda});
+  be_ = make_backend(opt.backend, BackendOptions{precision_, static_cast<float>(ck_.config.rms_eps), opt.device,
+                                                tuning.cuda, linear_act_fp8(opt.linear_act)});
   weights_ = synthetic ? synthetic_weights(ck_.config, *be_, tuning.synthetic_seed, *synthetic)
                        : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);
+  check_linear_act(weights_, opt.linear_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);
   model_->set_graphs(opt.graphs);

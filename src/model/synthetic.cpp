@@ -55,15 +55,15 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
     const LayerSpec& s = cfg.layers[i];
     const std::string p = fmt::format("{}layers.{}.", top, i);
     const int64_t D = s.head_dim, nkv = s.n_kv_heads;
-    linear(p + "self_attn.q_proj.weight", cfg.n_heads * D, H);
-    linear(p + "self_attn.k_proj.weight", nkv * D, H);
-    if (s.sliding) linear(p + "self_attn.v_proj.weight", nkv * D, H);
-    linear(p + "self_attn.o_proj.weight", H, cfg.n_heads * D);
+    linear(p + "self_attn.q_proj.weight", cfg.n_heads * D, H, Kind::kLinear);
+    linear(p + "self_attn.k_proj.weight", nkv * D, H, Kind::kLinear);
+    if (s.sliding) linear(p + "self_attn.v_proj.weight", nkv * D, H, Kind::kLinear);
+    linear(p + "self_attn.o_proj.weight", H, cfg.n_heads * D, Kind::kLinear);
     make(p + "self_attn.q_norm.weight", Shape{D}, 0.1f * sqrt3, 0.5f);
     make(p + "self_attn.k_norm.weight", Shape{D}, 0.1f * sqrt3, 0.5f);
-    linear(p + "mlp.gate_proj.weight", I, H);
-    linear(p + "mlp.up_proj.weight", I, H);
-    linear(p + "mlp.down_proj.weight", H, I);
+    linear(p + "mlp.gate_proj.weight", I, H, Kind::kLinear);
+    linear(p + "mlp.up_proj.weight", I, H, Kind::kLinear);
+    linear(p + "mlp.down_proj.weight", H, I, Kind::kLinear);
     make(p + "router.proj.weight", Shape{E, H}, 3.0f * sqrt3, 0.0f);
     norm(p + "router.scale");
     make(p + "router.per_expert_scale", Shape{E}, 0.5f, 1.0f);
@@ -83,9 +83,11 @@ constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
 
 // The packed format of a tensor of `kind` under `profile`; kBF16 where it stays unpacked.
 DType synthetic_format(const std::string& profile, SyntheticTensor::Kind kind) {
-  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4",
-           "unknown synthetic weight profile '{}': expected bf16, q4, fp8 or nvfp4", profile);
-  if (profile == "bf16" || kind == SyntheticTensor::Kind::kPlain) return DType::kBF16;
+  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4" || profile == "fp8-all",
+           "unknown synthetic weight profile '{}': expected bf16, q4, fp8, nvfp4 or fp8-all", profile);
+  if (profile == "fp8-all" && kind != SyntheticTensor::Kind::kPlain) return DType::kFp8;
+  if (profile == "bf16" || kind == SyntheticTensor::Kind::kPlain || kind == SyntheticTensor::Kind::kLinear)
+    return DType::kBF16;
   if (kind == SyntheticTensor::Kind::kSelfCondLinear) return DType::kQ8;
   return profile == "q4" ? DType::kQ4 : profile == "fp8" ? DType::kFp8 : DType::kNvFp4;
 }
@@ -96,8 +98,8 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
   if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
   const std::string rest = model.substr(kSynthetic.size());
   if (rest.empty()) return "bf16";
-  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4",
-           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4]", model, kSynthetic);
+  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4" || rest == ":fp8-all",
+           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4|fp8-all]", model, kSynthetic);
   return rest.substr(1);
 }
 

@@ -26,7 +26,7 @@ std::optional<std::string> synthetic_profile(const std::string& model);
 // One tensor of the synthetic model: its checkpoint name, shape and recipe (element i is synthetic_uniform(seed, i,
 // scale, offset), src/ops/elementwise/synthetic_uniform.h); `kind` marks what the packed profiles store packed.
 struct SyntheticTensor {
-  enum class Kind : uint8_t { kPlain, kSelfCondLinear, kExperts };
+  enum class Kind : uint8_t { kPlain, kLinear, kSelfCondLinear, kExperts };  // kLinear: attention and dense MLP
   std::string name;
   Shape shape;
   uint64_t seed = 0;
@@ -41,7 +41,8 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
 // Weights of `cfg`'s shapes in the backend's activation dtype, uniform with scales like the fixtures' recipe
 // (norms near 1, linears ~ 1/sqrt(fan_in), experts 0.15, embedding 0.8, a wide router).
 // `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,
-// finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them.
+// finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them;
+// fp8-all makes the experts, the attention and dense MLP linears and the self-conditioning MLP fp8.
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16");
 // The bytes synthetic_weights makes on a backend whose activations take `act_bytes` per element (packed tensors as
 // their planes).

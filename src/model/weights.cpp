@@ -286,6 +286,21 @@ void set_expert_act(ModelWeights& w, const std::string& mode) {
   }
 }
 
+bool linear_act_fp8(const std::string& mode) {
+  DG_CHECK(mode == "auto" || mode == "bf16" || mode == "fp8", "unknown linear activation '{}': expected auto, bf16 "
+           "or fp8", mode);
+  return mode != "bf16";
+}
+
+void check_linear_act(const ModelWeights& w, const std::string& mode) {
+  if (!linear_act_fp8(mode) || mode == "auto") return;
+  bool any = w.sc_gate.dtype == DType::kFp8 || w.sc_up.dtype == DType::kFp8 || w.sc_down.dtype == DType::kFp8;
+  for (const LayerWeights& L : w.layers)
+    for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) any = any || t->dtype == DType::kFp8;
+  DG_CHECK(any, "--linear-act fp8 needs fp8 linears, and this model stores none (quantize with --profile fp8-all, "
+           "or --set attn=fp8 / dense=fp8 / sc=fp8; or use --linear-act auto)");
+}
+
 ParamCounts count_params(const ModelConfig& cfg) {
   ParamCounts p;
   const int64_t H = cfg.hidden, I = cfg.intermediate, E = cfg.n_experts, F = cfg.expert_ff;

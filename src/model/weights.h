@@ -88,6 +88,11 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorStore& store);
 // The experts' activation operand by `mode`: "auto" (fp8 where a layer's experts are fp8 weights: the W8A8
 // products; bf16 otherwise), "bf16", or "fp8" (every layer's experts must be fp8). Throws naming the mode or layer.
 void set_expert_act(ModelWeights& w, const std::string& mode);
+// Whether fp8 linears (attention, dense MLP and self-conditioning weights stored fp8) take fp8 activations, the W8A8
+// products, by `mode`: "auto" and "fp8" yes, "bf16" no (the input stays bf16, the weights dequantised). Throws for
+// another mode. check_linear_act: "fp8" needs at least one fp8 linear in `w` (throws otherwise).
+bool linear_act_fp8(const std::string& mode);
+void check_linear_act(const ModelWeights& w, const std::string& mode);
 
 // Parameter counts by class, for `diffgemma info`.
 struct ParamCounts {

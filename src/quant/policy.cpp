@@ -86,11 +86,13 @@ QuantPolicy make_quant_policy(const std::string& profile, const std::vector<std:
   if (profile == "q4") experts = DType::kQ4;
   else if (profile == "q6") experts = DType::kQ6;
   else if (profile == "nvfp4") experts = DType::kNvFp4;
-  else if (profile == "fp8") experts = DType::kFp8;
-  else fail("unknown profile '{}': expected q4, q6, nvfp4 or fp8", profile);
+  else if (profile == "fp8" || profile == "fp8-all") experts = DType::kFp8;
+  else fail("unknown profile '{}': expected q4, q6, nvfp4, fp8 or fp8-all", profile);
   p.formats = {{WeightClass::kExpertsGateUp, experts}, {WeightClass::kExpertsDown, experts},
                {WeightClass::kAttn, PackFormat{}},    {WeightClass::kDense, PackFormat{}},
                {WeightClass::kSc, PackFormat{DType::kQ8}}};
+  if (profile == "fp8-all")  // every unlocked class fp8: the W8A8 products everywhere but the vocabulary's
+    for (WeightClass c : {WeightClass::kAttn, WeightClass::kDense, WeightClass::kSc}) p.formats[c] = experts;
 
   std::map<std::string, PackFormat> given;
   for (const std::string& s : sets) {

@@ -7,7 +7,8 @@ namespace dg::test {
 ModelRig::ModelRig(const std::string& dir, Precision p, const std::string& backend, const CudaKernels& kernels,
                const std::string& expert_act)
     : ck(Checkpoint::open(dir)) {
-  be = make_backend(backend, BackendOptions{p, static_cast<float>(ck.config.rms_eps), 0, kernels});
+  // fp8 linears take fp8 activations, as the engine's default (--linear-act auto) has them.
+  be = make_backend(backend, BackendOptions{p, static_cast<float>(ck.config.rms_eps), 0, kernels, true});
   weights = upload_weights(ck.weights, *be);
   set_expert_act(weights, expert_act);
   model = std::make_unique<Model>(ck.config, weights, *be);

@@ -43,12 +43,19 @@ std::vector<Param> params() {
   return p;
 }
 
-// Backends live for the process (a GPU backend is slow to start): the CPU ones by precision.
-Backend& backend(const std::string& name, const Precision& p) {
+// Backends live for the process (a GPU backend is slow to start): the CPU ones by precision, each by whether its
+// fp8 linears take fp8 activations (a case's "act8" parameter: BackendOptions::linear_act8).
+Backend& backend(const std::string& name, const Precision& p, bool act8) {
   static std::map<std::string, std::unique_ptr<Backend>> made;
-  const std::string key = name == kReference ? fmt::format("cpu/{}/{}", storage_name(p.act), storage_name(p.kv)) : name;
+  const std::string key =
+      (name == kReference ? fmt::format("cpu/{}/{}", storage_name(p.act), storage_name(p.kv)) : name) +
+      (act8 ? "/act8" : "");
   auto& be = made[key];
-  if (!be) be = make_backend(name, BackendOptions{name == kReference ? p : Precision{}});
+  if (!be) {
+    BackendOptions o{name == kReference ? p : Precision{}};
+    o.linear_act8 = act8;
+    be = make_backend(name, o);
+  }
   return *be;
 }
 
@@ -61,9 +68,10 @@ void run_case(const OpCase& c, const std::string& name) {
   SCOPED_TRACE(name + " " + c.id() + " (" + c.p.str() + ")");
   const bool reference = name == kReference;
   const Precision gpu_like{Storage::kBF16, Storage::kF16};
-  Backend& cpu_like = backend(kReference, twin_precision(c, gpu_like));
-  Backend& tested = reference ? cpu_like : backend(name, {});
-  Backend& twin = backend(kReference, twin_precision(c, tested.precision()));
+  const bool act8 = c.p.has("act8") && c.p.n("act8") != 0;
+  Backend& cpu_like = backend(kReference, twin_precision(c, gpu_like), act8);
+  Backend& tested = reference ? cpu_like : backend(name, {}, act8);
+  Backend& twin = backend(kReference, twin_precision(c, tested.precision()), act8);
   const Side t{tested, false, tested.precision().act}, w{twin, true, tested.precision().act};
   const OpRunner run = op_runner(c.op);
   const Bound* all = reference ? &kSelf : c.bound(name, "");

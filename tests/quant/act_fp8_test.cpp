@@ -1,12 +1,17 @@
 // fp8 activations (the W8A8 arithmetic of fp8 experts, LayerWeights::experts_act): the per-row E4M3 quantisation
 // of the CPU twin on known values, moe_experts_cpu with act_fp8 as the composition of that quantisation with the
-// plain expert products, and set_expert_act's choices and refusals.
+// plain expert products, set_expert_act's choices and refusals, and the same quantisation in fp8 linears
+// (--linear-act).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "backend/registry.h"
 #include "core/error.h"
 #include "model/weights.h"
 #include "ops/glu/glu.h"
@@ -106,6 +111,43 @@ TEST(ActFp8, SetExpertActChoosesByFormat) {
   EXPECT_EQ(mixed.layers[0].experts_act, DType::kBF16);
   DG_EXPECT_ERROR(set_expert_act(bf, "fp8"), "--expert-act fp8 needs fp8 experts", "layer 0", "BF16");
   DG_EXPECT_ERROR(set_expert_act(bf, "int8"), "unknown expert activation 'int8'");
+}
+
+// fp8 linears with fp8 activations (BackendOptions::linear_act8): the CPU backend's linear quantises the input per
+// row and then runs the plain product; other formats ignore the setting.
+TEST(ActFp8, LinearAct8QuantisesTheInputOfFp8LinearsOnly) {
+  const int64_t rows = 4, in = 32, out = 16;
+  const Tensor x = random_tensor(Shape{rows, in}, 11, 1.0f);
+  const Tensor w_src = random_tensor(Shape{out, in}, 12, 0.1f);
+  BackendOptions o;
+  o.linear_act8 = true;
+  const std::unique_ptr<Backend> a8 = make_backend("cpu", o), plain = make_backend("cpu");
+  for (DType fmt : {DType::kFp8, DType::kQ8}) {
+    SCOPED_TRACE(std::string(dtype_name(fmt)));
+    const Tensor w = pack_tensor(w_src, fmt);
+    Tensor got = a8->alloc(Shape{rows, out}), bf = plain->alloc(Shape{rows, out});
+    a8->linear(x, w, got);
+    plain->linear(x, w, bf);
+    std::vector<float> xq(x.f32(), x.f32() + x.numel()), want(static_cast<size_t>(rows * out));
+    if (fmt == DType::kFp8) act_quant_fp8_rows(xq.data(), rows, in);
+    linear_cpu(xq.data(), rows, in, w, want.data());
+    EXPECT_EQ(std::vector<float>(got.f32(), got.f32() + got.numel()), want);
+    const bool same = std::equal(got.f32(), got.f32() + got.numel(), bf.f32());
+    EXPECT_EQ(same, fmt != DType::kFp8) << "fp8 weights: the quantised input should be visible; q8: no change";
+  }
+}
+
+TEST(ActFp8, LinearActModes) {
+  EXPECT_TRUE(linear_act_fp8("auto"));
+  EXPECT_TRUE(linear_act_fp8("fp8"));
+  EXPECT_FALSE(linear_act_fp8("bf16"));
+  DG_EXPECT_ERROR(linear_act_fp8("int8"), "unknown linear activation 'int8'");
+  ModelWeights w = two_layers(DType::kFp8, DType::kFp8);  // fp8 experts, plain linears
+  check_linear_act(w, "auto");
+  check_linear_act(w, "bf16");
+  DG_EXPECT_ERROR(check_linear_act(w, "fp8"), "--linear-act fp8 needs fp8 linears", "--profile fp8-all");
+  w.layers[1].o.dtype = DType::kFp8;
+  check_linear_act(w, "fp8");
 }
 
 }  // namespace act_fp8_test

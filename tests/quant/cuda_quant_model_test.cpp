@@ -1,5 +1,5 @@
 // Packs on the CUDA backend: tiny_a quantized with each profile that has CUDA kernels (q4, fp8, nvfp4 experts; the
-// SC MLP q8) runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack
+// SC MLP q8; fp8-all: every linear but the vocabulary's fp8, with fp8 activations) runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack
 // (dequantise-then-f32 with the GPU's bf16 / f16 storage roundings). Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -93,7 +93,7 @@ TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
-INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4"));
+INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4", "fp8-all"));
 
 }  // namespace cuda_quant_model_test
 }  // namespace dg::test

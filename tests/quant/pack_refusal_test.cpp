@@ -82,7 +82,7 @@ TEST(PackRefusal, OverlapAndOverrun) {
 }
 
 TEST(PackRefusal, BadProfileAndSets) {
-  DG_EXPECT_ERROR(make_quant_policy("q5", {}), "unknown profile 'q5'", "q4, q6, nvfp4 or fp8");
+  DG_EXPECT_ERROR(make_quant_policy("q5", {}), "unknown profile 'q5'", "q4, q6, nvfp4, fp8 or fp8-all");
   DG_EXPECT_ERROR(make_quant_policy("q4", {"attn"}), "--set 'attn'", "expected CLASS=FORMAT");
   DG_EXPECT_ERROR(make_quant_policy("q4", {"mlp=q8"}), "unknown class 'mlp'", "experts.gate_up");
   DG_EXPECT_ERROR(make_quant_policy("q4", {"embed=q8"}), "class 'embed' is locked", "tied lm_head");

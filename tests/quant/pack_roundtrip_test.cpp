@@ -42,6 +42,8 @@ TEST_P(PackRoundTrip, TensorsComeBackIdentical) {
     const Tensor got = p.store.view(e.name);
     ASSERT_TRUE(got.shape == s.shape);
     if (e.cls == "experts.gate_up" || e.cls == "experts.down") EXPECT_EQ(e.dtype, experts);
+    else if (profile == "fp8-all" && (e.cls == "sc" || e.cls == "attn" || e.cls == "dense"))
+      EXPECT_EQ(e.dtype, DType::kFp8);
     else if (e.cls == "sc") EXPECT_EQ(e.dtype, DType::kQ8);
     else EXPECT_EQ(e.dtype, s.dtype) << "attn, dense and the locked classes stay raw";
     if (dtype_is_packed(e.dtype)) {
@@ -54,18 +56,22 @@ TEST_P(PackRoundTrip, TensorsComeBackIdentical) {
       EXPECT_EQ(std::memcmp(got.data, s.data, s.nbytes), 0);
     }
   }
-  EXPECT_EQ(packed, 2 * 6 + 3);  // two stacks per layer of six, three self-conditioning matrices
+  // two stacks per layer of six, three self-conditioning matrices; fp8-all: per layer also q, k, v (sliding layers
+  // only), o, gate, up and down
+  int attn_dense = 0;
+  for (const LayerWeights& L : Checkpoint::open(tiny_a()).weights.layers) attn_dense += L.v.empty() ? 6 : 7;
+  EXPECT_EQ(packed, 2 * 6 + 3 + (profile == "fp8-all" ? attn_dense : 0));
   for (const char* f : {"config.json", "generation_config.json"}) EXPECT_TRUE(fs::exists(fs::path(pack) / f)) << f;
   EXPECT_FALSE(fs::exists(pack + ".dgq-partial"));
 
   const Checkpoint ck = Checkpoint::open(pack);  // binds like a Hugging Face directory
   ASSERT_TRUE(ck.pack.has_value());
   EXPECT_EQ(ck.weights.layers[0].experts_gate_up.dtype, experts);
-  EXPECT_EQ(ck.weights.sc_down.dtype, DType::kQ8);
+  EXPECT_EQ(ck.weights.sc_down.dtype, profile == "fp8-all" ? DType::kFp8 : DType::kQ8);
   EXPECT_EQ(ck.weights.embed.dtype, DType::kBF16);
 }
 
-INSTANTIATE_TEST_SUITE_P(Profiles, PackRoundTrip, ::testing::Values("q4", "q6", "nvfp4", "fp8"));
+INSTANTIATE_TEST_SUITE_P(Profiles, PackRoundTrip, ::testing::Values("q4", "q6", "nvfp4", "fp8", "fp8-all"));
 
 TEST(Pack, SetOverridesReachTheirClassesOnly) {
   const std::string pack = quantize_fixture("sets", tiny_a(), "q4", {"attn=q8", "experts.down=fp8", "sc=raw"});

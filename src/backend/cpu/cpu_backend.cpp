@@ -74,7 +74,7 @@ class CpuDecider final : public Decider {
 
 class CpuBackend final : public Backend, public SyntheticFill {
  public:
-  CpuBackend(Precision p, float eps) : p_(p), eps_(eps) {}
+  CpuBackend(Precision p, float eps, bool linear_act8) : p_(p), eps_(eps), linear_act8_(linear_act8) {}
   std::string name() const override { return "cpu"; }
   Precision precision() const override { return p_; }
 
@@ -98,7 +98,13 @@ class CpuBackend final : public Backend, public SyntheticFill {
     round_all(out);
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
-    linear_cpu(x.f32(), rows_of(x), cols_of(x), w, out.f32());
+    if (linear_act8_ && w.dtype == DType::kFp8) {  // W8A8: the input replaced by its per-row E4M3 values
+      std::vector<float> xq(x.f32(), x.f32() + x.numel());
+      act_quant_fp8_rows(xq.data(), rows_of(x), cols_of(x));
+      linear_cpu(xq.data(), rows_of(x), cols_of(x), w, out.f32());
+    } else {
+      linear_cpu(x.f32(), rows_of(x), cols_of(x), w, out.f32());
+    }
     round_all(out);
   }
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
@@ -210,12 +216,13 @@ class CpuBackend final : public Backend, public SyntheticFill {
   }
   Precision p_;
   float eps_;
+  bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& o) {
-  return std::make_unique<CpuBackend>(o.precision, o.rms_eps);
+  return std::make_unique<CpuBackend>(o.precision, o.rms_eps, o.linear_act8);
 }
 
 }  // namespace dg

@@ -16,10 +16,13 @@
 
 namespace dg {
 
+class Fp8Gemm;
+
 struct CublasCtx {
   cublasHandle_t blas = nullptr;
   cudaStream_t stream = nullptr;
   std::function<Tensor(DType, Shape)> alloc;  // stream-ordered device buffers of the backend
+  Fp8Gemm* fp8 = nullptr;                     // the W8A8 products (fp8_gemm.h)
 };
 
 // q: bf16 [rows, n_heads, D]; keys: `cached` then the fresh bf16 rows; out: bf16 [rows, n_heads * D].

@@ -16,6 +16,7 @@
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/host_copies.h"
 #include "backend/cuda/moe_path.h"
@@ -60,8 +61,8 @@ struct StreamCtx {
 
 class CudaBackend final : public Backend, public SyntheticFill {
  public:
-  CudaBackend(float eps, int device, const CudaKernels& kernels)
-      : eps_(eps), kernels_(kernels), ctx_(std::make_shared<StreamCtx>()) {
+  CudaBackend(float eps, int device, const CudaKernels& kernels, bool linear_act8)
+      : eps_(eps), kernels_(kernels), linear_act8_(linear_act8), ctx_(std::make_shared<StreamCtx>()) {
     check_kernels(kernels);
     const int n = cuda_device_count();
     DG_CHECK(n > 0, "the CUDA backend needs an NVIDIA GPU, and none is visible (use --backend cpu)");
@@ -82,6 +83,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     // A fixed cuBLAS workspace: no allocation inside a graph capture.
     check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
     check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
+    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);  // same stream: the workspace is never shared at once
     check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {
@@ -89,6 +91,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     inv_freq_.clear();
     if (ids_staging_ != nullptr) cudaFreeHost(ids_staging_);
     cudaEventDestroy(ids_done_);
+    fp8_.reset();
     cublasDestroy(blas_);
     cudaFree(blas_ws_);
   }
@@ -212,7 +215,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     if (dtype_is_packed(w.dtype)) {
-      packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout());
+      packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout(), linear_act8_);
       return;
     }
     gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
@@ -243,7 +246,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
     int64_t total = 0;
     const Tensor* first = side_by_side(x, w, total);
     if (first == nullptr) {
-      Backend::linears(x, w, out);
+      if (all_fp8(w)) fp8_linears_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out);
+      else Backend::linears(x, w, out);
       return;
     }
     std::vector<void*> dst;
@@ -267,6 +271,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
     const int64_t I = gate.shape[0];
+    if (const Tensor* gu[2] = {&gate, &up}; all_fp8(gu)) {  // W8A8: the input quantised once for both
+      Tensor g = alloc(out.shape), u = alloc(out.shape);
+      Tensor* outs[2] = {&g, &u};
+      fp8_linears_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), gu, outs);
+      gelu_mul(g, u, out);
+      return;
+    }
     if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || up.shape[0] != I ||
         up.data != static_cast<const char*>(gate.data) + gate.nbytes()) {
       Backend::gated_linear(x, gate, up, out);
@@ -453,7 +464,17 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
  private:
   CublasCtx blas_ctx() {
-    return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }};
+    return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get()};
+  }
+  // Whether the weights take the W8A8 product: fp8 weights (at least one; none other) with fp8 activations on.
+  bool all_fp8(std::span<const Tensor* const> w) const {
+    int n = 0;
+    for (const Tensor* t : w) {
+      if (t == nullptr) continue;
+      if (t->dtype != DType::kFp8) return false;
+      ++n;
+    }
+    return linear_act8_ && n > 0;
   }
 
   void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
@@ -479,10 +500,12 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   float eps_;
   CudaKernels kernels_;
+  bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<Fp8Gemm> fp8_;
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
   StageMarks marks_;
   static constexpr size_t kBlasWorkspace = size_t{32} << 20;
@@ -496,7 +519,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) {
-  return std::make_unique<CudaBackend>(o.rms_eps, o.device, o.cuda);
+  return std::make_unique<CudaBackend>(o.rms_eps, o.device, o.cuda, o.linear_act8);
 }
 
 bool cuda_present() { return cuda_device_count() > 0; }

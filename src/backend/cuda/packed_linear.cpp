@@ -1,7 +1,9 @@
 // The CUDA backend's linear() of packed weights (see packed_linear.h).
 #include "backend/cuda/packed_linear.h"
 
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/host_check.h"
+#include "core/packed_layout.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/moe/moe_cuda.h"
 
@@ -10,7 +12,13 @@ namespace dg {
 using cuda_host::check;
 
 void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
-                        Q4Layout q4) {
+                        Q4Layout q4, bool act8) {
+  if (act8 && w.dtype == DType::kFp8) {
+    const Tensor* ws[1] = {&w};
+    Tensor* outs[1] = {&out};
+    fp8_linears_cuda(c, x, rows, K, ws, outs);
+    return;
+  }
   const int64_t N = w.shape[0];
   const bool rowscaled = (w.dtype == DType::kQ8 || w.dtype == DType::kFp8) && w.shape.rank == 2;
   if (!rowscaled || rows < kRowscaledCublasRows) {
@@ -22,6 +30,23 @@ void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64
   Tensor acc = c.alloc(DType::kF32, Shape{rows, N});
   gemm_xwt_cublas(c.blas, x.data, rows, K, codes.data, N, acc.data, CUDA_R_32F);
   check(rowscaled_epilogue_cuda(acc.f32(), w.data, w.dtype, rows, N, K, out.data, c.stream));
+}
+
+void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, std::span<const Tensor* const> w,
+                      std::span<Tensor* const> out) {
+  DG_CHECK(c.fp8 != nullptr, "fp8 linears: the backend has no W8A8 product");
+  Tensor xq = c.alloc(DType::kU8, Shape{rows, K}), xs = c.alloc(DType::kF32, Shape{rows});
+  check(moe_act_quant_fp8_cuda(x.data, rows, K, xq.data, xs.f32(), c.stream));
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == nullptr) continue;
+    const Tensor& t = *w[i];
+    DG_CHECK(t.dtype == DType::kFp8 && t.shape.rank == 2 && t.shape[1] == K,
+             "fp8 linears: weight {} ({}) does not take fp8 inputs of width {}", i, t.shape.str(), K);
+    const int64_t N = t.shape[0];
+    const PackedLayout L = packed_layout(DType::kFp8, t.shape);
+    const auto* scales = reinterpret_cast<const float*>(static_cast<const uint8_t*>(t.data) + L.offset[1]);
+    c.fp8->run(xq.data, xs.f32(), rows, K, t.data, scales, N, out[i]->data, c.stream);
+  }
 }
 
 }  // namespace dg

@@ -1,7 +1,8 @@
 // Cases of the products (src/ops/linear/linear.h and the Backend's fused forms): linear (rows, in, out; weights in
 // any format), linears (rows, in, out0..out2: outputs of the weights that share the input, 0 for a skipped one;
 // the q/k/v projections), gated_linear (rows, in, ff: gelu(x gate^T) * (x up^T)). The fused forms' twin is the
-// composition of the unfused CPU ops.
+// composition of the unfused CPU ops. act8 = 1: both backends run fp8 linears with fp8 activations (W8A8,
+// BackendOptions::linear_act8; the twin quantises the input per row as the GPU does, then its f32 dot products).
 #include "ops/op_cases.h"
 
 namespace dg {
@@ -29,6 +30,15 @@ constexpr Bound kCudaPackedQ4{
     .rel = 0x1p-7, .rel_sum = 0x1p-14 + 0x1p-9, .min_cosine = 0.99999,
     .basis = "the GEMM bound plus q4's decoded weight rounded once to bf16 (2^-9 relative per weight)",
     .measured = kPackedMeasured};
+// W8A8 (cuBLASLt's e4m3 product with per-row scales): the same E4M3 inputs on both sides; Hopper's fp8 tensor cores
+// sum a few k32 steps in about 14 bits before cuBLASLt adds them into f32 (docs/CUDA.md), so the order term is
+// wider than bf16's.
+constexpr const char* kA8Basis =
+    "the same E4M3 activations and weights on both sides (the GPU's per-row quantisation is the twin's); the output "
+    "rounded to bf16 once on each side (2^-8 relative between them), the e4m3 tensor cores' partial sums kept to "
+    "about 14 bits before cuBLASLt promotes them to f32 (2^-12 of the sum of |products|)";
+constexpr Bound kCudaA8{.rel = 0x1p-7, .rel_sum = 0x1p-12, .min_cosine = 0.9999, .basis = kA8Basis};
+constexpr Bound kCudaGatedA8{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = kA8Basis};
 constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 constexpr Bound kCudaGated{
     .of_peak = 0x1p-6, .min_cosine = 0.9999,
@@ -50,6 +60,13 @@ OpCase packed(int64_t rows, int64_t in, int64_t out, DType w, bool real = false)
 
 OpCase linears(std::string name, CaseParams p, bool real = false) {
   return {"linear", "linears", std::move(name), std::move(p), DType::kBF16, real, false, {{"cuda", "", kCudaDense}}};
+}
+
+// fp8 weights with fp8 activations (act8).
+OpCase a8(const char* op, std::string name, CaseParams p, bool real = false) {
+  const std::string o = op;
+  return {"linear", o, "fp8 W8A8 " + std::move(name), std::move(p), DType::kFp8, real, false,
+          {{"cuda", "", o == "gated_linear" ? kCudaGatedA8 : kCudaA8}}};
 }
 
 OpCase gated(std::string name, CaseParams p, DType w = DType::kBF16, bool real = false) {
@@ -84,6 +101,16 @@ std::vector<OpCase> linear_cases() {
       gated("odd 7 x 111 -> 13", {{"rows", 7}, {"in", 111}, {"ff", 13}}),
       gated("26B-A4B dense MLP", {{"rows", 256}, {"in", 2816}, {"ff", 2112}}, DType::kBF16, true),
       gated("q8 self-conditioning MLP", {{"rows", 64}, {"in", 128}, {"ff", 96}}, DType::kQ8),
+      a8("linear", "130 x 64 -> 208", {{"rows", 130}, {"in", 64}, {"out", 208}, {"act8", 1}}),
+      a8("linear", "3 x 32 -> 16", {{"rows", 3}, {"in", 32}, {"out", 16}, {"act8", 1}}),
+      a8("linear", "26B-A4B full o_proj", {{"rows", 256}, {"in", 8192}, {"out", 2816}, {"act8", 1}}, true),
+      a8("linear", "26B-A4B prefill chunk dense down", {{"rows", 4096}, {"in", 2112}, {"out", 2816}, {"act8", 1}},
+         true),
+      a8("linears", "q, k, v", {{"rows", 77}, {"in", 256}, {"out0", 512}, {"out1", 128}, {"out2", 128}, {"act8", 1}}),
+      a8("linears", "26B-A4B sliding q, k, v", {{"rows", 256}, {"in", 2816}, {"out0", 4096}, {"out1", 2048},
+                                                {"out2", 2048}, {"act8", 1}}, true),
+      a8("gated_linear", "77 x 256 -> 384", {{"rows", 77}, {"in", 256}, {"ff", 384}, {"act8", 1}}),
+      a8("gated_linear", "26B-A4B dense MLP", {{"rows", 256}, {"in", 2816}, {"ff", 2112}, {"act8", 1}}, true),
   };
 }
 

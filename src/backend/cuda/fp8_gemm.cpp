@@ -1,0 +1,87 @@
+// cuBLASLt's e4m3 product with per-row scales (see fp8_gemm.h). Row-major y [rows, n] = x wᵀ is, column-major,
+// yᵀ [n, rows] = op_T(W) X with W the [k, n] and X the [k, rows] column-major views of the row-major arrays: the
+// "TN" form cuBLASLt requires for fp8. The A scale vector (n entries) is the weights', the B vector (rows) the
+// activations'.
+#include "backend/cuda/fp8_gemm.h"
+
+#include "core/error.h"
+
+namespace dg {
+namespace {
+
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt error {} in {}", static_cast<int>(s), what);
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v, const char* what) {
+  lt_check(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v), what);
+}
+
+}  // namespace
+
+Fp8Gemm::Fp8Gemm(void* workspace, size_t workspace_bytes) : ws_(workspace), ws_bytes_(workspace_bytes) {
+  lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
+}
+
+Fp8Gemm::~Fp8Gemm() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  cublasLtDestroy(lt_);
+}
+
+Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
+  const auto key = std::make_tuple(rows, k, n);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  Plan p;
+  lt_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "fp8 matmul desc");
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T, "fp8 transa");
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N, "fp8 transb");
+  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, outer, "fp8 weight scale mode");
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, outer, "fp8 activation scale mode");
+  lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+           "fp8 weight layout");
+  lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(rows), k),
+           "fp8 activation layout");
+  lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n),
+           "fp8 output layout");
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "fp8 preference");
+  const uint64_t ws = ws_bytes_;
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+           "fp8 workspace preference");
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &best, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    fail("cuBLASLt offers no e4m3 product with per-row scales for [{} x {}] x [{} x {}]^T on this GPU (status {}); "
+         "run with --linear-act bf16", rows, k, n, k, static_cast<int>(st));
+  }
+  p.algo = best.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void Fp8Gemm::run(const void* xq, const float* x_scale, int64_t rows, int64_t k, const void* wq, const float* w_scale,
+                  int64_t n, void* y, cudaStream_t s) {
+  DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act bf16)", k,
+           n);
+  if (rows == 0) return;
+  Plan& p = plan(rows, k, n);
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale, "fp8 weight scales");
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale, "fp8 activation scales");
+  const float one = 1.0f, zero = 0.0f;
+  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, y, p.d, y, p.d, &p.algo, ws_, ws_bytes_, s),
+           "fp8 product");
+}
+
+}  // namespace dg

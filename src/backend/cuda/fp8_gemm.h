@@ -1,0 +1,45 @@
+// W8A8 dense products on Hopper's e4m3 tensor cores through cuBLASLt: y = (x_codes · w_codesᵀ) times the
+// activation row's scale and the weight row's scale (cuBLASLt's outer-vector scaling), f32 accumulation, bf16
+// out. The linears of fp8 weights run this when their activations are fp8 too (`--linear-act`, docs/CUDA.md).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace dg {
+
+class Fp8Gemm {
+ public:
+  // `workspace` (device, `workspace_bytes`) may be shared with other work ordered on the same stream.
+  Fp8Gemm(void* workspace, size_t workspace_bytes);
+  ~Fp8Gemm();
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+
+  // y [rows, n] bf16 = (xq [rows, k] e4m3 · wq [n, k]ᵀ e4m3) · x_scale[r] · w_scale[c]. k and n multiples of 16,
+  // every pointer 16-byte aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm.
+  void run(const void* xq, const float* x_scale, int64_t rows, int64_t k, const void* wq, const float* w_scale,
+           int64_t n, void* y, cudaStream_t s);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  Plan& plan(int64_t rows, int64_t k, int64_t n);
+
+  cublasLtHandle_t lt_ = nullptr;
+  void* ws_;
+  size_t ws_bytes_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans_;  // by (rows, k, n)
+};
+
+// Whether the widths suit Fp8Gemm (both multiples of 16).
+inline bool fp8_gemm_shape_ok(int64_t k, int64_t n) { return k % 16 == 0 && n % 16 == 0 && k > 0 && n > 0; }
+
+}  // namespace dg
