@@ -1,7 +1,6 @@
-// cuBLASLt's e4m3 product with per-row scales (see fp8_gemm.h). Row-major y [rows, n] = x wᵀ is, column-major,
-// yᵀ [n, rows] = op_T(W) X with W the [k, n] and X the [k, rows] column-major views of the row-major arrays: the
-// "TN" form cuBLASLt requires for fp8. The A scale vector (n entries) is the weights', the B vector (rows) the
-// activations'.
+// cuBLASLt's e4m3 product (see fp8_gemm.h). Row-major acc [rows, n] = x wᵀ is, column-major, accᵀ [n, rows] =
+// op_T(W) X with W the [k, n] and X the [k, rows] column-major views of the row-major arrays: the "TN" form cuBLASLt
+// requires for fp8.
 #include "backend/cuda/fp8_gemm.h"
 
 #include "core/error.h"
@@ -41,14 +40,11 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
   lt_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "fp8 matmul desc");
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T, "fp8 transa");
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N, "fp8 transb");
-  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, outer, "fp8 weight scale mode");
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, outer, "fp8 activation scale mode");
   lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
            "fp8 weight layout");
   lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(rows), k),
            "fp8 activation layout");
-  lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n),
+  lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n),
            "fp8 output layout");
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "fp8 preference");
@@ -64,23 +60,20 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.d);
     cublasLtMatmulDescDestroy(p.desc);
-    fail("cuBLASLt offers no e4m3 product with per-row scales for [{} x {}] x [{} x {}]^T on this GPU (status {}); "
+    fail("cuBLASLt offers no e4m3 product for [{} x {}] x [{} x {}]^T on this GPU (status {}); "
          "run with --linear-act bf16", rows, k, n, k, static_cast<int>(st));
   }
   p.algo = best.algo;
   return plans_.emplace(key, p).first->second;
 }
 
-void Fp8Gemm::run(const void* xq, const float* x_scale, int64_t rows, int64_t k, const void* wq, const float* w_scale,
-                  int64_t n, void* y, cudaStream_t s) {
+void Fp8Gemm::run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s) {
   DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act bf16)", k,
            n);
   if (rows == 0) return;
   Plan& p = plan(rows, k, n);
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale, "fp8 weight scales");
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale, "fp8 activation scales");
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, y, p.d, y, p.d, &p.algo, ws_, ws_bytes_, s),
+  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, acc, p.d, acc, p.d, &p.algo, ws_, ws_bytes_, s),
            "fp8 product");
 }
 

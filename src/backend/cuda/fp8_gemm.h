@@ -1,6 +1,7 @@
-// W8A8 dense products on Hopper's e4m3 tensor cores through cuBLASLt: y = (x_codes · w_codesᵀ) times the
-// activation row's scale and the weight row's scale (cuBLASLt's outer-vector scaling), f32 accumulation, bf16
-// out. The linears of fp8 weights run this when their activations are fp8 too (`--linear-act`, docs/CUDA.md).
+// W8A8 dense products on the e4m3 tensor cores (sm_89+) through cuBLASLt: the f32 sums of x_codes · w_codesᵀ, to
+// which the caller applies the activation row's and the weight row's scales (rowscaled_epilogue_cuda; cuBLASLt 13's
+// outer-vector scaling is refused on the H200, status 7). The linears of fp8 weights run this when their
+// activations are fp8 too (`--linear-act`, docs/CUDA.md).
 #pragma once
 
 #include <cublasLt.h>
@@ -20,10 +21,9 @@ class Fp8Gemm {
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
-  // y [rows, n] bf16 = (xq [rows, k] e4m3 · wq [n, k]ᵀ e4m3) · x_scale[r] · w_scale[c]. k and n multiples of 16,
-  // every pointer 16-byte aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm.
-  void run(const void* xq, const float* x_scale, int64_t rows, int64_t k, const void* wq, const float* w_scale,
-           int64_t n, void* y, cudaStream_t s);
+  // acc [rows, n] f32 = xq [rows, k] e4m3 · wq [n, k]ᵀ e4m3. k and n multiples of 16, every pointer 16-byte
+  // aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm.
+  void run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s);
 
  private:
   struct Plan {

@@ -43,9 +43,9 @@ void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t
     DG_CHECK(t.dtype == DType::kFp8 && t.shape.rank == 2 && t.shape[1] == K,
              "fp8 linears: weight {} ({}) does not take fp8 inputs of width {}", i, t.shape.str(), K);
     const int64_t N = t.shape[0];
-    const PackedLayout L = packed_layout(DType::kFp8, t.shape);
-    const auto* scales = reinterpret_cast<const float*>(static_cast<const uint8_t*>(t.data) + L.offset[1]);
-    c.fp8->run(xq.data, xs.f32(), rows, K, t.data, scales, N, out[i]->data, c.stream);
+    Tensor acc = c.alloc(DType::kF32, Shape{rows, N});
+    c.fp8->run(xq.data, rows, K, t.data, N, acc.f32(), c.stream);
+    check(rowscaled_epilogue_cuda(acc.f32(), t.data, DType::kFp8, rows, N, K, out[i]->data, c.stream, xs.f32()));
   }
 }
 

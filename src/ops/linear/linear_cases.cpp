@@ -30,9 +30,9 @@ constexpr Bound kCudaPackedQ4{
     .rel = 0x1p-7, .rel_sum = 0x1p-14 + 0x1p-9, .min_cosine = 0.99999,
     .basis = "the GEMM bound plus q4's decoded weight rounded once to bf16 (2^-9 relative per weight)",
     .measured = kPackedMeasured};
-// W8A8 (cuBLASLt's e4m3 product with per-row scales): the same E4M3 inputs on both sides; Hopper's fp8 tensor cores
-// sum a few k32 steps in about 14 bits before cuBLASLt adds them into f32 (docs/CUDA.md), so the order term is
-// wider than bf16's.
+// W8A8 (cuBLASLt's e4m3 product, both scales on its f32 sums): the same E4M3 inputs on both sides; Hopper's fp8
+// tensor cores sum a few k32 steps in about 14 bits before cuBLASLt adds them into f32 (docs/CUDA.md), so the order
+// term is wider than bf16's.
 constexpr const char* kA8Basis =
     "the same E4M3 activations and weights on both sides (the GPU's per-row quantisation is the twin's); the output "
     "rounded to bf16 once on each side (2^-8 relative between them), the e4m3 tensor cores' partial sums kept to "

@@ -17,9 +17,10 @@ namespace dg {
 
 // codes_bf16 [n, k] = the code plane of the packed q8 or fp8 weight w [n, k] (device), as bf16.
 Status rowscaled_codes_bf16_cuda(const void* w, DType fmt, int64_t n, int64_t k, void* codes_bf16, cudaStream_t s);
-// y [rows, n] bf16 = acc [rows, n] f32 times the scale plane of w [n, k] per column.
+// y [rows, n] bf16 = acc [rows, n] f32 times the scale plane of w [n, k] per column, and with x_scale (device,
+// [rows]) also times x_scale[row] first: (acc · x_scale[r]) · w_scale[c], rounded once.
 Status rowscaled_epilogue_cuda(const float* acc, const void* w, DType fmt, int64_t rows, int64_t n, int64_t k,
-                               void* y, cudaStream_t s);
+                               void* y, cudaStream_t s, const float* x_scale = nullptr);
 
 }  // namespace dg
 #endif

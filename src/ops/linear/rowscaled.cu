@@ -45,12 +45,15 @@ __global__ void codes_kernel(const uint8_t* codes, int64_t n, bf16* out) {
 
 // Thread (x, y): column x of rows y, y + gridDim.y, ...
 __global__ void epilogue_kernel(const float* acc, const uint8_t* scale_plane, int64_t row_bytes, int64_t rows,
-                                int64_t n, bf16* y) {
+                                int64_t n, bf16* y, const float* x_scale) {
   cuda::pdl_enter();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= n) return;
   const float s = *reinterpret_cast<const float*>(scale_plane + c * row_bytes);
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) y[r * n + c] = __float2bfloat16_rn(acc[r * n + c] * s);
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float a = x_scale != nullptr ? acc[r * n + c] * x_scale[r] : acc[r * n + c];
+    y[r * n + c] = __float2bfloat16_rn(a * s);
+  }
 }
 
 Status check_format(DType fmt, const char* what) {
@@ -75,13 +78,13 @@ Status rowscaled_codes_bf16_cuda(const void* w, DType fmt, int64_t n, int64_t k,
 }
 
 Status rowscaled_epilogue_cuda(const float* acc, const void* w, DType fmt, int64_t rows, int64_t n, int64_t k,
-                               void* y, cudaStream_t s) {
+                               void* y, cudaStream_t s, const float* x_scale) {
   if (Status st = check_format(fmt, "rowscaled_epilogue_cuda"); !st.is_ok()) return st;
   if (rows * n == 0) return Status::ok();
   const PackedLayout L = packed_layout(fmt, Shape{n, k});
   const dim3 grid(cuda::blocks_for(n, 256), static_cast<unsigned>(rows < 65535 ? rows : 65535));
   cuda::launch(epilogue_kernel, grid, 256, 0, s, acc, static_cast<const uint8_t*>(w) + L.offset[1], L.row_bytes[1],
-               rows, n, static_cast<bf16*>(y));
+               rows, n, static_cast<bf16*>(y), x_scale);
   return cuda_status(cudaGetLastError(), "rowscaled_epilogue_cuda");
 }
 
