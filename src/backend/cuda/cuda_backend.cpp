@@ -83,7 +83,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
     // A fixed cuBLAS workspace: no allocation inside a graph capture.
     check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
     check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
-    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);  // same stream: the workspace is never shared at once
+    // The same workspace: cuBLAS and cuBLASLt run on the one stream, never at once.
+    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace, kernels.fp8_gemm_tune);
     check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {

@@ -61,6 +61,10 @@ struct CudaKernels {
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;
+  // The W8A8 linears' cuBLASLt product: time the heuristic's candidates on each shape's first uncaptured call and
+  // keep the fastest (diagnosis: the choice, and so the summation order, may differ from run to run). Off: the
+  // heuristic's first, the same in every run.
+  bool fp8_gemm_tune = false;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
