@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -35,6 +36,7 @@ struct ServeCliOptions {
   std::string api_key_file;
   ToolCheckFlags tool_check;
   bool quiet = false;
+  std::string warmup = "auto";  // auto | on | off (auto: on with the cuda backend)
   bool plan = false;         // print the memory plan and exit
   double device_gib = 0;     // --plan: the device's memory in all (0: this machine's)
 };
@@ -100,6 +102,23 @@ void read_api_keys(const std::string& path, std::vector<std::string>& keys) {
   }
 }
 
+// --warmup: one block through the request path before the listener accepts (Server::warm_up); false when the
+// server was stopped meanwhile.
+bool warm_up(server::Server& srv, const std::string& backend) {
+  fmt::print(stderr, "diffgemma serve: warming up ({}): one block ... ", backend);
+  std::fflush(stderr);
+  std::optional<double> seconds;
+  try {
+    seconds = srv.warm_up();
+  } catch (...) {
+    fmt::print(stderr, "failed (--warmup off skips it)\n");
+    throw;
+  }
+  fmt::print(stderr, "{}\n", seconds ? fmt::format("done in {:.2f} s", *seconds) : std::string("stopped"));
+  std::fflush(stderr);
+  return seconds.has_value();
+}
+
 void run_serve(ServeCliOptions& o) {
   if (o.plan) {
     run_plan(o);
@@ -138,18 +157,23 @@ void run_serve(ServeCliOptions& o) {
   const AttnTopk& topk = engine->model().attention_topk();
   fmt::print(stderr, "diffgemma serve: --max-batch {}{}\n", plan.why,
              plan.max_batch == 1 ? " (one request at a time)" : "");
+  std::thread([&srv, stop_signals] {  // before the warm-up, so that a stop signal ends it too
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    srv.stop();
+  }).detach();
+  const bool warm = o.warmup == "on" || (o.warmup == "auto" && eo.backend == "cuda");
+  if (warm && !warm_up(srv, eo.backend)) {
+    srv.run();  // returns at once, or once the stop that ended the warm-up is through
+    fmt::print(stderr, "diffgemma serve: stopped\n");
+    return;
+  }
   fmt::print(stderr, "diffgemma serve: listening on http://{}:{} (model {}, context {}, {} sessions, queue {}{}{})\n",
              o.server.host, port, o.model.model, o.server.context, plan.slots, o.server.max_queue,
              topk.on() ? ", attention top-k " + attn_topk_name(topk) : "",
              o.server.api_keys.empty() ? "" : fmt::format(", {} API key(s) required", o.server.api_keys.size()));
   if (!srv.oplog_path().empty()) fmt::print(stderr, "diffgemma serve: op-log {}\n", srv.oplog_path());
   std::fflush(stderr);
-
-  std::thread([&srv, stop_signals] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    srv.stop();
-  }).detach();
   srv.run();
   fmt::print(stderr, "diffgemma serve: stopped\n");
 }
@@ -242,6 +266,12 @@ void register_serve(CLI::App& app) {
                 "a request that continues a tool turn is prompted with the conversation re-rendered instead of the "
                 "turn's raw token log (docs/TOOLS.md)");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-request log lines on stderr");
+  cmd->add_option("--warmup", o->warmup,
+                  "before it accepts requests, run one short chat request (a one-block answer) through the path "
+                  "requests take, so that no client pays the device's first-use costs; nothing of it stays behind "
+                  "(auto: on with --backend cuda, off on the cpu)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--plan", o->plan,
                 "print what one stream holds and how many fit (-m, --backend, --ctx, --max-batch, --slots, --memory) "
                 "without loading the weights, and exit; -m may be synthetic:26b-a4b[:bf16|q4|fp8|nvfp4]");

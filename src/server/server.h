@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/engine_core.h"
@@ -33,6 +34,9 @@ MemoryInfo given_memory(double gib);  // --memory GIB: that much free, of as muc
 // prompt of p tokens and an answer of a take positions up to p + a - 1 + canvas, so p + a <= max_positions - canvas
 // + 1); a config without max_position_embeddings holds nothing back.
 int64_t held_context(const ModelConfig& cfg, int64_t context);
+// The chat request the warm-up sends (Server::warm_up): one short user turn at a fixed seed, the server's defaults
+// for the rest.
+Json warm_up_body();
 
 class Server {
  public:
@@ -44,6 +48,11 @@ class Server {
   ~Server();
 
   int bind();   // binds host:port (port 0: a free one) and returns the port; throws dg::Error when it cannot
+  // Before the listener accepts (docs/SERVER.md, "Warm-up"): starts the worker and runs warm_up_body(), its answer
+  // held to one block, through it as a request runs, so that no client pays the device's first-use costs; nothing
+  // of it stays behind (Worker::warm_up). Returns the seconds it took; nullopt when the server was stopped
+  // meanwhile; throws dg::Error when the generation failed.
+  std::optional<double> warm_up();
   void run();   // starts the worker and serves until stop()
   void stop();  // from any thread: queued and running jobs are answered 503, streams end, run() returns
   std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }

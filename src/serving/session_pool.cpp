@@ -74,6 +74,15 @@ void SessionPool::acquire(int slot, const std::string& tenant) {
 
 void SessionPool::release(int slot) { slots_.at(static_cast<size_t>(slot)).busy = false; }
 
+void SessionPool::reset(int slot) {
+  Slot& s = slots_.at(static_cast<size_t>(slot));
+  DG_CHECK(!s.busy, "session slot {} is in use", slot);
+  s.session->clear();
+  s.tenant.clear();
+  s.last_used = 0;
+  s.tool_turn.reset();
+}
+
 void SessionPool::set_tool_turn(int slot, std::optional<ToolTurn> turn) {
   slots_.at(static_cast<size_t>(slot)).tool_turn = std::move(turn);
 }

@@ -49,6 +49,8 @@ class SessionPool {
   void acquire(int slot, const std::string& tenant = "");
   void release(int slot);
   void set_tool_turn(int slot, std::optional<ToolTurn> turn);  // the tool turn the slot's cache now ends in
+  // The free slot as at start: its cache empty, no tenant, no tool turn, least recently used.
+  void reset(int slot);
   int size() const { return static_cast<int>(slots_.size()); }
 
  private:

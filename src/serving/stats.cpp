@@ -16,6 +16,13 @@ void Histogram::observe(double x) {
   sum_ += x;
 }
 
+void Histogram::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fill(counts_.begin(), counts_.end(), 0);
+  count_ = 0;
+  sum_ = 0.0;
+}
+
 Histogram::Snapshot Histogram::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   Snapshot s;
@@ -45,5 +52,12 @@ WorkerStats::WorkerStats(int max_batch)
       batch_occupancy(occupancy_bounds(max_batch)),
       prefill_prompts(occupancy_bounds(max_batch)),
       prefill_tokens({16, 64, 256, 1024, 2048, 4096, 8192, 16384}) {}
+
+void WorkerStats::reset() {
+  for (std::atomic<uint64_t>* c : {&jobs_completed, &jobs_cancelled, &jobs_timed_out, &jobs_failed, &prompt_tokens,
+                                   &cached_prompt_tokens, &completion_tokens, &denoise_steps})
+    *c = 0;
+  for (Histogram* h : {&step_seconds, &batch_occupancy, &prefill_prompts, &prefill_tokens}) h->reset();
+}
 
 }  // namespace dg

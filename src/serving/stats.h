@@ -15,6 +15,7 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double x);
+  void reset();  // no observations
 
   struct Snapshot {
     std::vector<double> bounds;
@@ -48,6 +49,9 @@ struct WorkerStats {
   Histogram batch_occupancy;    // jobs denoised together in one step
   Histogram prefill_prompts;    // batched worker: prompts with tokens in one encoder pass
   Histogram prefill_tokens;     // batched worker: prompt tokens in one encoder pass (at most --prefill-per-step)
+
+  // Every counter and histogram but `running` back to zero (what the warm-up added: Worker::warm_up).
+  void reset();
 };
 
 }  // namespace dg

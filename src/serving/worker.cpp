@@ -16,14 +16,46 @@ Worker::Worker(const EngineCore& engine, JobQueue& queue, WorkerStats& stats, Wo
 Worker::~Worker() { stop(); }
 
 void Worker::start() {
-  DG_CHECK(!thread_.joinable(), "the worker is already running");
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (stopping_ || thread_.joinable()) return;
   thread_ = std::thread([this] { loop(); });
 }
 
 void Worker::stop() {
   stopping_ = true;
   queue_.close();
+  std::lock_guard<std::mutex> lock(thread_mu_);
   if (thread_.joinable()) thread_.join();
+}
+
+JobEvent Worker::warm_up(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    warm_ended_ = false;
+  }
+  warm_job_ = job.get();
+  if (!queue_.push(job)) {
+    warm_job_ = nullptr;
+    JobEvent e;
+    e.kind = JobEvent::Kind::kError;
+    e.status = 503;
+    e.text = "the server is shutting down";
+    return e;
+  }
+  std::unique_lock<std::mutex> lock(warm_mu_);
+  warm_cv_.wait(lock, [&] { return warm_ended_; });
+  // Every event was pushed before the end: the last one is the answer.
+  JobEvent last;
+  while (std::optional<JobEvent> e = job->events.pop(std::chrono::milliseconds(0))) last = std::move(*e);
+  return last;
+}
+
+void Worker::end_warm_up() {
+  stats_.reset();
+  warm_job_ = nullptr;
+  std::lock_guard<std::mutex> lock(warm_mu_);
+  warm_ended_ = true;
+  warm_cv_.notify_all();
 }
 
 void Worker::say(const std::string& line) const {
@@ -52,6 +84,7 @@ bool Worker::refuse(Job& job) {
   } else {
     return false;
   }
+  if (warming(job)) end_warm_up();
   return true;
 }
 
@@ -95,28 +128,34 @@ int Worker::open_slot(Job& job) {
     r = pool_.route(job.spec.prompt, job.spec.tenant);
   }
   DG_CHECK(r.slot >= 0, "no free session slot (the worker holds at most one job per slot)");
-  say(fmt::format("job {}: slot {} ({}{}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
-                  r.clear ? ", another tenant's: cleared" : "", r.common, job.spec.prompt.size(), r.held));
-  if (opt_.oplog != nullptr)
-    opt_.oplog->write({{"op", "route"}, {"job", job.id}, {"slot", r.slot}, {"why", r.why}, {"common", r.common},
-                       {"held", r.held}, {"prompt", job.spec.prompt.size()}});
+  if (!warming(job))
+    say(fmt::format("job {}: slot {} ({}{}): reuses {} of {} prompt tokens; the slot held {}", job.id, r.slot, r.why,
+                    r.clear ? ", another tenant's: cleared" : "", r.common, job.spec.prompt.size(), r.held));
+  OpLog* oplog = oplog_of(job);
+  if (oplog != nullptr)
+    oplog->write({{"op", "route"}, {"job", job.id}, {"slot", r.slot}, {"why", r.why}, {"common", r.common},
+                  {"held", r.held}, {"prompt", job.spec.prompt.size()}});
   if (r.clear) {
     pool_.session(r.slot).clear();
-    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});
+    if (oplog != nullptr) oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});
   }
   pool_.acquire(r.slot, job.spec.tenant);
   ++stats_.running;
   return r.slot;
 }
 
-void Worker::close_slot(int slot) {
+void Worker::close_slot(const Job& job, int slot) {
   --stats_.running;
   pool_.release(slot);
+  if (!warming(job)) return;
+  pool_.reset(slot);
+  end_warm_up();
 }
 
 void Worker::run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps) {
   Session& session = pool_.session(slot);
-  JobContext ctx{engine_, chat_tokens_, stats_, opt_.oplog,
+  OpLog* oplog = oplog_of(job);
+  JobContext ctx{engine_, chat_tokens_, stats_, oplog,
                  [&] { return stopping_.load() || job.cancelled.load() || job.expired(); }, denoiser};
   ctx.worker_times_steps = worker_times_steps;
   ctx.tool_continuation = opt_.tool_continuation;
@@ -128,7 +167,7 @@ void Worker::run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_st
   } catch (const std::exception& e) {
     ++stats_.jobs_failed;
     session.clear();  // the cache may hold half an op: start the slot over
-    if (opt_.oplog != nullptr) opt_.oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", slot}});
+    if (oplog != nullptr) oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", slot}});
     // Memory ran out under this load (the plan at start keeps it from happening; docs/SERVER.md): the client may
     // retry, as after a 503 at admission. Anything else is the engine's fault.
     const bool oom = dynamic_cast<const OutOfMemory*>(&e) != nullptr || dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
@@ -145,7 +184,7 @@ void Worker::run(Job& job) {
   const int slot = open_slot(job);
   const std::unique_ptr<Denoiser> denoiser = opt_.denoiser ? opt_.denoiser(engine_.model(), job) : nullptr;
   run_on(job, slot, denoiser.get(), false);
-  close_slot(slot);
+  close_slot(job, slot);
 }
 
 }  // namespace dg

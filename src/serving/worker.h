@@ -9,8 +9,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -49,10 +51,16 @@ class Worker {
   Worker(const EngineCore& engine, JobQueue& queue, WorkerStats& stats, WorkerOptions opt);
   ~Worker();  // stop() and join
 
-  void start();
+  void start();  // starts the worker thread, unless it runs already or the worker was stopped
   // Ends the worker: the running job is cancelled at its next step and answered with a 503, so is every job
   // still queued (the queue is closed).
   void stop();
+  // Runs `job`, which no client sent, through the queue and the path every request takes (serial or batched), and
+  // blocks until it is answered and leaves no trace: its slot is as at start again (cache cleared, no tenant), it
+  // writes no op-log record and no routing line, and the stats it added are reset. Call after start() and before
+  // anything else is queued (docs/SERVER.md, "Warm-up"). Returns its last event (kDone, or kError: a 503 when the
+  // worker stopped meanwhile).
+  JobEvent warm_up(std::shared_ptr<Job> job);
 
  private:
   class Flight;
@@ -66,7 +74,10 @@ class Worker {
   // turn's raw log), else SessionPool::route.
   int open_slot(Job& job);
   bool continue_turn(Job& job, const ToolTurn& turn) const;  // sets the job's prompt when it continues `turn`
-  void close_slot(int slot);
+  void close_slot(const Job& job, int slot);
+  bool warming(const Job& job) const { return &job == warm_job_.load(); }
+  OpLog* oplog_of(const Job& job) const { return warming(job) ? nullptr : opt_.oplog; }
+  void end_warm_up();  // the warm-up job is answered and its traces are gone: warm_up() returns
   void run_on(Job& job, int slot, Denoiser* denoiser, bool worker_times_steps);
   void say(const std::string& line) const;
 
@@ -77,7 +88,12 @@ class Worker {
   ChatTokens chat_tokens_;
   SessionPool pool_;
   std::atomic<bool> stopping_{false};
+  std::mutex thread_mu_;  // start() and stop() may come from different threads
   std::thread thread_;
+  std::atomic<const Job*> warm_job_{nullptr};
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;
+  bool warm_ended_ = false;
 };
 
 // Runs one job on one session (src/serving/job_run.cpp): the chat turn or raw completion, its events, its op-log

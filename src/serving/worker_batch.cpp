@@ -266,7 +266,7 @@ void Worker::loop_batched() {
         continue;
       }
       (*it)->join();
-      close_slot((*it)->slot());
+      close_slot((*it)->job(), (*it)->slot());
       it = flights.erase(it);
     }
   }

@@ -29,12 +29,13 @@ const EngineCore& tiny_server_engine() {
   return *e;
 }
 
-TestServer::TestServer(server::ServerOptions opt, bool scripted) {
+TestServer::TestServer(server::ServerOptions opt, bool scripted, bool warm_up) {
   opt.host = "127.0.0.1";
   opt.port = 0;
   const EngineCore& e = tiny_server_engine();
   srv = std::make_unique<server::Server>(e, opt, nullptr, scripted ? scripted_denoisers(e.tokenizer()) : nullptr);
   port = srv->bind();
+  if (warm_up) srv->warm_up();
   thread = std::thread([this] { srv->run(); });
 }
 

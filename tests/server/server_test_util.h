@@ -22,7 +22,8 @@ const EngineCore& tiny_server_engine();  // models/dg-tiny
 
 struct TestServer {
   // scripted: replies from scripted_denoisers (support/scripted_denoiser.h) instead of the model's noise.
-  explicit TestServer(server::ServerOptions opt = {}, bool scripted = false);
+  // warm_up: Server::warm_up before the listener runs.
+  explicit TestServer(server::ServerOptions opt = {}, bool scripted = false, bool warm_up = false);
   ~TestServer();
 
   httplib::Client client() const;
