@@ -14,6 +14,7 @@
 #          its commit-time trim, which random weights would fire on every row), the JSON with its timings
 #   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps), for each
 #          "label:options" of DG_SERVE (default "serve:", the defaults; e.g. "wide:--moe,wide")
+#   warmup serve's first request with --warmup off and on (scripts/serve_load.py, one client; below)
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
 #   reference-long  transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with DG_REFERENCE_ATTN
@@ -125,6 +126,27 @@ if has reference-long; then
     --attn "${DG_REFERENCE_ATTN:-sdpa,eager}" --prefill "${DG_LONG_PREFILL:-32768,131072}" \
     --context "${DG_LONG_CONTEXTS:-32768,131072}" --skip-generate --label reference-long --out "$OUT/bench.jsonl" \
     2>&1 | grep -E '"event"|Error' | cut -c1-300
+fi
+if has warmup; then
+  # The first request's cost on `diffgemma serve` with and without --warmup: the full shape (DG_WARMUP_WEIGHTS,
+  # default fp8) with the marker tokenizer (carry .carry/marker-tokenizer.json.xz, scripts/make_marker_tokenizer.py),
+  # one client at a time, 1,024-token prompts, a one-block answer (256 tokens), the reference sampler (every step
+  # runs on random weights); per server two requests in turn: the first and a later one.
+  tok=/tmp/marker-tokenizer.json
+  [ -s $tok ] || xz -dc .carry/marker-tokenizer.json.xz > $tok || echo "no .carry/marker-tokenizer.json.xz"
+  for w in off on; do
+    stamp "serve --warmup $w (synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8})"
+    $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok --ctx 2048 \
+      --port 8093 --warmup $w > /tmp/serve-$w.log 2>&1 &
+    pid=$!
+    for i in $(seq 180); do grep -q "listening on" /tmp/serve-$w.log && break; sleep 1; done
+    grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
+    for r in first later; do
+      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens 1024 --max-tokens 256 \
+        --sampler reference --label "warmup-$w-$r" | tee -a "$OUT/warmup.jsonl"
+    done
+    kill $pid; wait $pid 2>/dev/null
+  done
 fi
 if has smoke; then
   for p in $packs; do
