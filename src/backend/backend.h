@@ -173,6 +173,9 @@ class Backend {
   virtual void capture_begin() { fail_no_graphs(); }
   virtual void capture_end() { fail_no_graphs(); }
   virtual void launch_captured() { fail_no_graphs(); }
+  // How many captures have ended on this backend: a caller whose graph another caller's capture replaced since
+  // (the backend keeps one) captures again.
+  virtual uint64_t captures() const { return 0; }
   // Copies host ids into an existing ids tensor (same length) of this backend.
   virtual void ids_into(std::span<const int32_t> ids, Tensor& dst) { dst = this->ids(ids); }
 

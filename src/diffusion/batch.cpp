@@ -17,8 +17,40 @@ int ModelBatchDenoiser::open() {
   return next_++;
 }
 
+bool ModelBatchDenoiser::graphed(std::span<const BatchItem> items) const {
+  if (items.size() != 1 || !m_.graphs() || !m_.backend().can_capture()) return false;
+  const BatchItem& it = items[0];
+  const auto t = tempered_.find(it.seq);
+  return it.step.kind == ScKind::kLogits && !it.keep_rows && t != tempered_.end() && !t->second.empty() &&
+         t->second.shape[0] == static_cast<int64_t>(it.step.canvas.size());
+}
+
+void ModelBatchDenoiser::denoise_graphed(const BatchItem& it) {
+  Backend& be = m_.backend();
+  const int64_t n = static_cast<int64_t>(it.step.canvas.size()), V = m_.config().vocab;
+  m_.check_ids(it.step.canvas, "canvas");
+  if (ids_.empty() || ids_.numel() != n) ids_ = be.ids(it.step.canvas);
+  else be.ids_into(it.step.canvas, ids_);
+  const int64_t chunk = std::max(logit_rows_, n);
+  if (logits_.empty() || logits_.shape[0] < chunk) logits_ = be.alloc_f32(Shape{chunk, V});
+  Tensor logits = row_slice(logits_, 0, n);
+  Tensor& tempered = tempered_.at(it.seq);
+  const ScInput sc{ScKind::kLogits, &tempered, it.step.sparse_cutoff};
+  const StepGraphKey key{it.kv, ids_.data, tempered.data, logits.data, it.kv->len(), n, it.step.sparse_cutoff};
+  graph_.run(be, key, [&] { m_.denoise_ids(*it.kv, ids_, sc, logits); });
+  last_y_ = Tensor{};
+  last_rows_.clear();
+  be.stage("sampler");
+  be.row_stats(logits, it.step.temperature, tempered, it.stats);
+  if (!it.step.u.empty()) be.categorical(logits, it.step.temperature, it.step.u, it.drawn);
+}
+
 void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
   DG_CHECK(!items.empty(), "batched denoise: no sequences");
+  if (graphed(items)) {
+    denoise_graphed(items[0]);
+    return;
+  }
   Backend& be = m_.backend();
   const int64_t V = m_.config().vocab;
   std::vector<DenoiseSeq> seqs;

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "diffusion/captured_step.h"
 #include "diffusion/stepper.h"
 
 namespace dg {
@@ -49,6 +50,9 @@ class BatchDenoiser {
 
 // The BatchDenoiser of a Model on its backend: Model::denoise_batch, then lm_head and the row statistics in chunks
 // of at most `logit_rows` rows (the logits of 32 canvases of 256 rows over a 262k vocabulary would be 8.6 GB f32).
+// A step of one sequence alone that self-conditions on its logits (every step of a block after its first) takes the
+// single-sequence forward through a captured graph where the model's graphs are on and the backend has them, as
+// ModelDenoiser does: one stream on `serve` runs the path `ask` runs.
 class ModelBatchDenoiser final : public BatchDenoiser {
  public:
   explicit ModelBatchDenoiser(const Model& m, int64_t logit_rows = 2048);
@@ -64,6 +68,9 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   void row_logits(int seq, int row, std::vector<float>& out) override;
 
  private:
+  bool graphed(std::span<const BatchItem> items) const;
+  void denoise_graphed(const BatchItem& it);  // one sequence through CapturedStep, then its statistics and draws
+
   const Model& m_;
   int64_t logit_rows_;
   int next_ = 0;
@@ -72,6 +79,8 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
   std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows
   Tensor row_;                      // [1, vocab] f32 for row_logits
+  CapturedStep graph_;
+  Tensor ids_;  // [rows] the graphed step's canvas ids, refreshed outside the graph
 };
 
 // One round's share of the prompt tokens waiting to be encoded: prompts take turns in admission order, each round

@@ -32,14 +32,8 @@ void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kin
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc_tempered(Shape{rows, V});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
   if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
-    const GraphKey key{&kv, ids.data, kv.len(), rows, sparse_cutoff};
-    if (!(key == captured_)) {
-      be.capture_begin();
-      m_.denoise_ids(kv, ids, sc, logits_);
-      be.capture_end();
-      captured_ = key;
-    }
-    be.launch_captured();
+    const StepGraphKey key{&kv, ids.data, tempered_.data, logits_.data, kv.len(), rows, sparse_cutoff};
+    graph_.run(be, key, [&] { m_.denoise_ids(kv, ids, sc, logits_); });
   } else {
     m_.denoise_ids(kv, ids, sc, logits_);
   }

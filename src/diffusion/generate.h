@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "diffusion/captured_step.h"
 #include "diffusion/options.h"
 #include "diffusion/sampler.h"
 #include "ops/row_stats/row_stats.h"
@@ -136,13 +137,6 @@ class ModelDenoiser final : public Denoiser {
   void set_graphs(bool on) { graphs_ = on; }
 
  private:
-  struct GraphKey {
-    const KvCache* kv = nullptr;
-    const void* ids = nullptr;
-    int64_t len = -1, rows = 0;
-    float cutoff = 0;
-    bool operator==(const GraphKey&) const = default;
-  };
   // The step's forward into logits_ from ids already on the backend (through the graph where one applies).
   void forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff);
 
@@ -150,7 +144,7 @@ class ModelDenoiser final : public Denoiser {
   bool graphs_;
   bool decider_made_ = false;
   std::unique_ptr<Decider> decider_;  // device decisions; null where the backend has none
-  GraphKey captured_;
+  CapturedStep graph_;
   Tensor ids_;       // [rows] canvas ids for graph replays
   Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits
   Tensor tempered_;  // [rows, vocab]: logits / T in the activation storage, self-conditioning the next step

@@ -9,6 +9,8 @@
 #include <iostream>
 
 #include "core/cuda/cuda_check.h"
+#include "diffusion/batch.h"
+#include "diffusion/generate.h"
 #include "model/model_harness.h"
 #include "support/compare.h"
 #include "support/paths.h"
@@ -75,6 +77,52 @@ TEST(CudaBatchedDenoise, OneAttentionLaunchMatchesEachSequenceAlone) {
   batched_matches_alone(source_path("models/dg-tiny"), k);
   DG_REQUIRE_FIXTURE("tiny_a");
   batched_matches_alone(RefFixture::load("tiny_a").ckpt_dir, k);
+}
+
+// Three steps of one sequence through the batched denoiser (steps 2 and 3 alone and self-conditioned on logits: the
+// graphed single-sequence forward), recording every row's statistics.
+std::vector<RowStats> three_steps(ModelRig& e, bool interleave) {
+  const ModelConfig& cfg = e.ck.config;
+  const int64_t C = cfg.canvas;
+  ModelBatchDenoiser d(*e.model);
+  KvCache kv = e.new_cache(1024), other = e.new_cache(1024);
+  e.model->encode(kv, pattern_ids(40, 1, cfg.vocab));
+  e.model->encode(other, pattern_ids(30, 2, cfg.vocab));
+  ModelDenoiser single(*e.model);
+  std::vector<RowStats> all, stats(static_cast<size_t>(C));
+  const int seq = d.open();
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int32_t> canvas = pattern_ids(static_cast<int>(C), 10 + step, cfg.vocab);
+    BatchItem it{seq, &kv, StepRequest{canvas, step == 0 ? ScKind::kZero : ScKind::kLogits, 0.8f}, stats.data()};
+    d.denoise(std::span<const BatchItem>(&it, 1));
+    all.insert(all.end(), stats.begin(), stats.end());
+    if (interleave) {  // another caller's graphed steps replace the backend's graph between these steps
+      std::vector<RowStats> s2(static_cast<size_t>(C));
+      const std::vector<int32_t> c2 = pattern_ids(static_cast<int>(C), 20, cfg.vocab);
+      single.denoise(other, c2, ScKind::kZero, 0.0f, 0.8f, s2.data());
+      single.denoise(other, c2, ScKind::kLogits, 0.0f, 0.8f, s2.data());
+    }
+  }
+  return all;
+}
+
+// The batched denoiser runs a sequence alone through a captured graph (ModelBatchDenoiser::denoise_graphed): when
+// another denoiser's capture replaces the backend's graph between its steps, it captures again, so its statistics
+// are bit for bit those of the run without the interruption.
+TEST(CudaBatchedDenoise, OneSequenceStepsSurviveAnotherCallersGraph) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda");
+  ASSERT_TRUE(e.model->graphs() && e.be->can_capture());
+  const std::vector<RowStats> alone = three_steps(e, false), interrupted = three_steps(e, true);
+  ASSERT_EQ(alone.size(), interrupted.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    ASSERT_EQ(alone[i].argmax, interrupted[i].argmax) << "row " << i;
+    ASSERT_EQ(alone[i].p_max, interrupted[i].p_max) << "row " << i;
+    ASSERT_EQ(alone[i].entropy, interrupted[i].entropy) << "row " << i;
+  }
+  const uint64_t before = e.be->captures();
+  three_steps(e, false);
+  EXPECT_GT(e.be->captures(), before) << "the single-sequence steps should run through a captured graph";
 }
 
 }  // namespace cuda_batch_test

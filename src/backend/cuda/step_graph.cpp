@@ -20,6 +20,7 @@ void StepGraph::begin(cudaStream_t s) {
 
 void StepGraph::end(cudaStream_t s) {
   capturing_ = false;
+  ++captures_;
   cudaGraph_t g = nullptr;
   check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
   bool updated = false;

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +24,11 @@ class StepGraph {
   void end(cudaStream_t s);     // ends the capture; the graph replaces the previous one
   void launch(cudaStream_t s);  // replays the last captured graph; an error if none was captured
   bool capturing() const { return capturing_; }
+  uint64_t captures() const { return captures_; }  // captures ended so far
 
  private:
   bool capturing_ = false;
+  uint64_t captures_ = 0;
   cudaGraphExec_t exec_ = nullptr;
 };
 

@@ -1,0 +1,43 @@
+// A denoise step's forward replayed through the backend's graph (CUDA): captured again when what it bakes in
+// changes (the cache, its length, the rows, the buffers it reads and writes) or when another caller's capture has
+// replaced the backend's one graph since. The ModelDenoiser and the batched denoiser's single-sequence steps use it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "backend/backend.h"
+#include "model/kv_cache.h"
+
+namespace dg {
+
+struct StepGraphKey {
+  const KvCache* kv = nullptr;
+  const void* ids = nullptr;  // the canvas ids, refreshed outside the graph
+  const void* sc = nullptr;   // the self-conditioning input (the previous step's tempered logits)
+  const void* out = nullptr;  // the logits written
+  int64_t len = -1, rows = 0;
+  float cutoff = 0;
+  bool operator==(const StepGraphKey&) const = default;
+};
+
+class CapturedStep {
+ public:
+  // Runs `forward` through the graph of `key`, capturing it first where needed. The backend must can_capture().
+  void run(Backend& be, const StepGraphKey& key, const std::function<void()>& forward) {
+    if (!(key == key_) || be.captures() != capture_) {
+      be.capture_begin();
+      forward();
+      be.capture_end();
+      key_ = key;
+      capture_ = be.captures();
+    }
+    be.launch_captured();
+  }
+
+ private:
+  StepGraphKey key_;
+  uint64_t capture_ = 0;
+};
+
+}  // namespace dg
