@@ -130,8 +130,8 @@ fi
 if has warmup; then
   # The first request's cost on `diffgemma serve` with and without --warmup: the full shape (DG_WARMUP_WEIGHTS,
   # default fp8) with the marker tokenizer (carry .carry/marker-tokenizer.json.xz, scripts/make_marker_tokenizer.py),
-  # one client at a time, 1,024-token prompts, a one-block answer (256 tokens), the reference sampler (every step
-  # runs on random weights); per server two requests in turn: the first and a later one.
+  # one client at a time, 1,024-token prompts, a one-block answer (256 tokens) at 16 steps, the reference sampler
+  # (every step runs on random weights); per server two requests in turn: the first and a later one.
   tok=/tmp/marker-tokenizer.json
   [ -s $tok ] || xz -dc .carry/marker-tokenizer.json.xz > $tok || echo "no .carry/marker-tokenizer.json.xz"
   for w in off on; do
@@ -142,7 +142,7 @@ if has warmup; then
     for i in $(seq 180); do grep -q "listening on" /tmp/serve-$w.log && break; sleep 1; done
     grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
     for r in first later; do
-      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens 1024 --max-tokens 256 \
+      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens 1024 --max-tokens 256 --steps 16 \
         --sampler reference --label "warmup-$w-$r" | tee -a "$OUT/warmup.jsonl"
     done
     kill $pid; wait $pid 2>/dev/null
