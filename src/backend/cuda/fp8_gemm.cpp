@@ -73,8 +73,8 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
 }
 
 void Fp8Gemm::run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s) {
-  DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act bf16)", k,
-           n);
+  DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act "
+           "bf16)", k, n);
   if (rows == 0) return;
   Plan& p = plan(rows, k, n);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
