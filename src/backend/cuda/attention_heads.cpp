@@ -2,6 +2,7 @@
 #include "backend/cuda/attention_heads.h"
 
 #include "backend/cuda/host_check.h"
+#include "backend/cuda/packed_linear.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 
 namespace dg {
@@ -45,7 +46,7 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
   int64_t total = 0;
   if (const Tensor* first = side_by_side(a, w, total); first != nullptr) {
     y = c.alloc(DType::kBF16, Shape{rows, total});
-    gemm_xwt_cublas(c.blas, a.data, rows, act_cols(a), first->data, total, y.data, CUDA_R_16BF);
+    dense_linear_cuda(c, a.data, rows, act_cols(a), first->data, total, y.data);
     int64_t col = 0;
     for (size_t i = 0; i < 3; ++i)
       if (w[i] != nullptr) {

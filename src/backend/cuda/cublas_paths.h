@@ -22,7 +22,9 @@ struct CublasCtx {
   cublasHandle_t blas = nullptr;
   cudaStream_t stream = nullptr;
   std::function<Tensor(DType, Shape)> alloc;  // stream-ordered device buffers of the backend
-  Fp8Gemm* fp8 = nullptr;                     // the W8A8 products (fp8_gemm.h)
+  Fp8Gemm* fp8 = nullptr;                     // the W8A8 products through cuBLASLt (fp8_gemm.h)
+  bool a8_stream = true;      // W8A8 linears through the streaming kernel (CudaKernels::a8_linears_cublaslt off)
+  bool dense_stream = false;  // CudaKernels::dense_stream
 };
 
 // q: bf16 [rows, n_heads, D]; keys: `cached` then the fresh bf16 rows; out: bf16 [rows, n_heads * D].

@@ -220,7 +220,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout(), linear_act8_);
       return;
     }
-    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data, CUDA_R_16BF);
+    dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data);
   }
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override {
     check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
@@ -260,7 +260,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
         widths.push_back(w[i]->shape[0]);
       }
     Tensor y = alloc(Shape{tensor_rows(x), total});
-    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), first->data, total, y.data, CUDA_R_16BF);
+    dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), first->data, total, y.data);
     check(split_cols_cuda(y.data, tensor_rows(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
   }
   void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
@@ -286,7 +286,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       return;
     }
     Tensor gu = alloc(Shape{tensor_rows(x), 2 * I});
-    gemm_xwt(x.data, tensor_rows(x), tensor_cols(x), gate.data, 2 * I, gu.data, CUDA_R_16BF);
+    dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), gate.data, 2 * I, gu.data);
     check(gelu_mul_split_cuda(gu.data, tensor_rows(x), I, out.data, stream_));
   }
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
@@ -466,7 +466,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
  private:
   CublasCtx blas_ctx() {
-    return CublasCtx{blas_, stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get()};
+    return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
+                     !kernels_.a8_linears_cublaslt, kernels_.dense_stream};
   }
   // Whether the weights take the W8A8 product: fp8 weights (at least one; none other) with fp8 activations on.
   bool all_fp8(std::span<const Tensor* const> w) const {

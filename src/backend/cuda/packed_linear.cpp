@@ -32,6 +32,14 @@ void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64
   check(rowscaled_epilogue_cuda(acc.f32(), w.data, w.dtype, rows, N, K, out.data, c.stream));
 }
 
+void dense_linear_cuda(const CublasCtx& c, const void* x, int64_t rows, int64_t K, const void* W, int64_t N, void* y) {
+  if (c.dense_stream && rows > 64 && K % 8 == 0 && N % 8 == 0) {
+    check(stream_linear_cuda(x, rows, K, W, DType::kBF16, N, y, c.stream, Q4Layout::kDisk, nullptr, true));
+    return;
+  }
+  gemm_xwt_cublas(c.blas, x, rows, K, W, N, y, CUDA_R_16BF);
+}
+
 void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, std::span<const Tensor* const> w,
                       std::span<Tensor* const> out) {
   DG_CHECK(c.fp8 != nullptr, "fp8 linears: the backend has no W8A8 product");
@@ -43,6 +51,11 @@ void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t
     DG_CHECK(t.dtype == DType::kFp8 && t.shape.rank == 2 && t.shape[1] == K,
              "fp8 linears: weight {} ({}) does not take fp8 inputs of width {}", i, t.shape.str(), K);
     const int64_t N = t.shape[0];
+    if (c.a8_stream) {  // the scales in the kernel's epilogue; passes of 128 rows past 64
+      check(stream_linear_cuda(xq.data, rows, K, t.data, DType::kFp8, N, out[i]->data, c.stream, Q4Layout::kDisk,
+                               xs.f32(), rows > 64));
+      continue;
+    }
     Tensor acc = c.alloc(DType::kF32, Shape{rows, N});
     c.fp8->run(xq.data, rows, K, t.data, N, acc.f32(), c.stream);
     check(rowscaled_epilogue_cuda(acc.f32(), t.data, DType::kFp8, rows, N, K, out[i]->data, c.stream, xs.f32()));

@@ -20,6 +20,10 @@ inline constexpr int64_t kRowscaledCublasRows = 128;
 void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
                         Q4Layout q4, bool act8);
 
+// y [rows, N] bf16 = x [rows, K] W [N, K]^T for bf16 W: cuBLAS, or the streaming kernel where c.dense_stream asks
+// and the shape suits it (65 rows and more, K and N multiples of 8).
+void dense_linear_cuda(const CublasCtx& c, const void* x, int64_t rows, int64_t K, const void* W, int64_t N, void* y);
+
 // The W8A8 products of fp8 weights that share the input x [rows, K] (quantised once, per row, as the experts'
 // activations are: moe_act_quant_fp8_cuda): out[i] [rows, N_i] bf16. Null weights are skipped.
 void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, std::span<const Tensor* const> w,

@@ -66,9 +66,11 @@ Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div
                             const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk,
                             bool wide = false);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
-// packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows are the groups, sharing W.
+// packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows (128 with `wide`: bf16, or fp8 weights
+// with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above).
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s, Q4Layout q4 = Q4Layout::kDisk);
+                          cudaStream_t s, Q4Layout q4 = Q4Layout::kDisk, const float* x_scale = nullptr,
+                          bool wide = false);
 // Whether the streaming kernel has a body for weights in `w_dtype`.
 bool moe_stream_supports(DType w_dtype);
 // The same product with gate_up [n_exp, 2*ff, K] (gate rows first) and the gated GELU in the epilogue:

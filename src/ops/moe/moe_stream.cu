@@ -510,11 +510,11 @@ Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s, Q4Layout q4) {
+                          cudaStream_t s, Q4Layout q4, const float* x_scale, bool wide) {
   if (rows == 0) return Status::ok();
-  const StreamArgs a{static_cast<const uint8_t*>(x), nullptr, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
+  const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
                      rows, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, q4);
+  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, q4, wide);
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
