@@ -195,7 +195,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"fp8_gemm_tune", o.kernels.fp8_gemm_tune}, {"a8_linears", o.kernels.a8_linears_cublaslt ? "cublaslt" : "stream"}, {"dense_stream", o.kernels.dense_stream},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"fp8_gemm_tune", o.kernels.fp8_gemm_tune}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -426,13 +426,13 @@ void register_bench(CLI::App& app) {
                 "CUDA W8A8 linears: time cuBLASLt's candidate algorithms on each shape's first call and keep the "
                 "fastest (diagnosis: not bit-stable from run to run; default off)")
       ->check(switch_value());
-  cmd->add_flag("--a8-linears-cublaslt,!--a8-linears-stream", o->kernels.a8_linears_cublaslt,
-                "CUDA W8A8 linears (--linear-act): cuBLASLt's e4m3 product and a row-scaled epilogue instead of the "
-                "streaming kernel (A/B; default off)")
+  cmd->add_flag("--a8-linears-stream,!--a8-linears-cublaslt", o->kernels.a8_linears_stream,
+                "CUDA W8A8 linears (--linear-act): the streaming kernel, the scales in its epilogue, instead of "
+                "cuBLASLt's e4m3 product and a row-scaled epilogue (A/B, slower; default off)")
       ->check(switch_value());
   cmd->add_flag("--dense-stream,!--no-dense-stream", o->kernels.dense_stream,
                 "CUDA bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of "
-                "cuBLAS (A/B; default off)")
+                "cuBLAS (A/B, slower; default off)")
       ->check(switch_value());
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4 (the 128-row passes of --moe wide "

@@ -3,6 +3,8 @@
 
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/packed_linear.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/glu/glu_cuda.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 
 namespace dg {
@@ -30,6 +32,60 @@ const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, in
     ++n;
   }
   return n >= 2 && n <= 4 && act_rows(x) <= kFusedRowsMax ? first : nullptr;
+}
+
+namespace {
+// Whether w holds at least one weight, every one fp8, and fp8 inputs are on.
+bool all_fp8(bool act8, std::span<const Tensor* const> w) {
+  int n = 0;
+  for (const Tensor* t : w) {
+    if (t == nullptr) continue;
+    if (t->dtype != DType::kFp8) return false;
+    ++n;
+  }
+  return act8 && n > 0;
+}
+}  // namespace
+
+bool linears_cuda(const CublasCtx& c, bool act8, const Tensor& x, std::span<const Tensor* const> w,
+                  std::span<Tensor* const> out) {
+  int64_t total = 0;
+  const Tensor* first = side_by_side(x, w, total);
+  if (first == nullptr) {
+    if (!all_fp8(act8, w)) return false;
+    fp8_linears_cuda(c, x, act_rows(x), act_cols(x), w, out);
+    return true;
+  }
+  std::vector<void*> dst;
+  std::vector<int64_t> widths;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] != nullptr) {
+      dst.push_back(out[i]->data);
+      widths.push_back(w[i]->shape[0]);
+    }
+  Tensor y = c.alloc(DType::kBF16, Shape{act_rows(x), total});
+  dense_linear_cuda(c, x.data, act_rows(x), act_cols(x), first->data, total, y.data);
+  check(split_cols_cuda(y.data, act_rows(x), dst.data(), widths.data(), static_cast<int>(dst.size()), c.stream));
+  return true;
+}
+
+bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Tensor& gate, const Tensor& up,
+                       Tensor& out) {
+  const int64_t I = gate.shape[0];
+  if (const Tensor* gu[2] = {&gate, &up}; all_fp8(act8, gu)) {  // W8A8: the input quantised once for both
+    Tensor g = c.alloc(DType::kBF16, out.shape), u = c.alloc(DType::kBF16, out.shape);
+    Tensor* outs[2] = {&g, &u};
+    fp8_linears_cuda(c, x, act_rows(x), act_cols(x), gu, outs);
+    check(gelu_mul_cuda(g.data, u.data, out.data, g.numel(), c.stream));
+    return true;
+  }
+  if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || up.shape[0] != I ||
+      up.data != static_cast<const char*>(gate.data) + gate.nbytes())
+    return false;
+  Tensor gu = c.alloc(DType::kBF16, Shape{act_rows(x), 2 * I});
+  dense_linear_cuda(c, x.data, act_rows(x), act_cols(x), gate.data, 2 * I, gu.data);
+  check(gelu_mul_split_cuda(gu.data, act_rows(x), I, out.data, c.stream));
+  return true;
 }
 
 bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,

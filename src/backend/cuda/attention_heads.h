@@ -1,5 +1,5 @@
-// The CUDA backend's products over side-by-side weights and its qkv_heads (Backend::qkv_heads): one cuBLAS product
-// over the q/k/v weights that upload placed side by side, read in place by one heads_norm launch (every head's norm
+// The CUDA backend's products over side-by-side weights or fp8 weights with fp8 inputs, and its qkv_heads
+// (Backend::qkv_heads): one cuBLAS product over the q/k/v weights that upload placed side by side, read in place by one heads_norm launch (every head's norm
 // and each sequence's RoPE), where the shapes allow; the caller composes the ops otherwise.
 #pragma once
 
@@ -21,6 +21,15 @@ inline constexpr int64_t kFusedRowsMax = 1024;
 // two to four of them, and x has at most kFusedRowsMax rows: one product over them all, `total` columns wide.
 // Null otherwise.
 const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total);
+
+// Backend::linears: weights side by side (above) as one product and a split, or fp8 weights with fp8 inputs (`act8`)
+// as W8A8 products sharing one quantisation of x; false (nothing done) for anything else.
+bool linears_cuda(const CublasCtx& c, bool act8, const Tensor& x, std::span<const Tensor* const> w,
+                  std::span<Tensor* const> out);
+// Backend::gated_linear: gate and up side by side as one bf16 product and the split gated GELU, or both fp8 with fp8
+// inputs (`act8`) as W8A8 products; false (nothing done) for anything else.
+bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Tensor& gate, const Tensor& up,
+                       Tensor& out);
 
 // Backend::qkv_heads with the products as above (or each its own, through `linears`) and one heads_norm launch;
 // false (nothing done) where the head dim or the spans do not suit it. inv_freq: the device copy.

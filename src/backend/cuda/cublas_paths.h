@@ -23,7 +23,7 @@ struct CublasCtx {
   cudaStream_t stream = nullptr;
   std::function<Tensor(DType, Shape)> alloc;  // stream-ordered device buffers of the backend
   Fp8Gemm* fp8 = nullptr;                     // the W8A8 products through cuBLASLt (fp8_gemm.h)
-  bool a8_stream = true;      // W8A8 linears through the streaming kernel (CudaKernels::a8_linears_cublaslt off)
+  bool a8_stream = false;     // W8A8 linears through the streaming kernel (CudaKernels::a8_linears_stream)
   bool dense_stream = false;  // CudaKernels::dense_stream
 };
 

@@ -245,23 +245,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   // Weights placed side by side (place_side_by_side) take one product; the split (or the gated GELU of the two halves)
   // follows. Others take linear() each.
   void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
-    int64_t total = 0;
-    const Tensor* first = side_by_side(x, w, total);
-    if (first == nullptr) {
-      if (all_fp8(w)) fp8_linears_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out);
-      else Backend::linears(x, w, out);
-      return;
-    }
-    std::vector<void*> dst;
-    std::vector<int64_t> widths;
-    for (size_t i = 0; i < w.size(); ++i)
-      if (w[i] != nullptr) {
-        dst.push_back(out[i]->data);
-        widths.push_back(w[i]->shape[0]);
-      }
-    Tensor y = alloc(Shape{tensor_rows(x), total});
-    dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), first->data, total, y.data);
-    check(split_cols_cuda(y.data, tensor_rows(x), dst.data(), widths.data(), static_cast<int>(dst.size()), stream_));
+    if (!linears_cuda(blas_ctx(), linear_act8_, x, w, out)) Backend::linears(x, w, out);
   }
   void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                  std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
@@ -272,22 +256,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn);
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
-    const int64_t I = gate.shape[0];
-    if (const Tensor* gu[2] = {&gate, &up}; all_fp8(gu)) {  // W8A8: the input quantised once for both
-      Tensor g = alloc(out.shape), u = alloc(out.shape);
-      Tensor* outs[2] = {&g, &u};
-      fp8_linears_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), gu, outs);
-      gelu_mul(g, u, out);
-      return;
-    }
-    if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || up.shape[0] != I ||
-        up.data != static_cast<const char*>(gate.data) + gate.nbytes()) {
-      Backend::gated_linear(x, gate, up, out);
-      return;
-    }
-    Tensor gu = alloc(Shape{tensor_rows(x), 2 * I});
-    dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), gate.data, 2 * I, gu.data);
-    check(gelu_mul_split_cuda(gu.data, tensor_rows(x), I, out.data, stream_));
+    if (!gated_linear_cuda(blas_ctx(), linear_act8_, x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
   }
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                       std::span<const Tensor* const> w, std::span<Tensor* const> out) override {
@@ -467,19 +436,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
  private:
   CublasCtx blas_ctx() {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
-                     !kernels_.a8_linears_cublaslt, kernels_.dense_stream};
+                     kernels_.a8_linears_stream, kernels_.dense_stream};
   }
-  // Whether the weights take the W8A8 product: fp8 weights (at least one; none other) with fp8 activations on.
-  bool all_fp8(std::span<const Tensor* const> w) const {
-    int n = 0;
-    for (const Tensor* t : w) {
-      if (t == nullptr) continue;
-      if (t->dtype != DType::kFp8) return false;
-      ++n;
-    }
-    return linear_act8_ && n > 0;
-  }
-
   void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
     gemm_xwt_cublas(blas_, x, M, K, W, N, y, ytype);
   }

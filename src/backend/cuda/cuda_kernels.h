@@ -65,10 +65,11 @@ struct CudaKernels {
   // keep the fastest (diagnosis: the choice, and so the summation order, may differ from run to run). Off: the
   // heuristic's first, the same in every run.
   bool fp8_gemm_tune = false;
-  // The W8A8 linears' product: the streaming kernel (the scales in its epilogue, 128-row passes from 65 rows) or
-  // cuBLASLt's e4m3 product with a row-scaled epilogue (docs/NEGATIVE.md).
-  bool a8_linears_cublaslt = false;
-  // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B).
+  // The W8A8 linears' product: cuBLASLt's e4m3 product with a row-scaled epilogue, or (A/B, measured slower:
+  // docs/NEGATIVE.md) the streaming kernel with the scales in its epilogue, 128-row passes from 65 rows.
+  bool a8_linears_stream = false;
+  // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B, measured
+  // slower: docs/NEGATIVE.md).
   bool dense_stream = false;
 };
 

@@ -51,7 +51,7 @@ void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t
     DG_CHECK(t.dtype == DType::kFp8 && t.shape.rank == 2 && t.shape[1] == K,
              "fp8 linears: weight {} ({}) does not take fp8 inputs of width {}", i, t.shape.str(), K);
     const int64_t N = t.shape[0];
-    if (c.a8_stream) {  // the scales in the kernel's epilogue; passes of 128 rows past 64
+    if (c.a8_stream) {  // A/B: the scales in the kernel's epilogue; passes of 128 rows past 64
       check(stream_linear_cuda(xq.data, rows, K, t.data, DType::kFp8, N, out[i]->data, c.stream, Q4Layout::kDisk,
                                xs.f32(), rows > 64));
       continue;
