@@ -1,6 +1,7 @@
 // The CUDA backend's products over side-by-side weights or fp8 weights with fp8 inputs, and its qkv_heads
-// (Backend::qkv_heads): one cuBLAS product over the q/k/v weights that upload placed side by side, read in place by one heads_norm launch (every head's norm
-// and each sequence's RoPE), where the shapes allow; the caller composes the ops otherwise.
+// (Backend::qkv_heads): one cuBLAS product over the q/k/v weights that upload placed side by side, read in place by
+// one heads_norm launch (every head's norm and each sequence's RoPE), where the shapes allow; the caller composes the
+// ops otherwise.
 #pragma once
 
 #include <functional>
