@@ -17,7 +17,7 @@ struct BackendOptions {
   float rms_eps = 1e-6f;
   int device = 0;       // the device index of a GPU backend
   CudaKernels cuda;     // the CUDA backend's kernel choices
-  bool linear_act8 = false;  // fp8 linears take fp8 activations: the W8A8 products (--linear-act, set_linear_act)
+  bool linear_act8 = false;  // fp8 linears take fp8 activations: the W8A8 products (--linear-act, linear_act_fp8)
 };
 
 // Bytes per stored value of what a backend keeps per sequence, for memory planning without a device

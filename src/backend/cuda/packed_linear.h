@@ -2,8 +2,8 @@
 // moe_stream.cu), or for the per-row-scaled formats (q8, fp8) at kRowscaledCublasRows rows and more a cuBLAS
 // product over the codes as bf16 with the scales applied to its f32 sums (src/ops/linear/linear_cuda.h): the
 // streaming kernel takes its rows in passes of 64, re-reading the weights per pass. fp8 weights with fp8
-// activations (`--linear-act`) take the W8A8 product instead: the input quantised per row, cuBLASLt's e4m3 product, the
-// two scales on its f32 sums.
+// activations (`--linear-act`) take the W8A8 product instead: the input quantised per row, cuBLASLt's e4m3 product,
+// the two scales on its f32 sums.
 #pragma once
 
 #include <span>
