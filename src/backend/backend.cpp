@@ -9,6 +9,10 @@ namespace dg {
 
 void Backend::check_weight(const Tensor&, WeightUse, const std::string&) const {}
 
+Tensor Backend::fp8_table(const Tensor&) {
+  fail("the {} backend has no fp8 lm_head (use --vocab-act bf16)", name());
+}
+
 void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
   DG_CHECK(w.size() == out.size(), "linears: {} weights for {} outputs", w.size(), out.size());
   for (size_t i = 0; i < w.size(); ++i)

@@ -53,6 +53,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--linear-act", o.linear_act, linear_act_help())
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
       ->capture_default_str();
+  cmd->add_option("--vocab-act", o.vocab_act, vocab_act_help())
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->capture_default_str();
   cmd->add_option("--attention-topk", o.attention_topk, attention_topk_help())
       ->check(attention_topk_value())
       ->capture_default_str();
@@ -79,6 +82,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.graphs = o.graphs;
   e.expert_act = o.expert_act;
   e.linear_act = o.linear_act;
+  e.vocab_act = o.vocab_act;
   e.attention_topk = o.attention_topk;
   e.tokenizer = o.tokenizer;
   return e;

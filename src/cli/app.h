@@ -27,6 +27,7 @@ struct ModelOptions {
   bool graphs = true;
   std::string expert_act = "auto";
   std::string linear_act = "auto";
+  std::string vocab_act = "bf16";
   std::string attention_topk = "off";  // off | dyn | K (attn_topk_from_name)
   std::string tokenizer;               // "": the model directory's
 };

@@ -42,6 +42,7 @@ struct BenchOptions {
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   std::string linear_act = "auto";  // fp8 linears' activation operand (linear_act_fp8)
+  std::string vocab_act = "bf16";   // the lm_head's operands (vocab_act_fp8)
   std::string attention_topk = "off";  // full layers' top-k sparse attention (Model::set_attention_topk)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run
@@ -184,6 +185,7 @@ void run_bench(const BenchOptions& o) {
   eo.graphs = o.graphs;
   eo.expert_act = o.expert_act;
   eo.linear_act = o.linear_act;
+  eo.vocab_act = o.vocab_act;
   eo.attention_topk = o.attention_topk;
   const std::unique_ptr<EngineCore> engine = EngineCore::open(eo, EngineTuning{o.kernels, o.layers, o.seed});
   const ModelConfig& cfg = engine->config();
@@ -197,7 +199,7 @@ void run_bench(const BenchOptions& o) {
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"fp8_gemm_tune", o.kernels.fp8_gemm_tune}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
@@ -340,6 +342,9 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--linear-act", o->linear_act, linear_act_help())
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
+      ->capture_default_str();
+  cmd->add_option("--vocab-act", o->vocab_act, vocab_act_help())
+      ->check(CLI::IsMember({"bf16", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--attention-topk", o->attention_topk, attention_topk_help())
       ->check(attention_topk_value())

@@ -20,6 +20,7 @@ CLI::Validator attention_topk_value();    // off | dyn | K in 1..4096 (attn_topk
 // --attention-topk's help text (ask, chat, serve, replay, smoketest and bench share it).
 const char* attention_topk_help();
 const char* linear_act_help();
+const char* vocab_act_help();
 // A switch (add_flag): bare, or given a boolean (--graphs=false, --no-graphs=on); a count such as --no-graphs=2
 // means nothing for a switch.
 CLI::Validator switch_value();

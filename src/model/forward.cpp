@@ -280,7 +280,7 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
   emit(trace, "dec.final_norm", y);
   DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
            logits.shape.str(), rows, cfg_.vocab);
-  be_.lm_head(y, w_.embed, static_cast<float>(cfg_.softcap), logits);
+  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
   emit(trace, "dec.logits", logits);
 }
 
@@ -349,7 +349,7 @@ void Model::lm_head_rows(const Tensor& y, Tensor& logits) const {
   DG_CHECK(logits.numel() == y.shape[0] * cfg_.vocab, "lm_head_rows: logits buffer is {} for a [{}, {}] result",
            logits.shape.str(), y.shape[0], cfg_.vocab);
   be_.stage("lm_head");
-  be_.lm_head(y, w_.embed, static_cast<float>(cfg_.softcap), logits);
+  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
 }
 
 }  // namespace dg

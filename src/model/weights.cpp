@@ -292,6 +292,11 @@ bool linear_act_fp8(const std::string& mode) {
   return mode != "bf16";
 }
 
+bool vocab_act_fp8(const std::string& mode) {
+  DG_CHECK(mode == "bf16" || mode == "fp8", "unknown vocabulary activation '{}': expected bf16 or fp8", mode);
+  return mode == "fp8";
+}
+
 void check_linear_act(const ModelWeights& w, const std::string& mode) {
   if (!linear_act_fp8(mode) || mode == "auto") return;
   bool any = w.sc_gate.dtype == DType::kFp8 || w.sc_up.dtype == DType::kFp8 || w.sc_down.dtype == DType::kFp8;

@@ -37,6 +37,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   Tensor embed;       // [V, H]; also the tied lm_head and the self-conditioning soft-embedding table
+  Tensor embed_fp8;   // empty, or embed as fp8 rows (Backend::fp8_table): the lm_head's W8A8 table (--vocab-act fp8)
   Tensor final_norm;  // [H]
   Tensor sc_pre_norm;            // [H]
   Tensor sc_gate, sc_up, sc_down;  // [I, H], [I, H], [H, I]
@@ -93,6 +94,9 @@ void set_expert_act(ModelWeights& w, const std::string& mode);
 // another mode. check_linear_act: "fp8" needs at least one fp8 linear in `w` (throws otherwise).
 bool linear_act_fp8(const std::string& mode);
 void check_linear_act(const ModelWeights& w, const std::string& mode);
+// Whether the lm_head runs as a W8A8 product over an fp8 copy of the tied table, by `mode`: "bf16" no, "fp8" yes.
+// Throws for another mode.
+bool vocab_act_fp8(const std::string& mode);
 
 // Parameter counts by class, for `diffgemma info`.
 struct ParamCounts {

@@ -1,11 +1,12 @@
 // fp8 activations (the W8A8 arithmetic of fp8 experts, LayerWeights::experts_act): the per-row E4M3 quantisation
 // of the CPU twin on known values, moe_experts_cpu with act_fp8 as the composition of that quantisation with the
 // plain expert products, set_expert_act's choices and refusals, and the same quantisation in fp8 linears
-// (--linear-act).
+// (--linear-act) and in the lm_head over an fp8 table (--vocab-act).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -135,6 +136,33 @@ TEST(ActFp8, LinearAct8QuantisesTheInputOfFp8LinearsOnly) {
     const bool same = std::equal(got.f32(), got.f32() + got.numel(), bf.f32());
     EXPECT_EQ(same, fmt != DType::kFp8) << "fp8 weights: the quantised input should be visible; q8: no change";
   }
+}
+
+// An fp8 table (--vocab-act fp8): the CPU backend's fp8_table is the pack's fp8 format, and lm_head over it quantises
+// y's rows first, then runs the plain product, the rounding and the softcap.
+TEST(ActFp8, LmHeadOverAnFp8TableQuantisesItsRows) {
+  const int64_t rows = 3, hidden = 32, vocab = 40;
+  const Tensor y = random_tensor(Shape{rows, hidden}, 13, 1.0f), table = random_tensor(Shape{vocab, hidden}, 14, 0.1f);
+  const std::unique_ptr<Backend> be = make_backend("cpu");
+  const Tensor t8 = be->fp8_table(table), want_t8 = pack_tensor(table, DType::kFp8);
+  ASSERT_EQ(t8.dtype, DType::kFp8);
+  ASSERT_EQ(t8.nbytes(), want_t8.nbytes());
+  EXPECT_EQ(std::memcmp(t8.data, want_t8.data, t8.nbytes()), 0);
+  Tensor got = be->alloc_f32(Shape{rows, vocab}), plain = be->alloc_f32(Shape{rows, vocab});
+  be->lm_head(y, t8, 30.0f, got);
+  be->lm_head(y, unpack_tensor(t8), 30.0f, plain);
+  std::vector<float> yq(y.f32(), y.f32() + y.numel()), want(static_cast<size_t>(rows * vocab));
+  act_quant_fp8_rows(yq.data(), rows, hidden);
+  linear_cpu(yq.data(), rows, hidden, t8, want.data());
+  for (float& l : want) l = std::tanh(l / 30.0f) * 30.0f;  // f32 storage: no rounding before the cap
+  EXPECT_EQ(std::vector<float>(got.f32(), got.f32() + got.numel()), want);
+  EXPECT_FALSE(std::equal(got.f32(), got.f32() + got.numel(), plain.f32())) << "the quantised rows should be visible";
+}
+
+TEST(ActFp8, VocabActModes) {
+  EXPECT_TRUE(vocab_act_fp8("fp8"));
+  EXPECT_FALSE(vocab_act_fp8("bf16"));
+  DG_EXPECT_ERROR(vocab_act_fp8("auto"), "unknown vocabulary activation 'auto'", "bf16 or fp8");
 }
 
 TEST(ActFp8, LinearActModes) {

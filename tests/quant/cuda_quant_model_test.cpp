@@ -1,6 +1,7 @@
 // Packs on the CUDA backend: tiny_a quantized with each profile that has CUDA kernels (q4, fp8, nvfp4 experts; the
-// SC MLP q8; fp8-all: every linear but the vocabulary's fp8, with fp8 activations) runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack
-// (dequantise-then-f32 with the GPU's bf16 / f16 storage roundings). Skipped without a GPU.
+// SC MLP q8; fp8-all: every linear but the vocabulary's fp8, with fp8 activations; the fp8 pack with an fp8 lm_head)
+// runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack (dequantise-then-
+// f32 with the GPU's bf16 / f16 storage roundings). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
@@ -56,11 +57,15 @@ class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
 // every decoder layer of step 2 on the CPU's own input to it, row by row, as the bf16 backend is held
 // (tests/model/cuda_parity_test.cpp). Step 2's self-conditioned canvas (the q8 SC MLP on the same input, exact
 // weights on both sides) is held as the bf16 backend's dec.x0.
-void check_pack(const RefFixture& fx, const std::string& profile, const CudaKernels& kernels) {
+// vocab_fp8: both sides' lm_head over their fp8_table of the embedding (--vocab-act fp8).
+void check_pack(const RefFixture& fx, const std::string& profile, const CudaKernels& kernels,
+                bool vocab_fp8 = false) {
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
   ModelRig gpu(pack, {}, "cuda", kernels);
+  if (vocab_fp8)
+    for (ModelRig* r : {&cpu, &gpu}) r->weights.embed_fp8 = r->be->fp8_table(r->weights.embed);
   std::vector<float> sc;
   const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);
@@ -91,6 +96,13 @@ TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   CudaKernels k;
   k.moe_auto_rows = 1;
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
+}
+
+// The lm_head as a W8A8 product over the fp8 copy of the table, on the fp8 pack: held to the same bounds.
+TEST(CudaQuantModelVocab, Fp8PackWithAnFp8LmHead) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  check_pack(RefFixture::load("tiny_a"), "fp8", CudaKernels{}, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4", "fp8-all"));

@@ -18,6 +18,7 @@
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
 #include "ops/self_cond/self_cond.h"
+#include "quant/packed_tensor.h"
 
 namespace dg {
 namespace {
@@ -167,6 +168,7 @@ class CpuBackend final : public Backend, public SyntheticFill {
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
   }
+  Tensor fp8_table(const Tensor& table) override { return pack_tensor(table, DType::kFp8); }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
     soft_embed_cpu(sc_logits.data, sc_logits.dtype, rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
                    sparse_cutoff, out.f32());

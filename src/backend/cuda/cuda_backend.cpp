@@ -356,8 +356,17 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
+    if (embed.dtype == DType::kFp8) {
+      lm_head_fp8_cuda(blas_ctx(), y, tensor_rows(y), tensor_cols(y), embed, softcap, logits);
+      return;
+    }
     gemm_xwt(y.data, tensor_rows(y), tensor_cols(y), embed.data, embed.shape[0], logits.data, CUDA_R_32F);
     check(softcap_cuda(logits.f32(), logits.numel(), softcap, stream_));
+  }
+  Tensor fp8_table(const Tensor& table) override {
+    Tensor t = device(DType::kFp8, table.shape, packed_bytes(DType::kFp8, table.shape));
+    fp8_table_cuda(table, t, stream_);
+    return t;
   }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
     const int64_t T = tensor_rows(sc_logits), V = tensor_cols(sc_logits), H = embed.shape[1];

@@ -10,7 +10,8 @@
 
 namespace dg {
 
-// y: [rows, hidden]; embed: [vocab, hidden]; out: [rows, vocab] f32. cap <= 0 disables the softcap.
+// y: [rows, hidden]; embed: [vocab, hidden]; out: [rows, vocab] f32. cap <= 0 disables the softcap. An fp8 embed
+// (the pack's fp8 rows, --vocab-act fp8): W8A8, y's rows quantised per row to E4M3 (act_quant_fp8_rows) first.
 void lm_head_softcap_cpu(const float* y, int64_t rows, const Tensor& embed, float cap, Storage act, float* out);
 
 }  // namespace dg

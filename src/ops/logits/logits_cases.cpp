@@ -1,5 +1,5 @@
 // Cases of lm_head (src/ops/logits/logits.h): y [rows, hidden] against the tied table [vocab, hidden], then the
-// softcap (0: none).
+// softcap (0: none); the table bf16, or fp8 rows of it (--vocab-act fp8: a W8A8 product).
 #include "ops/op_cases.h"
 
 namespace dg {
@@ -16,10 +16,24 @@ constexpr Bound kCudaLogits{
     .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): worst 0.78 of the bound (26B-A4B full vocabulary, 8 rows: max_abs 9.5e-2), cosine "
                 ">= 0.99999999 in all 6 cases"};
 
-OpCase logits(std::string name, int64_t rows, int64_t hidden, int64_t vocab, double softcap, bool real = false) {
+// An fp8 table (Backend::fp8_table on each side: the GPU's quantiser is the twin's encode_rows) and fp8 rows of y.
+constexpr Bound kCudaLogitsA8{
+    .rel = 0x1p-7,
+    .rel_sum = 0x1p-12,
+    .min_cosine = 0.9999,
+    .basis = "the same E4M3 inputs on both sides; the product's sum rounded to bf16 once on each side (2^-8 relative "
+             "between them), the e4m3 tensor cores' partial sums kept to about 14 bits before cuBLASLt promotes them "
+             "to f32 (2^-12 of the sum of |products|, as the W8A8 linears); the softcap's slope is at most 1",
+    .measured = nullptr};
+constexpr Bound kCudaLogitsA8Refused{
+    .refused = "the CUDA e4m3 product takes a hidden size and vocabulary that are multiples of 16 (fp8_table)"};
+
+OpCase logits(std::string name, int64_t rows, int64_t hidden, int64_t vocab, double softcap, bool real = false,
+              DType table = DType::kBF16) {
+  const Bound& cuda = table == DType::kBF16 ? kCudaLogits : vocab % 16 != 0 ? kCudaLogitsA8Refused : kCudaLogitsA8;
   return {"logits", "lm_head", std::move(name),
           {{"rows", rows}, {"hidden", hidden}, {"vocab", vocab}, {"softcap", softcap}},
-          DType::kBF16, real, false, {{"cuda", "", kCudaLogits}}};
+          table, real, false, {{"cuda", "", cuda}}};
 }
 
 }  // namespace
@@ -30,7 +44,12 @@ std::vector<OpCase> logits_cases() {
           logits("tiny_a canvas", 16, 64, 512, 30.0),
           logits("tiny_b canvas", 8, 32, 640, 30.0),
           logits("26B-A4B canvas over 8,192 of the vocabulary", 256, 2816, 8192, 30.0, true),
-          logits("26B-A4B full vocabulary, 8 rows", 8, 2816, 262144, 30.0, true)};
+          logits("26B-A4B full vocabulary, 8 rows", 8, 2816, 262144, 30.0, true),
+          logits("fp8 table 16 x 64 -> 512", 16, 64, 512, 30.0, false, DType::kFp8),
+          logits("fp8 table 7 x 32 -> 1,000 (vocabulary not a multiple of 16)", 7, 32, 1000, 30.0, false,
+                 DType::kFp8),
+          logits("fp8 table 26B-A4B canvas over 8,192 of the vocabulary", 256, 2816, 8192, 30.0, true, DType::kFp8),
+          logits("fp8 table 26B-A4B full vocabulary, 8 rows", 8, 2816, 262144, 30.0, true, DType::kFp8)};
 }
 
 }  // namespace dg

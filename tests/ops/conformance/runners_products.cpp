@@ -86,14 +86,14 @@ std::vector<Output> run_gated_linear(const OpCase& c, const Side& s) {
   return {Output{"out", to_host(s, y), {}, {}}};
 }
 
-// rows, hidden, vocab, softcap: final-normed rows against the tied table.
+// rows, hidden, vocab, softcap: final-normed rows against the tied table (an fp8 case: its fp8_table).
 std::vector<Output> run_lm_head(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), hidden = c.p.n("hidden"), vocab = c.p.n("vocab");
   const std::vector<float> yv = case_values(c, 1, rows * hidden, -3, 3, s.act);
   const Tensor y = activation(s, Shape{rows, hidden}, yv);
   Tensor table_host;
-  const Tensor table =
-      weight(s, c, 2, Shape{vocab, hidden}, -0.1f, 0.1f, DType::kBF16, WeightUse::kPlain, &table_host);
+  Tensor table = weight(s, c, 2, Shape{vocab, hidden}, -0.1f, 0.1f, DType::kBF16, WeightUse::kPlain, &table_host);
+  if (c.weights == DType::kFp8) table = s.be.fp8_table(table);  // each side's own quantiser
   Tensor logits = s.be.alloc_f32(Shape{rows, vocab});
   s.be.lm_head(y, table, static_cast<float>(c.p.f("softcap")), logits);
   return {product("logits", s, logits, yv, rows, hidden, table_host)};
