@@ -41,6 +41,18 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
+// The largest v over the warp, the lowest i among equal v winning; every lane gets the pair (where no v is NaN).
+__device__ __forceinline__ void warp_argmax(float& v, int& i) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+    if (ov > v || (ov == v && oi < i)) {
+      v = ov;
+      i = oi;
+    }
+  }
+}
+
 // The max (is_max) or the sum of v over a block of kThreads threads, returned to every thread; sh: kThreads / 32
 // floats of shared memory. Two barriers: the block may reuse sh after it returns.
 template <int kThreads>

@@ -12,14 +12,7 @@ constexpr int kThreads = 256;
 
 // Block-wide argmax with the lowest index winning ties; every thread gets the result.
 __device__ void block_argmax(float& v, int& i, float* sv, int* si) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
-    if (ov > v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
-    }
-  }
+  cuda::warp_argmax(v, i);
   if ((threadIdx.x & 31) == 0) {
     sv[threadIdx.x >> 5] = v;
     si[threadIdx.x >> 5] = i;

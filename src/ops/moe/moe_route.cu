@@ -1,0 +1,276 @@
+// The MoE router's top-k on the scores and the stable grouping of the routed pairs by expert (moe_cuda.h:
+// moe_route_cuda, moe_group_cuda, and both in one launch, moe_route_group_cuda). The routing of a row and the
+// one-block grouping are __device__ bodies shared by the kernels, so the one-launch form is the same arithmetic.
+// Reference: DiffusionGemmaTextRouter (softmax, top-k, renormalisation, per_expert_scale); moe_route_cpu.
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
+#include "ops/moe/moe_cuda.h"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+
+// One warp routes one row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index),
+// the chosen probabilities renormalised and times per_expert_scale. p: the warp's n_exp floats of scratch;
+// idx_row, w_row: the row's top_k outputs (global or shared memory). Every lane must call it.
+__device__ __forceinline__ void route_row(const bf16* s_row, int64_t n_exp, int top_k, const bf16* pes, float* p,
+                                          int32_t* idx_row, float* w_row) {
+  const int lane = threadIdx.x & 31;
+  float mx = -INFINITY;
+  for (int64_t e = lane; e < n_exp; e += 32) mx = fmaxf(mx, __bfloat162float(s_row[e]));
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.0f;
+  for (int64_t e = lane; e < n_exp; e += 32) {
+    const float v = expf(__bfloat162float(s_row[e]) - mx);
+    p[e] = v;
+    sum += v;
+  }
+  sum = cuda::warp_sum(sum);
+  for (int64_t e = lane; e < n_exp; e += 32) p[e] /= sum;
+  __syncwarp();
+  float wsum = 0.0f;  // the same in every lane, as each round's winner is
+  for (int k = 0; k < top_k; ++k) {
+    float best = -1.0f;
+    int best_e = 0x7fffffff;
+    for (int64_t e = lane; e < n_exp; e += 32)
+      if (p[e] > best) {  // strict: within a lane the lower index wins ties
+        best = p[e];
+        best_e = static_cast<int>(e);
+      }
+    cuda::warp_argmax(best, best_e);
+    if (lane == 0) {
+      idx_row[k] = best_e;
+      w_row[k] = best;
+      p[best_e] = -2.0f;  // taken
+    }
+    wsum += best;
+    __syncwarp();  // orders lane 0's writes before the next round's reads and the renormalisation below
+  }
+  for (int k = lane; k < top_k; k += 32) w_row[k] = (w_row[k] / wsum) * __bfloat162float(pes[idx_row[k]]);
+  __syncwarp();  // p may be reused by the warp's next row
+}
+
+// One warp per row.
+__global__ void route_kernel(const bf16* scores, int64_t rows, int64_t n_exp, int top_k, const bf16* pes, int32_t* idx,
+                             float* weight) {
+  cuda::pdl_enter();
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x >> 5;
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + warp;
+  if (r >= rows) return;
+  route_row(scores + r * n_exp, n_exp, top_k, pes, smem + warp * n_exp, idx + r * top_k, weight + r * top_k);
+}
+
+__global__ void group_count_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts) {
+  cuda::pdl_enter();
+  const int lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (e >= n_exp) return;
+  int c = 0;
+  for (int64_t base = 0; base < pairs; base += 32) {
+    const int64_t p = base + lane;
+    c += __popc(__ballot_sync(0xffffffffu, p < pairs && idx[p] == e));
+  }
+  if (lane == 0) counts[e] = c;
+}
+
+__global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_exp, const int32_t* counts,
+                                   int32_t* offsets, int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
+  const int lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (e >= n_exp) return;
+  int before = 0;
+  for (int64_t j = lane; j < e; j += 32) before += counts[j];
+  for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+  int running = 0;
+  for (int64_t base = 0; base < pairs; base += 32) {
+    const int64_t p = base + lane;
+    const bool hit = p < pairs && idx[p] == e;
+    const unsigned mask = __ballot_sync(0xffffffffu, hit);
+    if (hit) {
+      const int pos = before + running + __popc(mask & ((1u << lane) - 1u));
+      perm[pos] = static_cast<int32_t>(p);
+      inv[p] = pos;
+    }
+    running += __popc(mask);
+  }
+  if (lane == 0) {
+    offsets[e] = before;
+    if (e == n_exp - 1) offsets[n_exp] = before + running;
+  }
+}
+
+// The same stable grouping in one block of kGroupWarps warps, for n_exp <= kGroupMaxExperts: warp w owns a
+// contiguous range of pairs (whole steps of 32, in order), so a pair's position is its expert's offset + the
+// expert's pairs in earlier warps + those earlier in its own range + its rank among equal lanes of its step
+// (__match_any_sync). Two passes over the range (count, place) and one scan, all in shared memory; no loop is
+// longer than pairs / (32 * kGroupWarps) steps.
+constexpr int kGroupWarps = 32;
+constexpr int64_t kGroupMaxExperts = 256;
+
+// The grouping's shared memory: gsm holds (kGroupWarps + 1) * n_exp int32 (group_smem_words); idx may lie in
+// global or shared memory. The whole block (kGroupWarps warps) must call it, after a barrier if the block used gsm
+// for something else (it starts by zeroing gsm).
+__device__ __forceinline__ void group_block(const int32_t* idx, int64_t pairs, int n_exp, int32_t* gsm,
+                                            int32_t* counts, int32_t* offsets, int32_t* perm, int32_t* inv) {
+  int32_t* run = gsm;                        // [kGroupWarps][n_exp]: counts, then each warp's running base
+  int32_t* off = gsm + kGroupWarps * n_exp;  // [n_exp]: expert totals, then offsets
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  for (int i = threadIdx.x; i < kGroupWarps * n_exp; i += blockDim.x) run[i] = 0;
+  __syncthreads();
+  const int64_t per = (pairs + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
+  const int64_t begin = warp * per, end = begin + per < pairs ? begin + per : pairs;
+  int32_t* mine = run + warp * n_exp;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t p = base + lane;
+    const int e = p < end ? idx[p] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && (peers & lower) == 0) mine[e] += __popc(peers);  // the group's lowest lane counts it
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {  // per expert: exclusive prefix over the warps
+    int32_t total = 0;
+    for (int w = 0; w < kGroupWarps; ++w) {
+      const int32_t c = run[w * n_exp + e];
+      run[w * n_exp + e] = total;
+      total += c;
+    }
+    counts[e] = total;
+    off[e] = total;
+  }
+  __syncthreads();
+  if (warp == 0) {  // exclusive scan of the counts: each lane a contiguous chunk of experts
+    const int chunk = (n_exp + 31) / 32, e0 = lane * chunk, e1 = e0 + chunk < n_exp ? e0 + chunk : n_exp;
+    int32_t sum = 0;
+    for (int e = e0; e < e1; ++e) sum += off[e];
+    int32_t incl = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    int32_t at = incl - sum;
+    for (int e = e0; e < e1; ++e) {
+      const int32_t c = off[e];
+      off[e] = at;
+      offsets[e] = at;
+      at += c;
+    }
+    if (lane == 31) offsets[n_exp] = incl;
+  }
+  __syncthreads();
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t p = base + lane;
+    const int e = p < end ? idx[p] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0) {
+      const int32_t pos = off[e] + mine[e] + __popc(peers & lower);
+      perm[pos] = static_cast<int32_t>(p);
+      inv[p] = pos;
+    }
+    __syncwarp();
+    if (e >= 0 && (peers & lower) == 0) mine[e] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+__host__ __device__ constexpr int64_t group_smem_words(int64_t n_exp) { return (kGroupWarps + 1) * n_exp; }
+
+__global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int32_t* idx, int64_t pairs, int n_exp,
+                                                                      int32_t* counts, int32_t* offsets,
+                                                                      int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
+  extern __shared__ int32_t gsm[];
+  group_block(idx, pairs, n_exp, gsm, counts, offsets, perm, inv);
+}
+
+// Routing and grouping in one block, where the routed pairs fit shared memory: up to kRouteGroupMaxPairs pairs and
+// kGroupMaxExperts experts. Shared memory: the grouping's words (whose first kGroupWarps * n_exp also serve as the
+// warps' softmax scratch, route_row's p, until the barrier), then idx and the weights of every pair; at the limits
+// (33 * 256 + 2 * 8,192) * 4 = 99,328 bytes, which every sm_80+ device grants a block.
+constexpr int64_t kRouteGroupMaxPairs = 8192;
+constexpr size_t route_group_smem(int64_t n_exp, int64_t pairs) {
+  return static_cast<size_t>(group_smem_words(n_exp) + 2 * pairs) * sizeof(int32_t);
+}
+constexpr size_t kRouteGroupMaxSmem = route_group_smem(kGroupMaxExperts, kRouteGroupMaxPairs);
+static_assert(sizeof(float) == sizeof(int32_t), "the warps' softmax scratch fits in the grouping's words");
+
+// Warp w routes rows w, w + kGroupWarps, ... into shared memory; after the barrier the block copies idx and the
+// weights out and groups the pairs reading idx from shared memory (group_block resets the scratch first).
+__global__ void __launch_bounds__(kGroupWarps * 32) route_group_kernel(const bf16* scores, int rows, int n_exp,
+                                                                      int top_k, const bf16* pes, int32_t* idx,
+                                                                      float* weight, int32_t* counts,
+                                                                      int32_t* offsets, int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
+  extern __shared__ int32_t rsm[];
+  const int pairs = rows * top_k;
+  int32_t* sidx = rsm + group_smem_words(n_exp);      // [pairs]
+  float* sw = reinterpret_cast<float*>(sidx + pairs);  // [pairs]
+  const int warp = threadIdx.x >> 5;
+  float* p = reinterpret_cast<float*>(rsm) + warp * n_exp;
+  for (int r = warp; r < rows; r += kGroupWarps)  // warp-uniform: route_row's shuffles see all 32 lanes
+    route_row(scores + static_cast<int64_t>(r) * n_exp, n_exp, top_k, pes, p, sidx + r * top_k, sw + r * top_k);
+  __syncthreads();  // every row's idx and weights written; the scratch p free for group_block
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    idx[i] = sidx[i];
+    weight[i] = sw[i];
+  }
+  group_block(sidx, pairs, n_exp, rsm, counts, offsets, perm, inv);
+}
+
+}  // namespace
+
+Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                      int32_t* idx, float* weight, cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  if (top_k < 1 || top_k > n_exp || n_exp > 1024) return Status::error("moe_route_cuda: bad expert counts");
+  constexpr int kWarpsPerBlock = 4;
+  const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_exp) * sizeof(float);
+  cuda::launch(route_kernel, cuda::blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, smem, s,
+               static_cast<const bf16*>(scores), rows, n_exp, top_k, static_cast<const bf16*>(per_expert_scale), idx,
+               weight);
+  return cuda_status(cudaGetLastError(), "moe_route_cuda");
+}
+
+Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
+                      int32_t* perm, int32_t* inv, cudaStream_t s) {
+  if (pairs > INT32_MAX) return Status::error("moe_group_cuda: more than 2^31 routed pairs");
+  if (n_exp <= kGroupMaxExperts) {
+    const size_t smem = static_cast<size_t>(group_smem_words(n_exp)) * sizeof(int32_t);
+    cuda::launch(group_block_kernel, 1, kGroupWarps * 32, smem, s, idx, pairs, static_cast<int>(n_exp), counts,
+                 offsets, perm, inv);
+    return cuda_status(cudaGetLastError(), "moe_group_cuda");
+  }
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned grid = cuda::blocks_for(n_exp, kWarpsPerBlock);
+  cuda::launch(group_count_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts);
+  cuda::launch(group_place_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts, offsets, perm, inv);
+  return cuda_status(cudaGetLastError(), "moe_group_cuda");
+}
+
+Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                            int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
+                            int32_t* inv, cudaStream_t s) {
+  const int64_t pairs = rows * top_k;
+  if (rows < 1 || top_k < 1 || top_k > n_exp || n_exp > kGroupMaxExperts || pairs > kRouteGroupMaxPairs) {
+    if (Status st = moe_route_cuda(scores, rows, n_exp, top_k, per_expert_scale, idx, weight, s); !st.is_ok())
+      return st;
+    return moe_group_cuda(idx, pairs, n_exp, counts, offsets, perm, inv, s);
+  }
+  const size_t smem = route_group_smem(n_exp, pairs);
+  if (smem > 48 * 1024) {  // always the kernel's largest need, so concurrent callers never lower each other's
+    const cudaError_t e = cudaFuncSetAttribute(route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kRouteGroupMaxSmem));
+    if (e != cudaSuccess) return cuda_status(e, "moe_route_group_cuda (shared memory)");
+  }
+  cuda::launch(route_group_kernel, 1, kGroupWarps * 32, smem, s, static_cast<const bf16*>(scores),
+               static_cast<int>(rows), static_cast<int>(n_exp), top_k, static_cast<const bf16*>(per_expert_scale),
+               idx, weight, counts, offsets, perm, inv);
+  return cuda_status(cudaGetLastError(), "moe_route_group_cuda");
+}
+
+}  // namespace dg
