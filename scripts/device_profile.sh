@@ -7,6 +7,7 @@
 # one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built: binaries carried from scripts/device_pack.sh, no build.
+# DG_PROFILE_OPTS: bench options for the step profiles, comma-separated (e.g. --vocab-act,fp8).
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -31,11 +32,12 @@ export DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
 ncu="ncu --profile-from-start off --graph-profiling node --cache-control none --clock-control none"
 bench="$dg bench --graphs --skip-generate"
 metrics=gpu__time_duration.sum
+profile_opts=${DG_PROFILE_OPTS:-}
 for w in ${DG_PROFILE_WEIGHTS:-bf16 fp8 q4}; do
   for c in ${DG_PROFILE_CONTEXT:-1024}; do
     stamp "ncu: denoise step, $w, context $c"
     timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --weights "$w" --prefill 512 --context "$c" \
-      --denoise-steps 1 --profile-range denoise --label "profile-$w-$c" --out "$OUT/bench.jsonl" \
+      ${profile_opts//,/ } --denoise-steps 1 --profile-range denoise --label "profile-$w-$c" --out "$OUT/bench.jsonl" \
       > "$OUT/ncu-$w-$c.csv" 2> "$OUT/ncu-$w-$c.err" || echo "rc $?"
     python3 scripts/ncu_table.py "$OUT/ncu-$w-$c.csv" --top 30 || tail -n 5 "$OUT/ncu-$w-$c.err"
   done

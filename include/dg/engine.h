@@ -34,7 +34,7 @@ struct EngineOptions {
   bool graphs = true;            // CUDA: denoise steps replay captured graphs
   std::string expert_act = "auto";      // the experts' activation operand: auto | bf16 | fp8
   std::string linear_act = "auto";      // fp8 linears' activation operand: auto | bf16 | fp8
-  std::string vocab_act = "bf16";       // the lm_head's operands: bf16 | fp8 (an E4M3 copy of the tied table)
+  std::string vocab_act = "bf16";  // the vocabulary products' operands: bf16 | fp8 | fp8-lm-head (E4M3 table copies)
   std::string attention_topk = "off";  // full layers' top-k sparse attention: off | dyn | K (docs/ARCHITECTURE.md)
   std::string tokenizer;  // a tokenizer.json to use instead of the model directory's ("": the directory's; the
                           // synthetic shapes have none of their own)

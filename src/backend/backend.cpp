@@ -9,7 +9,7 @@ namespace dg {
 
 void Backend::check_weight(const Tensor&, WeightUse, const std::string&) const {}
 
-Tensor Backend::fp8_table(const Tensor&) {
+Tensor Backend::fp8_table(const Tensor&, bool) {
   fail("the {} backend has no fp8 lm_head (use --vocab-act bf16)", name());
 }
 

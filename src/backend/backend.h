@@ -139,9 +139,11 @@ class Backend {
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the
-  // pack's fp8 format (encode_rows), for lm_head (--vocab-act fp8). By default an error naming the backend.
-  virtual Tensor fp8_table(const Tensor& table);
-  // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact.
+  // pack's fp8 format (encode_rows), for lm_head (--vocab-act fp8); `transpose`: its transpose [hidden, vocab] as
+  // fp8 rows, for soft_embed. By default an error naming the backend.
+  virtual Tensor fp8_table(const Tensor& table, bool transpose);
+  // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact. An fp8 `embed`
+  // (fp8_table's transpose [hidden, vocab]): W8A8, the probabilities quantised per row to E4M3.
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
 
   // [rows, vocab] for the tempered logits row_stats writes and the next step's soft_embed reads, in the activation

@@ -54,7 +54,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--vocab-act", o.vocab_act, vocab_act_help())
-      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->check(CLI::IsMember({"bf16", "fp8", "fp8-lm-head"}))
       ->capture_default_str();
   cmd->add_option("--attention-topk", o.attention_topk, attention_topk_help())
       ->check(attention_topk_value())

@@ -344,7 +344,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--vocab-act", o->vocab_act, vocab_act_help())
-      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->check(CLI::IsMember({"bf16", "fp8", "fp8-lm-head"}))
       ->capture_default_str();
   cmd->add_option("--attention-topk", o->attention_topk, attention_topk_help())
       ->check(attention_topk_value())

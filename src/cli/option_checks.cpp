@@ -105,9 +105,9 @@ const char* linear_act_help() {
 }
 
 const char* vocab_act_help() {
-  return "operands of the lm_head (the product over the vocabulary): bf16 | fp8 (an E4M3 copy of the tied table made "
-         "at load, per-row scales, its input quantised per row: W8A8 tensor-core products; changes results, and on "
-         "CUDA holds the table a second time: 738 MB at 26B-A4B)";
+  return "operands of the two products over the vocabulary, the lm_head and the self-conditioning soft embedding: "
+         "bf16 | fp8 (E4M3 copies of the tied table made at load, per-row scales, the inputs quantised per row: W8A8 "
+         "tensor-core products; changes results; 2 x 738 MB more at 26B-A4B) | fp8-lm-head (the lm_head alone)";
 }
 
 CLI::Validator switch_value() {

@@ -120,8 +120,10 @@ class Model {
   void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
 
   void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
-  // The lm_head's table: the fp8 copy where the engine made one (--vocab-act fp8), else the tied embedding.
+  // The tables of the vocabulary products: the fp8 copies where the engine made them (--vocab-act), else the tied
+  // embedding.
   const Tensor& lm_head_table() const { return w_.embed_fp8.empty() ? w_.embed : w_.embed_fp8; }
+  const Tensor& soft_embed_table() const { return w_.embed_fp8_t.empty() ? w_.embed : w_.embed_fp8_t; }
 
   const ModelConfig& cfg_;
   const ModelWeights& w_;

@@ -292,9 +292,10 @@ bool linear_act_fp8(const std::string& mode) {
   return mode != "bf16";
 }
 
-bool vocab_act_fp8(const std::string& mode) {
-  DG_CHECK(mode == "bf16" || mode == "fp8", "unknown vocabulary activation '{}': expected bf16 or fp8", mode);
-  return mode == "fp8";
+VocabFp8 vocab_act_fp8(const std::string& mode) {
+  DG_CHECK(mode == "bf16" || mode == "fp8" || mode == "fp8-lm-head", "unknown vocabulary activation '{}': expected "
+           "bf16, fp8 or fp8-lm-head", mode);
+  return {mode != "bf16", mode == "fp8"};
 }
 
 void check_linear_act(const ModelWeights& w, const std::string& mode) {

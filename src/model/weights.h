@@ -37,7 +37,9 @@ struct LayerWeights {
 
 struct ModelWeights {
   Tensor embed;       // [V, H]; also the tied lm_head and the self-conditioning soft-embedding table
-  Tensor embed_fp8;   // empty, or embed as fp8 rows (Backend::fp8_table): the lm_head's W8A8 table (--vocab-act fp8)
+  // Empty, or (--vocab-act, Backend::fp8_table) the W8A8 tables: embed as fp8 rows for the lm_head, and its transpose
+  // [H, V] as fp8 rows for the self-conditioning soft embedding.
+  Tensor embed_fp8, embed_fp8_t;
   Tensor final_norm;  // [H]
   Tensor sc_pre_norm;            // [H]
   Tensor sc_gate, sc_up, sc_down;  // [I, H], [I, H], [H, I]
@@ -94,9 +96,12 @@ void set_expert_act(ModelWeights& w, const std::string& mode);
 // another mode. check_linear_act: "fp8" needs at least one fp8 linear in `w` (throws otherwise).
 bool linear_act_fp8(const std::string& mode);
 void check_linear_act(const ModelWeights& w, const std::string& mode);
-// Whether the lm_head runs as a W8A8 product over an fp8 copy of the tied table, by `mode`: "bf16" no, "fp8" yes.
-// Throws for another mode.
-bool vocab_act_fp8(const std::string& mode);
+// Which products over the vocabulary run as W8A8 over fp8 copies of the tied table, by `mode`: "bf16" neither,
+// "fp8" both, "fp8-lm-head" the lm_head alone. Throws for another mode.
+struct VocabFp8 {
+  bool lm_head = false, soft_embed = false;
+};
+VocabFp8 vocab_act_fp8(const std::string& mode);
 
 // Parameter counts by class, for `diffgemma info`.
 struct ParamCounts {

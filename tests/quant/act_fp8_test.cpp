@@ -15,10 +15,12 @@
 #include "backend/registry.h"
 #include "core/error.h"
 #include "model/weights.h"
+#include "ops/embed/embed.h"
 #include "ops/glu/glu.h"
 #include "ops/linear/linear.h"
 #include "ops/moe/moe.h"
 #include "quant/packed_tensor.h"
+#include "support/compare.h"
 #include "support/expect_error.h"
 
 namespace dg {
@@ -144,7 +146,7 @@ TEST(ActFp8, LmHeadOverAnFp8TableQuantisesItsRows) {
   const int64_t rows = 3, hidden = 32, vocab = 40;
   const Tensor y = random_tensor(Shape{rows, hidden}, 13, 1.0f), table = random_tensor(Shape{vocab, hidden}, 14, 0.1f);
   const std::unique_ptr<Backend> be = make_backend("cpu");
-  const Tensor t8 = be->fp8_table(table), want_t8 = pack_tensor(table, DType::kFp8);
+  const Tensor t8 = be->fp8_table(table, false), want_t8 = pack_tensor(table, DType::kFp8);
   ASSERT_EQ(t8.dtype, DType::kFp8);
   ASSERT_EQ(t8.nbytes(), want_t8.nbytes());
   EXPECT_EQ(std::memcmp(t8.data, want_t8.data, t8.nbytes()), 0);
@@ -159,10 +161,47 @@ TEST(ActFp8, LmHeadOverAnFp8TableQuantisesItsRows) {
   EXPECT_FALSE(std::equal(got.f32(), got.f32() + got.numel(), plain.f32())) << "the quantised rows should be visible";
 }
 
+// The soft embedding over an fp8 transpose: the CPU backend's fp8_table(table, true) is the pack's fp8 rows of the
+// transpose, and soft_embed over it quantises each row of probabilities (after their storage rounding) first.
+TEST(ActFp8, SoftEmbedOverAnFp8TransposeQuantisesTheProbabilities) {
+  const int64_t rows = 3, hidden = 16, vocab = 48;
+  const Tensor logits = random_tensor(Shape{rows, vocab}, 15, 2.0f), table = random_tensor(Shape{vocab, hidden}, 16, 1.0f);
+  Tensor tt = host_tensor(DType::kF32, Shape{hidden, vocab});
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t h = 0; h < hidden; ++h) tt.f32()[h * vocab + v] = table.f32()[v * hidden + h];
+  const std::unique_ptr<Backend> be = make_backend("cpu");
+  const Tensor t8 = be->fp8_table(table, true), want_t8 = pack_tensor(tt, DType::kFp8);
+  ASSERT_EQ(t8.shape, (Shape{hidden, vocab}));
+  ASSERT_EQ(t8.nbytes(), want_t8.nbytes());
+  EXPECT_EQ(std::memcmp(t8.data, want_t8.data, t8.nbytes()), 0);
+  Tensor got = be->alloc(Shape{rows, hidden}), plain = be->alloc(Shape{rows, hidden});
+  be->soft_embed(logits, t8, 0.0f, got);
+  be->soft_embed(logits, table, 0.0f, plain);
+  std::vector<float> p(static_cast<size_t>(rows * vocab)), want(static_cast<size_t>(rows * hidden));
+  for (int64_t r = 0; r < rows; ++r) {  // softmax as soft_embed_cpu computes it (f32 storage: no rounding)
+    const float* x = logits.f32() + r * vocab;
+    const float mx = *std::max_element(x, x + vocab);
+    double sum = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) sum += p[static_cast<size_t>(r * vocab + v)] = std::exp(x[v] - mx);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t v = 0; v < vocab; ++v) p[static_cast<size_t>(r * vocab + v)] *= inv;
+  }
+  act_quant_fp8_rows(p.data(), rows, vocab);
+  linear_cpu(p.data(), rows, vocab, t8, want.data());
+  const float scale = embed_scale(hidden, Storage::kF32);
+  for (float& o : want) o *= scale;
+  EXPECT_EQ(std::vector<float>(got.f32(), got.f32() + got.numel()), want);
+  const test::Diff d = test::compare(std::vector<float>(got.f32(), got.f32() + got.numel()),
+                         std::vector<float>(plain.f32(), plain.f32() + plain.numel()));
+  EXPECT_GT(d.cosine, 0.99) << d.str();  // close to the bf16 table's, not equal
+  EXPECT_GT(d.max_abs, 0.0) << d.str();
+}
+
 TEST(ActFp8, VocabActModes) {
-  EXPECT_TRUE(vocab_act_fp8("fp8"));
-  EXPECT_FALSE(vocab_act_fp8("bf16"));
-  DG_EXPECT_ERROR(vocab_act_fp8("auto"), "unknown vocabulary activation 'auto'", "bf16 or fp8");
+  EXPECT_TRUE(vocab_act_fp8("fp8").lm_head && vocab_act_fp8("fp8").soft_embed);
+  EXPECT_TRUE(vocab_act_fp8("fp8-lm-head").lm_head && !vocab_act_fp8("fp8-lm-head").soft_embed);
+  EXPECT_FALSE(vocab_act_fp8("bf16").lm_head || vocab_act_fp8("bf16").soft_embed);
+  DG_EXPECT_ERROR(vocab_act_fp8("auto"), "unknown vocabulary activation 'auto'", "bf16, fp8 or fp8-lm-head");
 }
 
 TEST(ActFp8, LinearActModes) {

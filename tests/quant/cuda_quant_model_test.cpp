@@ -1,5 +1,6 @@
 // Packs on the CUDA backend: tiny_a quantized with each profile that has CUDA kernels (q4, fp8, nvfp4 experts; the
-// SC MLP q8; fp8-all: every linear but the vocabulary's fp8, with fp8 activations; the fp8 pack with an fp8 lm_head)
+// SC MLP q8; fp8-all: every linear but the vocabulary's fp8, with fp8 activations; the fp8 pack with fp8 vocabulary
+// products)
 // runs an encoder prefill and two denoise steps on the GPU and matches the CPU run of the same pack (dequantise-then-
 // f32 with the GPU's bf16 / f16 storage roundings). Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -57,7 +58,7 @@ class CudaQuantModel : public ::testing::TestWithParam<const char*> {};
 // every decoder layer of step 2 on the CPU's own input to it, row by row, as the bf16 backend is held
 // (tests/model/cuda_parity_test.cpp). Step 2's self-conditioned canvas (the q8 SC MLP on the same input, exact
 // weights on both sides) is held as the bf16 backend's dec.x0.
-// vocab_fp8: both sides' lm_head over their fp8_table of the embedding (--vocab-act fp8).
+// vocab_fp8: both sides' vocabulary products over their fp8_tables of the embedding (--vocab-act fp8).
 void check_pack(const RefFixture& fx, const std::string& profile, const CudaKernels& kernels,
                 bool vocab_fp8 = false) {
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
@@ -65,7 +66,10 @@ void check_pack(const RefFixture& fx, const std::string& profile, const CudaKern
   ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
   ModelRig gpu(pack, {}, "cuda", kernels);
   if (vocab_fp8)
-    for (ModelRig* r : {&cpu, &gpu}) r->weights.embed_fp8 = r->be->fp8_table(r->weights.embed);
+    for (ModelRig* r : {&cpu, &gpu}) {
+      r->weights.embed_fp8 = r->be->fp8_table(r->weights.embed, false);
+      r->weights.embed_fp8_t = r->be->fp8_table(r->weights.embed, true);
+    }
   std::vector<float> sc;
   const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);
@@ -98,8 +102,8 @@ TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
-// The lm_head as a W8A8 product over the fp8 copy of the table, on the fp8 pack: held to the same bounds.
-TEST(CudaQuantModelVocab, Fp8PackWithAnFp8LmHead) {
+// The vocabulary products as W8A8 products over the fp8 copies of the table, on the fp8 pack: the same bounds.
+TEST(CudaQuantModelVocab, Fp8PackWithFp8VocabularyProducts) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   check_pack(RefFixture::load("tiny_a"), "fp8", CudaKernels{}, true);

@@ -168,9 +168,19 @@ class CpuBackend final : public Backend, public SyntheticFill {
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_softcap_cpu(y.f32(), rows_of(y), embed, softcap, p_.act, logits.f32());
   }
-  Tensor fp8_table(const Tensor& table) override { return pack_tensor(table, DType::kFp8); }
+  Tensor fp8_table(const Tensor& table, bool transpose) override {
+    if (!transpose) return pack_tensor(table, DType::kFp8);
+    DG_CHECK(table.shape.rank == 2, "fp8 table: a [vocab, hidden] table, not {}", table.shape.str());
+    const int64_t V = table.shape[0], H = table.shape[1];
+    const Tensor f = unpack_tensor(table);
+    Tensor t = host_tensor(DType::kF32, Shape{H, V});
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t h = 0; h < H; ++h) t.f32()[h * V + v] = f.f32()[v * H + h];
+    return pack_tensor(t, DType::kFp8);
+  }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
-    soft_embed_cpu(sc_logits.data, sc_logits.dtype, rows_of(sc_logits), embed, embed_scale(embed.shape[1], p_.act), p_.act,
+    const int64_t hidden = embed.dtype == DType::kFp8 ? embed.shape[0] : embed.shape[1];  // fp8: the transpose
+    soft_embed_cpu(sc_logits.data, sc_logits.dtype, rows_of(sc_logits), embed, embed_scale(hidden, p_.act), p_.act,
                    sparse_cutoff, out.f32());
   }
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {

@@ -23,6 +23,7 @@
 #include "backend/cuda/packed_linear.h"
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/step_graph.h"
+#include "backend/cuda/vocab_products.h"
 #include "backend/synthetic_fill.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/pdl.h"
@@ -31,14 +32,12 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/embed/embed_cuda.h"
 #include "ops/glu/glu_cuda.h"
-#include "ops/logits/logits_cuda.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/q4_layout.h"
 #include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rope/rope_cuda.h"
 #include "ops/row_stats/row_stats_cuda.h"
-#include "ops/self_cond/self_cond_cuda.h"
 
 namespace dg {
 namespace {
@@ -356,30 +355,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
-    if (embed.dtype == DType::kFp8) {
-      lm_head_fp8_cuda(blas_ctx(), y, tensor_rows(y), tensor_cols(y), embed, softcap, logits);
-      return;
-    }
-    gemm_xwt(y.data, tensor_rows(y), tensor_cols(y), embed.data, embed.shape[0], logits.data, CUDA_R_32F);
-    check(softcap_cuda(logits.f32(), logits.numel(), softcap, stream_));
+    lm_head_cuda(blas_ctx(), y, embed, softcap, logits);
   }
-  Tensor fp8_table(const Tensor& table) override {
-    Tensor t = device(DType::kFp8, table.shape, packed_bytes(DType::kFp8, table.shape));
-    fp8_table_cuda(table, t, stream_);
-    return t;
-  }
+  Tensor fp8_table(const Tensor& table, bool transpose) override { return fp8_table_cuda(blas_ctx(), table, transpose); }
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
-    const int64_t T = tensor_rows(sc_logits), V = tensor_cols(sc_logits), H = embed.shape[1];
-    Tensor probs = alloc(Shape{T, V});
-    Tensor part = device(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, stream_));
-    const float one = 1.0f, zero = 0.0f;
-    check(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T), static_cast<int>(V),
-                       &one, embed.data, CUDA_R_16BF, static_cast<int>(H), probs.data, CUDA_R_16BF,
-                       static_cast<int>(V), &zero, out.data, CUDA_R_16BF, static_cast<int>(H), CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT),
-          "soft_embed gemm");
-    check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), stream_));
+    soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out);
   }
 
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override {
@@ -446,9 +426,6 @@ class CudaBackend final : public Backend, public SyntheticFill {
   CublasCtx blas_ctx() {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
                      kernels_.a8_linears_stream, kernels_.dense_stream};
-  }
-  void gemm_xwt(const void* x, int64_t M, int64_t K, const void* W, int64_t N, void* y, cudaDataType ytype) {
-    gemm_xwt_cublas(blas_, x, M, K, W, N, y, ytype);
   }
   // The flash kernels read fresh keys and values as f16, as the cache holds them.
   Tensor f16_copy(const Tensor& t) {

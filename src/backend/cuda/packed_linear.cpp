@@ -5,7 +5,6 @@
 #include "backend/cuda/host_check.h"
 #include "core/packed_layout.h"
 #include "ops/linear/linear_cuda.h"
-#include "ops/logits/logits_cuda.h"
 #include "ops/moe/moe_cuda.h"
 
 namespace dg {
@@ -61,35 +60,6 @@ void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t
     c.fp8->run(xq.data, rows, K, t.data, N, acc.f32(), c.stream);
     check(rowscaled_epilogue_cuda(acc.f32(), t.data, DType::kFp8, rows, N, K, out[i]->data, c.stream, xs.f32()));
   }
-}
-
-namespace {
-// The per-row f32 scales of an fp8 tensor: its second plane.
-float* fp8_scales(const Tensor& t) {
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + packed_layout(DType::kFp8, t.shape).offset[1]);
-}
-}  // namespace
-
-void fp8_table_cuda(const Tensor& table, Tensor& out, cudaStream_t s) {
-  DG_CHECK(table.dtype == DType::kBF16 && table.shape.rank == 2 && out.dtype == DType::kFp8 &&
-               out.shape == table.shape, "fp8 table: a bf16 [vocab, hidden] table into fp8 of its shape, not {} {} "
-           "into {} {}", dtype_name(table.dtype), table.shape.str(), dtype_name(out.dtype), out.shape.str());
-  const int64_t V = table.shape[0], H = table.shape[1];
-  DG_CHECK(fp8_gemm_shape_ok(H, V), "--vocab-act fp8: the CUDA e4m3 product needs the hidden size and the "
-           "vocabulary as multiples of 16 (this model: {} and {}); use --vocab-act bf16", H, V);
-  check(moe_act_quant_fp8_cuda(table.data, V, H, out.data, fp8_scales(out), s));
-}
-
-void lm_head_fp8_cuda(const CublasCtx& c, const Tensor& y, int64_t rows, int64_t K, const Tensor& table, float softcap,
-                      Tensor& logits) {
-  DG_CHECK(c.fp8 != nullptr, "lm_head: the backend has no W8A8 product");
-  DG_CHECK(table.shape.rank == 2 && table.shape[1] == K && logits.numel() == rows * table.shape[0],
-           "lm_head: an fp8 table {} for rows of width {} into logits {}", table.shape.str(), K, logits.shape.str());
-  const int64_t V = table.shape[0];
-  Tensor yq = c.alloc(DType::kU8, Shape{rows, K}), ys = c.alloc(DType::kF32, Shape{rows});
-  check(moe_act_quant_fp8_cuda(y.data, rows, K, yq.data, ys.f32(), c.stream));
-  c.fp8->run(yq.data, rows, K, table.data, V, logits.f32(), c.stream);
-  check(softcap_scaled_cuda(logits.f32(), rows, V, ys.f32(), fp8_scales(table), softcap, c.stream));
 }
 
 }  // namespace dg

@@ -29,13 +29,4 @@ void dense_linear_cuda(const CublasCtx& c, const void* x, int64_t rows, int64_t 
 void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, std::span<const Tensor* const> w,
                       std::span<Tensor* const> out);
 
-// The bf16 table [vocab, hidden] quantised into `out` (a device fp8 tensor of the same shape, the pack's layout) by
-// the activations' per-row quantiser, whose codes and scales are encode_rows' (Backend::fp8_table). Throws dg::Error
-// naming the sizes where the e4m3 product cannot take them (both multiples of 16).
-void fp8_table_cuda(const Tensor& table, Tensor& out, cudaStream_t s);
-// lm_head over an fp8 table: y [rows, K] bf16 quantised per row, cuBLASLt's e4m3 product into the f32 logits
-// [rows, vocab], then both scales and the softcap in one pass (softcap_scaled_cuda).
-void lm_head_fp8_cuda(const CublasCtx& c, const Tensor& y, int64_t rows, int64_t K, const Tensor& table, float softcap,
-                      Tensor& logits);
-
 }  // namespace dg

@@ -96,7 +96,28 @@ __global__ void split_cols_kernel(const uint4* src, SplitArgs a) {
   }
 }
 
+// 32 x 32 tiles through shared memory (a padded column keeps the transposed reads free of bank conflicts); block
+// (x, y) is the tile of source columns 32x.. and rows 32y.., its 32 x 8 threads four rows each.
+__global__ void transpose_kernel(const bf16* src, int64_t rows, int64_t cols, bf16* dst) {
+  cuda::pdl_enter();
+  __shared__ bf16 tile[32][33];
+  const int64_t c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (r0 + i < rows && c0 + threadIdx.x < cols) tile[i][threadIdx.x] = src[(r0 + i) * cols + c0 + threadIdx.x];
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (c0 + i < cols && r0 + threadIdx.x < rows) dst[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
+}
+
 }  // namespace
+
+Status transpose_cuda(const void* src, int64_t rows, int64_t cols, void* dst, cudaStream_t s) {
+  if (rows * cols == 0) return Status::ok();
+  if ((rows + 31) / 32 > 65535) return Status::error("transpose_cuda: more than 2,097,120 rows");
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32)), block(32, 8);
+  cuda::launch(transpose_kernel, grid, block, 0, s, static_cast<const bf16*>(src), rows, cols, static_cast<bf16*>(dst));
+  return cuda_status(cudaGetLastError(), "transpose_cuda");
+}
 
 Status add_cuda(const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
   if (n == 0) return Status::ok();

@@ -24,6 +24,8 @@ Status fill_packed_cuda(void* base, DType fmt, const Shape& shape, uint64_t seed
 // bf16 src [rows, sum widths] into n <= 4 bf16 outputs [rows, widths[i]] (column blocks in order; every width a
 // multiple of 8): the split after one product over weights stored side by side.
 Status split_cols_cuda(const void* src, int64_t rows, void* const* dst, const int64_t* widths, int n, cudaStream_t s);
+// bf16 dst [cols, rows] = src [rows, cols] transposed.
+Status transpose_cuda(const void* src, int64_t rows, int64_t cols, void* dst, cudaStream_t s);
 // Converts n elements of `src` (f32/f16/bf16) to bf16, or f32 to f32/f16/bf16 (dst dtype).
 Status convert_cuda(const void* src, DType st, void* dst, DType dt, int64_t n, cudaStream_t s);
 

@@ -2,6 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
 
@@ -10,12 +11,11 @@ namespace {
 
 using cuda::bf16;
 
+using cuda::e4m3_of;
+
 // One warp per row: the row's amax, then each element divided by amax / 448 and rounded to E4M3 (as
 // encode_fp8_rows). With `vec` (K a multiple of 8, x and q 16-byte aligned) rows move as 16-byte loads and 8-byte
 // stores (the second pass reads what the first left in L1).
-__device__ __forceinline__ uint8_t e4m3_of(float v, float s) {
-  return s > 0.0f ? static_cast<uint8_t>(__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3)) : uint8_t{0};
-}
 
 __global__ void act_quant_fp8_kernel(const bf16* x, int64_t rows, int64_t K, bool vec, uint8_t* q, float* scale) {
   cuda::pdl_enter();

@@ -2,6 +2,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/self_cond/self_cond_cuda.h"
 
@@ -59,9 +60,12 @@ __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, M
   }
 }
 
-// Every block merges its row's slice pairs in slice order (the same result in each), then writes its slice.
+// Every block merges its row's slice pairs in slice order (the same result in each), then writes its slice: bf16
+// probabilities, or with kFp8 their E4M3 codes under the row's scale (the largest probability, bf16(1 / sum), over
+// 448: act_quant_fp8_rows of the bf16 row), which the row's first block also writes to `scale`.
+template <bool kFp8>
 __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff,
-                                  bf16* p) {
+                                  void* p, float* scale) {
   cuda::pdl_enter();
   __shared__ MaxSum row_stat;
   if (threadIdx.x == 0) {
@@ -72,25 +76,44 @@ __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, c
   __syncthreads();
   const float mx = row_stat.m, inv = 1.0f / row_stat.s;
   const float floor = cutoff > 0.0f ? cutoff * inv : 0.0f;  // p_max = 1 / sum
+  const float s8 = cuda::rbf(inv) / 448.0f;                 // kFp8: the row's scale
+  if (kFp8 && blockIdx.y == 0 && threadIdx.x == 0) scale[blockIdx.x] = s8;
   const bf16* row = x + blockIdx.x * vocab;
-  bf16* out = p + blockIdx.x * vocab;
   const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
   auto prob = [&](bf16 v) {
     const float pr = cuda::rbf(expf(__bfloat162float(v) - mx) * inv);
-    return __float2bfloat16_rn(pr >= floor ? pr : 0.0f);
+    return pr >= floor ? pr : 0.0f;
   };
-  if (vocab % 8 == 0) {
-    for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
-      const bf16* e = reinterpret_cast<const bf16*>(&raw);
-      uint4 o;
-      bf16* oe = reinterpret_cast<bf16*>(&o);
+  if constexpr (kFp8) {
+    uint8_t* out = static_cast<uint8_t*>(p) + blockIdx.x * vocab;
+    if (vocab % 8 == 0) {
+      for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+        uint2 o;
+        auto* ob = reinterpret_cast<uint8_t*>(&o);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) oe[i] = prob(e[i]);
-      *reinterpret_cast<uint4*>(out + v) = o;
+        for (int i = 0; i < 8; ++i) ob[i] = cuda::e4m3_of(prob(e[i]), s8);
+        *reinterpret_cast<uint2*>(out + v) = o;
+      }
+    } else {
+      for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = cuda::e4m3_of(prob(row[v]), s8);
     }
   } else {
-    for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = prob(row[v]);
+    bf16* out = static_cast<bf16*>(p) + blockIdx.x * vocab;
+    if (vocab % 8 == 0) {
+      for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+        uint4 o;
+        bf16* oe = reinterpret_cast<bf16*>(&o);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) oe[i] = __float2bfloat16_rn(prob(e[i]));
+        *reinterpret_cast<uint4*>(out + v) = o;
+      }
+    } else {
+      for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = __float2bfloat16_rn(prob(row[v]));
+    }
   }
 }
 
@@ -102,8 +125,10 @@ int64_t soft_probs_slices(int64_t rows, int64_t vocab) {
   return std::max<int64_t>(1, std::min(want, most));
 }
 
-Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
-                       void* scratch, cudaStream_t s) {
+namespace {
+
+Status soft_probs(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs, float* scale,
+                  void* scratch, cudaStream_t s) {
   if (rows == 0) return Status::ok();
   if (rows > 0x7fffffff) return Status::error("soft_probs_cuda: too many rows");
   const int64_t n = soft_probs_slices(rows, vocab);
@@ -111,9 +136,26 @@ Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sp
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vocab + slice - 1) / slice));
   auto* part = static_cast<MaxSum*>(scratch);
   cuda::launch(soft_stats_kernel, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part);
-  cuda::launch(soft_write_kernel, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part, sparse_cutoff,
-                                               static_cast<bf16*>(probs));
+  if (scale != nullptr)
+    cuda::launch(soft_write_kernel<true>, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part,
+                 sparse_cutoff, probs, scale);
+  else
+    cuda::launch(soft_write_kernel<false>, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part,
+                 sparse_cutoff, probs, scale);
   return cuda_status(cudaGetLastError(), "soft_probs_cuda");
+}
+
+}  // namespace
+
+Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
+                       void* scratch, cudaStream_t s) {
+  return soft_probs(logits, rows, vocab, sparse_cutoff, probs, nullptr, scratch, s);
+}
+
+Status soft_probs_fp8_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* codes,
+                           float* scale, void* scratch, cudaStream_t s) {
+  if (scale == nullptr) return Status::error("soft_probs_fp8_cuda: no scale buffer");
+  return soft_probs(logits, rows, vocab, sparse_cutoff, codes, scale, scratch, s);
 }
 
 }  // namespace dg

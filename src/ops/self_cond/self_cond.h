@@ -12,8 +12,9 @@
 
 namespace dg {
 
-// sc_logits: [rows, vocab] of `sc_dtype` (f32, bf16 or f16; already processed logits); embed: [vocab, hidden];
-// out: [rows, hidden] f32. sparse_cutoff == 0 selects the exact path.
+// sc_logits: [rows, vocab] of `sc_dtype` (f32, bf16 or f16; already processed logits); embed: [vocab, hidden], or
+// fp8 [hidden, vocab] (--vocab-act fp8: the transpose as fp8 rows; each row of P quantised per row to E4M3 before
+// the product); out: [rows, hidden] f32. sparse_cutoff == 0 selects the exact path.
 void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const Tensor& embed, float scale,
                     Storage act, float sparse_cutoff, float* out);
 

@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/linear/linear.h"
+#include "ops/moe/moe.h"
 
 namespace dg {
 
 void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const Tensor& embed, float scale,
                     Storage act, float sparse_cutoff, float* out) {
-  const int64_t vocab = embed.shape[0], hidden = embed.shape[1];
+  const bool fp8 = embed.dtype == DType::kFp8;  // [hidden, vocab]: the W8A8 product
+  const int64_t vocab = embed.shape[fp8 ? 1 : 0], hidden = embed.shape[fp8 ? 0 : 1];
   const size_t esz_sc = dtype_size(sc_dtype);
   // Probabilities per row (f32 softmax, then the activation storage rounding), with survivor lists when sparse.
   std::vector<float> p(static_cast<size_t>(rows * vocab));
@@ -36,6 +39,12 @@ void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const T
         if (pr[v] != 0.0f && pr[v] >= floor) k.push_back(static_cast<int32_t>(v));
     }
   });
+  if (fp8) {  // the rows of p quantised to E4M3 (zeros stay zero), then the product with the fp8 transpose
+    act_quant_fp8_rows(p.data(), rows, vocab);
+    linear_cpu(p.data(), rows, vocab, embed, out);
+    for (int64_t i = 0; i < rows * hidden; ++i) out[i] = round_to(act, round_to(act, out[i]) * scale);
+    return;
+  }
   // out[r, c] = sum_v p[r, v] E[v, c], in vocabulary order, parallel over column blocks (deterministic).
   constexpr int64_t kCols = 64;
   const size_t esz = dtype_size(embed.dtype);

@@ -20,6 +20,10 @@ namespace dg {
 int64_t soft_probs_slices(int64_t rows, int64_t vocab);
 Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
                        void* scratch, cudaStream_t s);
+// The same probabilities as E4M3 codes [rows, vocab] under a per-row scale [rows] (the bf16 row's amax / 448, as
+// act_quant_fp8_rows quantises it): the input of the fp8 soft embedding (--vocab-act fp8).
+Status soft_probs_fp8_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* codes,
+                           float* scale, void* scratch, cudaStream_t s);
 
 }  // namespace dg
 #endif

@@ -93,17 +93,19 @@ std::vector<Output> run_lm_head(const OpCase& c, const Side& s) {
   const Tensor y = activation(s, Shape{rows, hidden}, yv);
   Tensor table_host;
   Tensor table = weight(s, c, 2, Shape{vocab, hidden}, -0.1f, 0.1f, DType::kBF16, WeightUse::kPlain, &table_host);
-  if (c.weights == DType::kFp8) table = s.be.fp8_table(table);  // each side's own quantiser
+  if (c.weights == DType::kFp8) table = s.be.fp8_table(table, false);  // each side's own quantiser
   Tensor logits = s.be.alloc_f32(Shape{rows, vocab});
   s.be.lm_head(y, table, static_cast<float>(c.p.f("softcap")), logits);
   return {product("logits", s, logits, yv, rows, hidden, table_host)};
 }
 
-// rows, vocab, hidden, cutoff: tempered logits in the activation storage against the table.
+// rows, vocab, hidden, cutoff: tempered logits in the activation storage against the table (an fp8 case: the fp8
+// rows of its transpose).
 std::vector<Output> run_soft_embed(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), vocab = c.p.n("vocab"), hidden = c.p.n("hidden");
   const Tensor logits = activation(s, Shape{rows, vocab}, case_values(c, 1, rows * vocab, -8, 8, s.act));
-  const Tensor table = weight(s, c, 2, Shape{vocab, hidden}, -1.4f, 1.4f, DType::kBF16, WeightUse::kPlain);
+  Tensor table = weight(s, c, 2, Shape{vocab, hidden}, -1.4f, 1.4f, DType::kBF16, WeightUse::kPlain);
+  if (c.weights == DType::kFp8) table = s.be.fp8_table(table, true);  // each side's own transpose and quantiser
   Tensor y = s.be.alloc(Shape{rows, hidden});
   s.be.soft_embed(logits, table, static_cast<float>(c.p.f("cutoff")), y);
   return {Output{"out", to_host(s, y), {}, {}}};

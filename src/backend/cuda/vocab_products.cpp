@@ -1,0 +1,93 @@
+// The CUDA backend's products over the vocabulary (see vocab_products.h).
+#include "backend/cuda/vocab_products.h"
+
+#include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/host_check.h"
+#include "core/error.h"
+#include "core/packed_layout.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed.h"
+#include "ops/linear/linear_cuda.h"
+#include "ops/logits/logits_cuda.h"
+#include "ops/moe/moe_cuda.h"
+#include "ops/self_cond/self_cond_cuda.h"
+
+namespace dg {
+
+using cuda_host::check;
+
+namespace {
+
+// The per-row f32 scales of an fp8 tensor: its second plane.
+float* fp8_scales(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + packed_layout(DType::kFp8, t.shape).offset[1]);
+}
+
+void check_fp8_widths(int64_t hidden, int64_t vocab) {
+  DG_CHECK(fp8_gemm_shape_ok(hidden, vocab), "--vocab-act fp8: the CUDA e4m3 product needs the hidden size and the "
+           "vocabulary as multiples of 16 (this model: {} and {}); use --vocab-act bf16", hidden, vocab);
+}
+
+}  // namespace
+
+void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits) {
+  const int64_t K = y.shape[y.shape.rank - 1], rows = y.numel() / K, V = table.shape[0];
+  DG_CHECK(table.shape.rank == 2 && table.shape[1] == K && logits.numel() == rows * V,
+           "lm_head: a table {} for rows of width {} into logits {}", table.shape.str(), K, logits.shape.str());
+  if (table.dtype != DType::kFp8) {
+    gemm_xwt_cublas(c.blas, y.data, rows, K, table.data, V, logits.data, CUDA_R_32F);
+    check(softcap_cuda(logits.f32(), logits.numel(), softcap, c.stream));
+    return;
+  }
+  DG_CHECK(c.fp8 != nullptr, "lm_head: the backend has no W8A8 product");
+  Tensor yq = c.alloc(DType::kU8, Shape{rows, K}), ys = c.alloc(DType::kF32, Shape{rows});
+  check(moe_act_quant_fp8_cuda(y.data, rows, K, yq.data, ys.f32(), c.stream));
+  c.fp8->run(yq.data, rows, K, table.data, V, logits.f32(), c.stream);
+  check(softcap_scaled_cuda(logits.f32(), rows, V, ys.f32(), fp8_scales(table), softcap, c.stream));
+}
+
+void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
+                     Tensor& out) {
+  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V;
+  const bool fp8 = table.dtype == DType::kFp8;
+  const int64_t H = fp8 ? table.shape[0] : table.shape[1];
+  DG_CHECK(table.shape.rank == 2 && table.shape[fp8 ? 1 : 0] == V && out.numel() == T * H,
+           "soft_embed: a {} table {} for logits {} into {}", dtype_name(table.dtype), table.shape.str(),
+           sc_logits.shape.str(), out.shape.str());
+  Tensor part = c.alloc(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
+  if (fp8) {
+    DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
+    Tensor pq = c.alloc(DType::kU8, Shape{T, V}), ps = c.alloc(DType::kF32, Shape{T});
+    check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, pq.data, ps.f32(), part.data, c.stream));
+    Tensor acc = c.alloc(DType::kF32, Shape{T, H});
+    c.fp8->run(pq.data, T, V, table.data, H, acc.f32(), c.stream);
+    check(rowscaled_epilogue_cuda(acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, ps.f32()));
+  } else {
+    Tensor probs = c.alloc(DType::kBF16, Shape{T, V});
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream));
+    const float one = 1.0f, zero = 0.0f;
+    check(cublasGemmEx(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T),
+                       static_cast<int>(V), &one, table.data, CUDA_R_16BF, static_cast<int>(H), probs.data,
+                       CUDA_R_16BF, static_cast<int>(V), &zero, out.data, CUDA_R_16BF, static_cast<int>(H),
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "soft_embed gemm");
+  }
+  check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
+}
+
+Tensor fp8_table_cuda(const CublasCtx& c, const Tensor& table, bool transpose) {
+  DG_CHECK(table.dtype == DType::kBF16 && table.shape.rank == 2, "fp8 table: a bf16 [vocab, hidden] table, not {} {}",
+           dtype_name(table.dtype), table.shape.str());
+  const int64_t V = table.shape[0], H = table.shape[1];
+  check_fp8_widths(H, V);
+  Tensor src = table;
+  if (transpose) {
+    src = c.alloc(DType::kBF16, Shape{H, V});
+    check(transpose_cuda(table.data, V, H, src.data, c.stream));
+  }
+  Tensor out = c.alloc(DType::kFp8, src.shape);
+  check(moe_act_quant_fp8_cuda(src.data, src.shape[0], src.shape[1], out.data, fp8_scales(out), c.stream));
+  return out;
+}
+
+}  // namespace dg

@@ -1,0 +1,23 @@
+// The two products over the vocabulary on the CUDA backend — the lm_head with its softcap and the self-conditioning
+// soft embedding — over the bf16 tied table (cuBLAS), or over its fp8 copies (--vocab-act fp8, Backend::fp8_table):
+// the input quantised per row to E4M3, cuBLASLt's e4m3 product into f32 sums, both scales applied to the sums in the
+// pass that follows (the softcap; the bf16 rounding of the soft embedding).
+#pragma once
+
+#include "backend/cuda/cublas_paths.h"
+#include "core/tensor.h"
+
+namespace dg {
+
+// logits [rows, vocab] f32 = softcap(bf16(y table^T)); table bf16 [vocab, hidden] or fp8 [vocab, hidden].
+void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits);
+// out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab, hidden], or fp8
+// [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the vocabulary).
+void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
+                     Tensor& out);
+// The bf16 table [vocab, hidden] as fp8 rows (`transpose`: its transpose [hidden, vocab] as fp8 rows), quantised by
+// the activations' per-row quantiser, whose codes and scales are encode_rows'. Throws dg::Error naming the sizes
+// where the e4m3 product cannot take them (both multiples of 16).
+Tensor fp8_table_cuda(const CublasCtx& c, const Tensor& table, bool transpose);
+
+}  // namespace dg
