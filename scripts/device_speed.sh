@@ -21,7 +21,8 @@
 #          (default sdpa,eager), out-of-memory results recorded
 #   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
 # A pack is "name" (quantize --profile name) or "name@OPTIONS" (run options, comma-separated, e.g.
-# fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations).
+# fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations; fp8-v8@--vocab-act,fp8 with fp8 vocabulary
+# products).
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT" /tmp/smoke
@@ -48,7 +49,7 @@ else
   dg=build/gpu/diffgemma tests_bin=build/gpu/tests/dg_cuda_tests
 fi
 packs="${DG_PACKS:-fp8 fp8-a16@--expert-act,bf16 q4}"
-pack_dir() { local n=${1%%@*}; echo "/tmp/tiny-${n%-a16}"; }  # fp8-a16 runs the fp8 pack
+pack_dir() { local n=${1%%@*}; n=${n%-a16}; echo "/tmp/tiny-${n%-v8}"; }  # fp8-a16, fp8-v8: the fp8 pack
 pack_opts() { [[ "$1" == *@* ]] && echo "${1#*@}" | tr , ' '; }
 if has tests; then
   ( timeout "${DG_TEST_TIMEOUT:-200}" $tests_bin --gtest_filter="${DG_TEST_FILTER:-*Cuda*}" 2>&1 \
