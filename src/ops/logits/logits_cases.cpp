@@ -24,7 +24,9 @@ constexpr Bound kCudaLogitsA8{
     .basis = "the same E4M3 inputs on both sides; the product's sum rounded to bf16 once on each side (2^-8 relative "
              "between them), the e4m3 tensor cores' partial sums kept to about 14 bits before cuBLASLt promotes them "
              "to f32 (2^-12 of the sum of |products|, as the W8A8 linears); the softcap's slope is at most 1",
-    .measured = nullptr};
+    .measured = "Backends/OpConformance (H200, 2026-12-03, commit 28a8eb9): worst 0.91 of the bound (16 x 64 -> 512: "
+                "max_abs 1.6e-2), the 26B-A4B canvas over 8,192 of the vocabulary 0.58 and the full vocabulary 0.57 "
+                "(max_abs 9.5e-2); cosine >= 0.9999998 in all 3 cases"};
 constexpr Bound kCudaLogitsA8Refused{
     .refused = "the CUDA e4m3 product takes a hidden size and vocabulary that are multiples of 16 (fp8_table)"};
 

@@ -40,12 +40,6 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
 // inv[p] is p's position. counts: scratch [n_exp]; offsets: [n_exp + 1].
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
                       int32_t* perm, int32_t* inv, cudaStream_t s);
-// moe_route_cuda then moe_group_cuda (pairs = rows * top_k), with the same outputs bit for bit, in one launch of one
-// block where it fits: n_exp <= 256 and pairs <= 8,192 (the pairs and the grouping's counters in shared memory,
-// up to 97 KiB); otherwise those two. No host synchronisation or allocation (graph capture is fine).
-Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
-                            int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
-                            int32_t* inv, cudaStream_t s);
 // xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
 Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
                        cudaStream_t s);

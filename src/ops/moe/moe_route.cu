@@ -1,6 +1,6 @@
 // The MoE router's top-k on the scores and the stable grouping of the routed pairs by expert (moe_cuda.h:
-// moe_route_cuda, moe_group_cuda, and both in one launch, moe_route_group_cuda). The routing of a row and the
-// one-block grouping are __device__ bodies shared by the kernels, so the one-launch form is the same arithmetic.
+// moe_route_cuda, moe_group_cuda). Both in one launch of one block measured 4x slower than the two launches at one
+// canvas (docs/NEGATIVE.md).
 // Reference: DiffusionGemmaTextRouter (softmax, top-k, renormalisation, per_expert_scale); moe_route_cpu.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -188,40 +188,6 @@ __global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int
   group_block(idx, pairs, n_exp, gsm, counts, offsets, perm, inv);
 }
 
-// Routing and grouping in one block, where the routed pairs fit shared memory: up to kRouteGroupMaxPairs pairs and
-// kGroupMaxExperts experts. Shared memory: the grouping's words (whose first kGroupWarps * n_exp also serve as the
-// warps' softmax scratch, route_row's p, until the barrier), then idx and the weights of every pair; at the limits
-// (33 * 256 + 2 * 8,192) * 4 = 99,328 bytes, which every sm_80+ device grants a block.
-constexpr int64_t kRouteGroupMaxPairs = 8192;
-constexpr size_t route_group_smem(int64_t n_exp, int64_t pairs) {
-  return static_cast<size_t>(group_smem_words(n_exp) + 2 * pairs) * sizeof(int32_t);
-}
-constexpr size_t kRouteGroupMaxSmem = route_group_smem(kGroupMaxExperts, kRouteGroupMaxPairs);
-static_assert(sizeof(float) == sizeof(int32_t), "the warps' softmax scratch fits in the grouping's words");
-
-// Warp w routes rows w, w + kGroupWarps, ... into shared memory; after the barrier the block copies idx and the
-// weights out and groups the pairs reading idx from shared memory (group_block resets the scratch first).
-__global__ void __launch_bounds__(kGroupWarps * 32) route_group_kernel(const bf16* scores, int rows, int n_exp,
-                                                                      int top_k, const bf16* pes, int32_t* idx,
-                                                                      float* weight, int32_t* counts,
-                                                                      int32_t* offsets, int32_t* perm, int32_t* inv) {
-  cuda::pdl_enter();
-  extern __shared__ int32_t rsm[];
-  const int pairs = rows * top_k;
-  int32_t* sidx = rsm + group_smem_words(n_exp);      // [pairs]
-  float* sw = reinterpret_cast<float*>(sidx + pairs);  // [pairs]
-  const int warp = threadIdx.x >> 5;
-  float* p = reinterpret_cast<float*>(rsm) + warp * n_exp;
-  for (int r = warp; r < rows; r += kGroupWarps)  // warp-uniform: route_row's shuffles see all 32 lanes
-    route_row(scores + static_cast<int64_t>(r) * n_exp, n_exp, top_k, pes, p, sidx + r * top_k, sw + r * top_k);
-  __syncthreads();  // every row's idx and weights written; the scratch p free for group_block
-  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
-    idx[i] = sidx[i];
-    weight[i] = sw[i];
-  }
-  group_block(sidx, pairs, n_exp, rsm, counts, offsets, perm, inv);
-}
-
 }  // namespace
 
 Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
@@ -250,27 +216,6 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
   cuda::launch(group_count_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts);
   cuda::launch(group_place_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts, offsets, perm, inv);
   return cuda_status(cudaGetLastError(), "moe_group_cuda");
-}
-
-Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
-                            int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
-                            int32_t* inv, cudaStream_t s) {
-  const int64_t pairs = rows * top_k;
-  if (rows < 1 || top_k < 1 || top_k > n_exp || n_exp > kGroupMaxExperts || pairs > kRouteGroupMaxPairs) {
-    if (Status st = moe_route_cuda(scores, rows, n_exp, top_k, per_expert_scale, idx, weight, s); !st.is_ok())
-      return st;
-    return moe_group_cuda(idx, pairs, n_exp, counts, offsets, perm, inv, s);
-  }
-  const size_t smem = route_group_smem(n_exp, pairs);
-  if (smem > 48 * 1024) {  // always the kernel's largest need, so concurrent callers never lower each other's
-    const cudaError_t e = cudaFuncSetAttribute(route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(kRouteGroupMaxSmem));
-    if (e != cudaSuccess) return cuda_status(e, "moe_route_group_cuda (shared memory)");
-  }
-  cuda::launch(route_group_kernel, 1, kGroupWarps * 32, smem, s, static_cast<const bf16*>(scores),
-               static_cast<int>(rows), static_cast<int>(n_exp), top_k, static_cast<const bf16*>(per_expert_scale),
-               idx, weight, counts, offsets, perm, inv);
-  return cuda_status(cudaGetLastError(), "moe_route_group_cuda");
 }
 
 }  // namespace dg

@@ -62,7 +62,8 @@ __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, M
 
 // Every block merges its row's slice pairs in slice order (the same result in each), then writes its slice: bf16
 // probabilities, or with kFp8 their E4M3 codes under the row's scale (the largest probability, bf16(1 / sum), over
-// 448: act_quant_fp8_rows of the bf16 row), which the row's first block also writes to `scale`.
+// 448: act_quant_fp8_rows of the bf16 row, with the reciprocal's product for its division: e4m3x2_times), which the
+// row's first block also writes to `scale`.
 template <bool kFp8>
 __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff,
                                   void* p, float* scale) {
@@ -77,6 +78,7 @@ __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, c
   const float mx = row_stat.m, inv = 1.0f / row_stat.s;
   const float floor = cutoff > 0.0f ? cutoff * inv : 0.0f;  // p_max = 1 / sum
   const float s8 = cuda::rbf(inv) / 448.0f;                 // kFp8: the row's scale
+  const float r8 = cuda::e4m3_reciprocal(s8);
   if (kFp8 && blockIdx.y == 0 && threadIdx.x == 0) scale[blockIdx.x] = s8;
   const bf16* row = x + blockIdx.x * vocab;
   const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
@@ -91,13 +93,14 @@ __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, c
         const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint2 o;
-        auto* ob = reinterpret_cast<uint8_t*>(&o);
+        auto* ob = reinterpret_cast<uint16_t*>(&o);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) ob[i] = cuda::e4m3_of(prob(e[i]), s8);
+        for (int i = 0; i < 4; ++i) ob[i] = cuda::e4m3x2_times(prob(e[2 * i]), prob(e[2 * i + 1]), r8);
         *reinterpret_cast<uint2*>(out + v) = o;
       }
     } else {
-      for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = cuda::e4m3_of(prob(row[v]), s8);
+      for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads)
+        out[v] = static_cast<uint8_t>(cuda::e4m3x2_times(prob(row[v]), 0.0f, r8));
     }
   } else {
     bf16* out = static_cast<bf16*>(p) + blockIdx.x * vocab;
