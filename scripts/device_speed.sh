@@ -10,7 +10,7 @@
 #   bench  the full-shape bench for each config of DG_BENCH ("label:options", options comma-separated; graphs on,
 #          as ask, chat and serve run)
 #   ask    `diffgemma ask` end to end on the full shape with random weights (-m synthetic:26b-a4b:PROFILE) for each
-#          "profile:prompt tokens" of DG_ASK: 1,024 new tokens at 16 steps per block (the contract sampler without
+#          "profile:prompt tokens[:options,comma-separated]" of DG_ASK: 1,024 new tokens at 16 steps per block (the contract sampler without
 #          its commit-time trim, which random weights would fire on every row), the JSON with its timings
 #   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps), for each
 #          "label:options" of DG_SERVE (default "serve:", the defaults; e.g. "wide:--moe,wide")
@@ -79,19 +79,21 @@ if has bench; then
 fi
 if has ask; then
   for a in ${DG_ASK:-bf16:1024 fp8:1024 q4:1024 bf16:4096 fp8:4096}; do
-    prof=${a%%:*} n=${a#*:}
+    prof=${a%%:*} rest=${a#*:}
+    n=${rest%%:*} opts=""
+    [[ $rest == *:* ]] && opts=${rest#*:}
     ids=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(3 + (i * 7919 + 17) % 262000) for i in range(n)))" "$n")
-    stamp "ask synthetic:26b-a4b:$prof, $n prompt tokens"
+    stamp "ask synthetic:26b-a4b:$prof, $n prompt tokens $opts"
     timeout 120 $dg ask -m "synthetic:26b-a4b:$prof" --backend cuda --prompt-ids "$ids" --max-new-tokens 1024 \
-      --steps 16 --commit-trim-tau 0 --json -q > /tmp/ask.json 2> /tmp/ask.err || { echo "ask failed: $(tail -2 /tmp/ask.err)"; continue; }
-    python3 - "$prof" "$n" "$DG_GIT_SHA" <<'EOF' | tee -a "$OUT/ask.jsonl"
+      --steps 16 --commit-trim-tau 0 ${opts//,/ } --json -q > /tmp/ask.json 2> /tmp/ask.err || { echo "ask failed: $(tail -2 /tmp/ask.err)"; continue; }
+    python3 - "$prof" "$n" "$DG_GIT_SHA" "${opts//,/ }" <<'EOF' | tee -a "$OUT/ask.jsonl"
 import json, sys
 j = json.load(open("/tmp/ask.json"))
 n = len(j["tokens"])
 print(json.dumps({"event": "ask", "weights": sys.argv[1], "prompt_tokens": int(sys.argv[2]), "git_sha": sys.argv[3],
                   "new_tokens": n, "forwards": j["forwards"], "seconds": j["seconds"],
                   "committed_tok_per_s": n / j["seconds"], "first_block_s": j["first_block_seconds"],
-                  "device": "NVIDIA H200", "path": "diffgemma ask --backend cuda --steps 16 --commit-trim-tau 0 (contract sampler, graphs, device decisions)"}))
+                  "options": sys.argv[4], "device": "NVIDIA H200", "path": "diffgemma ask --backend cuda --steps 16 --commit-trim-tau 0 (contract sampler, graphs, device decisions)"}))
 EOF
   done
 fi
