@@ -22,9 +22,12 @@ constexpr Bound kCudaSoftEmbedA8{
     .min_cosine = 0.999,
     .basis = "the probabilities one bf16 ulp apart between the sides (as the bf16 table's bound) and so is each row's "
              "scale, which moves a probability's E4M3 code by one step (2^-4 relative) where it lay near a rounding "
-             "boundary; the same fp8 table; the e4m3 tensor cores' partial sums kept to about 14 bits before "
+             "boundary (the GPU multiplies by the scale's reciprocal: within an f32 ulp of the twin's division); the "
+             "same fp8 table; the e4m3 tensor cores' partial sums kept to about 14 bits before "
              "cuBLASLt promotes them; the product rounded to bf16 before and after the embedding scale",
-    .measured = nullptr};
+    .measured = "Backends/OpConformance (H200, 2026-12-03, commits 28a8eb9 and 81385fa, the same values): worst 0.22 "
+                "of the bound (26B-A4B canvas over the full vocabulary: max_abs 7.8e-3), tiny_a 0.087, dg-tiny with "
+                "survivors 0.089; cosine >= 0.9999995 in all 3 cases"};
 constexpr Bound kCudaSoftEmbedA8Refused{
     .refused = "the CUDA e4m3 product takes a hidden size and vocabulary that are multiples of 16 (fp8_table)"};
 
