@@ -83,7 +83,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
     check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
     // The same workspace: cuBLAS and cuBLASLt run on the one stream, never at once.
-    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace, kernels.fp8_gemm_tune);
+    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);
     check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {

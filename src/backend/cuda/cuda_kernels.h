@@ -61,10 +61,6 @@ struct CudaKernels {
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;
-  // The W8A8 linears' cuBLASLt product: time the heuristic's candidates on each shape's first uncaptured call and
-  // keep the fastest (diagnosis: the choice, and so the summation order, may differ from run to run). Off: the
-  // heuristic's first, the same in every run.
-  bool fp8_gemm_tune = false;
   // The W8A8 linears' product: cuBLASLt's e4m3 product with a row-scaled epilogue, or (A/B, measured slower:
   // docs/NEGATIVE.md) the streaming kernel with the scales in its epilogue, 128-row passes from 65 rows.
   bool a8_linears_stream = false;

@@ -3,8 +3,6 @@
 // requires for fp8.
 #include "backend/cuda/fp8_gemm.h"
 
-#include <utility>
-
 #include "core/error.h"
 
 namespace dg {
@@ -21,8 +19,7 @@ void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 
 }  // namespace
 
-Fp8Gemm::Fp8Gemm(void* workspace, size_t workspace_bytes, bool tune)
-    : ws_(workspace), tune_(tune), ws_bytes_(workspace_bytes) {
+Fp8Gemm::Fp8Gemm(void* workspace, size_t workspace_bytes) : ws_(workspace), ws_bytes_(workspace_bytes) {
   lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
 }
 
@@ -54,64 +51,34 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
   const uint64_t ws = ws_bytes_;
   lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
            "fp8 workspace preference");
+  constexpr int kCandidates = 8;  // as many as before the tuning switch went, so the first is the same algorithm
   cublasLtMatmulHeuristicResult_t got[kCandidates]{};
   int found = 0;
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, kCandidates, got, &found);
+  int first = 0;
+  while (first < found && got[first].state != CUBLAS_STATUS_SUCCESS) ++first;
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (st != CUBLAS_STATUS_SUCCESS || first == found) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.d);
     cublasLtMatmulDescDestroy(p.desc);
     fail("cuBLASLt offers no e4m3 product for [{} x {}] x [{} x {}]^T on this GPU (status {}); "
-         "run with --linear-act bf16", rows, k, n, k, static_cast<int>(st));
+         "run with --linear-act bf16 and --vocab-act bf16", rows, k, n, k, static_cast<int>(st));
   }
-  for (int i = 0; i < found; ++i)
-    if (got[i].state == CUBLAS_STATUS_SUCCESS) p.algos[p.n_algos++] = got[i].algo;
+  p.algo = got[first].algo;
   return plans_.emplace(key, p).first->second;
 }
 
 void Fp8Gemm::run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s) {
   DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act "
-           "bf16)", k, n);
+           "bf16 and --vocab-act bf16)", k, n);
   if (rows == 0) return;
   Plan& p = plan(rows, k, n);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (tune_ && !p.tuned && cudaStreamIsCapturing(s, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone)
-    tune(p, xq, wq, acc, s);
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, acc, p.d, acc, p.d, &p.algos[0], ws_, ws_bytes_,
-                          s),
+  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, acc, p.d, acc, p.d, &p.algo, ws_, ws_bytes_, s),
            "fp8 product");
-}
-
-void Fp8Gemm::tune(Plan& p, const void* xq, const void* wq, float* acc, cudaStream_t s) {
-  p.tuned = true;
-  if (p.n_algos < 2) return;
-  cudaEvent_t t0 = nullptr, t1 = nullptr;
-  if (cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess) fail("fp8 product: cudaEventCreate");
-  const float one = 1.0f, zero = 0.0f;
-  float best_ms = 0;
-  int best = 0;
-  for (int i = 0; i < p.n_algos; ++i) {
-    const auto launch = [&] {
-      return cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, acc, p.d, acc, p.d, &p.algos[i], ws_,
-                            ws_bytes_, s);
-    };
-    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that cannot run here is not kept
-    constexpr int kReps = 3;
-    cudaEventRecord(t0, s);
-    bool ok = true;
-    for (int r = 0; r < kReps; ++r) ok = ok && launch() == CUBLAS_STATUS_SUCCESS;
-    cudaEventRecord(t1, s);
-    float ms = 0;
-    if (!ok || cudaEventSynchronize(t1) != cudaSuccess || cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess) continue;
-    if (best_ms == 0 || ms < best_ms) best_ms = ms, best = i;
-  }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  std::swap(p.algos[0], p.algos[best]);
 }
 
 }  // namespace dg

@@ -16,32 +16,26 @@ namespace dg {
 class Fp8Gemm {
  public:
   // `workspace` (device, `workspace_bytes`) may be shared with other work ordered on the same stream.
-  // `tune`: CudaKernels::fp8_gemm_tune.
-  Fp8Gemm(void* workspace, size_t workspace_bytes, bool tune);
+  Fp8Gemm(void* workspace, size_t workspace_bytes);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
   // acc [rows, n] f32 = xq [rows, k] e4m3 · wq [n, k]ᵀ e4m3. k and n multiples of 16, every pointer 16-byte
-  // aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm. With `tune`, the first call of a
-  // shape outside a graph capture times the heuristic's candidates on its own operands and keeps the fastest.
+  // aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm. The heuristic's first algorithm
+  // (timing its candidates changed nothing: docs/NEGATIVE.md), so the summation order is the same in every run.
   void run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s);
 
  private:
-  static constexpr int kCandidates = 8;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algos[kCandidates]{};  // the heuristic's best first
-    int n_algos = 0;
-    bool tuned = false;  // algos[0] is the fastest of the candidates as timed on the first uncaptured call
+    cublasLtMatmulAlgo_t algo{};  // the heuristic's first
   };
-  void tune(Plan& p, const void* xq, const void* wq, float* acc, cudaStream_t s);
   Plan& plan(int64_t rows, int64_t k, int64_t n);
 
   cublasLtHandle_t lt_ = nullptr;
   void* ws_;
-  bool tune_;
   size_t ws_bytes_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans_;  // by (rows, k, n)
 };
