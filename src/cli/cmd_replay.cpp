@@ -37,6 +37,10 @@ int run_replay(ReplayCliOptions& o) {
   if (o.cmd->count("--kv-precision") == 0) o.model.kv_precision = open.value("kv_precision", o.model.kv_precision);
   // A log from before the option ran dense attention.
   if (o.cmd->count("--attention-topk") == 0) o.model.attention_topk = open.value("attention_topk", std::string("off"));
+  // The operands' choices, which change results (a log from before they were recorded ran the defaults).
+  if (o.cmd->count("--expert-act") == 0) o.model.expert_act = open.value("expert_act", std::string("auto"));
+  if (o.cmd->count("--linear-act") == 0) o.model.linear_act = open.value("linear_act", std::string("auto"));
+  if (o.cmd->count("--vocab-act") == 0) o.model.vocab_act = open.value("vocab_act", std::string("bf16"));
   if (o.cmd->count("--tokenizer") == 0) o.model.tokenizer = open.value("tokenizer", std::string());
   EngineOptions eo = engine_options(o.model);
   eo.context = open.value("context", eo.context);

@@ -1,7 +1,7 @@
 // The op-log: every engine operation the server's worker performs, as JSONL with token ids (no text), so a field
 // session can be re-executed exactly. Records, one per line, in the order the worker ran them:
-//   {"op":"open", "version", "content", "model", "backend", "precision", "kv_precision", "attention_topk", "context",
-//    "slots", "ring_slack"}
+//   {"op":"open", "version", "content", "model", "backend", "precision", "kv_precision", "attention_topk",
+//    "expert_act", "linear_act", "vocab_act", "tokenizer", "context", "slots", "ring_slack"}
 //   {"op":"route", "job", "slot", "why", "common", "held", "prompt"}           (the reuse decision; no effect)
 //   {"op":"sync", "job", "slot", "keep", "append":[ids], "reused", "encoded", "rewound", "reprefilled", "kv_len"}
 //   {"op":"generate", "job", "slot", "sampler":{...}}
