@@ -42,7 +42,7 @@ struct BenchOptions {
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   std::string linear_act = "auto";  // fp8 linears' activation operand (linear_act_fp8)
-  std::string vocab_act = "bf16";   // the lm_head's operands (vocab_act_fp8)
+  std::string vocab_act = "bf16";   // the vocabulary products' operands (vocab_act_fp8)
   std::string attention_topk = "off";  // full layers' top-k sparse attention (Model::set_attention_topk)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
   int steps = 16;          // denoise steps per block in the generation run

@@ -64,9 +64,7 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
                        : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);
   check_linear_act(weights_, opt.linear_act);
-  const VocabFp8 vocab8 = vocab_act_fp8(opt.vocab_act);
-  if (vocab8.lm_head) weights_.embed_fp8 = be_->fp8_table(weights_.embed, false);
-  if (vocab8.soft_embed) weights_.embed_fp8_t = be_->fp8_table(weights_.embed, true);
+  set_vocab_act(weights_, *be_, opt.vocab_act);
   model_ = std::make_unique<Model>(ck_.config, weights_, *be_);
   model_->set_prefill_chunk(opt.prefill_chunk);
   model_->set_graphs(opt.graphs);

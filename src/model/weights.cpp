@@ -298,6 +298,12 @@ VocabFp8 vocab_act_fp8(const std::string& mode) {
   return {mode != "bf16", mode == "fp8"};
 }
 
+void set_vocab_act(ModelWeights& w, Backend& be, const std::string& mode) {
+  const VocabFp8 v = vocab_act_fp8(mode);
+  w.embed_fp8 = v.lm_head ? be.fp8_table(w.embed, false) : Tensor{};
+  w.embed_fp8_t = v.soft_embed ? be.fp8_table(w.embed, true) : Tensor{};
+}
+
 void check_linear_act(const ModelWeights& w, const std::string& mode) {
   if (!linear_act_fp8(mode) || mode == "auto") return;
   bool any = w.sc_gate.dtype == DType::kFp8 || w.sc_up.dtype == DType::kFp8 || w.sc_down.dtype == DType::kFp8;

@@ -102,6 +102,8 @@ struct VocabFp8 {
   bool lm_head = false, soft_embed = false;
 };
 VocabFp8 vocab_act_fp8(const std::string& mode);
+// Makes the fp8 tables `mode` asks for (embed_fp8, embed_fp8_t) on `be`, from w.embed (a weight of `be`).
+void set_vocab_act(ModelWeights& w, Backend& be, const std::string& mode);
 
 // Parameter counts by class, for `diffgemma info`.
 struct ParamCounts {

@@ -162,7 +162,8 @@ TEST(ActFp8, LmHeadOverAnFp8TableQuantisesItsRows) {
 }
 
 // The soft embedding over an fp8 transpose: the CPU backend's fp8_table(table, true) is the pack's fp8 rows of the
-// transpose, and soft_embed over it quantises each row of probabilities (after their storage rounding) first.
+// transpose, and soft_embed over it quantises each row of probabilities (after their storage rounding, the tokens
+// under a survivor cutoff zeroed) first.
 TEST(ActFp8, SoftEmbedOverAnFp8TransposeQuantisesTheProbabilities) {
   const int64_t rows = 3, hidden = 16, vocab = 48;
   const Tensor logits = random_tensor(Shape{rows, vocab}, 15, 2.0f), table = random_tensor(Shape{vocab, hidden}, 16, 1.0f);
@@ -174,27 +175,34 @@ TEST(ActFp8, SoftEmbedOverAnFp8TransposeQuantisesTheProbabilities) {
   ASSERT_EQ(t8.shape, (Shape{hidden, vocab}));
   ASSERT_EQ(t8.nbytes(), want_t8.nbytes());
   EXPECT_EQ(std::memcmp(t8.data, want_t8.data, t8.nbytes()), 0);
-  Tensor got = be->alloc(Shape{rows, hidden}), plain = be->alloc(Shape{rows, hidden});
-  be->soft_embed(logits, t8, 0.0f, got);
-  be->soft_embed(logits, table, 0.0f, plain);
-  std::vector<float> p(static_cast<size_t>(rows * vocab)), want(static_cast<size_t>(rows * hidden));
-  for (int64_t r = 0; r < rows; ++r) {  // softmax as soft_embed_cpu computes it (f32 storage: no rounding)
-    const float* x = logits.f32() + r * vocab;
-    const float mx = *std::max_element(x, x + vocab);
-    double sum = 0.0;
-    for (int64_t v = 0; v < vocab; ++v) sum += p[static_cast<size_t>(r * vocab + v)] = std::exp(x[v] - mx);
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t v = 0; v < vocab; ++v) p[static_cast<size_t>(r * vocab + v)] *= inv;
+  std::vector<float> exact;  // the cutoff-0 result
+  for (float cutoff : {0.0f, 0.05f}) {
+    SCOPED_TRACE(cutoff);
+    Tensor got = be->alloc(Shape{rows, hidden}), plain = be->alloc(Shape{rows, hidden});
+    be->soft_embed(logits, t8, cutoff, got);
+    be->soft_embed(logits, table, cutoff, plain);
+    std::vector<float> p(static_cast<size_t>(rows * vocab)), want(static_cast<size_t>(rows * hidden));
+    for (int64_t r = 0; r < rows; ++r) {  // softmax as soft_embed_cpu computes it (f32 storage: no rounding)
+      const float* x = logits.f32() + r * vocab;
+      float* pr = p.data() + r * vocab;
+      const float mx = *std::max_element(x, x + vocab);
+      double sum = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += pr[v] = std::exp(x[v] - mx);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t v = 0; v < vocab; ++v) pr[v] = pr[v] * inv < cutoff * inv ? 0.0f : pr[v] * inv;
+    }
+    act_quant_fp8_rows(p.data(), rows, vocab);
+    linear_cpu(p.data(), rows, vocab, t8, want.data());
+    const float scale = embed_scale(hidden, Storage::kF32);
+    for (float& o : want) o *= scale;
+    const std::vector<float> g(got.f32(), got.f32() + got.numel());
+    EXPECT_EQ(g, want);
+    const test::Diff d = test::compare(g, std::vector<float>(plain.f32(), plain.f32() + plain.numel()));
+    EXPECT_GT(d.cosine, 0.99) << d.str();  // close to the bf16 table's, not equal
+    EXPECT_GT(d.max_abs, 0.0) << d.str();
+    if (cutoff == 0.0f) exact = g;
+    else EXPECT_NE(g, exact) << "the cutoff should drop some tokens";
   }
-  act_quant_fp8_rows(p.data(), rows, vocab);
-  linear_cpu(p.data(), rows, vocab, t8, want.data());
-  const float scale = embed_scale(hidden, Storage::kF32);
-  for (float& o : want) o *= scale;
-  EXPECT_EQ(std::vector<float>(got.f32(), got.f32() + got.numel()), want);
-  const test::Diff d = test::compare(std::vector<float>(got.f32(), got.f32() + got.numel()),
-                         std::vector<float>(plain.f32(), plain.f32() + plain.numel()));
-  EXPECT_GT(d.cosine, 0.99) << d.str();  // close to the bf16 table's, not equal
-  EXPECT_GT(d.max_abs, 0.0) << d.str();
 }
 
 TEST(ActFp8, VocabActModes) {

@@ -66,10 +66,7 @@ void check_pack(const RefFixture& fx, const std::string& profile, const CudaKern
   ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
   ModelRig gpu(pack, {}, "cuda", kernels);
   if (vocab_fp8)
-    for (ModelRig* r : {&cpu, &gpu}) {
-      r->weights.embed_fp8 = r->be->fp8_table(r->weights.embed, false);
-      r->weights.embed_fp8_t = r->be->fp8_table(r->weights.embed, true);
-    }
+    for (ModelRig* r : {&cpu, &gpu}) set_vocab_act(r->weights, *r->be, "fp8");
   std::vector<float> sc;
   const Steps a = run(cpu, prompt, canvas, nullptr, &sc), b = run(gpu, prompt, canvas, gpu.be.get(), &sc);
   const Diff d1 = compare(b.logits1, a.logits1), d2 = compare(b.logits2, a.logits2);

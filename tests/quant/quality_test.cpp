@@ -189,8 +189,7 @@ TEST(VocabFp8Quality, LogitsAgainstTheBf16Table) {
   for (const auto& m : models) {
     SCOPED_TRACE(m.dir);
     ModelRig src(source_path(m.dir)), v8(source_path(m.dir));
-    v8.weights.embed_fp8 = v8.be->fp8_table(v8.weights.embed, false);
-    v8.weights.embed_fp8_t = v8.be->fp8_table(v8.weights.embed, true);
+    set_vocab_act(v8.weights, *v8.be, "fp8");
     const Steps a = run_steps(src), b = run_steps(v8);
     const Score sc = score(a, b, src, m.dir, "vocab8");
     EXPECT_LE(sc.kl1, m.max_kl1);

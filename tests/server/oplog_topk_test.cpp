@@ -3,13 +3,11 @@
 // record is what makes it reproduce). The server's start line names the rule.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "server_test_util.h"
 #include "support/paths.h"
-#include "support/process.h"
 
 namespace dg::test {
 namespace oplog_topk_test {
@@ -31,20 +29,13 @@ TEST(OpLogTopk, TheRuleIsRecordedAndReplayReproducesIt) {
     EXPECT_EQ(s.stop(), 0);
     EXPECT_NE(read_all(s.log_path).find("attention top-k 2"), std::string::npos) << read_all(s.log_path);
   }
-  std::string path;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) path = f.path().string();
+  const std::string path = only_log_in(dir);
   ASSERT_FALSE(path.empty());
-  std::ifstream in(path);
-  std::string first;
-  std::getline(in, first);
-  EXPECT_EQ(json::parse(first).value("attention_topk", "?"), "2") << first;
+  const json open = open_record_of(path);
+  EXPECT_EQ(open.value("attention_topk", "?"), "2") << open.dump();
 
-  const ProcessResult same = run_command(cli_path() + " replay " + path);
-  EXPECT_EQ(same.code, 0) << same.out;
-  EXPECT_NE(same.out.find("identical"), std::string::npos) << same.out;
-  const ProcessResult dense = run_command(cli_path() + " replay --attention-topk off " + path);
-  EXPECT_EQ(dense.code, 1) << dense.out;
-  EXPECT_NE(dense.out.find("diverged"), std::string::npos) << dense.out;
+  expect_replay(path, "", true);
+  expect_replay(path, "--attention-topk off", false);
 }
 
 }  // namespace oplog_topk_test

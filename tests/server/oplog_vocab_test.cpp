@@ -3,12 +3,8 @@
 // replays identically with the recorded choice, and diverges when the replay is forced to the bf16 table.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "server_test_util.h"
 #include "support/paths.h"
-#include "support/process.h"
 
 namespace dg::test {
 namespace oplog_vocab_test {
@@ -26,23 +22,15 @@ TEST(OpLogVocab, TheOperandChoicesAreRecordedAndReplayReproducesThem) {
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(s.stop(), 0);
   }
-  std::string path;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) path = f.path().string();
+  const std::string path = only_log_in(dir);
   ASSERT_FALSE(path.empty());
-  std::ifstream in(path);
-  std::string first;
-  std::getline(in, first);
-  const json open = json::parse(first);
-  EXPECT_EQ(open.value("vocab_act", "?"), "fp8") << first;
-  EXPECT_EQ(open.value("expert_act", "?"), "auto") << first;
-  EXPECT_EQ(open.value("linear_act", "?"), "auto") << first;
+  const json open = open_record_of(path);
+  EXPECT_EQ(open.value("vocab_act", "?"), "fp8") << open.dump();
+  EXPECT_EQ(open.value("expert_act", "?"), "auto") << open.dump();
+  EXPECT_EQ(open.value("linear_act", "?"), "auto") << open.dump();
 
-  const ProcessResult same = run_command(cli_path() + " replay " + path);
-  EXPECT_EQ(same.code, 0) << same.out;
-  EXPECT_NE(same.out.find("identical"), std::string::npos) << same.out;
-  const ProcessResult bf16 = run_command(cli_path() + " replay --vocab-act bf16 " + path);
-  EXPECT_EQ(bf16.code, 1) << bf16.out;
-  EXPECT_NE(bf16.out.find("diverged"), std::string::npos) << bf16.out;
+  expect_replay(path, "", true);
+  expect_replay(path, "--vocab-act bf16", false);
 }
 
 }  // namespace oplog_vocab_test

@@ -9,12 +9,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "support/paths.h"
+#include "support/process.h"
 #include "support/scripted_denoiser.h"
 
 namespace dg::test {
@@ -213,6 +217,25 @@ double metric_value(const std::string& m, const std::string& prefix) {
       return std::stod(line.substr(prefix.size() + 1));
   }
   return -1;
+}
+
+std::string only_log_in(const std::string& dir) {
+  std::string path;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) path = f.path().string();
+  return path;
+}
+
+json open_record_of(const std::string& log) {
+  std::ifstream in(log);
+  std::string first;
+  std::getline(in, first);
+  return json::parse(first, nullptr, false);
+}
+
+void expect_replay(const std::string& log, const std::string& args, bool identical) {
+  const ProcessResult r = run_command(cli_path() + " replay " + args + " " + log);
+  EXPECT_EQ(r.code, identical ? 0 : 1) << r.out;
+  EXPECT_NE(r.out.find(identical ? "identical" : "diverged"), std::string::npos) << r.out;
 }
 
 json chat_request(const std::string& user, const json& extra) {

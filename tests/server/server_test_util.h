@@ -84,6 +84,12 @@ SseStream parse_sse(const std::string& body);
 // The value of the first /metrics line that starts with `prefix` (then a space); -1 when there is none.
 double metric_value(const std::string& metrics, const std::string& prefix);
 
+// The op-log a ServerProcess run wrote into `dir` (its one file; "" when there is none) and that log's first record.
+std::string only_log_in(const std::string& dir);
+json open_record_of(const std::string& log);
+// `diffgemma replay ARGS LOG` expecting "identical" and exit 0, or "diverged" and exit 1.
+void expect_replay(const std::string& log, const std::string& args, bool identical);
+
 // Polls `pred` every 20 ms for up to `seconds`; true once it holds.
 bool eventually(const std::function<bool()>& pred, double seconds = 30);
 

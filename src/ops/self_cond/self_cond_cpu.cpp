@@ -33,8 +33,13 @@ void soft_embed_cpu(const void* sc_logits, DType sc_dtype, int64_t rows, const T
       for (int64_t v = 0; v < vocab; ++v) sum += pr[v] = std::exp(x[v] - mx);
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t v = 0; v < vocab; ++v) pr[v] = round_to(act, pr[v] * inv);
-      auto& k = keep[static_cast<size_t>(r)];
       const float floor = sparse_cutoff > 0.0f ? sparse_cutoff * inv : 0.0f;  // p_max = 1 / sum
+      if (fp8) {  // the dense product below: the tokens under the cutoff zeroed, as the GPU's probability pass does
+        for (int64_t v = 0; v < vocab; ++v)
+          if (pr[v] < floor) pr[v] = 0.0f;
+        continue;
+      }
+      auto& k = keep[static_cast<size_t>(r)];
       for (int64_t v = 0; v < vocab; ++v)
         if (pr[v] != 0.0f && pr[v] >= floor) k.push_back(static_cast<int32_t>(v));
     }
