@@ -7,6 +7,7 @@
 # one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built: binaries carried from scripts/device_pack.sh, no build.
+# DG_PROFILE_DETAIL entries are weights:kernel-regex[@context] (context 1024 when not given).
 # DG_PROFILE_OPTS: bench options for the step profiles, comma-separated (e.g. --vocab-act,fp8).
 set -u
 cd "$(dirname "$0")/.."
@@ -54,13 +55,14 @@ fi
 src_sections=""
 [ -n "${DG_PROFILE_SOURCE:-}" ] && src_sections="--section SourceCounters --import-source no"
 for d in ${DG_PROFILE_DETAIL-bf16:moe_stream_kernel fp8:moe_stream_kernel q4:moe_stream_kernel bf16:flash}; do
-  w=${d%%:*} k=${d#*:}
-  stamp "ncu detail: $k ($w)"
+  w=${d%%:*} k=${d#*:} ctx=1024
+  case $k in *@*) ctx=${k##*@} k=${k%@*} ;; esac
+  stamp "ncu detail: $k ($w, context $ctx)"
   rep="/tmp/detail-$w-${k//[^a-zA-Z0-9_]/_}"
   rm -f "$rep.ncu-rep"
-  timeout 200 $ncu -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
+  timeout 200 $ncu --kernel-name-base demangled -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $src_sections -o "$rep" $bench --weights "$w" --prefill 512 --context 1024 --denoise-steps 1 --profile-range denoise \
+    $src_sections -o "$rep" $bench --weights "$w" --prefill 512 --context "$ctx" --denoise-steps 1 --profile-range denoise \
     > /dev/null 2>&1 || echo "rc $?"
   ncu -i "$rep.ncu-rep" --page details > "$OUT/detail-$w-${k//[^a-zA-Z0-9_]/_}.txt" 2>&1
   [ -n "$src_sections" ] && ncu -i "$rep.ncu-rep" --page source --csv --print-source sass \

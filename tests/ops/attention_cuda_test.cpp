@@ -162,6 +162,20 @@ TEST(AttentionFlashCuda, RefusesHeadDimsItDoesNotCover) {
   EXPECT_NE(cols.message().find("128 or 256"), std::string::npos) << cols.message();
 }
 
+// A ring holds at most its capacity of cached keys (the kernels wrap a slot at most once), and the error says so.
+TEST(AttentionFlashCuda, RefusesMoreCachedKeysThanTheRingHolds) {
+  const CachedKv over{nullptr, nullptr, 10, true, 5, 16};
+  const Status s = attention_flash_cuda(nullptr, 1, 16, over, nullptr, nullptr, 1, 16, AttnShape{1, 1, 64}, false, 0,
+                                        nullptr, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("11 cached keys do not fit a ring of 10"), std::string::npos) << s.message();
+  const std::vector<FlashSegment> one = {FlashSegment{0, 1, 16, over}};
+  const Status seg = attention_flash_segments_cuda(nullptr, one, nullptr, nullptr, AttnShape{1, 1, 64}, false, 0,
+                                                   nullptr, nullptr);
+  EXPECT_FALSE(seg.is_ok());
+  EXPECT_NE(seg.message().find("do not fit a ring of 10"), std::string::npos) << seg.message();
+}
+
 // Where the wgmma block cannot run (no GPU, not Hopper, no sm_90a code) asking for it is an error that says so,
 // never a silent fallback; head dims other than 256 and 512 are not affected by the option.
 TEST(AttentionFlashCuda, WgmmaRefusedWhereItCannotRun) {

@@ -208,6 +208,9 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
                          std::to_string(out_cols));
   if (n_cached > 0 && n_fresh > 0 && cached.to != fresh_pos0)
     return Status::error("attention_flash_cuda: cached and fresh keys are not contiguous");
+  if (cached.ring && (cached.cap <= 0 || n_cached > cached.cap))
+    return Status::error("attention_flash_cuda: " + std::to_string(n_cached) + " cached keys do not fit a ring of " +
+                         std::to_string(cached.cap));
   if (!attention_flash_supports(shape.head_dim))
     return Status::error("attention_flash_cuda: head_dim " + std::to_string(shape.head_dim) +
                          " is not one of 16, 32, 64, 128, 256, 512 (use the gemm attention kernel)");
@@ -222,7 +225,7 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.vf = static_cast<const f16*>(v_fresh);
   a.out = static_cast<bf16*>(out);
   a.cap = cached.cap;
-  a.from = cached.from;
+  a.slot0 = cached.ring ? cached.from % cached.cap : cached.from;
   a.n_cached = n_cached;
   a.n_fresh = n_fresh;
   a.rows = rows;

@@ -204,6 +204,9 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     if (n_cached > 0 && g.cached.to != g.pos0)
       return Status::error(std::string(what) + ": sequence " + std::to_string(k) +
                            ": cached and fresh keys are not contiguous");
+    if (g.cached.ring && (g.cached.cap <= 0 || n_cached > g.cached.cap))
+      return Status::error(std::string(what) + ": sequence " + std::to_string(k) + ": " + std::to_string(n_cached) +
+                           " cached keys do not fit a ring of " + std::to_string(g.cached.cap));
     FlashArgs& a = t.seg[t.n];
     a.q = static_cast<const bf16*>(q) + g.row0 * q_row;
     a.ck = static_cast<const f16*>(g.cached.k);
@@ -212,7 +215,7 @@ Status attention_flash_segments_cuda(const void* q, std::span<const FlashSegment
     a.vf = static_cast<const f16*>(v_fresh) + g.row0 * kv_row;
     a.out = static_cast<bf16*>(out) + g.row0 * q_row;
     a.cap = g.cached.cap;
-    a.from = g.cached.from;
+    a.slot0 = g.cached.ring ? g.cached.from % g.cached.cap : g.cached.from;
     a.n_cached = n_cached;
     a.n_fresh = g.rows;
     a.rows = g.rows;

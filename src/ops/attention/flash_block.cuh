@@ -31,7 +31,8 @@ struct FlashArgs {
   const f16* kf;
   const f16* vf;
   bf16* out;
-  int64_t cap, from, n_cached, n_fresh, rows, q_pos0, key_pos0, window;
+  // slot0: the cache slot of cached key 0 (a ring's first position modulo cap, reduced on the host).
+  int64_t cap, slot0, n_cached, n_fresh, rows, q_pos0, key_pos0, window;
   int n_heads, n_kv;
   bool ring, causal;
   // Split keys (flash-decoding): block z / dv_chunks takes key tiles [split * tiles_per_split, ...). With more than
@@ -48,14 +49,27 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 
 // One 16-byte chunk column of kPer key rows, j, j + kStep, ... (global key indices) into shared memory at dst0 +
 // k * dst_step bytes: cache rows through their ring slots, then fresh rows, zeros past S. cbase and fbase point at
-// the chunk in key row 0 of the cache and of the fresh rows; stride is a key row's length in halves. The ring slot
-// advances by kStep per row (one modulo per call, no division per chunk).
+// the chunk in key row 0 of the cache and of the fresh rows; stride is a key row's length in halves. Where all kPer
+// rows lie in one run of consecutive rows (all cached without a ring wrap between them, or all fresh: every tile but
+// the one at a wrap or at the cached/fresh boundary) the copies are one address and a constant step; otherwise row
+// by row, the ring slot advancing by kStep per row. The cached range is at most one ring (checked on the host), so
+// slot0 + j needs at most one wrap.
 template <int kPer, int kStep>
 __device__ __forceinline__ void copy_key_rows(uint32_t dst0, uint32_t dst_step, const f16* cbase, const f16* fbase,
                                               int64_t stride, const FlashArgs& a, int64_t j) {
+  constexpr int kSpan = (kPer - 1) * kStep;
   const int64_t S = a.n_cached + a.n_fresh;
-  int64_t slot = a.from + j;
-  if (a.ring) slot %= a.cap;
+  int64_t slot = a.slot0 + j;
+  if (a.ring && slot >= a.cap) slot -= a.cap;
+  const f16* run = nullptr;
+  if (j + kSpan < a.n_cached && (!a.ring || slot + kSpan < a.cap)) run = cbase + slot * stride;
+  else if (j >= a.n_cached && j + kSpan < S) run = fbase + (j - a.n_cached) * stride;
+  if (run != nullptr) {
+    const int64_t step = kStep * stride;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) cuda::cp_async16(dst0 + static_cast<uint32_t>(k) * dst_step, run + k * step, true);
+    return;
+  }
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const void* src = a.q;  // any valid address when zero-filling
