@@ -5,10 +5,13 @@ A prompt is one user turn: filler sentences of plain words, with planted lines "
 needle at a chosen depth (a fraction of the filler) and distractors with other names and codes elsewhere — and the
 question "What is the code of NAME?" at the end. The answer repeats the needle line, "The code of NAME is DDDDD.": its
 digits then tokenize exactly as in the context (a bare "DDDDD." at the turn's start splits differently), so retrieval
-is a copy of the tokens after "NAME is". Two uses:
+is a copy of the tokens after "NAME is". Uses:
 
   python3 scripts/needle_data.py train --out data/needle.jsonl --count 20000 --min-words 200 --max-words 12000
       training conversations in data/chat.jsonl's format (scripts/train_tiny.py --data), seeded
+  python3 scripts/needle_data.py train --task recall --out data/recall.jsonl --count 60000 --digits 2
+      the curriculum's first stage: prompts of code lines alone (2-12 names, most lines two or three times, a
+      filler sentence now and then) with the same question and answer: dense copy targets for the next-token loss
   python3 scripts/needle_data.py prompt --words 4000 --depth 0.25 --seed 3
       one prompt's user text on stdout and its answer on stderr (scripts/needle_ladder.py renders the same)
   python3 scripts/needle_data.py --selftest
@@ -19,6 +22,7 @@ spells a word in one or two ids: a prompt of W words is roughly 1.5 W tokens (1,
 import argparse
 import json
 import random
+import re
 import sys
 
 FILLER = ("the a of and to in is was it for on with as by at from that this be are have had not but or an they "
@@ -40,6 +44,14 @@ def code(rng: random.Random, digits: int = 5) -> str:
     return f"{rng.randint(10 ** (digits - 1), 10 ** digits - 1)}"
 
 
+def draw_codes(rng: random.Random, names: list, digits: int) -> dict:
+    """A code per name, every value equally likely; 2 digits: distinct within the prompt (90 values for up to 30
+    names), so no distractor shares the asked name's code."""
+    if digits == 2:
+        return dict(zip(names, (str(c) for c in rng.sample(range(10, 100), len(names)))))
+    return {n: code(rng, digits) for n in names}
+
+
 def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int = 4, repeat: float = 0.0,
                   digits: int = 5):
     """(user text, the needle's name, its code): about `words` filler words, the needle after `depth` of them.
@@ -48,10 +60,7 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
     `digits`: the codes' length (2 makes each code one token, so the answer is a single copied token)."""
     names = rng.sample(NAMES, distractors + 1)
     key, others = names[0], names[1:]
-    if digits == 2:  # distinct codes, so no distractor shares the needle's (90 values for up to 30 names)
-        codes = dict(zip(names, (str(c) for c in rng.sample(range(10, 100), len(names)))))
-    else:
-        codes = {n: code(rng, digits) for n in names}
+    codes = draw_codes(rng, names, digits)
     lines, count = [], 0
     while count < words:
         s = sentence(rng)
@@ -68,6 +77,30 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
     return text, key, codes[key]
 
 
+def recall_prompt(rng: random.Random, pairs: int, repeat: float = 0.8, filler: float = 0.3, digits: int = 2,
+                  repeats: int = 2):
+    """(user text, the asked name, its code): `pairs` code lines of distinct names in random order, each one
+    repeated at random later places up to `repeats` times, each time with probability `repeat` (a repeat's code can
+    only be predicted by copying it from the first line: the encoder's next-token loss gets a copy target per
+    repeat), a filler sentence before a line with probability `filler`, and the question about one of the names
+    last. The lines, question and answer are needle_prompt's; the names and codes are drawn afresh for every
+    prompt."""
+    names = rng.sample(NAMES, pairs)
+    codes = draw_codes(rng, names, digits)
+    order = list(names)
+    for name in names:
+        for _ in range(repeats):
+            if rng.random() < repeat:
+                order.insert(rng.randint(order.index(name) + 1, len(order)), name)
+    parts = []
+    for name in order:
+        if rng.random() < filler:
+            parts.append(sentence(rng))
+        parts.append(answer(name, codes[name]))
+    key = rng.choice(names)
+    return " ".join(parts) + f"\nWhat is the code of {key}?", key, codes[key]
+
+
 def answer(key: str, value: str) -> str:
     """The trained answer: the needle line itself."""
     return f"The code of {key} is {value}."
@@ -78,50 +111,138 @@ def render(user: str) -> str:
     return f"<bos><|turn>user\n{user}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
 
 
-def selftest() -> int:
-    """The prompts' invariants: planted lines once (the ladder's) or twice (--repeat 1), the answer a copy of the
-    needle's line, the needle after `depth` of the filler, and no random draws added for --repeat 0."""
-    import re
+def conversation(kind: str, text: str, key: str, value: str) -> dict:
+    """One training conversation in data/chat.jsonl's format: the rendered prompt and the answer line."""
+    return {"kind": kind, "think": False, "tools": False,
+            "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
+
+
+def train_conversations(a: argparse.Namespace):
+    """The `train` command's conversations, seeded by --seed: needle prompts with lengths spread evenly on a log
+    scale (short and long contexts both common) and uniform depths, or recall prompts with uniform pair counts."""
+    rng = random.Random(a.seed)
+    for _ in range(a.count):
+        if a.task == "recall":
+            pairs = rng.randint(a.min_pairs, a.max_pairs)
+            yield conversation("recall", *recall_prompt(rng, pairs, a.repeat, a.filler, a.digits, a.repeats))
+        else:
+            words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
+            yield conversation("needle", *needle_prompt(rng, words, rng.random(), distractors=a.distractors,
+                                                        repeat=a.repeat, digits=a.digits))
+
+
+LINE = re.compile(r"The code of (\w+) is (\d+)\.")
+
+
+def check_lines(text: str, key: str, value: str) -> list:
+    """The invariants every prompt keeps; returns its code lines [(name, code)]. One code per name, distinct
+    names with distinct codes (2 digits), the asked name's line in the prompt before the question, which is last."""
+    lines = LINE.findall(text)
+    codes = dict(lines)
+    assert all(codes[n] == c for n, c in lines), "a name with two codes"
+    assert codes.get(key) == value and answer(key, value) in text.split("\n")[0], (key, value)
+    assert text.endswith(f"\nWhat is the code of {key}?") and text.count("\n") == 1
+    if len(value) == 2:
+        assert len(set(codes.values())) == len(codes), "two names share a code"
+    return lines
+
+
+def selftest_needle() -> None:
+    """Planted lines once (the ladder's) or twice (--repeat 1), the needle after `depth` of the filler, and the
+    ladder's prompts unchanged: the text and the draws of --repeat 0."""
+    import hashlib
     for words, depth, distractors in ((300, 0.0, 4), (300, 1.0, 6), (2000, 0.5, 4)):
         for repeat in (0.0, 1.0):
-            text, key, value = needle_prompt(random.Random(7), words, depth, distractors, repeat)
-            lines = re.findall(r"The code of (\w+) is (\d+)\.", text)
-            want = (distractors + 1) * (2 if repeat else 1)
-            assert len(lines) == want, (words, depth, repeat, len(lines), want)
-            assert len({n for n, _ in lines}) == distractors + 1
-            assert answer(key, value) in text and text.endswith(f"What is the code of {key}?")
-            if not repeat:
-                at = text.index(answer(key, value)) / len(text)
-                assert abs(at - depth) < 0.1, (depth, at)
+            for digits in (2, 5):
+                text, key, value = needle_prompt(random.Random(7), words, depth, distractors, repeat, digits)
+                lines = check_lines(text, key, value)
+                assert len(lines) == (distractors + 1) * (2 if repeat else 1), (words, depth, repeat, len(lines))
+                assert len(dict(lines)) == distractors + 1
+                if not repeat:
+                    assert text.count(answer(key, value)) == 1
+                    at = text.index(answer(key, value)) / len(text)
+                    assert abs(at - depth) < 0.1, (depth, at)
     # The ladder's prompts as they were when its results were recorded (docs/TRAINING.md): the text and the draws
     # it took, so a change that adds or reorders draws for --repeat 0 fails here.
-    import hashlib
     rng = random.Random(3)
     text = needle_prompt(rng, 500, 0.5)
     assert hashlib.sha256(repr(text).encode()).hexdigest()[:16] == "5ef9bb5657710430", text
     assert rng.random() == 0.7520523458658146
     text, key, value = needle_prompt(random.Random(5), 300, 0.5, digits=2)
-    assert len(value) == 2 and answer(key, value) in text
-    planted = re.findall(r"The code of (\w+) is (\d+)\.", text)
-    assert all(len(c) == 2 for _, c in planted) and len({c for _, c in planted}) == len(planted)
+    assert len(value) == 2 and all(len(c) == 2 for _, c in check_lines(text, key, value))
+
+
+def selftest_recall() -> None:
+    """Recall prompts: every line once (--repeat 0) or 1 + --repeats times (--repeat 1), only code lines without filler,
+    and no shortcut: over many prompts the asked code, the asked name and the asked line's place are spread evenly
+    and a name's code changes from prompt to prompt."""
+    rng = random.Random(11)
+    for pairs, repeats in ((1, 1), (2, 2), (9, 1), (9, 3), (len(NAMES), 2)):
+        for repeat in (0.0, 1.0):
+            for filler in (0.0, 0.5):
+                text, key, value = recall_prompt(rng, pairs, repeat, filler, repeats=repeats)
+                lines = check_lines(text, key, value)
+                assert len(dict(lines)) == pairs and len(lines) == pairs * (1 + repeat * repeats), (pairs, repeat)
+                if filler == 0.0:
+                    body = text.split("\n")[0]
+                    assert body == " ".join(answer(n, c) for n, c in lines), body
+    asked_code, asked_name, asked_rank, amber = {}, {}, [0] * 8, set()
+    n = 9000
+    for _ in range(n):
+        text, key, value = recall_prompt(rng, rng.randint(2, 12))
+        asked_code[value] = asked_code.get(value, 0) + 1
+        asked_name[key] = asked_name.get(key, 0) + 1
+        amber |= {c for name, c in LINE.findall(text) if name == "amber"}
+        text, key, value = recall_prompt(rng, 8)
+        asked_rank[list(dict(LINE.findall(text))).index(key)] += 1  # among the names in order of first appearance
+    assert all(0.8 < k / (n / 8) < 1.2 for k in asked_rank), asked_rank
+    assert sorted(asked_code) == [str(c) for c in range(10, 100)], sorted(asked_code)
+    assert all(0.55 < k / (n / 90) < 1.5 for k in asked_code.values()), sorted(asked_code.values())
+    assert len(asked_name) == len(NAMES) and all(0.7 < k / (n / len(NAMES)) < 1.3 for k in asked_name.values())
+    assert len(amber) > 80, len(amber)
+
+
+def selftest_train() -> None:
+    """The `train` command's JSONL for both tasks: the prompt rendered, the answer the asked name's line."""
+    for task, extra in (("needle", ["--min-words", "20", "--max-words", "400"]), ("recall", [])):
+        a = parse_args(["train", "--task", task, "--out", "-", "--count", "40", "--digits", "2"] + extra)
+        head, tail = render("\0").split("\0")
+        for conv in train_conversations(a):
+            (p, prompt), (r, reply) = conv["segments"]
+            assert (p, r, conv["kind"]) == ("p", "a", task) and prompt.startswith(head) and prompt.endswith(tail)
+            assert reply.endswith("<turn|>")
+            key, value = LINE.fullmatch(reply[:-len("<turn|>")]).groups()
+            check_lines(prompt[len(head):-len(tail)], key, value)
+
+
+def selftest() -> int:
+    selftest_needle()
+    selftest_recall()
+    selftest_train()
     print("needle_data selftest: ok")
     return 0
 
 
-def main() -> int:
-    if sys.argv[1:] == ["--selftest"]:
-        return selftest()
+def parse_args(argv: list) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="training conversations (JSONL, data/chat.jsonl's format)")
+    t.add_argument("--task", choices=("needle", "recall"), default="needle",
+                   help="needle: filler with planted code lines (the ladder's prompts); recall: code lines alone")
     t.add_argument("--out", required=True)
     t.add_argument("--count", type=int, default=20000)
-    t.add_argument("--min-words", type=int, default=200)
-    t.add_argument("--max-words", type=int, default=12000)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--distractors", type=int, default=4, help="other planted names and codes per prompt")
-    t.add_argument("--repeat", type=float, default=0.0,
-                   help="chance that a planted line appears twice in a training prompt (0: never, as the ladder's)")
+    t.add_argument("--min-words", type=int, default=200, help="needle: the shortest prompt's filler words")
+    t.add_argument("--max-words", type=int, default=12000, help="needle: the longest prompt's filler words")
+    t.add_argument("--distractors", type=int, default=4, help="needle: other planted names and codes per prompt")
+    t.add_argument("--min-pairs", type=int, default=2, help="recall: the fewest code lines (names) per prompt")
+    t.add_argument("--max-pairs", type=int, default=12, help="recall: the most code lines (names) per prompt")
+    t.add_argument("--repeats", type=int, default=2,
+                   help="recall: the most repeats of a line, each one with probability --repeat")
+    t.add_argument("--filler", type=float, default=0.3, help="recall: the chance of a filler sentence before a line")
+    t.add_argument("--repeat", type=float,
+                   help="chance that a planted line appears twice in a training prompt (default: 0 for needle, "
+                        "as the ladder's; 0.8 for recall)")
     t.add_argument("--digits", type=int, default=5, choices=(2, 5),
                    help="the codes' length in digits (2: one token each; the ladder must be given the same)")
     p = sub.add_parser("prompt", help="one prompt's user text (stdout) and answer (stderr)")
@@ -129,29 +250,36 @@ def main() -> int:
     p.add_argument("--depth", type=float, required=True, help="where the needle sits: 0 (start) to 1 (end)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--digits", type=int, default=5, choices=(2, 5), help="the codes' length in digits")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.cmd == "prompt" and (not 0.0 <= a.depth <= 1.0 or a.words < 1):
+        ap.error("--depth must be within [0, 1] and --words positive")
+    if a.cmd == "train":
+        if a.repeat is None:
+            a.repeat = 0.8 if a.task == "recall" else 0.0
+        if a.min_words < 1 or a.max_words < a.min_words or a.count < 1 or not 0.0 <= a.repeat <= 1.0 \
+                or not 0 <= a.distractors < len(NAMES) or not 1 <= a.min_pairs <= a.max_pairs <= len(NAMES) \
+                or not 0.0 <= a.filler <= 1.0 or a.repeats < 0:
+            ap.error(f"need 1 <= --min-words <= --max-words, a positive --count, --repeat and --filler within "
+                     f"[0, 1], --distractors within [0, {len(NAMES) - 1}], 1 <= --min-pairs <= --max-pairs <= "
+                     f"{len(NAMES)} and --repeats >= 0")
+    return a
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--selftest"]:
+        return selftest()
+    a = parse_args(sys.argv[1:])
     if a.cmd == "prompt":
-        if not 0.0 <= a.depth <= 1.0 or a.words < 1:
-            ap.error("--depth must be within [0, 1] and --words positive")
         text, key, value = needle_prompt(random.Random(a.seed), a.words, a.depth, digits=a.digits)
         print(text)
         print(answer(key, value), file=sys.stderr)
         return 0
-    if a.min_words < 1 or a.max_words < a.min_words or a.count < 1 or not 0.0 <= a.repeat <= 1.0 \
-            or not 0 <= a.distractors < len(NAMES):
-        ap.error(f"need 1 <= --min-words <= --max-words, a positive --count, --repeat within [0, 1] and "
-                 f"--distractors within [0, {len(NAMES) - 1}]")
-    rng = random.Random(a.seed)
     with open(a.out, "w", encoding="utf-8") as f:
-        for _ in range(a.count):
-            # Lengths spread evenly on a log scale, so short and long contexts are both common.
-            words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
-            text, key, value = needle_prompt(rng, words, rng.random(), distractors=a.distractors, repeat=a.repeat,
-                                             digits=a.digits)
-            conv = {"kind": "needle", "think": False, "tools": False,
-                    "segments": [["p", render(text)], ["a", answer(key, value) + "<turn|>"]]}
+        for conv in train_conversations(a):
             f.write(json.dumps(conv) + "\n")
-    print(f"{a.out}: {a.count} conversations, {a.min_words}-{a.max_words} filler words each, {a.digits}-digit codes")
+    what = (f"{a.min_pairs}-{a.max_pairs} code lines each" if a.task == "recall"
+            else f"{a.min_words}-{a.max_words} filler words each")
+    print(f"{a.out}: {a.count} {a.task} conversations, {what}, {a.digits}-digit codes")
     return 0
 
 

@@ -11,8 +11,10 @@ replaced by a uniformly random id with probability t ~ U(0, 1]; the loss is the 
 logits against the clean canvas, plus the encoder's next-token loss, plus a small router balance term.
 Self-conditioning: a no-grad forward gives logits whose tempered copy is fed back to about half the examples
 (whole forward passes by default, so the other half skip the extra forward).
-Batches hold examples of one encoder length (no padding); fp32 weights, TF32 matmuls, fused AdamW, cosine
-schedule; a non-finite gradient skips its step without a host sync (GradScaler at scale 1).
+Batches hold examples of one encoder length (no padding); fp32 weights, TF32 matmuls, fused AdamW, warm-up then a
+cosine learning-rate schedule (or a constant rate: --lr-schedule, for runs continued with --init); a non-finite
+gradient skips its step without a host sync (GradScaler at scale 1). --copy-stats logs whether the copy that
+retrieval needs has formed (the needle and recall data of scripts/needle_data.py; docs/TRAINING.md).
 
 --steps 0 sizes the run to --minutes after timing the first steps and prints the step count; --steps N (and
 --stop-step) repeat a run: same data order, initialisation, noise and learning-rate schedule (GPU kernels may
@@ -146,7 +148,8 @@ def balance_loss(store, enc_valid):
 
 def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store):
     """Per-example diffusion loss [B] (mean over the canvas) and encoder next-token loss [B] (mean over real
-    tokens), the router balance loss, and the canvas logits. `mask` is the 2D left-padding mask or None.
+    tokens), the router balance loss, the canvas logits, and with --copy-stats the encoder's next-token argmax
+    [B, S-1] (else None). `mask` is the 2D left-padding mask or None.
     `sc_on`: a bool tensor [B] (self-conditioning per example; the no-grad forward runs for all) or a Python bool
     (for the whole pass; False skips the no-grad forward: zero signal, as self_conditioning_mask False gives)."""
     B, S = enc.shape
@@ -168,17 +171,69 @@ def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store):
     store.clear()
     out = model(**kw, self_conditioning_logits=sc, self_conditioning_mask=sc_mask)
     diff = F.cross_entropy(out.logits.reshape(-1, V), canvas.reshape(-1), reduction="none").view(B, C).mean(1)
-    ar = torch.zeros(B, device=dev)
+    ar, ar_pred = torch.zeros(B, device=dev), None
     if S > 1 and args.ar_weight > 0:
         h = model.lm_head(out.encoder_last_hidden_state[:, :-1])
         h = cap * torch.tanh(h.float() / cap)
         ce = F.cross_entropy(h.reshape(-1, V), enc[:, 1:].reshape(-1), reduction="none").view(B, S - 1)
         valid = torch.ones_like(ce) if mask is None else (mask[:, :-1] * mask[:, 1:]).to(ce.dtype)
         ar = (ce * valid).sum(1) / valid.sum(1).clamp(min=1)
+        if args.copy_stats:
+            ar_pred = h.detach().argmax(-1)
     enc_valid = None if mask is None else mask.reshape(-1).bool()
     bal = balance_loss(store, enc_valid) if store else torch.zeros((), device=dev)
     store.clear()
-    return diff, ar, bal, out.logits
+    return diff, ar, bal, out.logits, ar_pred
+
+
+def copy_tokens(tok, V, dev):
+    """For --copy-stats: the id of " is" and a [V] mask of the code tokens (digits, with or without the word mark
+    before and a period after: "▁48.", and "▁4" then "3." where the tokenizer splits a code)."""
+    ids = tok.encode(" is", add_special_tokens=False).ids
+    if len(ids) != 1:
+        sys.exit(f"train_tiny: --copy-stats needs ' is' to be one token; this tokenizer gives {ids}")
+    mask = torch.zeros(V, dtype=torch.bool)
+    for s, i in tok.get_vocab(with_added_tokens=False).items():
+        digits = s.replace("\u2581", "").rstrip(".")
+        mask[i] = digits.isascii() and digits.isdigit()
+    if not mask.any():
+        sys.exit("train_tiny: --copy-stats: the tokenizer has no digit tokens")
+    return ids[0], mask.to(dev)
+
+
+def copy_counts(enc, canvas, noisy, pred, ar_pred, is_id, is_code):
+    """--copy-stats of one forward pass as 0-dim tensors (no host sync): right and all predictions of the encoder's
+    next token where it is a code after "NAME is" and a line of the same NAME came earlier in the example (the two
+    ids before "is" name it; a name keeps its code within a prompt, so only a copy predicts it), then right and all
+    of the canvas's predictions of a noised code right after "is" (the answer's code). `pred`: the canvas argmax."""
+    B, S = enc.shape
+    V, dev = is_code.shape[0], enc.device
+    prev = torch.cat([enc[:, -1:], canvas[:, :-1]], 1)
+    at = (prev == is_id) & is_code[canvas] & (noisy != canvas)
+    code = ((at & (pred == canvas)).sum(), at.sum())
+    if ar_pred is None or S < 4:
+        zero = torch.zeros((), dtype=torch.long, device=dev)
+        return (zero, zero) + code
+    line = torch.zeros_like(enc, dtype=torch.bool)  # "is" at i, a code at i + 1
+    line[:, 2:-1] = (enc[:, 2:-1] == is_id) & is_code[enc[:, 3:]]
+    rows, cols = torch.arange(B, device=dev)[:, None], torch.arange(S, device=dev)[None]
+    key = torch.where(line, (rows * V + enc.roll(2, 1)) * V + enc.roll(1, 1), -1 - rows * S - cols)
+    keys, order = torch.sort(key.reshape(-1), stable=True)  # equal keys stay in the order of their positions
+    again = torch.zeros(B * S, dtype=torch.bool, device=dev)
+    again[order[1:]] = keys[1:] == keys[:-1]
+    again = again.view(B, S)[:, :-1]  # the code after "is" at i is predicted at i
+    return ((again & (ar_pred == enc[:, 1:])).sum(), again.sum()) + code
+
+
+def copy_report(sums):
+    """The --copy-stats part of a log line and of the history entry (accuracies over the lines since the last);
+    zeroes the sums."""
+    n_copy, n_code = sums["copy_n"].item(), sums["code_n"].item()
+    acc = {"copy_acc": sums["copy"].item() / max(n_copy, 1), "code_acc": sums["code"].item() / max(n_code, 1)}
+    for v in sums.values():
+        v.zero_()
+    return (f" copy-acc {acc['copy_acc']:.3f} of {n_copy} answer-code-acc {acc['code_acc']:.3f} of {n_code}",
+            acc)
 
 
 def check_padding(model, examples, args, store, dev):
@@ -200,15 +255,15 @@ def check_padding(model, examples, args, store, dev):
     torch.set_float32_matmul_precision("highest")
     try:
         with torch.no_grad():
-            d_pad, a_pad, _, l_pad = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store)
+            d_pad, a_pad, _, l_pad, _ = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store)
             worst = 0.0
             for k, i in enumerate(pick):
                 one = torch.tensor([examples[i][0]], device=dev)
-                d1, a1, _, l1 = forward_losses(model, one, None, canvas[k:k + 1], noisy[k:k + 1], t[k:k + 1],
-                                               sc_on[k:k + 1], args, store)
+                d1, a1, _, l1, _ = forward_losses(model, one, None, canvas[k:k + 1], noisy[k:k + 1], t[k:k + 1],
+                                                  sc_on[k:k + 1], args, store)
                 worst = max(worst, (l1[0] - l_pad[k]).abs().max().item(), (d1[0] - d_pad[k]).abs().item(),
                             (a1[0] - a_pad[k]).abs().item())
-        d, a, bal, _ = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store)
+        d, a, bal, _, _ = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store)
         (d.mean() + a.mean() + bal).backward()
         finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in model.parameters())
     finally:
@@ -260,6 +315,9 @@ def parse_args():
     ap.add_argument("--micro", type=int, default=2048, help="examples per forward pass (at most)")
     ap.add_argument("--micro-tokens", type=int, default=80000, help="tokens per forward pass (about, at most)")
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr-schedule", choices=["cosine", "constant"], default="cosine",
+                    help="after the warm-up: cosine to a tenth of --lr at the last step, or --lr throughout (a run "
+                         "continued with --init then goes on at the same rate)")
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--ar-weight", type=float, default=1.0, help="weight of the encoder next-token loss")
@@ -269,6 +327,10 @@ def parse_args():
                     help="pass: each forward pass is self-conditioned or not as a whole (the others skip the extra "
                          "no-grad forward); example: per example inside every pass (the first trained model)")
     ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--copy-stats", action="store_true",
+                    help="log whether copying forms (scripts/needle_data.py's data): copy-acc, the encoder's "
+                         "next-token accuracy on the code of a line whose name came earlier in the prompt, and "
+                         "answer-code-acc, the canvas's accuracy on the noised code after 'is' (chance: 1/90)")
     ap.add_argument("--save-every", type=float, default=3.0, help="minutes between checkpoint saves")
     ap.add_argument("--max-shard-size", default="14MB", help="save_pretrained shard size")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N conversations (smoke tests)")
@@ -276,6 +338,20 @@ def parse_args():
     ap.add_argument("--eval-minutes", type=float, default=1.5,
                     help="time allowed for the final generations (0: none)")
     return ap.parse_args()
+
+
+def batch_encoder(tok, path, limit):
+    """encode(text) for load_examples, answered from one encode_batch over the file's segments (on all cores; the
+    ids of tok.encode)."""
+    texts = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if limit and n >= limit:
+                break
+            texts += [text for _, text in json.loads(line)["segments"]]
+    unique = list(dict.fromkeys(texts))
+    ids = {t: e.ids for t, e in zip(unique, tok.encode_batch(unique, add_special_tokens=False))}
+    return lambda s: ids[s] if s in ids else tok.encode(s, add_special_tokens=False).ids
 
 
 def to_device(rows, dev):
@@ -305,8 +381,7 @@ def main():
     V, C = (n_tok + 63) // 64 * 64, args.canvas
     rng = random.Random(args.seed)
     sc_rng = random.Random(args.seed + 1)  # per-pass self-conditioning coin (a host draw: no device sync)
-    examples, n_conv = load_examples(args.data, lambda s: tok.encode(s, add_special_tokens=False).ids, C, n_tok,
-                                     rng, args.limit)
+    examples, n_conv = load_examples(args.data, batch_encoder(tok, args.data, args.limit), C, n_tok, rng, args.limit)
     if args.pad_to > 0:
         from needle_data import sentence
         frng = random.Random(args.seed + 2)
@@ -342,6 +417,7 @@ def main():
     set_generation_config(model, C)
     model.generation_config.max_new_tokens = 256
     router_store = install_training_hooks(model)
+    copy_ids = copy_tokens(tok, V, dev) if args.copy_stats else None
 
     mode = args.batching
     if mode == "auto":
@@ -369,6 +445,7 @@ def main():
     last_save = t_start
     step, epoch, calib_t, skipped = 0, 0, None, 0
     sums = {k: torch.zeros((), device=dev) for k in ("loss", "diff", "ar", "bal", "acc")}
+    copy_sums = {k: torch.zeros((), dtype=torch.long, device=dev) for k in ("copy", "copy_n", "code", "code_n")}
     n_sum, t_log, stop_reason = 0, time.time(), "steps done"
     history = []
     done = False
@@ -389,7 +466,7 @@ def main():
                 stop_reason = f"time budget reached at step {step} of {total}"
                 done = True
                 break
-            lr = lr_at(step, total, args.lr, args.warmup)
+            lr = lr_at(step, total if args.lr_schedule == "cosine" else None, args.lr, args.warmup)
             for g in opt.param_groups:
                 g["lr"] = lr
             n_step = sum(len(m) for m in micros)
@@ -405,13 +482,17 @@ def main():
                     sc_on = sc_rng.random() < args.sc_prob
                 else:
                     sc_on = torch.rand(B, device=dev, generator=gen) < args.sc_prob
-                diff, ar, bal, logits = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, router_store)
+                diff, ar, bal, logits, ar_pred = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args,
+                                                                router_store)
                 per_ex = diff + args.ar_weight * ar
                 loss = per_ex.sum() / n_step + args.balance_weight * bal * (B / n_step)
                 scaler.scale(loss).backward()
                 with torch.no_grad():
-                    content = canvas != PAD
-                    acc = ((logits.argmax(-1) == canvas) & content).sum() / content.sum().clamp(min=1)
+                    content, pred = canvas != PAD, logits.argmax(-1)
+                    acc = ((pred == canvas) & content).sum() / content.sum().clamp(min=1)
+                    if copy_ids is not None:
+                        for k, v in zip(copy_sums, copy_counts(enc, canvas, noisy, pred, ar_pred, *copy_ids)):
+                            copy_sums[k] += v
                     for k, v in (("loss", per_ex.sum() + args.balance_weight * bal * B), ("diff", diff.sum()),
                                  ("ar", ar.sum()), ("bal", bal * B), ("acc", acc * B)):
                         sums[k] += v
@@ -441,12 +522,13 @@ def main():
                         f"({now_skipped} so far)")
                     skipped = now_skipped
                 dt = time.time() - t_log
+                copy_text, copy_acc = copy_report(copy_sums) if copy_ids is not None else ("", {})
                 log(f"step {step}/{total or '?'} ep {epoch} lr {lr:.2e} loss {vals['loss']:.4f} diffusion "
                     f"{vals['diff']:.4f} encoder-AR {vals['ar']:.4f} balance {vals['bal']:.3f} canvas-acc "
-                    f"{vals['acc']:.3f} gnorm {gnorm.item():.2f} ({n_sum / dt:.0f} ex/s"
+                    f"{vals['acc']:.3f}{copy_text} gnorm {gnorm.item():.2f} ({n_sum / dt:.0f} ex/s"
                     + (f", peak {torch.cuda.max_memory_allocated() / 2 ** 30:.1f} GiB)" if step == args.log_every
                        else ")"))
-                history.append(dict(step=step, **{k: round(v, 5) for k, v in vals.items()}))
+                history.append(dict(step=step, **{k: round(v, 5) for k, v in {**vals, **copy_acc}.items()}))
                 for v in sums.values():
                     v.zero_()
                 n_sum, t_log = 0, time.time()
