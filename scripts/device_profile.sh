@@ -3,8 +3,8 @@
 # over one graphed denoise step of the full-shape random model (every kernel node and its time) for each weight
 # format of DG_PROFILE_WEIGHTS, one prefill of DG_PROFILE_PREFILL tokens (empty: none), and the detailed sections of
 # the kernels matched by DG_PROFILE_DETAIL (empty: none). Results in $OUT: ncu-*.csv (scripts/ncu_table.py turns
-# them into the docs/CUDA.md table) and detail-*.txt. Only gpu__time_duration is collected per kernel: it needs
-# one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
+# them into the docs/PERFORMANCE.md tables) and detail-*.txt. Only gpu__time_duration is collected per kernel: it
+# needs one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built: binaries carried from scripts/device_pack.sh, no build.
 # DG_PROFILE_DETAIL entries are weights:kernel-regex[@context] (context 1024 when not given).

@@ -54,7 +54,7 @@ struct BenchOptions {
   std::string git_sha;  // recorded with every line (default: asked from git in the source tree)
   CudaKernels kernels;
   // "prefill": the second pass of the last prefill length; "denoise": the first timed step of each context; the
-  // range a profiler started with --profile-from-start off records (ncu: docs/CUDA.md)
+  // range a profiler started with --profile-from-start off records (ncu: docs/PERFORMANCE.md)
   std::string profile_range;
   bool serve = false;          // the batched load benchmark (cli/bench_serve.h) instead of the runs above
   ServeBenchOptions serve_opt;
