@@ -10,7 +10,7 @@
 namespace dg {
 namespace {
 
-constexpr int kWarps = 8;  // warps per block, each taking every kWarps-th head of the block's row
+constexpr int kWarps = 8;  // head rows per block
 
 // The launch's blocks of heads and its spans of rows (in the kernel's parameters; span_table.cuh).
 struct HeadsArgs {
@@ -21,35 +21,27 @@ struct HeadsArgs {
   int heads[kHeadsBlocksMax];
   bool rope[kHeadsBlocksMax];
   int n_blocks, heads_total, dim;
-  bool any_rope;
   float eps;
   const float* inv_freq;
   SpanTable spans;
 };
 
-// Block x takes row spans.row0[0] + x: its position's rotation computed once into shared memory (rope_table: one
-// sincos per frequency for all of the row's heads), then warp w the heads w, w + kWarps, ... counted across the
-// blocks of heads in order.
-__global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a) {
+// Warp g takes head row g of the spans' rows: row spans.row0[0] + g / heads_total, head g % heads_total counted
+// across the blocks in order.
+__global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, int64_t warps) {
   cuda::pdl_enter();
   __shared__ float normed[kWarps][norm::kWarpMaxDim];
-  __shared__ float rot[norm::kWarpMaxDim];
-  const int wi = static_cast<int>(threadIdx.x) >> 5;
-  const int64_t row = a.spans.row0[0] + blockIdx.x;
+  const int wi = threadIdx.x >> 5;
+  const int64_t g = blockIdx.x * static_cast<int64_t>(kWarps) + wi;
+  if (g >= warps) return;
+  const int64_t row = a.spans.row0[0] + g / a.heads_total;
+  int h = static_cast<int>(g % a.heads_total), b = 0;
+  while (h >= a.heads[b]) h -= a.heads[b++];
   const int s = span_of(a.spans, row);  // every row has one: the spans cover the rows without gaps
   const int64_t dim = a.dim;
   const float pos = static_cast<float>(row + a.spans.shift[s]);
-  if (a.any_rope) {
-    norm::rope_table(rot, a.dim, pos, a.inv_freq);
-    __syncthreads();
-  }
-  for (int g = wi; g < a.heads_total; g += kWarps) {
-    int h = g, b = 0;
-    while (h >= a.heads[b]) h -= a.heads[b++];
-    norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
-                              a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi], rot);
-    __syncwarp();  // every lane is done reading normed before the next head writes it
-  }
+  norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
+                            a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi]);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -80,7 +72,6 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
     a.ld[b] = k.ld;
     a.heads[b] = static_cast<int>(k.heads);
     a.rope[b] = k.rope;
-    a.any_rope = a.any_rope || k.rope;
     a.heads_total += a.heads[b];
   }
   int64_t end = 0;
@@ -94,10 +85,10 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
                                         std::to_string(rows) + " rows");
   for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
     a.spans = span_table(spans, n_spans, first);
-    const int64_t launch_rows = a.spans.row_end[a.spans.n - 1] - a.spans.row0[0];
-    if (launch_rows == 0) continue;
-    if (launch_rows > 0x7fffffff) return Status::error("heads_norm_cuda: too many rows");
-    cuda::launch(heads_norm_kernel, static_cast<unsigned>(launch_rows), kWarps * 32, 0, s, a);
+    const int64_t warps = (a.spans.row_end[a.spans.n - 1] - a.spans.row0[0]) * a.heads_total;
+    if (warps == 0) continue;
+    if ((warps + kWarps - 1) / kWarps > 0x7fffffff) return Status::error("heads_norm_cuda: too many rows");
+    cuda::launch(heads_norm_kernel, static_cast<unsigned>((warps + kWarps - 1) / kWarps), kWarps * 32, 0, s, a, warps);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_status(e, "heads_norm_cuda");
   }

@@ -23,27 +23,13 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// The rotation of one position for warp_norm_row: rot[j] = cos and rot[dim / 2 + j] = sin of pos * inv_freq[j],
-// each rounded to bf16 (as the rotation without a table computes them), j < dim / 2; all threads of the block.
-__device__ __forceinline__ void rope_table(float* rot, int dim, float pos, const float* __restrict__ inv_freq) {
-  const int half = dim / 2;
-  for (int j = static_cast<int>(threadIdx.x); j < half; j += static_cast<int>(blockDim.x)) {
-    float sn, c;
-    sincosf(pos * inv_freq[j], &sn, &c);
-    rot[j] = cuda::rbf(c);
-    rot[half + j] = cuda::rbf(sn);
-  }
-}
-
 // Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned) times rsqrt(mean square +
-// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2], or by
-// the position's rope_table `rot` (shared memory) where given; `normed` is the warp's shared [kWarpMaxDim] floats
-// (unused otherwise).
+// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2];
+// `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise).
 template <bool kMayRope>
 __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr, const cuda::bf16* __restrict__ w,
                                               cuda::bf16* __restrict__ yr, int dim, float eps, bool rope, float pos,
-                                              const float* __restrict__ inv_freq, float* normed,
-                                              const float* rot = nullptr) {
+                                              const float* __restrict__ inv_freq, float* normed) {
   const int lane = threadIdx.x & 31;
   rope = kMayRope && rope;
   float v[kWarpVecs][8];
@@ -83,14 +69,9 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
       for (int i = 0; i < 8; ++i) {
         const int d = d0 + i, j = d < half ? d : d - half;
         float sn, c;
-        if (rot != nullptr) {
-          c = rot[j];
-          sn = rot[half + j];
-        } else {
-          sincosf(pos * inv_freq[j], &sn, &c);
-          c = cuda::rbf(c);
-          sn = cuda::rbf(sn);
-        }
+        sincosf(pos * inv_freq[j], &sn, &c);
+        c = cuda::rbf(c);
+        sn = cuda::rbf(sn);
         const float a = normed[j], b = normed[j + half];
         v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
       }
