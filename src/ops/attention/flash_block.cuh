@@ -185,18 +185,13 @@ struct RowStats {
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 };
 
-// The factors that bring a thread's two rows' accumulators to a tile's new row maxima (exactly 1 where a maximum
-// held).
-struct RowScale {
-  float lo, hi;
-};
-
 // One tile's scores s (the warp's 16 rows x kN * 8 keys from key j0, mma accumulator layout) masked where a key is
-// past S or hidden by the causal window, then the online softmax update of s and the row statistics: s becomes
-// exp(s - new max), the partial sums grow; returns the factors for the accumulators (rescale_rows).
-template <int kN>
-__device__ __forceinline__ RowScale softmax_scores(float (&s)[kN][4], RowStats& rs, const FlashArgs& a, int64_t j0,
-                                                   int64_t S, bool need_mask, int64_t qp_lo, int64_t qp_hi, int t) {
+// past S or hidden by the causal window, then the online softmax update: s becomes exp(s - new max), the partial
+// sums grow, and the kDv / 8 accumulator fragments o are rescaled when a row maximum moved.
+template <int kN, int kDv>
+__device__ __forceinline__ void softmax_tile(float (&s)[kN][4], float (&o)[kDv / 8][4], RowStats& rs,
+                                             const FlashArgs& a, int64_t j0, int64_t S, bool need_mask,
+                                             int64_t qp_lo, int64_t qp_hi, int t) {
   constexpr float kLog2e = 1.4426950408889634f;
   float mx_lo = rs.m_lo, mx_hi = rs.m_hi;
 #pragma unroll
@@ -238,29 +233,16 @@ __device__ __forceinline__ RowScale softmax_scores(float (&s)[kN][4], RowStats& 
   }
   rs.l_lo = rs.l_lo * alpha_lo + sum_lo;
   rs.l_hi = rs.l_hi * alpha_hi + sum_hi;
-  return {alpha_lo, alpha_hi};
-}
-
-// The accumulator fragments o times a tile's row factors. Once the row maxima settle, most tiles leave them
-// unchanged (factors exactly 1): the warp skips the rescale.
-template <int kF> __device__ __forceinline__ void rescale_rows(float (&o)[kF][4], RowScale f) {
-  if (__any_sync(0xffffffffu, f.lo != 1.0f || f.hi != 1.0f)) {
+  // Once the row maxima settle, most tiles leave them unchanged (alpha exactly 1): the warp skips the rescale.
+  if (__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < kF; ++n) {
-      o[n][0] *= f.lo;
-      o[n][1] *= f.lo;
-      o[n][2] *= f.hi;
-      o[n][3] *= f.hi;
+    for (int n = 0; n < kDv / 8; ++n) {
+      o[n][0] *= alpha_lo;
+      o[n][1] *= alpha_lo;
+      o[n][2] *= alpha_hi;
+      o[n][3] *= alpha_hi;
     }
   }
-}
-
-// softmax_scores, then the kDv / 8 accumulator fragments o rescaled to the new maxima.
-template <int kN, int kDv>
-__device__ __forceinline__ void softmax_tile(float (&s)[kN][4], float (&o)[kDv / 8][4], RowStats& rs,
-                                             const FlashArgs& a, int64_t j0, int64_t S, bool need_mask,
-                                             int64_t qp_lo, int64_t qp_hi, int t) {
-  rescale_rows(o, softmax_scores(s, rs, a, j0, S, need_mask, qp_lo, qp_hi, t));
 }
 
 // A warp's 16 rows x kDv output columns (from column col0 of head h) divided by the row sums: bf16 into out, or with

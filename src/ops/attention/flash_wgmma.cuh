@@ -106,29 +106,12 @@ template <int kN> __device__ __forceinline__ void wg_pin(float (&d)[kN][4]) {
     for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(d[j][q])::"memory");
 }
 
-template <int kN> __device__ __forceinline__ void wg_pin(uint32_t (&r)[kN][4]) {
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(r[j][q])::"memory");
-}
-
 // S = Q K^T over 256 head dims for a warpgroup's 64 rows and a tile's 64 keys: 16 wgmma m64n64k16, both operands
-// K-major from the descriptors of their first panel (k step ks: panel ks / 4, 32 bytes per step within the row),
-// committed as one group and not waited for (s is the products' until a wgmma_wait and wg_pin). With kPv, then
-// O += P V of the previous tile (wg_pv_issue's products) as a second group: every register the two groups define
-// is pinned before the one fence, so the compiler keeps them apart without serialising the products.
-template <bool kPv = false>
-__device__ __forceinline__ void wg_scores_issue(float (&s)[kWgKeys / 8][4], uint64_t q_desc, uint64_t k_desc,
-                                               float (*o)[4] = nullptr, uint32_t (*p)[4] = nullptr,
-                                               uint32_t v_cols = 0) {
+// K-major from the descriptors of their first panel (k step ks: panel ks / 4, 32 bytes per step within the row).
+__device__ __forceinline__ void wg_scores(float (&s)[kWgKeys / 8][4], uint64_t q_desc, uint64_t k_desc) {
 #pragma unroll
   for (int n = 0; n < kWgKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
   wg_pin(s);
-  if constexpr (kPv) {
-    wg_pin(*reinterpret_cast<float(*)[kWgD / 8][4]>(o));
-    wg_pin(*reinterpret_cast<uint32_t(*)[kWgKeys / 16][4]>(p));
-  }
   cuda::wgmma_fence();
 #pragma unroll
   for (int kstep = 0; kstep < kWgD / 16; ++kstep) {
@@ -137,25 +120,15 @@ __device__ __forceinline__ void wg_scores_issue(float (&s)[kWgKeys / 8][4], uint
     else cuda::wgmma_f16_m64n64k16<true>(s, q_desc + off, k_desc + off);
   }
   cuda::wgmma_commit();
-  if constexpr (kPv) {
-    auto& oo = *reinterpret_cast<float(*)[kWgD / 8][4]>(o);
-    auto& pp = *reinterpret_cast<uint32_t(*)[kWgKeys / 16][4]>(p);
-#pragma unroll
-    for (int kk = 0; kk < kWgKeys / 16; ++kk)
-      cuda::wgmma_f16_rs_m64n256k16_mn(oo, pp[kk], cuda::wgmma_desc_sw128_mn(v_cols + kk * 16 * 128, kWgPanel));
-    cuda::wgmma_commit();
-  }
-}
-
-// wg_scores_issue, waited for.
-__device__ __forceinline__ void wg_scores(float (&s)[kWgKeys / 8][4], uint64_t q_desc, uint64_t k_desc) {
-  wg_scores_issue(s, q_desc, k_desc);
   cuda::wgmma_wait<0>();
   wg_pin(s);
 }
 
-// A tile's probabilities s packed to f16 as wgmma's register-A fragments (mma.sync's, pv_tile).
-__device__ __forceinline__ void wg_pack_p(uint32_t (&p)[kWgKeys / 16][4], const float (&s)[kWgKeys / 8][4]) {
+// O += P V for a warpgroup's 64 rows x 256 output columns: P (the tile's probabilities in s) packed to f16 as wgmma's
+// A fragments (mma.sync's, pv_tile), V read MN-major from `v_cols` (the tile's key row 0 at the first column's
+// panel): 64-column panels kWgPanel apart, a k16 step 16 key rows (2048 bytes) on.
+__device__ __forceinline__ void wg_pv(float (&o)[kWgD / 8][4], const float (&s)[kWgKeys / 8][4], uint32_t v_cols) {
+  uint32_t p[kWgKeys / 16][4];
 #pragma unroll
   for (int kk = 0; kk < kWgKeys / 16; ++kk) {
     p[kk][0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
@@ -163,30 +136,14 @@ __device__ __forceinline__ void wg_pack_p(uint32_t (&p)[kWgKeys / 16][4], const 
     p[kk][2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
     p[kk][3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
-}
-
-// O += P V for a warpgroup's 64 rows x 256 output columns, V read MN-major from `v_cols` (the tile's key row 0 at the
-// first column's panel): 64-column panels kWgPanel apart, a k16 step 16 key rows (2048 bytes) on. Committed as one
-// group and not waited for: o and p belong to the products until a wgmma_wait and wg_pin of both.
-__device__ __forceinline__ void wg_pv_issue(float (&o)[kWgD / 8][4], uint32_t (&p)[kWgKeys / 16][4],
-                                            uint32_t v_cols) {
   wg_pin(o);
-  wg_pin(p);
   cuda::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kWgKeys / 16; ++kk)
     cuda::wgmma_f16_rs_m64n256k16_mn(o, p[kk], cuda::wgmma_desc_sw128_mn(v_cols + kk * 16 * 128, kWgPanel));
   cuda::wgmma_commit();
-}
-
-// O += P V with P the tile's probabilities s, waited for.
-__device__ __forceinline__ void wg_pv(float (&o)[kWgD / 8][4], const float (&s)[kWgKeys / 8][4], uint32_t v_cols) {
-  uint32_t p[kWgKeys / 16][4];
-  wg_pack_p(p, s);
-  wg_pv_issue(o, p, v_cols);
   cuda::wgmma_wait<0>();
   wg_pin(o);
-  wg_pin(p);
 }
 
 // One block's work: z = key split; the rows and heads of its warpgroups as wg_block_rows / wg_block_heads say.
@@ -203,15 +160,13 @@ __device__ __forceinline__ void flash_wgmma_block(const FlashArgs& a, int64_t bx
   const int64_t wg_end = r0 + kWgRows < a.rows ? r0 + kWgRows : a.rows;
   const int64_t wg_qp_min = a.q_pos0 + r0, wg_qp_max = a.q_pos0 + (wg_end > r0 ? wg_end : r0 + 1) - 1;
 
-  // K runs a tile ahead of V: iteration j issues tile j's score product and tile j - 1's P V together, so the
-  // softmax of tile j runs while the tensor cores do P V (FlashAttention 3's overlap within a warpgroup). Buffers:
-  // K of tile j in kbuf j % 2, V of tile j in vbuf j % 2; the copies issued at iteration j (K of j + 1, V of j) land
-  // during it, and the barrier at the top of iteration j + 1 hands them over.
   const uint32_t qs = base + static_cast<uint32_t>(wg) * kWgTile, ks = base + 2 * kWgTile, vs = base + 4 * kWgTile;
-  if (span.first < span.end) {  // in flight while Q converts
-    wg_load_tile<kWgD>(ks, a.ck, a.kf, a, kvh, span.first);
+  auto issue = [&](int64_t j0, int buf) {
+    wg_load_tile<kWgD>(ks + buf * kWgTile, a.ck, a.kf, a, kvh, j0);
+    wg_load_tile<kWgD>(vs + buf * kWgTile, a.cv, a.vf, a, kvh, j0);
     cp_async_commit();
-  }
+  };
+  if (span.first < span.end) issue(span.first, 0);  // in flight while Q converts
   wg_load_q<kWgD, kWgThreads / 2>(smem + static_cast<size_t>(wg) * kWgTile, a, r0, h,
                                   static_cast<int>(threadIdx.x) & 127);
 
@@ -222,45 +177,18 @@ __device__ __forceinline__ void flash_wgmma_block(const FlashArgs& a, int64_t bx
   for (int n = 0; n < kWgD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   RowStats rs;
   const uint64_t q_desc = cuda::wgmma_desc_sw128(qs);
-  uint32_t p[kWgKeys / 16][4];  // the previous tile's probabilities, until its P V is done
-  uint32_t buf = 0;
+  int buf = 0;
   for (int64_t j0 = span.first; j0 < span.end; j0 += kWgKeys, buf ^= 1) {
     cp_async_wait<0>();
     cuda::fence_proxy_async_shared();  // this thread's cp.async (and Q) writes, visible to wgmma ...
-    __syncthreads();  // ... from every thread; both warpgroups are done with the last tile's K and the one before's V
-    if (j0 + kWgKeys < span.end) wg_load_tile<kWgD>(ks + (buf ^ 1) * kWgTile, a.ck, a.kf, a, kvh, j0 + kWgKeys);
-    wg_load_tile<kWgD>(vs + buf * kWgTile, a.cv, a.vf, a, kvh, j0);
-    cp_async_commit();
+    __syncthreads();  // ... from every thread; and both warpgroups are done with the other buffer
+    if (j0 + kWgKeys < span.end) issue(j0 + kWgKeys, buf ^ 1);
 
     float s[kWgKeys / 8][4];
-    const uint64_t k_desc = cuda::wgmma_desc_sw128(ks + buf * kWgTile);
-    const bool mask = tile_needs_mask<kWgKeys>(a, j0, span.S, wg_qp_min, wg_qp_max);
-    RowScale f;
-    if (j0 > span.first) {  // one branch per case, each ending with every product waited for
-      wg_scores_issue<true>(s, q_desc, k_desc, o, p, vs + (buf ^ 1) * kWgTile);
-      cuda::wgmma_wait<1>();  // the score product (committed first) is done; P V may still run
-      wg_pin(s);
-      f = softmax_scores(s, rs, a, j0, span.S, mask, qp_lo, qp_hi, t);
-      cuda::wgmma_wait<0>();
-      wg_pin(o);
-      wg_pin(p);
-    } else {
-      wg_scores_issue(s, q_desc, k_desc);
-      cuda::wgmma_wait<0>();
-      wg_pin(s);
-      f = softmax_scores(s, rs, a, j0, span.S, mask, qp_lo, qp_hi, t);
-    }
-    rescale_rows(o, f);
-    wg_pack_p(p, s);
-  }
-  if (span.first < span.end) {  // the last tile's P V
-    cp_async_wait<0>();
-    cuda::fence_proxy_async_shared();
-    __syncthreads();
-    wg_pv_issue(o, p, vs + (buf ^ 1) * kWgTile);
-    cuda::wgmma_wait<0>();
-    wg_pin(o);
-    wg_pin(p);
+    wg_scores(s, q_desc, cuda::wgmma_desc_sw128(ks + static_cast<uint32_t>(buf) * kWgTile));
+    softmax_tile<kWgKeys / 8, kWgD>(s, o, rs, a, j0, span.S,
+                                    tile_needs_mask<kWgKeys>(a, j0, span.S, wg_qp_min, wg_qp_max), qp_lo, qp_hi, t);
+    wg_pv(o, s, vs + static_cast<uint32_t>(buf) * kWgTile);
   }
 
   store_rows<kWgD, kWgD>(a, o, rs, qrow_lo, h, 0, z, t);
