@@ -8,10 +8,10 @@
 #     ladder on it
 #   stage 2, needle: stage 1's model continued (--init) on needle prompts of growing lengths, one training call per
 #     entry of DG_STAGE2_WORDS; the last call writes $OUT/dg-needle; then the ladder on it
-# Wall time on an H200 with the defaults (estimated from the earlier runs' step rates, not yet measured): the data
-# ~15 s (all of it written in the background at the start), stage 1 ~3.5 min (3 min of training, ~30 s to start,
-# tokenize and save), its ladder ~15 s, stage 2 ~3.8 min (two calls of 1.5 min + ~25 s), the ladder ~1 min: ~8.5
-# min. A training call is cut short so that training ends by DG_TRAIN_DEADLINE_S; "[N s]" lines say where time went.
+# Wall time on an H200 with the defaults (run 5, 2026-12-03): stage 1 trained by 171 s (852 steps at 5.9 a second
+# in 3 min, plus starting, tokenizing and saving), its ladder 4 s, stage 2's two calls by 377 s (410 and 296 steps),
+# the final ladder 9 s: 386 s in all, the data written in the background meanwhile. A training call is cut short
+# so that training ends by DG_TRAIN_DEADLINE_S; "[N s]" lines say where time went.
 #   DG_TRAIN_MINUTES       training time of both stages (default 6)
 #   DG_STAGE1_MINUTES      stage 1's share (default 3; 0 skips stage 1 and its ladder)
 #   DG_RECALL_COUNT        stage 1's conversations (default 60000); DG_RECALL_MAX_PAIRS the most code lines per
