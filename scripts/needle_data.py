@@ -17,7 +17,7 @@ is a copy of the tokens after "NAME is". Uses:
   python3 scripts/needle_data.py --selftest
 
 The filler words, names and digits are common English tokens, so the embedded model's tokenizer (models/dg-tiny)
-spells a word in one or two ids: a prompt of W words is roughly 1.5 W tokens (1,000 words: 1,529-1,587).
+spells a filler word in one or two ids and a name in one: a prompt of W words is roughly 1.5 W tokens (1,000 words: 1,529-1,587).
 """
 import argparse
 import json
@@ -30,8 +30,11 @@ FILLER = ("the a of and to in is was it for on with as by at from that this be a
           "house door window tree leaf stone rain wind snow light dark warm cold old new small big long short "
           "red green blue white black fish bird cat dog horse cow bread milk tea water fire wood iron gold "
           "walk run sit stand look see hear speak read write sing play work rest sleep wake open close").split()
-NAMES = ("amber basil cedar delta ember fable garnet harbor indigo juniper kestrel lumen meadow nectar onyx pepper "
-         "quartz raven saffron tundra umber violet willow xenon yarrow zephyr anchor beacon cobalt dune").split()
+# The names are one token each in the embedded tokenizer ("The code of NAME is 48." is seven ids), so the id before
+# " is" names the line: a lookup needs no name spelled over several ids whose last pieces other names share.
+NAMES = ("capital planet country colour letter friend teacher school book game trip project family brother baby duck "
+         "frog sheep snake bear chick star rock mountain circle square triangle octagon pentagon hexagon winter summer "
+         "sugar salt carbon gravity machine computer rainbow cookie").split()
 
 
 def sentence(rng: random.Random) -> str:
@@ -162,11 +165,11 @@ def selftest_needle() -> None:
                     assert text.count(answer(key, value)) == 1
                     at = text.index(answer(key, value)) / len(text)
                     assert abs(at - depth) < 0.1, (depth, at)
-    # The ladder's prompts as they were when its results were recorded (docs/TRAINING.md): the text and the draws
-    # it took, so a change that adds or reorders draws for --repeat 0 fails here.
+    # The ladder's prompts with the one-token names (runs 6 on, docs/TRAINING.md): the text and the draws it took,
+    # so a change that adds or reorders draws for --repeat 0 fails here.
     rng = random.Random(3)
     text = needle_prompt(rng, 500, 0.5)
-    assert hashlib.sha256(repr(text).encode()).hexdigest()[:16] == "5ef9bb5657710430", text
+    assert hashlib.sha256(repr(text).encode()).hexdigest()[:16] == "5589834556c7ba53", text
     assert rng.random() == 0.7520523458658146
     text, key, value = needle_prompt(random.Random(5), 300, 0.5, digits=2)
     assert len(value) == 2 and all(len(c) == 2 for _, c in check_lines(text, key, value))
@@ -186,20 +189,20 @@ def selftest_recall() -> None:
                 if filler == 0.0:
                     body = text.split("\n")[0]
                     assert body == " ".join(answer(n, c) for n, c in lines), body
-    asked_code, asked_name, asked_rank, amber = {}, {}, [0] * 8, set()
+    asked_code, asked_name, asked_rank, first = {}, {}, [0] * 8, set()
     n = 9000
     for _ in range(n):
         text, key, value = recall_prompt(rng, rng.randint(2, 12))
         asked_code[value] = asked_code.get(value, 0) + 1
         asked_name[key] = asked_name.get(key, 0) + 1
-        amber |= {c for name, c in LINE.findall(text) if name == "amber"}
+        first |= {c for name, c in LINE.findall(text) if name == NAMES[0]}
         text, key, value = recall_prompt(rng, 8)
         asked_rank[list(dict(LINE.findall(text))).index(key)] += 1  # among the names in order of first appearance
     assert all(0.8 < k / (n / 8) < 1.2 for k in asked_rank), asked_rank
     assert sorted(asked_code) == [str(c) for c in range(10, 100)], sorted(asked_code)
     assert all(0.55 < k / (n / 90) < 1.5 for k in asked_code.values()), sorted(asked_code.values())
     assert len(asked_name) == len(NAMES) and all(0.7 < k / (n / len(NAMES)) < 1.3 for k in asked_name.values())
-    assert len(amber) > 80, len(amber)
+    assert len(first) > 80, len(first)
 
 
 def selftest_train() -> None:
