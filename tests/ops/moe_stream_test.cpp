@@ -119,7 +119,6 @@ struct GemmCase {
   int stages = 0;  // pipeline stages where the format offers a choice (W8A8, q4 kernel layout); 0: its default
   float w_amp = 0.1f;  // weights uniform in [-w_amp, w_amp]
   bool wide = false;  // passes of 128 rows (bf16 only; --moe wide)
-  int cta_stages = 0;  // the fewest k stages a CTA streams (several column tiles a CTA); 0: one tile
 };
 
 // Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.
@@ -284,10 +283,10 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.stages, layout, c.wide, c.cta_stages);
+                                  xsc, c.stages, layout, c.wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.stages, layout, c.wide, c.cta_stages);
+                              c.stages, layout, c.wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -310,9 +309,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(kernel_w.begin(), kernel_w.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.wide ? "/wide" : "")
-            << layout_name(layout) << (c.cta_stages ? " cta_stages " + std::to_string(c.cta_stages) : std::string())
-            << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();
@@ -349,33 +346,6 @@ TEST(MoeStreamCuda, TinyModelShapes) {
 TEST(MoeStreamCuda, AllRowsOnOneExpert) {
   DG_NEED_GPU();
   run_gemm_case({"2048 rows on expert 2", 256, 192, 4, {0, 0, 2048, 0}, 0, 8, true});
-}
-
-// Several column tiles a CTA through one pipeline (cta_stages): N 600 is five tiles of 128 (the last 88 wide) and
-// the gated ff 300 five of 64 (the last 44); 150 rows take three passes, each streaming every tile again; K 72 is
-// one or two stages a tile, so a CTA's first stages span tiles; cta_stages 1024 puts every tile in one CTA.
-TEST(MoeStreamCuda, SeveralColumnTilesPerCta) {
-  DG_NEED_GPU();
-  for (DType fmt : {DType::kBF16, DType::kQ4, DType::kFp8})
-    for (int cta : {2, 3, 1024}) {
-      GemmCase c{"K64 N600 gather", 64, 600, 5, {7, 0, 150, 1, 33}, 0, 3, true, fmt};
-      c.cta_stages = cta;
-      run_gemm_case(c);
-      c = GemmCase{"K128 N600", 128, 600, 3, {64, 65, 16}, 0, 1, false, fmt};
-      c.cta_stages = cta;
-      run_gemm_case(c);
-    }
-  for (int stages : {3, 4}) {
-    GemmCase c{"26B-A4B down, W8A8", 704, 2816, 128, {}, 256, 8, false, DType::kFp8, true, stages};
-    c.cta_stages = 12;
-    run_gemm_case(c);
-    c = GemmCase{"K96 N600 gather, W8A8", 96, 600, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true, stages};
-    c.cta_stages = 5;
-    run_gemm_case(c);
-  }
-  GemmCase c{"26B-A4B down, bf16", 704, 2816, 128, {}, 256, 8, false};
-  c.cta_stages = 24;
-  run_gemm_case(c);
 }
 
 // Passes of 128 rows (--moe wide): 300 rows take 128, 128, 44 (n48); 129 takes 128 and 1; 65 runs as n128 with

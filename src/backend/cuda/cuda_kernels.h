@@ -52,9 +52,6 @@ struct CudaKernels {
   int moe_a8_stages = 3;
   // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
   int moe_q4_stages = 2;
-  // The streaming expert kernel: the fewest k stages a CTA streams; a product of fewer stages a column tile (the down
-  // product: K 704 is six fp8 stages) gives each CTA several tiles in one pipeline (docs/CUDA.md); 0: one tile a CTA
-  int moe_cta_stages = 12;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -118,8 +115,6 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_a8_stages == 3 || k.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}", k.moe_a8_stages);
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);
-  DG_CHECK(k.moe_cta_stages >= 0 && k.moe_cta_stages <= 1024, "--moe-cta-stages must be within [0, 1024], not {}",
-           k.moe_cta_stages);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }
 

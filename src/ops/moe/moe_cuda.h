@@ -61,12 +61,10 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 // wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
 // once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
-// cta_stages: a CTA streams at least this many k stages where the format allows, taking ceil(cta_stages / stages of
-// a column tile) tiles through one pipeline (K 704 in fp8 is six stages a tile); 0: one tile a CTA.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
                             const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk,
-                            bool wide = false, int cta_stages = 0);
+                            bool wide = false);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows (128 with `wide`: bf16, or fp8 weights
 // with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above).
@@ -81,7 +79,7 @@ bool moe_stream_supports(DType w_dtype);
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
-                               Q4Layout q4 = Q4Layout::kDisk, bool wide = false, int cta_stages = 0);
+                               Q4Layout q4 = Q4Layout::kDisk, bool wide = false);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

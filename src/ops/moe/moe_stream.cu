@@ -224,19 +224,6 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
   }
 }
 
-// Whether a CTA takes several column tiles in one pipeline (kernel below): formats measured to gain (the others keep
-// one tile a CTA, and their registers: the tile state spilled q4's), where a tile's epilogue can stage its outputs in
-// the buffer of the tile's last stage while the next tile's first stages land in the others.
-template <class Fmt> constexpr bool kChains = false;
-template <> constexpr bool kChains<WeightBf16> = true;
-template <int kStages_> constexpr bool kChains<WeightFp8Act8<kStages_>> = true;
-template <class Fmt, bool kGated>
-constexpr bool kTilesChain =
-    kChains<Fmt> && kStageBytes<Fmt> >= Fmt::kRowCap * ((kGated ? kTileN / 2 : kTileN) + 8) * 2;
-
-// CTA (x, e) computes column tiles x, x + gridDim.x, ... of expert e (tiles of kOutCols outputs); each pass over up to
-// kRowCap of the expert's rows streams the stages of all of its tiles through one pipeline, so a CTA of several
-// tiles keeps its copies in flight across a tile's end (the short down product: K 704 is six stages a tile).
 template <class Fmt, bool kGated>
 __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
   cuda::pdl_enter();  // before any load, weights included: the q4 upload relayouts weights in place on the stream
@@ -248,16 +235,9 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   constexpr int kOutStride = kOutCols + 8;  // bf16 staging rows, padded against bank conflicts
   constexpr int kSplit = kGated ? kTileN / 2 : kTileN;
-  const int n_tiles = static_cast<int>((a.n_out + kOutCols - 1) / kOutCols);
-  constexpr bool kChain = kTilesChain<Fmt, kGated>;
-  const int my_tiles = kChain ? (n_tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
-                                    static_cast<int>(gridDim.x)
-                              : 1;
-  auto tile_rows = [&](int ti) {  // the CTA's ti-th column tile
-    const int64_t col0 = (static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(ti) * gridDim.x) * kOutCols;
-    return TileRows{col0, kGated ? a.n_out + col0 : 0, kSplit,
-                    static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
-  };
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kOutCols;
+  const TileRows rows{col0, kGated ? a.n_out + col0 : 0, kSplit,
+                      static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
   const int mat = a.offsets ? e : 0;  // which weight matrix
   const int64_t e_row0 = static_cast<int64_t>(mat) * a.w_rows;
   const uint64_t policy = cuda::l2_evict_first();
@@ -266,15 +246,12 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
   constexpr int kChunkElems = 16 / kXElem<Fmt>;
   const int n_k = (a.K + kTileK - 1) / kTileK;
-  const int n_s = my_tiles * n_k;  // the stages of a pass: tile s / n_k, k step s % n_k
-  auto stage_addr = [base](int s) { return base + static_cast<uint32_t>((s % kStages) * kStageBytes<Fmt>); };
-  typename Fmt::Loader wl;  // this thread's weight copies, resolved once per tile
-  int wl_tile = 0;
-  wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(0), 0});
-  // The first pass's first weight stages do not depend on the expert's rows: they go out before the offsets are read
-  // (a dependent global load, then the row map's), and join the commit groups of their stages below.
-  const int n_early = n_k < kStages - 1 ? n_k : kStages - 1;
-  for (int kt = 0; kt < n_early; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
+  auto stage_addr = [base](int kt) { return base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>); };
+  typename Fmt::Loader wl;  // this thread's weight copies, resolved once
+  wl.init(StageSrc{&a.W, e_row0, a.K, rows, 0});
+  // The first pass's weight stages do not depend on the expert's rows: they go out before the offsets are read (a
+  // dependent global load, then the row map's), and join the commit groups of their stages below.
+  for (int kt = 0; kt < kStages - 1 && kt < n_k; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
   const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
   const int r1 = a.offsets ? a.offsets[e + 1]
                             : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
@@ -305,20 +282,11 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       xsrc[it] = off >= 0 ? a.x + (off + xc * kChunkElems) * kXElem<Fmt> : nullptr;
     }
 
-    int ls = 0, lt = 0, lk = 0;  // the next stage to load: its index in the pass, its tile and k step
-    auto load_next = [&](bool weights) {  // the weights (unless in flight already) and the x rows
-      const uint32_t ws = stage_addr(ls);
+    auto load = [&](int kt, bool weights) {
+      const uint32_t ws = stage_addr(kt);
       const uint32_t xs = ws + Fmt::kStageBytes;
-      const int k0 = lk * kTileK;
-      if (weights) {
-        if constexpr (kChain) {
-          if (lt != wl_tile) {
-            wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(lt), 0});
-            wl_tile = lt;
-          }
-        }
-        wl.load(ws, k0, a.K, policy);
-      }
+      const int k0 = kt * kTileK;
+      if (weights) wl.load(ws, k0, a.K, policy);
       const bool k_ok = k0 + xc * kChunkElems < a.K;
 #pragma unroll
       for (int it = 0; it < kXLoads; ++it) {
@@ -327,112 +295,101 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
         const bool ok = k_ok && xsrc[it] != nullptr;
         cuda::cp_async16(xs + x_chunk<Fmt>(i, xc), ok ? xsrc[it] + k0 * kXElem<Fmt> : a.x, ok);
       }
-      ++ls;
-      if (++lk == n_k) lk = 0, ++lt;
     };
 
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (ls < n_s) load_next(p0 != r0 || ls >= n_early);  // the first pass's first weights are in flight already
+    float acc[2][kRowCap / 8][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int j = 0; j < kRowCap / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
+
+    for (int kt = 0; kt < kStages - 1; ++kt) {
+      if (kt < n_k) load(kt, p0 != r0);  // the first pass's weights are in flight already
       cuda::cp_async_commit();
     }
-    int s = 0;  // the stage computed next
-    for (int ti = 0; ti < my_tiles; ++ti) {
-      const TileRows rows = tile_rows(ti);
-      float acc[2][kRowCap / 8][4];
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int j = 0; j < kRowCap / 8; ++j)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
-      for (int kt = 0; kt < n_k; ++kt, ++s) {
-        cuda::cp_async_wait<kStages - 2>();  // stage s has landed
+    for (int kt = 0; kt < n_k; ++kt) {
+      cuda::cp_async_wait<kStages - 2>();  // stage kt has landed
 #if DG_HAS_WGMMA
-        if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
+      if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
 #endif
-        __syncthreads();  // ... for every thread; all warps are done with stage s - 1 and any epilogue staged in it
-        if (ls < n_s) load_next(true);  // into stage s - 1's buffer
-        cuda::cp_async_commit();
-        stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
-      }
+      __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
+      if (kt + kStages - 1 < n_k) load(kt + kStages - 1, true);  // into stage kt - 1's buffer
+      cuda::cp_async_commit();
+      stage_mma<Fmt>(stage_addr(kt),
+                     StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
+    }
+    cuda::cp_async_wait<0>();
+    __syncthreads();
 
-      // The tile's epilogue, staged in its last stage's buffer once every warp is done with it (the next tile's first
-      // stages are in flight into the others). Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2)
-      // of the m16 tile, routed row 8 j + 2 (lane % 4) + q % 2; staged as [row][column] for coalesced stores.
-      // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
-      __syncthreads();
-      float rs[2][2];
+    // Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2) of the m16 tile, routed row
+    // 8 j + 2 (lane % 4) + q % 2. Staged through shared memory as [row][column] for coalesced stores.
+    // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
+    float rs[2][2];
 #pragma unroll
-      for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < 2; ++t)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          int64_t wr;
-          const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
-          rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
-        }
-      bf16* out = reinterpret_cast<bf16*>(kChain ? smem + (stage_addr(s - 1) - cuda::smem_u32(smem))
-                                                  : smem);  // one tile a CTA: every buffer is free
-#pragma unroll
-      for (int j = 0; j < kRowCap / 8; ++j) {
-        if (j >= 2 * n_pairs) break;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int i = 8 * j + 2 * (lane & 3) + (q & 1);
-          const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
-          float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
-          if constexpr (Fmt::kAct8) {
-            f0 *= x_sc[i];
-            f1 *= x_sc[i];
-          }
-          if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
-            const float g = cuda::rbf(f0), u = cuda::rbf(f1);
-            out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
-          } else {
-            out[i * kOutStride + c] = __float2bfloat16_rn(f0);
-            out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(f1);
-          }
-        }
+      for (int hh = 0; hh < 2; ++hh) {
+        int64_t wr;
+        const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
+        rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
       }
-      __syncthreads();
-      const int n_cols = rows.valid;
-      bf16* y = a.y + static_cast<int64_t>(p0) * a.n_out + rows.first;
-      if (n_cols % 8 == 0 && a.n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(a.y) & 15) == 0) {
-        const int v = n_cols / 8;
-        for (int id = tid; id < m * v; id += kThreads) {
-          const int i = id / v, c = id % v;
-          *reinterpret_cast<uint4*>(y + i * a.n_out + 8 * c) =
-              *reinterpret_cast<const uint4*>(out + i * kOutStride + 8 * c);
+    bf16* out = reinterpret_cast<bf16*>(smem);
+#pragma unroll
+    for (int j = 0; j < kRowCap / 8; ++j) {
+      if (j >= 2 * n_pairs) break;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = 8 * j + 2 * (lane & 3) + (q & 1);
+        const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+        float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
+        if constexpr (Fmt::kAct8) {
+          f0 *= x_sc[i];
+          f1 *= x_sc[i];
         }
-      } else {
-        for (int id = tid; id < m * n_cols; id += kThreads) {
-          const int i = id / n_cols, c = id % n_cols;
-          y[i * a.n_out + c] = out[i * kOutStride + c];
+        if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
+          const float g = cuda::rbf(f0), u = cuda::rbf(f1);
+          out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+        } else {
+          out[i * kOutStride + c] = __float2bfloat16_rn(f0);
+          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(f1);
         }
       }
     }
-    cuda::cp_async_wait<0>();
-    __syncthreads();  // the pipeline buffers and x_off are reused by the next pass
+    __syncthreads();
+    const int n_cols = rows.valid;
+    bf16* y = a.y + static_cast<int64_t>(p0) * a.n_out + col0;
+    if (n_cols % 8 == 0 && a.n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(a.y) & 15) == 0) {
+      const int v = n_cols / 8;
+      for (int id = tid; id < m * v; id += kThreads) {
+        const int i = id / v, c = id % v;
+        *reinterpret_cast<uint4*>(y + i * a.n_out + 8 * c) =
+            *reinterpret_cast<const uint4*>(out + i * kOutStride + 8 * c);
+      }
+    } else {
+      for (int id = tid; id < m * n_cols; id += kThreads) {
+        const int i = id / n_cols, c = id % n_cols;
+        y[i * a.n_out + c] = out[i * kOutStride + c];
+      }
+    }
+    __syncthreads();  // the staging area and x_off are reused by the next pass
   }
 }
 
-// n_exp: the experts (offsets set), or 1 for one matrix over row blocks of Fmt::kRowCap rows. cta_stages: the fewest
-// k stages a CTA streams where its format chains tiles (kTilesChain): ceil(cta_stages / stages a tile) column tiles
-// a CTA; 0 or 1, one.
+// n_exp: the experts (offsets set), or 1 for one matrix over row blocks of Fmt::kRowCap rows.
 template <class Fmt, bool kGated>
-Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* what, int cta_stages) {
+Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* what) {
   static_assert(Fmt::kRowCap * (kTileN + 8) * 2 <= kSmemBytes<Fmt>, "the output staging fits in the pipeline buffers");
   static_assert(Fmt::kRowCap % 16 == 0 && Fmt::kRowCap <= kMaxRowCap, "passes of whole n8 pairs");
   const int64_t blocks = a.offsets ? n_exp : (a.dense_rows + Fmt::kRowCap - 1) / Fmt::kRowCap;
   if (blocks > 65535)
     return Status::error(std::string(what) + ": " + std::to_string(blocks) + " row blocks exceed 65535");
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
-  const int64_t n_tiles = (a.n_out + kOutCols - 1) / kOutCols, n_k = (a.K + Fmt::kTileK - 1) / Fmt::kTileK;
-  int64_t per_cta = kTilesChain<Fmt, kGated> && cta_stages > n_k ? (cta_stages + n_k - 1) / n_k : 1;
-  if (per_cta > n_tiles) per_cta = n_tiles;
   auto* kernel = moe_stream_kernel<Fmt, kGated>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Fmt>);
   if (err != cudaSuccess) return cuda_status(err, what);
-  const dim3 grid(static_cast<unsigned>((n_tiles + per_cta - 1) / per_cta), static_cast<unsigned>(blocks));
+  const dim3 grid(static_cast<unsigned>((a.n_out + kOutCols - 1) / kOutCols), static_cast<unsigned>(blocks));
   cuda::launch(kernel, grid, kThreads, kSmemBytes<Fmt>, s, a);
   return cuda_status(cudaGetLastError(), what);
 }
@@ -465,12 +422,12 @@ Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, in
 
 template <class Fmt, bool kGated>
 Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what,
-                      int cta_stages, Q4Layout q4 = Q4Layout::kDisk) {
+                      Q4Layout q4 = Q4Layout::kDisk) {
   if (a.K % Fmt::kKAlign != 0)
     return Status::error(std::string(what) + ": K = " + std::to_string(a.K) + " must be a multiple of " +
                          std::to_string(Fmt::kKAlign) + " for " + std::string(dtype_name(fmt)) + " weights");
   a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K, q4);
-  return launch<Fmt, kGated>(a, n_exp, s, what, cta_stages);
+  return launch<Fmt, kGated>(a, n_exp, s, what);
 }
 
 // Whether the current device runs the e4m3 tensor-core products (compute capability 8.9 and later).
@@ -484,7 +441,7 @@ bool device_has_fp8_mma() {
 
 template <bool kGated>
 Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
-                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk, bool wide = false, int cta_stages = 0) {
+                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk, bool wide = false) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
@@ -492,10 +449,10 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
   if (wide) {  // 128 routed rows per pass (--moe wide): bf16, and W8A8 on Hopper
     if (w_dtype == DType::kBF16 && a.x_scale == nullptr)
-      return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
+      return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
     static const bool fp8_mma = device_has_fp8_mma();
     if (w_dtype == DType::kFp8 && a.x_scale != nullptr && fp8_mma)
-      return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
+      return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what);
     return Status::error(std::string(what) + ": passes of 128 rows (--moe wide) take bf16 weights and activations "
                                              "or fp8 weights with fp8 activations (compute capability 8.9+), not " +
                          std::string(dtype_name(w_dtype)) + (a.x_scale != nullptr ? " with fp8 activations" : "") +
@@ -509,28 +466,27 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
     if (!fp8_mma)
       return Status::error(std::string(what) + ": fp8 activations need a GPU of compute capability 8.9 or later "
                                                "(Ada, Hopper); use --expert-act bf16");
-    if (stages == 3 || stages == 0)
-      return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
-    if (stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
+    if (stages == 3 || stages == 0) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
     return Status::error(std::string(what) + ": fp8-activation pipelines have 3 or 4 stages, not " +
                          std::to_string(stages));
   }
   if (w_dtype == DType::kQ4 && q4 == Q4Layout::kKernel) {
     switch (stages) {
-      case 0: case 2: return launch_checked<WeightQ4Kernel<2>, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages, q4);
-      case 3: return launch_checked<WeightQ4Kernel<3>, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages, q4);
-      case 4: return launch_checked<WeightQ4Kernel<4>, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages, q4);
+      case 0: case 2: return launch_checked<WeightQ4Kernel<2>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      case 3: return launch_checked<WeightQ4Kernel<3>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      case 4: return launch_checked<WeightQ4Kernel<4>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
       default:
         return Status::error(std::string(what) + ": q4 pipelines have 2, 3 or 4 stages, not " +
                              std::to_string(stages));
     }
   }
   switch (w_dtype) {
-    case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
-    case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
-    case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
-    case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
-    case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what, cta_stages);
+    case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what);
     default: return Status::error(std::string(what) + ": weight format " + std::string(dtype_name(w_dtype)) +
                                   " has no streaming kernel (bf16, q4, fp8, nvfp4 and q8 do)");
   }
@@ -547,10 +503,10 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide, int cta_stages) {
+                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4, wide, cta_stages);
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4, wide);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
@@ -563,11 +519,10 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide,
-                               int cta_stages) {
+                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4, wide, cta_stages);
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4, wide);
 }
 
 }  // namespace dg
