@@ -17,7 +17,6 @@
 #include "core/parallel.h"
 #include "diffusion/rng.h"
 #include "ops/glu/glu_cuda.h"
-#include "ops/moe/fp8_layout.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/q4_layout.h"
 #include "quant/codec.h"
@@ -170,41 +169,36 @@ TestWeights make_weights(DType fmt, Shape s, uint64_t seed, float scale) {
   return w;
 }
 
-// The layouts a format's device weights are tested in: q4 and fp8 in both (disk, and the kernel layout made on the
-// device; fp8's differs where K is not a multiple of 128).
-std::vector<DeviceLayout> layouts(DType fmt) {
-  if (fmt == DType::kQ4 || fmt == DType::kFp8) return {DeviceLayout::kDisk, DeviceLayout::kKernel};
-  return {DeviceLayout::kDisk};
+// The layouts a format's device weights are tested in: q4 in both (disk, and the kernel layout made on the device).
+std::vector<Q4Layout> layouts(DType fmt) {
+  if (fmt == DType::kQ4) return {Q4Layout::kDisk, Q4Layout::kKernel};
+  return {Q4Layout::kDisk};
 }
 
-// W's bytes on the device in `layout`: q4's and fp8's kernel layouts converted there by q4_ / fp8_to_kernel_layout_cuda,
-// and checked byte for byte against the host twin.
+// W's bytes on the device in `layout`: q4's kernel layout converted there by q4_to_kernel_layout_cuda, and checked
+// byte for byte against the host twin.
 struct DeviceWeights {
   void* p = nullptr;
-  DeviceWeights(const TestWeights& w, DeviceLayout layout) {
+  DeviceWeights(const TestWeights& w, Q4Layout layout) {
     std::vector<uint8_t> bytes = w.bytes;
-    const bool kernel = layout == DeviceLayout::kKernel, q4 = w.host.dtype == DType::kQ4;
-    if (kernel)
-      bytes.resize(static_cast<size_t>(q4 ? q4_kernel_layout_bytes(w.host.shape) : fp8_kernel_layout_bytes(w.host.shape)),
-                   0);
+    const bool kernel = layout == Q4Layout::kKernel;
+    if (kernel) bytes.resize(static_cast<size_t>(q4_kernel_layout_bytes(w.host.shape)), 0);
     EXPECT_EQ(cudaMalloc(&p, bytes.size()), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
     if (!kernel) return;
-    const Status s = q4 ? q4_to_kernel_layout_cuda(p, w.host.shape, nullptr)
-                        : fp8_to_kernel_layout_cuda(p, w.host.shape, nullptr);
+    const Status s = q4_to_kernel_layout_cuda(p, w.host.shape, nullptr);
     EXPECT_TRUE(s.is_ok()) << s.message();
-    if (q4) q4_to_kernel_layout(bytes.data(), w.host.shape);
-    else fp8_to_kernel_layout(bytes.data(), w.host.shape);
+    q4_to_kernel_layout(bytes.data(), w.host.shape);
     std::vector<uint8_t> got(bytes.size());
     EXPECT_EQ(cudaMemcpy(got.data(), p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_TRUE(got == bytes) << "the device's kernel layout differs from its host twin";
+    EXPECT_TRUE(got == bytes) << "q4_to_kernel_layout_cuda differs from its host twin";
   }
   ~DeviceWeights() { cudaFree(p); }
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
 };
 
-const char* layout_name(DeviceLayout l) { return l == DeviceLayout::kKernel ? "/kernel layout" : ""; }
+const char* layout_name(Q4Layout l) { return l == Q4Layout::kKernel ? "/kernel layout" : ""; }
 
 // The relative error of a weight as the kernel feeds it to the tensor cores: q4's decoded f32 value is rounded once
 // to bf16 (2^-9); fp8, nvfp4 and q8 codes are exact in bf16 (their scales multiply the f32 sums).
@@ -243,7 +237,7 @@ struct Bounded {
   }
 };
 
-void run_gemm_case_in(const GemmCase& c, DeviceLayout layout) {
+void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   const Routing rt = c.counts.empty() ? route_random(c.rows, c.top_k, c.n_exp, 11) : route_counts(c.counts, 12);
   const int64_t pairs = static_cast<int64_t>(rt.perm.size()), K = c.K, N = c.N, ff = N / 2;
   const int64_t x_rows = c.gather ? (pairs + c.top_k - 1) / c.top_k : pairs;
@@ -325,7 +319,7 @@ void run_gemm_case_in(const GemmCase& c, DeviceLayout layout) {
 }
 
 void run_gemm_case(const GemmCase& c) {
-  for (DeviceLayout l : layouts(c.fmt)) run_gemm_case_in(c, l);
+  for (Q4Layout l : layouts(c.fmt)) run_gemm_case_in(c, l);
 }
 
 bool have_gpu() { return cuda_device_count() > 0; }
@@ -375,13 +369,13 @@ TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
   alignas(16) static uint8_t fake[64];
   for (DType fmt : {DType::kQ4, DType::kFp8}) {
     const Status s = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, fmt, 16, 1, nullptr, fake, nullptr, nullptr, 0,
-                                          DeviceLayout::kDisk, true);
+                                          Q4Layout::kDisk, true);
     ASSERT_FALSE(s.is_ok()) << dtype_name(fmt);
     EXPECT_NE(s.message().find("--moe stream"), std::string::npos) << s.message();
   }
   const float scale = 1.0f;
   const Status s = moe_stream_gate_up_cuda(fake, nullptr, 1, 64, fake, DType::kBF16, 8, 1, nullptr, fake, nullptr,
-                                           &scale, 0, DeviceLayout::kDisk, true);
+                                           &scale, 0, Q4Layout::kDisk, true);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("not BF16 with fp8 activations"), std::string::npos) << s.message();
 }
@@ -396,7 +390,7 @@ TEST(MoeStreamCuda, FullShapeRandomRouting) {
 // storage. Bound (a priori): an f32 summation-order difference can flip a bf16 rounding of g, u, the activation or
 // an expert output by one ulp, which moves an output by a few bf16 ulps of its size: max_abs <= 2^-6 max|want|.
 void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt, bool act8,
-                     DeviceLayout layout) {
+                     Q4Layout layout) {
   const int64_t pairs = rows * top_k;
   const Routing rt = route_random(rows, top_k, n_exp, 31);
   const auto z = rand_bf16(static_cast<size_t>(rows * hidden), 32, 2.0f);
@@ -426,12 +420,12 @@ void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, in
     s = moe_act_quant_fp8_cuda(dz.p, rows, hidden, zq.p, zs.as<float>(), nullptr);
     ASSERT_TRUE(s.is_ok()) << s.message();
     s = moe_stream_gate_up_cuda(zq.p, perm.as<int32_t>(), top_k, hidden, dgu.p, fmt, ff, n_exp,
-                                offsets.as<int32_t>(), act.p, nullptr, zs.as<float>(), 0, layout);
+                                offsets.as<int32_t>(), act.p, nullptr, zs.as<float>());
     ASSERT_TRUE(s.is_ok()) << s.message();
     s = moe_act_quant_fp8_cuda(act.p, pairs, ff, aq.p, as.as<float>(), nullptr);
     ASSERT_TRUE(s.is_ok()) << s.message();
     s = moe_stream_gemm_cuda(aq.p, nullptr, 1, ff, ddn.p, fmt, hidden, n_exp, offsets.as<int32_t>(), y.p, nullptr,
-                             as.as<float>(), 0, layout);
+                             as.as<float>());
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   } else {
@@ -463,7 +457,7 @@ void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, in
 
 void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16,
                   bool act8 = false) {
-  for (DeviceLayout l : layouts(fmt)) run_pipeline_in(rows, hidden, ff, n_exp, top_k, fmt, act8, l);
+  for (Q4Layout l : layouts(fmt)) run_pipeline_in(rows, hidden, ff, n_exp, top_k, fmt, act8, l);
 }
 
 // moe_group_cuda against the host's stable counting sort, element for element: the one-block kernel (up to 256
@@ -624,7 +618,7 @@ TEST(MoeStreamFp8ActCuda, QuantisationMatchesEncodeRows) {
 
 // The dense form (stream_linear_cuda) against linear_cpu on the same packed weight: the q8 self-conditioning MLP
 // at the 26B-A4B shapes over one canvas, and odd shapes. Bound: the plain GEMM bound above.
-void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, DeviceLayout layout) {
+void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, Q4Layout layout) {
   const auto x = rand_bf16(static_cast<size_t>(rows * K), 41, 2.0f);
   const TestWeights w = make_weights(fmt, Shape{N, K}, 42, 0.05f);
   std::vector<double> want(static_cast<size_t>(rows * N)), asum(want.size());
@@ -662,7 +656,7 @@ void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, DeviceLayout l
 }
 
 void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
-  for (DeviceLayout l : layouts(fmt)) run_linear_in(rows, K, N, fmt, l);
+  for (Q4Layout l : layouts(fmt)) run_linear_in(rows, K, N, fmt, l);
 }
 
 TEST(MoeStreamQuantCuda, DenseLinear) {

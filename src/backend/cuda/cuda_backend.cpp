@@ -33,7 +33,6 @@
 #include "ops/embed/embed_cuda.h"
 #include "ops/glu/glu_cuda.h"
 #include "ops/moe/moe_cuda.h"
-#include "ops/moe/fp8_layout.h"
 #include "ops/moe/q4_layout.h"
 #include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
@@ -134,24 +133,16 @@ class CudaBackend final : public Backend, public SyntheticFill {
     }
     return dst;  // pageable host memory: the copy has left the host buffer when cudaMemcpyAsync returns
   }
-  DeviceLayout q4_layout() const { return kernels_.q4_kernel_layout ? DeviceLayout::kKernel : DeviceLayout::kDisk; }
-  DeviceLayout fp8_layout() const {
-    return kernels_.fp8_kernel_layout ? DeviceLayout::kKernel : DeviceLayout::kDisk;
-  }
+  Q4Layout q4_layout() const { return kernels_.q4_kernel_layout ? Q4Layout::kKernel : Q4Layout::kDisk; }
   // The allocation a device tensor of `fmt` needs beyond nbytes(): q4 in the kernel layout keeps its factors after
-  // the planes, fp8 expert stacks pad their rows. 0: nbytes().
+  // the planes. 0: nbytes().
   size_t packed_bytes(DType fmt, const Shape& s) const {
-    int64_t bytes = 0;
-    if (fmt == DType::kQ4 && q4_layout() == DeviceLayout::kKernel) bytes = q4_kernel_layout_bytes(s);
-    if (fmt == DType::kFp8 && fp8_layout() == DeviceLayout::kKernel) bytes = fp8_kernel_layout_bytes(s);
-    return static_cast<size_t>(bytes);
+    return fmt == DType::kQ4 && q4_layout() == Q4Layout::kKernel ? static_cast<size_t>(q4_kernel_layout_bytes(s)) : 0;
   }
-  // A q4 or fp8 device tensor in the disk layout becomes the kernel layout (when that is the backend's choice).
+  // A q4 device tensor in the disk layout becomes the kernel layout (when that is the backend's choice).
   void to_kernel_layout(Tensor& t) {
-    if (t.dtype == DType::kQ4 && q4_layout() == DeviceLayout::kKernel)
+    if (t.dtype == DType::kQ4 && q4_layout() == Q4Layout::kKernel)
       check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
-    if (t.dtype == DType::kFp8 && fp8_layout() == DeviceLayout::kKernel)
-      check(fp8_to_kernel_layout_cuda(t.data, t.shape, stream_));
   }
   // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
   // become views of it. Empty or packed tensors leave the group as it is.
@@ -358,7 +349,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
 
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override {
-    const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(), fp8_layout(),
+    const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
                        [this](const char* n) { stage(n); }};
     moe_cuda_path(c, h, z, w, top_k, out);
   }

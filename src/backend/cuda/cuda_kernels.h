@@ -58,9 +58,6 @@ struct CudaKernels {
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
-  // fp8 expert stacks whose rows are not whole 128-byte lines (K 704: the down product) padded at upload so that
-  // every row starts on a line (src/ops/moe/fp8_layout.h); false: the pack's layout (A/B, same weights)
-  bool fp8_kernel_layout = true;
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;

@@ -48,25 +48,21 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
-                                  zs.f32(), c.kernels.moe_a8_stages, c.fp8, wide));
+                                  zs.f32(), c.kernels.moe_a8_stages, Q4Layout::kDisk, wide));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
     check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages,
-                               c.fp8, wide));
+                               Q4Layout::kDisk, wide));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;
-    const auto layout = [&c](DType t) {
-      return t == DType::kQ4 ? c.q4 : t == DType::kFp8 ? c.fp8 : DeviceLayout::kDisk;
-    };
-    const DeviceLayout layout_up = layout(w.gate_up.dtype), layout_down = layout(w.down.dtype);
     check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, nullptr,
-                                  c.kernels.moe_q4_stages, layout_up, wide_up));
+                                  c.kernels.moe_q4_stages, c.q4, wide_up));
     check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, nullptr, c.kernels.moe_q4_stages,
-                               layout_down, wide_down));
+                               c.q4, wide_down));
   } else {
     Tensor xg = device(DType::kBF16, Shape{P + 16, H});
     check(moe_gather_cuda(z.data, perm.as<int32_t>(), P, top_k, H, xg.data, s));

@@ -19,8 +19,7 @@ struct MoePathCtx {
   const CudaKernels& kernels;
   float eps;        // the router norm's
   bool capturing;   // inside a graph capture: no host synchronisation (the cuBLAS path is off)
-  DeviceLayout q4;      // where q4 expert weights are in the kernel layout
-  DeviceLayout fp8;     // where fp8 expert weights are (rows of whole 128-byte lines)
+  Q4Layout q4;      // where q4 expert weights are in the kernel layout
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
 };
 

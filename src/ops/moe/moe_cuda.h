@@ -12,17 +12,13 @@
 
 namespace dg {
 
-// How packed expert weights lie in device memory for the streaming kernel: kDisk as the pack stores them
-// (docs/FORMATS.md), or kKernel, rearranged at upload: q4 by q4_to_kernel_layout_cuda for fewer instructions per
-// weight (docs/CUDA.md, "q4 in the kernel layout"; src/ops/moe/q4_layout.h), fp8 expert stacks by
-// fp8_to_kernel_layout_cuda into rows of whole 128-byte lines (src/ops/moe/fp8_layout.h). Other formats: kDisk.
-enum class DeviceLayout { kDisk, kKernel };
+// How q4 weights lie in device memory for the streaming kernel: kDisk as the pack stores them (docs/FORMATS.md),
+// or kKernel, rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md,
+// "q4 in the kernel layout"; src/ops/moe/q4_layout.h).
+enum class Q4Layout { kDisk, kKernel };
 // In place: a q4 tensor of shape s on the device, its disk layout in the first packed_layout(kQ4, s).total bytes of
 // an allocation of q4_kernel_layout_bytes(s) bytes (16-byte aligned), becomes the kernel layout.
 Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
-// In place: an fp8 tensor of shape s on the device, its disk layout in the first packed_layout(kFp8, s).total bytes
-// of an allocation of fp8_kernel_layout_bytes(s) bytes, becomes the kernel layout (a no-op where it does not differ).
-Status fp8_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 
 // The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
 // top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
@@ -60,21 +56,20 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
 // x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
 // (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
-// layout: how W lies (DeviceLayout; q4 and fp8 stacks in the kernel layout made by q4_ and fp8_to_kernel_layout_cuda).
+// q4 weights come in either layout (Q4Layout); the kernel layout must be made by q4_to_kernel_layout_cuda.
 // stages: the pipeline's depth where a format offers a choice (W8A8: 3 or 4; q4 in the kernel layout: 2, 3 or 4);
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 // wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
 // once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
-                            const float* x_scale = nullptr, int stages = 0, DeviceLayout layout = DeviceLayout::kDisk,
+                            const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk,
                             bool wide = false);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows (128 with `wide`: bf16, or fp8 weights
-// with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above). An fp8 W is
-// read in the pack's layout whatever `layout` says (fp8's kernel layout is for expert stacks).
+// with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above).
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s, DeviceLayout layout = DeviceLayout::kDisk, const float* x_scale = nullptr,
+                          cudaStream_t s, Q4Layout q4 = Q4Layout::kDisk, const float* x_scale = nullptr,
                           bool wide = false);
 // Whether the streaming kernel has a body for weights in `w_dtype`.
 bool moe_stream_supports(DType w_dtype);
@@ -84,7 +79,7 @@ bool moe_stream_supports(DType w_dtype);
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
-                               DeviceLayout layout = DeviceLayout::kDisk, bool wide = false);
+                               Q4Layout q4 = Q4Layout::kDisk, bool wide = false);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

@@ -1,4 +1,4 @@
-// q4 in the streaming kernel's layout (DeviceLayout::kKernel): the disk layout (docs/FORMATS.md) rearranged on the
+// q4 in the streaming kernel's layout (Q4Layout::kKernel): the disk layout (docs/FORMATS.md) rearranged on the
 // device at upload so that the kernel turns a pair of codes into a bf16 pair of weights with a mask and one bf16x2
 // fma (src/ops/moe/moe_stream_q4.cuh; why: docs/CUDA.md, "q4 in the kernel layout"). Same planes and sizes as the
 // disk layout, plus an f32 per matrix after them:
