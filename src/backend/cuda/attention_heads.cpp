@@ -6,6 +6,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/glu/glu_cuda.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rope/rope_cuda.h"
 
 namespace dg {
 
@@ -91,7 +92,7 @@ bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Ten
 bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
                     std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                     std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
-                    const std::function<void(std::span<Tensor* const>)>& linears) {
+                    const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table) {
   const int64_t rows = act_rows(a), n_kv = kn.shape[1], D = kn.shape[2];
   int64_t covered = 0;
   for (const RopeSpan& sp : spans) covered = sp.row0 == covered ? covered + sp.rows : -1;
@@ -127,7 +128,13 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
   if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data};
   blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data};
   blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data};
-  check(heads_norm_cuda(blocks, n, rows, D, eps, spans.data(), static_cast<int>(spans.size()), inv_freq, c.stream));
+  Tensor table;
+  if (rope_table) {  // [rows][D / 2] bf16 pairs: 4 bytes each
+    table = c.alloc(DType::kF32, Shape{rows, D / 2});
+    check(rope_table_cuda(spans.data(), static_cast<int>(spans.size()), rows, D / 2, inv_freq, table.data, c.stream));
+  }
+  check(heads_norm_cuda(blocks, n, rows, D, eps, spans.data(), static_cast<int>(spans.size()), inv_freq, c.stream,
+                        rope_table ? table.data : nullptr));
   return true;
 }
 

@@ -55,6 +55,9 @@ struct CudaKernels {
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
+  // The fused per-head norms read each row's rotation from a table made once per call (rope_table_cuda) instead of
+  // every head computing its sincos (A/B, the same bits; off until measured on the GPU)
+  bool rope_table = false;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

@@ -23,6 +23,7 @@ struct HeadsArgs {
   int n_blocks, heads_total, dim;
   float eps;
   const float* inv_freq;
+  const __nv_bfloat162* table;  // rope_table_cuda's [rows][dim / 2], or null: each warp computes its rotation
   SpanTable spans;
 };
 
@@ -41,7 +42,8 @@ __global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, in
   const int64_t dim = a.dim;
   const float pos = static_cast<float>(row + a.spans.shift[s]);
   norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
-                            a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi]);
+                            a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi],
+                            a.table != nullptr ? a.table + row * (dim / 2) : nullptr);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -49,7 +51,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 }  // namespace
 
 Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int64_t dim, float eps,
-                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t s) {
+                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t s,
+                       const void* rope_table) {
   if (n_blocks < 1 || n_blocks > kHeadsBlocksMax) return Status::error("heads_norm_cuda: 1 to 3 blocks of heads");
   if (dim % 16 != 0 || dim > norm::kWarpMaxDim)
     return Status::error("heads_norm_cuda: head_dim " + std::to_string(dim) + " must be a multiple of 16 up to " +
@@ -59,6 +62,7 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
   a.dim = static_cast<int>(dim);
   a.eps = eps;
   a.inv_freq = inv_freq;
+  a.table = static_cast<const __nv_bfloat162*>(rope_table);
   for (int b = 0; b < n_blocks; ++b) {
     const HeadsBlock& k = blocks[b];
     if (k.heads < 1 || k.ld < k.heads * dim || k.ld % 8 != 0 || !aligned16(k.src) || !aligned16(k.dst) ||

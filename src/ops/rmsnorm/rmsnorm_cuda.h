@@ -38,8 +38,11 @@ struct HeadsBlock {
   bool rope = false;
   void* dst = nullptr;
 };
+// rope_table: rope_table_cuda's rotations of these rows and spans (computed once for the rows' heads; the same
+// bits), or null: each head computes its own.
 Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int64_t head_dim, float eps,
-                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t stream);
+                       const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t stream,
+                       const void* rope_table = nullptr);
 
 }  // namespace dg
 #endif

@@ -24,12 +24,14 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
 }
 
 // Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned) times rsqrt(mean square +
-// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2];
+// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2], or by
+// the row's entries of rope_table_cuda's table when `rot` is set (the same rounded cos and sin, read, not computed);
 // `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise).
 template <bool kMayRope>
 __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr, const cuda::bf16* __restrict__ w,
                                               cuda::bf16* __restrict__ yr, int dim, float eps, bool rope, float pos,
-                                              const float* __restrict__ inv_freq, float* normed) {
+                                              const float* __restrict__ inv_freq, float* normed,
+                                              const __nv_bfloat162* __restrict__ rot = nullptr) {
   const int lane = threadIdx.x & 31;
   rope = kMayRope && rope;
   float v[kWarpVecs][8];
@@ -69,9 +71,15 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
       for (int i = 0; i < 8; ++i) {
         const int d = d0 + i, j = d < half ? d : d - half;
         float sn, c;
-        sincosf(pos * inv_freq[j], &sn, &c);
-        c = cuda::rbf(c);
-        sn = cuda::rbf(sn);
+        if (rot != nullptr) {
+          const float2 cs = __bfloat1622float2(rot[j]);
+          c = cs.x;
+          sn = cs.y;
+        } else {
+          sincosf(pos * inv_freq[j], &sn, &c);
+          c = cuda::rbf(c);
+          sn = cuda::rbf(sn);
+        }
         const float a = normed[j], b = normed[j + half];
         v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
       }

@@ -45,7 +45,44 @@ __global__ void rope_spans_kernel(cuda::bf16* x, int64_t heads, int64_t head_dim
   rotate_pair(x + rh * head_dim, i, half, row + spans.shift[s], inv_freq);
 }
 
+// Thread t: row first_row + t / half, pair t % half of the table (rope_table_cuda).
+__global__ void rope_table_kernel(const float* inv_freq, int64_t half, int64_t first_row, int64_t total,
+                                  SpanTable spans, __nv_bfloat162* table) {
+  cuda::pdl_enter();
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // over the launch's rows * half
+  if (t >= total) return;
+  const int64_t row = first_row + t / half, j = t % half;
+  const int s = span_of(spans, row);
+  float sn, c;
+  sincosf(static_cast<float>(row + spans.shift[s]) * inv_freq[j], &sn, &c);
+  table[row * half + j] = __floats2bfloat162_rn(c, sn);
+}
+
 }  // namespace
+
+Status rope_table_cuda(const RopeSpan* spans, int n_spans, int64_t rows, int64_t half, const float* inv_freq,
+                       void* table, cudaStream_t s) {
+  int64_t end = 0;
+  for (int k = 0; k < n_spans; ++k) {
+    if (spans[k].row0 != end || spans[k].rows < 0)
+      return Status::error("rope_table_cuda: the spans must cover the rows in order without gaps (span " +
+                           std::to_string(k) + ")");
+    end += spans[k].rows;
+  }
+  if (end != rows || half < 1)
+    return Status::error("rope_table_cuda: the spans cover " + std::to_string(end) + " of " + std::to_string(rows) +
+                         " rows (half " + std::to_string(half) + ")");
+  for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
+    const SpanTable t = span_table(spans, n_spans, first);
+    const int64_t total = (t.row_end[t.n - 1] - t.row0[0]) * half;
+    if (total == 0) continue;
+    cuda::launch(rope_table_kernel, cuda::blocks_for(total, 256), 256, 0, s, inv_freq, half, t.row0[0], total, t,
+                 static_cast<__nv_bfloat162*>(table));
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, "rope_table_cuda");
+  }
+  return Status::ok();
+}
 
 Status rope_spans_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
                        const float* inv_freq, cudaStream_t s) {

@@ -21,6 +21,12 @@ Status rope_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t
 constexpr int kRopeSpansPerLaunch = 64;
 Status rope_spans_cuda(void* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeSpan* spans, int n_spans,
                        const float* inv_freq, cudaStream_t s);
+// The rotation of every row and pair once, for the heads of a row to share (heads_norm_cuda's table): table
+// [rows][half] of bf16 pairs (x: cos, y: sin of position * inv_freq[j], each rounded to bf16 as rope.h says; the
+// sincosf of the fused norms, so the rotated values are the same bits). The spans cover the rows in order without
+// gaps (an error otherwise, before any launch).
+Status rope_table_cuda(const RopeSpan* spans, int n_spans, int64_t rows, int64_t half, const float* inv_freq,
+                       void* table, cudaStream_t s);
 
 }  // namespace dg
 #endif

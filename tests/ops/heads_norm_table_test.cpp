@@ -1,0 +1,100 @@
+// heads_norm_cuda with the rows' rotations read from rope_table_cuda's table against the same launch computing them
+// per head: the same bits (the table holds the rounded cos and sin the heads compute), over several spans (more than
+// one launch's worth), the sliding layers' fully rotated head dim 256 and the full layers' 512 with 64 of 256 pairs
+// rotated. The CPU twin of both is rmsnorm then rope (conformance: qkv_heads).
+#include <gtest/gtest.h>
+
+#if defined(DG_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rope/rope_cuda.h"
+#include "support/seeded.h"
+
+namespace dg {
+namespace {
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 16 : bytes), cudaSuccess); }
+  template <class T> explicit Buf(const std::vector<T>& h) : Buf(h.size() * sizeof(T)) {
+    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  std::vector<uint16_t> bf16(size_t n) const {
+    std::vector<uint16_t> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// rows split into n_spans spans of equal rows (the last takes the rest) at positions 4099 k + 3 + row offset.
+void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int64_t rotated, int n_spans) {
+  const std::string what = std::to_string(rows) + " rows, dim " + std::to_string(dim) + ", " +
+                           std::to_string(n_spans) + " spans";
+  const int64_t ld = (q_heads + 2 * kv_heads) * dim, half = dim / 2;
+  const std::vector<uint16_t> x = test::seeded_uniform_bf16(static_cast<size_t>(rows * ld), 7, -3.0f, 3.0f);
+  const std::vector<uint16_t> wq = test::seeded_uniform_bf16(static_cast<size_t>(dim), 8, 0.5f, 1.5f);
+  const std::vector<uint16_t> wk = test::seeded_uniform_bf16(static_cast<size_t>(dim), 9, 0.5f, 1.5f);
+  std::vector<float> inv_freq(static_cast<size_t>(half), 0.0f);
+  for (int64_t j = 0; j < rotated; ++j) inv_freq[static_cast<size_t>(j)] = std::pow(10000.0f, -2.0f * j / dim);
+  std::vector<RopeSpan> spans;
+  const int64_t per = rows / n_spans;
+  for (int k = 0; k < n_spans; ++k)
+    spans.push_back(RopeSpan{k * per, k + 1 == n_spans ? rows - k * per : per, 4099 * k + 3});
+  const Buf dx(x), dwq(wq), dwk(wk), dfreq(inv_freq), table(static_cast<size_t>(rows * half) * 4);
+  const size_t q_n = static_cast<size_t>(rows * q_heads * dim), kv_n = static_cast<size_t>(rows * kv_heads * dim);
+  std::vector<uint16_t> got[2][3];
+  for (int with_table = 0; with_table < 2; ++with_table) {
+    const Buf q(q_n * 2), k(kv_n * 2), v(kv_n * 2);
+    const auto* src = static_cast<const uint8_t*>(dx.p);
+    const HeadsBlock blocks[3] = {{src, ld, q_heads, dwq.p, true, q.p},
+                                  {src + q_heads * dim * 2, ld, kv_heads, dwk.p, true, k.p},
+                                  {src + (q_heads + kv_heads) * dim * 2, ld, kv_heads, nullptr, false, v.p}};
+    if (with_table) {
+      const Status s = rope_table_cuda(spans.data(), n_spans, rows, half, static_cast<const float*>(dfreq.p),
+                                       table.p, nullptr);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+    }
+    const Status s = heads_norm_cuda(blocks, 3, rows, dim, 1e-6f, spans.data(), n_spans,
+                                     static_cast<const float*>(dfreq.p), nullptr, with_table ? table.p : nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    got[with_table][0] = q.bf16(q_n);
+    got[with_table][1] = k.bf16(kv_n);
+    got[with_table][2] = v.bf16(kv_n);
+  }
+  const char* names[3] = {"q", "k", "v"};
+  for (int b = 0; b < 3; ++b) {
+    size_t differ = 0;
+    for (size_t i = 0; i < got[0][b].size(); ++i) differ += got[0][b][i] != got[1][b][i];
+    EXPECT_EQ(differ, 0u) << what << ": " << names[b] << " differs in " << differ << " of " << got[0][b].size();
+  }
+}
+
+TEST(HeadsNormTableCuda, SameBitsAsPerHeadRotation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
+  run_case(256, 16, 8, 256, 128, 1);   // a 26B-A4B sliding layer's canvas
+  run_case(300, 16, 2, 512, 64, 3);    // a full layer's: 64 of 256 pairs rotated
+  run_case(8192, 4, 2, 256, 128, 70);  // more spans than one launch takes (64)
+  run_case(7, 3, 1, 16, 8, 2);         // the smallest warp head
+}
+
+TEST(HeadsNormTableCuda, RefusesSpansThatLeaveRowsOut) {
+  const RopeSpan spans[2] = {{0, 4, 0}, {5, 3, 9}};
+  const Status s = rope_table_cuda(spans, 2, 8, 64, nullptr, nullptr, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("without gaps"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace dg
+#endif
