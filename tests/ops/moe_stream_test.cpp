@@ -469,24 +469,32 @@ TEST(MoeGroupCuda, MatchesTheStableHostSort) {
     int top_k;
     int64_t n_exp;
   };
-  for (const Case& c : {Case{0, 8, 128}, Case{1, 1, 1}, Case{37, 3, 5}, Case{256, 8, 128}, Case{4096, 8, 128},
-                        Case{8192, 8, 128}, Case{100, 4, 256}, Case{300, 6, 300}, Case{1000, 1, 1}}) {
+  // One block up to 8,192 pairs; past it blocks of 2,048 (the last one partial: 8,200 and 21,007 pairs).
+  for (const Case& c : {Case{0, 8, 128}, Case{1, 1, 1}, Case{37, 3, 5}, Case{256, 8, 128}, Case{1024, 8, 128},
+                        Case{1025, 8, 128}, Case{3001, 7, 100}, Case{4096, 8, 128}, Case{8192, 8, 128},
+                        Case{100, 4, 256}, Case{300, 6, 300}, Case{1000, 1, 1}, Case{5000, 2, 1}}) {
     const int64_t pairs = c.rows * c.top_k;
     const Routing want = route_random(c.rows, c.top_k, c.n_exp, 41 + static_cast<uint64_t>(pairs));
     const DeviceBuf didx(want.idx), counts(static_cast<size_t>(c.n_exp) * 4);
     const DeviceBuf offsets(static_cast<size_t>(c.n_exp + 1) * 4), perm(static_cast<size_t>(pairs) * 4);
     const DeviceBuf inv(static_cast<size_t>(pairs) * 4);
-    const Status s = moe_group_cuda(didx.as<int32_t>(), pairs, c.n_exp, counts.as<int32_t>(), offsets.as<int32_t>(),
-                                    perm.as<int32_t>(), inv.as<int32_t>(), nullptr);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::string name = std::to_string(c.rows) + " rows, top " + std::to_string(c.top_k) + ", " +
-                             std::to_string(c.n_exp) + " experts";
-    EXPECT_EQ(offsets.get<int32_t>(static_cast<size_t>(c.n_exp + 1)), want.offsets) << name;
-    EXPECT_EQ(perm.get<int32_t>(static_cast<size_t>(pairs)), want.perm) << name;
-    const auto got_inv = inv.get<int32_t>(static_cast<size_t>(pairs));
-    for (int64_t i = 0; i < pairs; ++i)
-      ASSERT_EQ(got_inv[static_cast<size_t>(want.perm[static_cast<size_t>(i)])], i) << name << " position " << i;
+    for (bool blocks : {false, true}) {
+      const size_t pair_bytes = static_cast<size_t>(pairs) * 4;  // -1 where a run writes nothing
+      ASSERT_EQ(cudaMemset(offsets.p, 0xff, static_cast<size_t>(c.n_exp + 1) * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemset(perm.p, 0xff, pair_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(inv.p, 0xff, pair_bytes), cudaSuccess);
+      const Status s = moe_group_cuda(didx.as<int32_t>(), pairs, c.n_exp, counts.as<int32_t>(), offsets.as<int32_t>(),
+                                      perm.as<int32_t>(), inv.as<int32_t>(), nullptr, blocks);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::string name = std::to_string(c.rows) + " rows, top " + std::to_string(c.top_k) + ", " +
+                               std::to_string(c.n_exp) + " experts" + (blocks ? ", blocks" : "");
+      EXPECT_EQ(offsets.get<int32_t>(static_cast<size_t>(c.n_exp + 1)), want.offsets) << name;
+      EXPECT_EQ(perm.get<int32_t>(static_cast<size_t>(pairs)), want.perm) << name;
+      const auto got_inv = inv.get<int32_t>(static_cast<size_t>(pairs));
+      for (int64_t i = 0; i < pairs; ++i)
+        ASSERT_EQ(got_inv[static_cast<size_t>(want.perm[static_cast<size_t>(i)])], i) << name << " position " << i;
+    }
   }
 }
 

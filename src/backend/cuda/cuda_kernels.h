@@ -58,6 +58,9 @@ struct CudaKernels {
   // The fused per-head norms read each row's rotation from a table made once per call (rope_table_cuda) instead of
   // every head computing its sincos (A/B, the same bits; off until measured on the GPU)
   bool rope_table = false;
+  // The MoE grouping of more than 8,192 routed pairs (batched steps, prefill) by blocks of 2,048 pairs in three
+  // launches instead of one block (A/B, the same result; off until measured on the GPU)
+  bool moe_group_blocks = false;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

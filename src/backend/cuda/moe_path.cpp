@@ -27,7 +27,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
   Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
   check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
-                       inv.as<int32_t>(), s));
+                       inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
   Tensor y = device(DType::kBF16, Shape{P + 16, H});
   c.stage("moe_experts");
   // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape

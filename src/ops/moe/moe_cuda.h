@@ -38,8 +38,9 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
                       int32_t* idx, float* weight, cudaStream_t s);
 // Groups pair ids p = row * top_k + rank by expert, stably: perm[offsets[e] ..] lists expert e's pairs in p order,
 // inv[p] is p's position. counts: scratch [n_exp]; offsets: [n_exp + 1].
+// blocks: past 8,192 pairs (up to 256 experts), blocks of 2,048 pairs in three launches instead of one block.
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
-                      int32_t* perm, int32_t* inv, cudaStream_t s);
+                      int32_t* perm, int32_t* inv, cudaStream_t s, bool blocks = false);
 // xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
 Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
                        cudaStream_t s);

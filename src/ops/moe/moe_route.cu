@@ -103,27 +103,29 @@ __global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_
   }
 }
 
-// The same stable grouping in one block of kGroupWarps warps, for n_exp <= kGroupMaxExperts: warp w owns a
-// contiguous range of pairs (whole steps of 32, in order), so a pair's position is its expert's offset + the
-// expert's pairs in earlier warps + those earlier in its own range + its rank among equal lanes of its step
-// (__match_any_sync). Two passes over the range (count, place) and one scan, all in shared memory; no loop is
-// longer than pairs / (32 * kGroupWarps) steps.
+// The same stable grouping by blocks of kGroupWarps warps, for n_exp <= kGroupMaxExperts: a block takes a
+// contiguous range of pairs and warp w of it a contiguous part (whole steps of 32, in order), so a pair's position is
+// its expert's offset + the expert's pairs in earlier blocks + in earlier warps of its block + earlier in its own
+// part + its rank among equal lanes of its step (__match_any_sync). One block does it all for up to kGroupOneBlock
+// pairs (one canvas: 2,048); more pairs take blocks of kGroupBlockPairs each and three launches (count, scan, place):
+// one block sorted the 32-canvas step's 65,536 pairs in 143.5 µs a layer (docs/PERFORMANCE.md).
 constexpr int kGroupWarps = 32;
 constexpr int64_t kGroupMaxExperts = 256;
+constexpr int64_t kGroupOneBlock = 8192, kGroupBlockPairs = 2048;
 
-// The grouping's shared memory: gsm holds (kGroupWarps + 1) * n_exp int32 (group_smem_words); idx may lie in
-// global or shared memory. The whole block (kGroupWarps warps) must call it, after a barrier if the block used gsm
-// for something else (it starts by zeroing gsm).
-__device__ __forceinline__ void group_block(const int32_t* idx, int64_t pairs, int n_exp, int32_t* gsm,
-                                            int32_t* counts, int32_t* offsets, int32_t* perm, int32_t* inv) {
-  int32_t* run = gsm;                        // [kGroupWarps][n_exp]: counts, then each warp's running base
-  int32_t* off = gsm + kGroupWarps * n_exp;  // [n_exp]: expert totals, then offsets
+__host__ __device__ constexpr int64_t group_smem_words(int64_t n_exp) { return (kGroupWarps + 1) * n_exp; }
+
+// Pass 1 over the block's pairs [b0, b1): run [kGroupWarps][n_exp] (shared) ends as each warp's exclusive prefix of
+// its expert counts over the block's earlier warps, tot [n_exp] (shared) as the block's count per expert. The whole
+// block calls it; it starts by zeroing run, so a caller that used the shared memory before must sync first.
+__device__ __forceinline__ void group_block_counts(const int32_t* idx, int64_t b0, int64_t b1, int n_exp,
+                                                   int32_t* run, int32_t* tot) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const unsigned lower = (1u << lane) - 1u;
   for (int i = threadIdx.x; i < kGroupWarps * n_exp; i += blockDim.x) run[i] = 0;
   __syncthreads();
-  const int64_t per = (pairs + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
-  const int64_t begin = warp * per, end = begin + per < pairs ? begin + per : pairs;
+  const int64_t per = (b1 - b0 + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
+  const int64_t begin = b0 + warp * per, end = begin + per < b1 ? begin + per : b1;
   int32_t* mine = run + warp * n_exp;
   for (int64_t base = begin; base < end; base += 32) {
     const int64_t p = base + lane;
@@ -140,35 +142,26 @@ __device__ __forceinline__ void group_block(const int32_t* idx, int64_t pairs, i
       run[w * n_exp + e] = total;
       total += c;
     }
-    counts[e] = total;
-    off[e] = total;
+    tot[e] = total;
   }
   __syncthreads();
-  if (warp == 0) {  // exclusive scan of the counts: each lane a contiguous chunk of experts
-    const int chunk = (n_exp + 31) / 32, e0 = lane * chunk, e1 = e0 + chunk < n_exp ? e0 + chunk : n_exp;
-    int32_t sum = 0;
-    for (int e = e0; e < e1; ++e) sum += off[e];
-    int32_t incl = sum;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    int32_t at = incl - sum;
-    for (int e = e0; e < e1; ++e) {
-      const int32_t c = off[e];
-      off[e] = at;
-      offsets[e] = at;
-      at += c;
-    }
-    if (lane == 31) offsets[n_exp] = incl;
-  }
-  __syncthreads();
-  for (int64_t base = begin; base < end; base += 32) {
-    const int64_t p = base + lane;
+}
+
+// Pass 2 over the block's pairs [b0, b1) with group_block_counts' run and base [n_exp] (shared): the position of the
+// block's first pair of each expert.
+__device__ __forceinline__ void group_block_place(const int32_t* idx, int64_t b0, int64_t b1, int n_exp,
+                                                  int32_t* run, const int32_t* base, int32_t* perm, int32_t* inv) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1u;
+  const int64_t per = (b1 - b0 + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
+  const int64_t begin = b0 + warp * per, end = begin + per < b1 ? begin + per : b1;
+  int32_t* mine = run + warp * n_exp;
+  for (int64_t step = begin; step < end; step += 32) {
+    const int64_t p = step + lane;
     const int e = p < end ? idx[p] : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, e);
     if (e >= 0) {
-      const int32_t pos = off[e] + mine[e] + __popc(peers & lower);
+      const int32_t pos = base[e] + mine[e] + __popc(peers & lower);
       perm[pos] = static_cast<int32_t>(p);
       inv[p] = pos;
     }
@@ -178,14 +171,89 @@ __device__ __forceinline__ void group_block(const int32_t* idx, int64_t pairs, i
   }
 }
 
-__host__ __device__ constexpr int64_t group_smem_words(int64_t n_exp) { return (kGroupWarps + 1) * n_exp; }
+// Exclusive scan of tot [n_exp] (shared) in place by warp 0, each lane a contiguous chunk of experts; the counts
+// and offsets (offsets[n_exp]: every pair) written out. The whole block calls it.
+__device__ __forceinline__ void group_scan_experts(int32_t* tot, int n_exp, int32_t* counts, int32_t* offsets) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp == 0) {
+    const int chunk = (n_exp + 31) / 32, e0 = lane * chunk, e1 = e0 + chunk < n_exp ? e0 + chunk : n_exp;
+    int32_t sum = 0;
+    for (int e = e0; e < e1; ++e) sum += tot[e];
+    int32_t incl = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    int32_t at = incl - sum;
+    for (int e = e0; e < e1; ++e) {
+      const int32_t c = tot[e];
+      counts[e] = c;
+      tot[e] = at;
+      offsets[e] = at;
+      at += c;
+    }
+    if (lane == 31) offsets[n_exp] = incl;
+  }
+  __syncthreads();
+}
 
+// Every pair in one block (gsm: group_smem_words(n_exp) int32 of shared memory).
 __global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int32_t* idx, int64_t pairs, int n_exp,
                                                                       int32_t* counts, int32_t* offsets,
                                                                       int32_t* perm, int32_t* inv) {
   cuda::pdl_enter();
   extern __shared__ int32_t gsm[];
-  group_block(idx, pairs, n_exp, gsm, counts, offsets, perm, inv);
+  int32_t *run = gsm, *tot = gsm + kGroupWarps * n_exp;
+  group_block_counts(idx, 0, pairs, n_exp, run, tot);
+  group_scan_experts(tot, n_exp, counts, offsets);
+  group_block_place(idx, 0, pairs, n_exp, run, tot, perm, inv);
+}
+
+// Blocks of kGroupBlockPairs pairs, launch 1 of 3: block b's count per expert into blk [blocks][n_exp].
+__global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_count_kernel(const int32_t* idx, int64_t pairs,
+                                                                             int n_exp, int32_t* blk) {
+  cuda::pdl_enter();
+  extern __shared__ int32_t gsm[];
+  int32_t *run = gsm, *tot = gsm + kGroupWarps * n_exp;
+  const int64_t b0 = blockIdx.x * kGroupBlockPairs, b1 = b0 + kGroupBlockPairs < pairs ? b0 + kGroupBlockPairs : pairs;
+  group_block_counts(idx, b0, b1, n_exp, run, tot);
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) blk[blockIdx.x * static_cast<int64_t>(n_exp) + e] = tot[e];
+}
+
+// Launch 2 of 3, one block: per expert, its count over the blocks and blk's entries become exclusive prefixes over
+// the blocks; the experts' scan gives counts and offsets, and blk each block's first position per expert.
+__global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_scan_kernel(int blocks, int n_exp, int32_t* blk,
+                                                                            int32_t* counts, int32_t* offsets) {
+  cuda::pdl_enter();
+  extern __shared__ int32_t gsm[];
+  int32_t* tot = gsm;
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
+    int32_t total = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const int32_t c = blk[b * static_cast<int64_t>(n_exp) + e];
+      blk[b * static_cast<int64_t>(n_exp) + e] = total;
+      total += c;
+    }
+    tot[e] = total;
+  }
+  __syncthreads();
+  group_scan_experts(tot, n_exp, counts, offsets);
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x)
+    for (int b = 0; b < blocks; ++b) blk[b * static_cast<int64_t>(n_exp) + e] += tot[e];
+}
+
+// Launch 3 of 3: block b counts its pairs again (the warps' prefixes) and places them from blk's positions.
+__global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_place_kernel(const int32_t* idx, int64_t pairs,
+                                                                             int n_exp, const int32_t* blk,
+                                                                             int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
+  extern __shared__ int32_t gsm[];
+  int32_t *run = gsm, *base = gsm + kGroupWarps * n_exp;
+  const int64_t b0 = blockIdx.x * kGroupBlockPairs, b1 = b0 + kGroupBlockPairs < pairs ? b0 + kGroupBlockPairs : pairs;
+  group_block_counts(idx, b0, b1, n_exp, run, base);
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) base[e] = blk[blockIdx.x * static_cast<int64_t>(n_exp) + e];
+  __syncthreads();
+  group_block_place(idx, b0, b1, n_exp, run, base, perm, inv);
 }
 
 }  // namespace
@@ -203,12 +271,27 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
 }
 
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
-                      int32_t* perm, int32_t* inv, cudaStream_t s) {
+                      int32_t* perm, int32_t* inv, cudaStream_t s, bool blocks) {
   if (pairs > INT32_MAX) return Status::error("moe_group_cuda: more than 2^31 routed pairs");
   if (n_exp <= kGroupMaxExperts) {
     const size_t smem = static_cast<size_t>(group_smem_words(n_exp)) * sizeof(int32_t);
-    cuda::launch(group_block_kernel, 1, kGroupWarps * 32, smem, s, idx, pairs, static_cast<int>(n_exp), counts,
-                 offsets, perm, inv);
+    if (!blocks || pairs <= kGroupOneBlock) {
+      cuda::launch(group_block_kernel, 1, kGroupWarps * 32, smem, s, idx, pairs, static_cast<int>(n_exp), counts,
+                   offsets, perm, inv);
+      return cuda_status(cudaGetLastError(), "moe_group_cuda");
+    }
+    const int64_t blocks = (pairs + kGroupBlockPairs - 1) / kGroupBlockPairs;
+    int32_t* blk = nullptr;  // [blocks][n_exp]: counts, then each block's first position per expert
+    const cudaError_t e = cudaMallocAsync(&blk, sizeof(int32_t) * static_cast<size_t>(blocks * n_exp), s);
+    if (e != cudaSuccess) return cuda_status(e, "moe_group_cuda (block scratch)");
+    const int n = static_cast<int>(n_exp);
+    cuda::launch(group_blocks_count_kernel, static_cast<unsigned>(blocks), kGroupWarps * 32, smem, s, idx, pairs, n,
+                 blk);
+    cuda::launch(group_blocks_scan_kernel, 1, kGroupWarps * 32, static_cast<size_t>(n_exp) * sizeof(int32_t), s,
+                 static_cast<int>(blocks), n, blk, counts, offsets);
+    cuda::launch(group_blocks_place_kernel, static_cast<unsigned>(blocks), kGroupWarps * 32, smem, s, idx, pairs, n,
+                 static_cast<const int32_t*>(blk), perm, inv);
+    cudaFreeAsync(blk, s);
     return cuda_status(cudaGetLastError(), "moe_group_cuda");
   }
   constexpr int kWarpsPerBlock = 8;
