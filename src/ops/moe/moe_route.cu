@@ -115,6 +115,13 @@ constexpr int64_t kGroupOneBlock = 8192, kGroupBlockPairs = 2048;
 
 __host__ __device__ constexpr int64_t group_smem_words(int64_t n_exp) { return (kGroupWarps + 1) * n_exp; }
 
+// Warp w's part of the block's pairs [b0, b1): whole steps of 32 in order (empty past the end).
+__device__ __forceinline__ void warp_part(int64_t b0, int64_t b1, int warp, int64_t& begin, int64_t& end) {
+  const int64_t per = (b1 - b0 + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
+  begin = b0 + warp * per;
+  end = begin + per < b1 ? begin + per : b1;
+}
+
 // Pass 1 over the block's pairs [b0, b1): run [kGroupWarps][n_exp] (shared) ends as each warp's exclusive prefix of
 // its expert counts over the block's earlier warps, tot [n_exp] (shared) as the block's count per expert. The whole
 // block calls it; it starts by zeroing run, so a caller that used the shared memory before must sync first.
@@ -124,8 +131,8 @@ __device__ __forceinline__ void group_block_counts(const int32_t* idx, int64_t b
   const unsigned lower = (1u << lane) - 1u;
   for (int i = threadIdx.x; i < kGroupWarps * n_exp; i += blockDim.x) run[i] = 0;
   __syncthreads();
-  const int64_t per = (b1 - b0 + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
-  const int64_t begin = b0 + warp * per, end = begin + per < b1 ? begin + per : b1;
+  int64_t begin, end;
+  warp_part(b0, b1, warp, begin, end);
   int32_t* mine = run + warp * n_exp;
   for (int64_t base = begin; base < end; base += 32) {
     const int64_t p = base + lane;
@@ -153,8 +160,8 @@ __device__ __forceinline__ void group_block_place(const int32_t* idx, int64_t b0
                                                   int32_t* run, const int32_t* base, int32_t* perm, int32_t* inv) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const unsigned lower = (1u << lane) - 1u;
-  const int64_t per = (b1 - b0 + kGroupWarps * 32 - 1) / (kGroupWarps * 32) * 32;
-  const int64_t begin = b0 + warp * per, end = begin + per < b1 ? begin + per : b1;
+  int64_t begin, end;
+  warp_part(b0, b1, warp, begin, end);
   int32_t* mine = run + warp * n_exp;
   for (int64_t step = begin; step < end; step += 32) {
     const int64_t p = step + lane;
