@@ -14,10 +14,12 @@
 # so that training ends by DG_TRAIN_DEADLINE_S; "[N s]" lines say where time went.
 #   DG_TRAIN_MINUTES       training time of both stages (default 6)
 #   DG_STAGE1_MINUTES      stage 1's share (default 3; 0 skips stage 1 and its ladder)
-#   DG_RECALL_COUNT        stage 1's conversations (default 60000); DG_RECALL_MAX_PAIRS the most code lines per
-#                          prompt (default 12; the fewest: 2); DG_RECALL_FILLER the chance of a filler sentence
-#                          before a line (default 0.3); DG_RECALL_REPEATS the most repeats of a line (default 2), each
-#                          with probability DG_RECALL_REPEAT (default 0.8)
+#   DG_RECALL_COUNT        stage 1's conversations (default 60000); DG_RECALL_MIN_PAIRS / DG_RECALL_MAX_PAIRS the
+#                          fewest / most code lines per prompt (default 2 / 12); DG_RECALL_FILLER the chance of a
+#                          filler sentence before a line (default 0.3); DG_RECALL_REPEATS the most repeats of a line
+#                          (default 2), each with probability DG_RECALL_REPEAT (default 0.8); DG_RECALL_SPREAD=1
+#                          (default) no line right after one of its name and the asked name not the last line's
+#                          (needle_data --spread: copying the latest code never answers), 0 as runs 5-6
 #   DG_STAGE1_BATCH        stage 1's prompts per step and per forward pass (default 256: short prompts, one pass)
 #   DG_STAGE1_PAD_TO       stage 1's train_tiny --pad-to (default 32: ~20 encoder lengths, so a length's bucket fills
 #                          a pass; up to 31 filler tokens before the first line)
@@ -74,8 +76,9 @@ fi
 declare -A data_pid
 if [ "$stage1" = 1 ]; then
   python3 scripts/needle_data.py train --task recall --out /tmp/recall.jsonl --count "${DG_RECALL_COUNT:-60000}" \
-    --seed "$seed" --digits "$digits" --max-pairs "${DG_RECALL_MAX_PAIRS:-12}" --filler "${DG_RECALL_FILLER:-0.3}" \
-    --repeat "${DG_RECALL_REPEAT:-0.8}" --repeats "${DG_RECALL_REPEATS:-2}" > /tmp/recall.txt 2>&1 &
+    --seed "$seed" --digits "$digits" --min-pairs "${DG_RECALL_MIN_PAIRS:-2}" --max-pairs "${DG_RECALL_MAX_PAIRS:-12}" \
+    --filler "${DG_RECALL_FILLER:-0.3}" --repeat "${DG_RECALL_REPEAT:-0.8}" --repeats "${DG_RECALL_REPEATS:-2}" \
+    $([ "${DG_RECALL_SPREAD:-1}" = 1 ] && echo --spread) > /tmp/recall.txt 2>&1 &
   data_pid[recall]=$!
 fi
 for k in "${!lengths[@]}"; do

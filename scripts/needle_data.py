@@ -81,26 +81,35 @@ def needle_prompt(rng: random.Random, words: int, depth: float, distractors: int
 
 
 def recall_prompt(rng: random.Random, pairs: int, repeat: float = 0.8, filler: float = 0.3, digits: int = 2,
-                  repeats: int = 2):
+                  repeats: int = 2, spread: bool = False):
     """(user text, the asked name, its code): `pairs` code lines of distinct names in random order, each one
     repeated at random later places up to `repeats` times, each time with probability `repeat` (a repeat's code can
     only be predicted by copying it from the first line: the encoder's next-token loss gets a copy target per
     repeat), a filler sentence before a line with probability `filler`, and the question about one of the names
     last. The lines, question and answer are needle_prompt's; the names and codes are drawn afresh for every
-    prompt."""
+    prompt. `spread`: no line follows a line of its own name (a repeat with no such place is left out) and the asked
+    name is not the last line's, so copying the latest code never answers: without it a third of the repeats had
+    their earlier line within the sliding window, and the models of runs 5-6 stopped at that copy (docs/TRAINING.md)."""
     names = rng.sample(NAMES, pairs)
     codes = draw_codes(rng, names, digits)
     order = list(names)
     for name in names:
         for _ in range(repeats):
             if rng.random() < repeat:
-                order.insert(rng.randint(order.index(name) + 1, len(order)), name)
+                first = order.index(name) + 1
+                if not spread:
+                    order.insert(rng.randint(first, len(order)), name)
+                    continue
+                places = [i for i in range(first, len(order) + 1)
+                          if order[i - 1] != name and (i == len(order) or order[i] != name)]
+                if places:
+                    order.insert(rng.choice(places), name)
     parts = []
     for name in order:
         if rng.random() < filler:
             parts.append(sentence(rng))
         parts.append(answer(name, codes[name]))
-    key = rng.choice(names)
+    key = rng.choice([n for n in names if n != order[-1]] if spread and pairs > 1 else names)
     return " ".join(parts) + f"\nWhat is the code of {key}?", key, codes[key]
 
 
@@ -127,7 +136,8 @@ def train_conversations(a: argparse.Namespace):
     for _ in range(a.count):
         if a.task == "recall":
             pairs = rng.randint(a.min_pairs, a.max_pairs)
-            yield conversation("recall", *recall_prompt(rng, pairs, a.repeat, a.filler, a.digits, a.repeats))
+            yield conversation("recall", *recall_prompt(rng, pairs, a.repeat, a.filler, a.digits, a.repeats,
+                                                          a.spread))
         else:
             words = int(round(a.min_words * (a.max_words / a.min_words) ** rng.random()))
             yield conversation("needle", *needle_prompt(rng, words, rng.random(), distractors=a.distractors,
@@ -205,6 +215,30 @@ def selftest_recall() -> None:
     assert len(first) > 80, len(first)
 
 
+def selftest_spread() -> None:
+    """--spread: no line right after one of its own name, never the last line's name asked, the codes and asked
+    names still spread evenly, and most lines still repeated."""
+    rng = random.Random(13)
+    asked_code, asked_name, lines_n, repeats_n = {}, {}, 0, 0
+    n = 9000
+    for _ in range(n):
+        text, key, value = recall_prompt(rng, rng.randint(2, 12), spread=True)
+        lines = check_lines(text, key, value)
+        names = [name for name, _ in lines]
+        assert all(a != b for a, b in zip(names, names[1:])), names
+        assert names[-1] != key, (names, key)
+        asked_code[value] = asked_code.get(value, 0) + 1
+        asked_name[key] = asked_name.get(key, 0) + 1
+        lines_n += len(set(names))
+        repeats_n += len(names) - len(set(names))
+    assert sorted(asked_code) == [str(c) for c in range(10, 100)], sorted(asked_code)
+    assert all(0.55 < k / (n / 90) < 1.5 for k in asked_code.values()), sorted(asked_code.values())
+    assert len(asked_name) == len(NAMES) and all(0.7 < k / (n / len(NAMES)) < 1.3 for k in asked_name.values())
+    assert repeats_n > 1.3 * lines_n, (repeats_n, lines_n)  # 1.6 a line without the rule (2 x 0.8)
+    text, key, value = recall_prompt(random.Random(1), 1, repeat=1.0, spread=True)
+    assert len(check_lines(text, key, value)) == 1  # one name: every repeat would follow its own line
+
+
 def selftest_train() -> None:
     """The `train` command's JSONL for both tasks: the prompt rendered, the answer the asked name's line."""
     for task, extra in (("needle", ["--min-words", "20", "--max-words", "400"]), ("recall", [])):
@@ -221,6 +255,7 @@ def selftest_train() -> None:
 def selftest() -> int:
     selftest_needle()
     selftest_recall()
+    selftest_spread()
     selftest_train()
     print("needle_data selftest: ok")
     return 0
@@ -243,6 +278,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     t.add_argument("--repeats", type=int, default=2,
                    help="recall: the most repeats of a line, each one with probability --repeat")
     t.add_argument("--filler", type=float, default=0.3, help="recall: the chance of a filler sentence before a line")
+    t.add_argument("--spread", action="store_true",
+                   help="recall: no line right after a line of its name, the asked name not the last line's")
     t.add_argument("--repeat", type=float,
                    help="chance that a planted line appears twice in a training prompt (default: 0 for needle, "
                         "as the ladder's; 0.8 for recall)")
