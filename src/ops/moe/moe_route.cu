@@ -287,17 +287,17 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
                    offsets, perm, inv);
       return cuda_status(cudaGetLastError(), "moe_group_cuda");
     }
-    const int64_t blocks = (pairs + kGroupBlockPairs - 1) / kGroupBlockPairs;
-    int32_t* blk = nullptr;  // [blocks][n_exp]: counts, then each block's first position per expert
-    const cudaError_t e = cudaMallocAsync(&blk, sizeof(int32_t) * static_cast<size_t>(blocks * n_exp), s);
+    const int64_t n_blocks = (pairs + kGroupBlockPairs - 1) / kGroupBlockPairs;
+    int32_t* blk = nullptr;  // [n_blocks][n_exp]: counts, then each block's first position per expert
+    const cudaError_t e = cudaMallocAsync(&blk, sizeof(int32_t) * static_cast<size_t>(n_blocks * n_exp), s);
     if (e != cudaSuccess) return cuda_status(e, "moe_group_cuda (block scratch)");
     const int n = static_cast<int>(n_exp);
-    cuda::launch(group_blocks_count_kernel, static_cast<unsigned>(blocks), kGroupWarps * 32, smem, s, idx, pairs, n,
-                 blk);
+    cuda::launch(group_blocks_count_kernel, static_cast<unsigned>(n_blocks), kGroupWarps * 32, smem, s, idx, pairs,
+                 n, blk);
     cuda::launch(group_blocks_scan_kernel, 1, kGroupWarps * 32, static_cast<size_t>(n_exp) * sizeof(int32_t), s,
-                 static_cast<int>(blocks), n, blk, counts, offsets);
-    cuda::launch(group_blocks_place_kernel, static_cast<unsigned>(blocks), kGroupWarps * 32, smem, s, idx, pairs, n,
-                 static_cast<const int32_t*>(blk), perm, inv);
+                 static_cast<int>(n_blocks), n, blk, counts, offsets);
+    cuda::launch(group_blocks_place_kernel, static_cast<unsigned>(n_blocks), kGroupWarps * 32, smem, s, idx, pairs,
+                 n, static_cast<const int32_t*>(blk), perm, inv);
     cudaFreeAsync(blk, s);
     return cuda_status(cudaGetLastError(), "moe_group_cuda");
   }

@@ -78,15 +78,7 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
     a.rope[b] = k.rope;
     a.heads_total += a.heads[b];
   }
-  int64_t end = 0;
-  for (int k = 0; k < n_spans; ++k) {
-    if (spans[k].row0 != end || spans[k].rows < 0)
-      return Status::error("heads_norm_cuda: the spans must cover the rows in order without gaps (span " +
-                           std::to_string(k) + ")");
-    end += spans[k].rows;
-  }
-  if (end != rows) return Status::error("heads_norm_cuda: the spans cover " + std::to_string(end) + " of " +
-                                        std::to_string(rows) + " rows");
+  if (Status st = check_spans_cover(spans, n_spans, rows, "heads_norm_cuda"); !st.is_ok()) return st;
   for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
     a.spans = span_table(spans, n_spans, first);
     const int64_t warps = (a.spans.row_end[a.spans.n - 1] - a.spans.row0[0]) * a.heads_total;

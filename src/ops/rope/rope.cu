@@ -62,16 +62,8 @@ __global__ void rope_table_kernel(const float* inv_freq, int64_t half, int64_t f
 
 Status rope_table_cuda(const RopeSpan* spans, int n_spans, int64_t rows, int64_t half, const float* inv_freq,
                        void* table, cudaStream_t s) {
-  int64_t end = 0;
-  for (int k = 0; k < n_spans; ++k) {
-    if (spans[k].row0 != end || spans[k].rows < 0)
-      return Status::error("rope_table_cuda: the spans must cover the rows in order without gaps (span " +
-                           std::to_string(k) + ")");
-    end += spans[k].rows;
-  }
-  if (end != rows || half < 1)
-    return Status::error("rope_table_cuda: the spans cover " + std::to_string(end) + " of " + std::to_string(rows) +
-                         " rows (half " + std::to_string(half) + ")");
+  if (half < 1) return Status::error("rope_table_cuda: no rotated pairs (half " + std::to_string(half) + ")");
+  if (Status st = check_spans_cover(spans, n_spans, rows, "rope_table_cuda"); !st.is_ok()) return st;
   for (int first = 0; first < n_spans; first += kRopeSpansPerLaunch) {
     const SpanTable t = span_table(spans, n_spans, first);
     const int64_t total = (t.row_end[t.n - 1] - t.row0[0]) * half;

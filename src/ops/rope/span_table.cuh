@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ops/rope/rope_cuda.h"
 
@@ -25,6 +26,22 @@ inline SpanTable span_table(const RopeSpan* spans, int n_spans, int first) {
     t.shift[k] = sp.pos0 - sp.row0;
   }
   return t;
+}
+
+// An error naming `what` unless the spans cover rows [0, rows) in order without gaps (heads_norm_cuda,
+// rope_table_cuda: every row has a span).
+inline Status check_spans_cover(const RopeSpan* spans, int n_spans, int64_t rows, const char* what) {
+  int64_t end = 0;
+  for (int k = 0; k < n_spans; ++k) {
+    if (spans[k].row0 != end || spans[k].rows < 0)
+      return Status::error(std::string(what) + ": the spans must cover the rows in order without gaps (span " +
+                           std::to_string(k) + ")");
+    end += spans[k].rows;
+  }
+  if (end != rows)
+    return Status::error(std::string(what) + ": the spans cover " + std::to_string(end) + " of " +
+                         std::to_string(rows) + " rows");
+  return Status::ok();
 }
 
 // The span holding `row`, or -1 (spans in row order).
