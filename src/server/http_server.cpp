@@ -503,7 +503,8 @@ void HttpServer::stop(double grace_s) {
   }
   const auto all = [&s] { return std::list<std::shared_ptr<Connection>>(s.conns); };
   // Stop accepting and close the idle connections; answers in progress go on (their connections close after).
-  s.ask([&] {
+  // By value: an ask that times out leaves its function queued to run after this frame is gone.
+  s.ask([&s, all] {
     error_code ec;
     s.acceptor.close(ec);
     s.accept_retry.cancel();
@@ -513,16 +514,16 @@ void HttpServer::stop(double grace_s) {
   });
   const auto until = Clock::now() + seconds(grace_s);
   while (Clock::now() < until) {
-    if (s.pool.wait_idle(Clock::now()) && s.ask([&] { return s.conns.empty(); })) break;
+    if (s.pool.wait_idle(Clock::now()) && s.ask([&s] { return s.conns.empty(); })) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // What is left is shut down: its writes fail, its handlers return.
-  s.ask([&] {
+  s.ask([all] {
     for (const auto& c : all()) c->end();
     return true;
   });
   s.pool.wait_idle(Clock::time_point::max());
-  s.ask([&] {
+  s.ask([all] {
     for (const auto& c : all()) c->end();
     return true;
   });

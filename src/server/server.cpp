@@ -129,9 +129,13 @@ int Server::bind() { return http_->bind(opt_.host, opt_.port); }
 void Server::run() {
   worker_->start();
   http_->run();
+  // A stop from another thread ends the network loop before it returns itself: wait until it is through, so that
+  // the caller may destroy the server at once.
+  std::lock_guard<std::mutex> lock(stop_mu_);
 }
 
 void Server::stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
   stopping_ = true;
   worker_->stop();  // queued and running jobs are answered 503 ...
   http_->stop();    // ... and those answers go out before the connections close

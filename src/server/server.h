@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -54,7 +55,9 @@ class Server {
   // meanwhile; throws dg::Error when the generation failed.
   std::optional<double> warm_up();
   void run();   // starts the worker and serves until stop()
-  void stop();  // from any thread: queued and running jobs are answered 503, streams end, run() returns
+  // From any thread: queued and running jobs are answered 503, streams end, run() returns once the stop is through
+  // (the server may then be destroyed at once); a second stop() waits for the first.
+  void stop();
   std::string oplog_path() const { return oplog_ ? oplog_->path() : std::string(); }
   // The batch and the slots the server chose (or was given) and the memory behind them.
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -98,6 +101,7 @@ class Server {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_job_{1};
+  std::mutex stop_mu_;  // one stop() at a time; run() returns once it is through
   std::atomic<bool> stopping_{false};
   std::string id_prefix_;  // 64 random bits per process: response and call ids do not repeat across restarts
   int64_t started_ = 0;
