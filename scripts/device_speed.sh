@@ -93,7 +93,8 @@ n = len(j["tokens"])
 print(json.dumps({"event": "ask", "weights": sys.argv[1], "prompt_tokens": int(sys.argv[2]), "git_sha": sys.argv[3],
                   "new_tokens": n, "forwards": j["forwards"], "seconds": j["seconds"],
                   "committed_tok_per_s": n / j["seconds"], "first_block_s": j["first_block_seconds"],
-                  "options": sys.argv[4], "device": "NVIDIA H200", "path": "diffgemma ask --backend cuda --steps 16 --commit-trim-tau 0 (contract sampler, graphs, device decisions)"}))
+                  "prompt_s": j["timing"]["prompt_seconds"], "first_block_step_ends_s": j["first_block_step_ends_seconds"],
+                  "graphs": j["graphs"], "options": sys.argv[4], "device": "NVIDIA H200", "path": "diffgemma ask --backend cuda --steps 16 --commit-trim-tau 0 (contract sampler, graphs, device decisions)"}))
 EOF
   done
 fi
@@ -132,21 +133,24 @@ if has reference-long; then
 fi
 if has warmup; then
   # The first request's cost on `diffgemma serve` with and without --warmup: the full shape (DG_WARMUP_WEIGHTS,
-  # default fp8) with the marker tokenizer (carry .carry/marker-tokenizer.json.xz, scripts/make_marker_tokenizer.py),
-  # one client at a time, 1,024-token prompts, a one-block answer (256 tokens) at 16 steps, the reference sampler
-  # (every step runs on random weights); per server two requests in turn: the first and a later one.
+  # default fp8; DG_WARMUP_OPTS, serve options comma-separated, e.g. --vocab-act,fp8) with the marker tokenizer (carry
+  # .carry/marker-tokenizer.json.xz, scripts/make_marker_tokenizer.py), one client at a time, DG_WARMUP_PROMPT-token
+  # prompts (default 1,024; the first-block target is at 4,096), a one-block answer (256 tokens) at 16 steps,
+  # the reference sampler (every step runs on random weights); per server two requests in turn: the first and a later
+  # one.
   tok=/tmp/marker-tokenizer.json
   [ -s $tok ] || xz -dc .carry/marker-tokenizer.json.xz > $tok || echo "no .carry/marker-tokenizer.json.xz"
   for w in off on; do
     stamp "serve --warmup $w (synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8})"
-    $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok --ctx 2048 \
-      --port 8093 --warmup $w > /tmp/serve-$w.log 2>&1 &
+    wp=${DG_WARMUP_PROMPT:-1024}
+    $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok \
+      --ctx $((wp + 1024)) $(echo "${DG_WARMUP_OPTS:-}" | tr , ' ') --port 8093 --warmup $w > /tmp/serve-$w.log 2>&1 &
     pid=$!
     for i in $(seq 180); do grep -q "listening on" /tmp/serve-$w.log && break; sleep 1; done
     grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
     for r in first later; do
-      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens 1024 --max-tokens 256 --steps 16 \
-        --sampler reference --label "warmup-$w-$r" | tee -a "$OUT/warmup.jsonl"
+      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens $wp --max-tokens 256 --steps 16 \
+        --sampler reference --label "warmup-$w-$r-${wp}${DG_WARMUP_OPTS:+-$DG_WARMUP_OPTS}" | tee -a "$OUT/warmup.jsonl"
     done
     kill $pid; wait $pid 2>/dev/null
   done

@@ -24,6 +24,13 @@
 
 namespace dg {
 
+// What a backend's graphs cost on the host so far: captures (the step's ops enqueued into a capture), and making
+// them replayable (a first or changed topology instantiated, a same-topology capture updated in place).
+struct GraphStats {
+  uint64_t captures = 0, instantiations = 0, updates = 0;
+  double capture_s = 0, instantiate_s = 0, update_s = 0;
+};
+
 struct Precision {
   Storage act = Storage::kF32;  // stored activations (the reference model dtype)
   Storage kv = Storage::kF32;   // KV cache storage
@@ -182,6 +189,7 @@ class Backend {
   // How many captures have ended on this backend: a caller whose graph another caller's capture replaced since
   // (the backend keeps one) captures again.
   virtual uint64_t captures() const { return 0; }
+  virtual GraphStats graph_stats() const { return {}; }
   // Copies host ids into an existing ids tensor (same length) of this backend.
   virtual void ids_into(std::span<const int32_t> ids, Tensor& dst) { dst = this->ids(ids); }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -131,8 +132,12 @@ void run_ask(const AskOptions& o) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   double first_block = -1;  // seconds from the request (prefill included) to the first committed block
+  std::vector<double> first_block_steps;  // seconds from the request to the end of each step of the first block
   GenerateEvents ev;
-  ev.on_step = [&](const StepInfo& s, const StepView&) { progress.step(s); };
+  ev.on_step = [&](const StepInfo& s, const StepView&) {
+    if (first_block < 0) first_block_steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    progress.step(s);
+  };
   ev.step_rows = false;
   bool prompt_timed = false;
   ev.on_encoded = [&](size_t n) {
@@ -209,11 +214,18 @@ void run_ask(const AskOptions& o) {
     j["forwards"] = res.forwards;
     j["seconds"] = seconds;  // prefill and generation
     j["first_block_seconds"] = first_block;
+    // Where a one-shot request's first block goes (docs/PERFORMANCE.md, "First-use costs"): its steps' ends, and
+    // what the backend's graphs cost on the host over the whole generation.
+    j["first_block_step_ends_seconds"] = first_block_steps;
+    const GraphStats g = engine->backend().graph_stats();
+    j["graphs"] = {{"captures", g.captures}, {"instantiations", g.instantiations}, {"updates", g.updates},
+                   {"capture_seconds", g.capture_s}, {"instantiate_seconds", g.instantiate_s},
+                   {"update_seconds", g.update_s}};
     j["sampler"] = sampler_profile_name(opt.profile);
     j["seed"] = opt.seed;
     for (const BlockInfo& b : res.blocks)
-      j["blocks"].push_back({{"steps", b.steps}, {"stop", stop_rule_name(b.stop)}, {"kept", b.kept},
-                             {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed},
+      j["blocks"].push_back({{"steps", b.steps}, {"forwards", b.forwards}, {"stop", stop_rule_name(b.stop)},
+                             {"kept", b.kept}, {"canvas", b.canvas}, {"rerolls", b.rerolls}, {"trimmed", b.trimmed},
                              {"pad_gated", b.pad_gated}, {"constrained", b.constrained}});
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }

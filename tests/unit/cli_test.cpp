@@ -35,6 +35,13 @@ TEST(Cli, AskAnswersAndReportsJson) {
   EXPECT_GT(j["seconds"].get<double>(), 0.0);
   EXPECT_GT(j["first_block_seconds"].get<double>(), 0.0);
   EXPECT_LE(j["first_block_seconds"].get<double>(), j["seconds"].get<double>());
+  // The first block's steps end in order, the last of them by the block's commit; the CPU has no graphs.
+  const auto& ends = j["first_block_step_ends_seconds"];
+  ASSERT_EQ(ends.size(), j["blocks"][0]["forwards"].get<size_t>()) << ends;
+  for (size_t i = 1; i < ends.size(); ++i) EXPECT_LE(ends[i - 1].get<double>(), ends[i].get<double>());
+  EXPECT_LE(ends.back().get<double>(), j["first_block_seconds"].get<double>());
+  EXPECT_EQ(j["graphs"]["captures"], 0);
+  EXPECT_EQ(j["graphs"]["instantiations"], 0);
 }
 
 // The CUDA path switches (graphs, the experts' activations) are accepted by every model command; on the CPU and a

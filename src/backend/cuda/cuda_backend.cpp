@@ -202,6 +202,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void capture_end() override { graph_.end(stream_); }
   void launch_captured() override { graph_.launch(stream_); }
   uint64_t captures() const override { return graph_.captures(); }
+  GraphStats graph_stats() const override { return graph_.stats(); }
 
   void copy_to_host(const Tensor& t, float* dst) override { device_to_host_f32(t, dst, stream_); }
   void copy_from_host(const float* src, Tensor& t) override { host_f32_to_device(src, t, stream_); }

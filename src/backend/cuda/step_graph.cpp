@@ -13,16 +13,27 @@ StepGraph::~StepGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
 }
 
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 void StepGraph::begin(cudaStream_t s) {
+  begun_ = std::chrono::steady_clock::now();
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
 }
 
 void StepGraph::end(cudaStream_t s) {
   capturing_ = false;
-  ++captures_;
+  ++stats_.captures;
   cudaGraph_t g = nullptr;
   check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+  stats_.capture_s += seconds_since(begun_);
+  const auto t0 = std::chrono::steady_clock::now();
   bool updated = false;
   if (exec_ != nullptr) {
     cudaGraphExecUpdateResultInfo info{};
@@ -35,6 +46,8 @@ void StepGraph::end(cudaStream_t s) {
   }
   if (!updated) check(cudaGraphInstantiate(&exec_, g, 0), "cudaGraphInstantiate");
   check(cudaGraphDestroy(g), "cudaGraphDestroy");
+  (updated ? stats_.updates : stats_.instantiations) += 1;
+  (updated ? stats_.update_s : stats_.instantiate_s) += seconds_since(t0);
 }
 
 void StepGraph::launch(cudaStream_t s) {

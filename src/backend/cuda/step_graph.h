@@ -5,11 +5,14 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "backend/backend.h"
 
 namespace dg {
 
@@ -24,11 +27,13 @@ class StepGraph {
   void end(cudaStream_t s);     // ends the capture; the graph replaces the previous one
   void launch(cudaStream_t s);  // replays the last captured graph; an error if none was captured
   bool capturing() const { return capturing_; }
-  uint64_t captures() const { return captures_; }  // captures ended so far
+  uint64_t captures() const { return stats_.captures; }  // captures ended so far
+  const GraphStats& stats() const { return stats_; }
 
  private:
   bool capturing_ = false;
-  uint64_t captures_ = 0;
+  GraphStats stats_;
+  std::chrono::steady_clock::time_point begun_;
   cudaGraphExec_t exec_ = nullptr;
 };
 
