@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Packs the cuda-ci preset's diffgemma and dg_cuda_tests (stripped) with the shared libraries they need beyond glibc,
-# libstdc++ and CUDA into .carry/prebuilt.tar.xz (about 8 MB with xz -9e; -6 made 11 MB, which with the tracked tree and the marker tokenizer passed the 64 MiB a device call accepts), so a device run can skip its build:
+# libstdc++ and CUDA into .carry/prebuilt.tar.xz (about 8 MB with xz -9e; -6 made 11 MB, which with the tracked
+# tree and the marker tokenizer passed the 64 MiB a device call accepts), so a device run can skip its build:
 #   scripts/device_pack.sh && device run with carry [".carry/prebuilt.tar.xz", ".carry/git_sha"] and
 #   DG_PREBUILT=$PWD scripts/device_speed.sh
 set -euo pipefail
