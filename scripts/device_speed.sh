@@ -48,7 +48,7 @@ else
   test -x build/gpu/diffgemma || { echo "build failed"; exit 1; }
   dg=build/gpu/diffgemma tests_bin=build/gpu/tests/dg_cuda_tests
 fi
-packs="${DG_PACKS:-fp8 fp8-a16@--expert-act,bf16 q4}"
+packs="${DG_PACKS-fp8 fp8-a16@--expert-act,bf16 q4}"  # empty: none (the CPU smoketests skipped)
 pack_dir() { local n=${1%%@*}; n=${n%-a16}; echo "/tmp/tiny-${n%-v8}"; }  # fp8-a16, fp8-v8: the fp8 pack
 pack_opts() { [[ "$1" == *@* ]] && echo "${1#*@}" | tr , ' '; }
 if has tests; then

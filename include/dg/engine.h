@@ -32,6 +32,7 @@ struct EngineOptions {
   bool check_tensors = false;    // check that every weight is finite before use
   bool verify = false;           // check a .dgq pack's per-tensor checksums before use
   bool graphs = true;            // CUDA: denoise steps replay captured graphs
+  bool early_capture = true;     // CUDA: a block's graph captured while its first step runs
   std::string expert_act = "auto";      // the experts' activation operand: auto | bf16 | fp8
   std::string linear_act = "auto";      // fp8 linears' activation operand: auto | bf16 | fp8
   std::string vocab_act = "bf16";  // the vocabulary products' operands: bf16 | fp8 | fp8-lm-head (E4M3 table copies)

@@ -45,6 +45,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
                 "CUDA: replay denoise steps through captured graphs (default); --no-graphs issues every step op by op "
                 "(slower; for A/B and diagnosis)")
       ->check(switch_value());
+  cmd->add_flag("--early-capture,!--no-early-capture", o.early_capture,
+                "CUDA: capture a block's graphed steps while its first step runs on the device (default); "
+                "--no-early-capture captures them after it (A/B, the same tokens)")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o.expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
                   "otherwise) | bf16 | fp8")
@@ -80,6 +84,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.check_tensors = o.check_tensors;
   e.verify = o.verify;
   e.graphs = o.graphs;
+  e.early_capture = o.early_capture;
   e.expert_act = o.expert_act;
   e.linear_act = o.linear_act;
   e.vocab_act = o.vocab_act;

@@ -25,6 +25,7 @@ struct ModelOptions {
   bool check_tensors = false;
   bool verify = false;
   bool graphs = true;
+  bool early_capture = true;
   std::string expert_act = "auto";
   std::string linear_act = "auto";
   std::string vocab_act = "bf16";

@@ -40,6 +40,7 @@ struct BenchOptions {
   int denoise_steps = 8;   // timed denoise forwards per context
   int64_t prefill_chunk = 4096;
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
+  bool early_capture = true;  // a block's graph captured while its first step runs (as ask, chat and serve do)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   std::string linear_act = "auto";  // fp8 linears' activation operand (linear_act_fp8)
   std::string vocab_act = "bf16";   // the vocabulary products' operands (vocab_act_fp8)
@@ -183,6 +184,7 @@ void run_bench(const BenchOptions& o) {
   eo.backend = o.backend;
   eo.prefill_chunk = o.prefill_chunk;
   eo.graphs = o.graphs;
+  eo.early_capture = o.early_capture;
   eo.expert_act = o.expert_act;
   eo.linear_act = o.linear_act;
   eo.vocab_act = o.vocab_act;
@@ -197,9 +199,9 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table", o.kernels.rope_table}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
@@ -336,6 +338,10 @@ void register_bench(CLI::App& app) {
                 "replay denoise steps through CUDA graphs, as ask, chat and serve do (default; needs a MoE kernel "
                 "other than cublas); --no-graphs issues them op by op")
       ->check(switch_value());
+  cmd->add_flag("--early-capture,!--no-early-capture", o->early_capture,
+                "capture a block's graphed steps while its first step runs on the device, as ask, chat and serve do "
+                "(default); --no-early-capture captures them after it (A/B)")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")
       ->check(CLI::IsMember({"auto", "bf16", "fp8"}))
@@ -414,13 +420,14 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
                 "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)")
       ->check(switch_value());
-  cmd->add_flag("--rope-table,!--no-rope-table", o->kernels.rope_table,
-                "CUDA per-head norms: each row's rotation computed once into a table its heads read, instead of a "
-                "sincos per head and element (A/B, the same bits; default off)")
-      ->check(switch_value());
+  cmd->add_option("--rope-table-rows", o->kernels.rope_table_rows,
+                  "CUDA per-head norms of calls of at least this many rows: each row's rotation computed once into a "
+                  "table its heads read, instead of a sincos per head and element (the same bits; 0: every call)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,
                 "CUDA MoE grouping of more than 8,192 routed pairs: blocks of 2,048 pairs in three launches instead "
-                "of one block (A/B, the same result; default off)")
+                "of one block (default; the same result); --no-moe-group-blocks: one block (A/B)")
       ->check(switch_value());
   cmd->add_flag("!--q4-disk-layout", o->kernels.q4_kernel_layout,
                 "CUDA q4 weights: keep the pack's layout and its conversion instead of the kernel layout made at "

@@ -35,14 +35,31 @@ void ModelBatchDenoiser::denoise_graphed(const BatchItem& it) {
   if (logits_.empty() || logits_.shape[0] < chunk) logits_ = be.alloc_f32(Shape{chunk, V});
   Tensor logits = row_slice(logits_, 0, n);
   Tensor& tempered = tempered_.at(it.seq);
-  const ScInput sc{ScKind::kLogits, &tempered, it.step.sparse_cutoff};
-  const StepGraphKey key{it.kv, ids_.data, tempered.data, logits.data, it.kv->len(), n, it.step.sparse_cutoff};
-  graph_.run(be, key, [&] { m_.denoise_ids(*it.kv, ids_, sc, logits); });
+  graph_step(it, logits, tempered, true);
   last_y_ = Tensor{};
   last_rows_.clear();
   be.stage("sampler");
   be.row_stats(logits, it.step.temperature, tempered, it.stats);
   if (!it.step.u.empty()) be.categorical(logits, it.step.temperature, it.step.u, it.drawn);
+}
+
+void ModelBatchDenoiser::graph_step(const BatchItem& it, const Tensor& logits, Tensor& tempered, bool launch) {
+  Backend& be = m_.backend();
+  const ScInput sc{ScKind::kLogits, &tempered, it.step.sparse_cutoff};
+  const StepGraphKey key{it.kv, ids_.data, tempered.data, logits.data, it.kv->len(), logits.shape[0],
+                         it.step.sparse_cutoff};
+  Tensor out = logits;
+  const auto forward = [&] { m_.denoise_ids(*it.kv, ids_, sc, out); };
+  if (launch) graph_.run(be, key, forward);
+  else graph_.prepare(be, key, forward);
+}
+
+void ModelBatchDenoiser::capture_ahead(const BatchItem& it, const Tensor& logits, Tensor& tempered) {
+  Backend& be = m_.backend();
+  if (!m_.graphs() || !m_.early_capture() || !be.can_capture() || it.keep_rows) return;
+  const auto n = static_cast<int64_t>(it.step.canvas.size());
+  if (ids_.empty() || ids_.numel() != n) ids_ = be.ids(it.step.canvas);  // the contents are refreshed at launch
+  graph_step(it, logits, tempered, false);
 }
 
 void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
@@ -99,6 +116,7 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
       const Tensor part = row_slice(logits, at, n);
       Tensor& tempered = tempered_[it.seq];
       if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc_tempered(Shape{n, V});
+      if (items.size() == 1 && it.step.kind != ScKind::kLogits) capture_ahead(it, part, tempered);
       be.row_stats(part, it.step.temperature, tempered, it.stats);
       if (!it.step.u.empty()) be.categorical(part, it.step.temperature, it.step.u, it.drawn);
       at += n;

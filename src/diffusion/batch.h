@@ -70,6 +70,11 @@ class ModelBatchDenoiser final : public BatchDenoiser {
  private:
   bool graphed(std::span<const BatchItem> items) const;
   void denoise_graphed(const BatchItem& it);  // one sequence through CapturedStep, then its statistics and draws
+  // A lone sequence's ungraphed step (a block's first) issued, its next steps' graph captured before the statistics
+  // wait for the device (Model::early_capture).
+  void capture_ahead(const BatchItem& it, const Tensor& logits, Tensor& tempered);
+  // The graphed step of `it` (n canvas rows) from ids_ into logits, self-conditioned on tempered.
+  void graph_step(const BatchItem& it, const Tensor& logits, Tensor& tempered, bool launch);
 
   const Model& m_;
   int64_t logit_rows_;

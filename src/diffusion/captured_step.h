@@ -25,14 +25,20 @@ class CapturedStep {
  public:
   // Runs `forward` through the graph of `key`, capturing it first where needed. The backend must can_capture().
   void run(Backend& be, const StepGraphKey& key, const std::function<void()>& forward) {
-    if (!(key == key_) || be.captures() != capture_) {
-      be.capture_begin();
-      forward();
-      be.capture_end();
-      key_ = key;
-      capture_ = be.captures();
-    }
+    prepare(be, key, forward);
     be.launch_captured();
+  }
+
+  // Captures the graph of `key` where needed without launching it, so that a run() with the same key only launches.
+  // A block's first step calls it for the next step while the GPU still works on the first (docs/CUDA.md, "Early
+  // capture"): the capture's host time then overlaps the device's work instead of leaving the device idle.
+  void prepare(Backend& be, const StepGraphKey& key, const std::function<void()>& forward) {
+    if (key == key_ && be.captures() == capture_) return;
+    be.capture_begin();
+    forward();
+    be.capture_end();
+    key_ = key;
+    capture_ = be.captures();
   }
 
  private:

@@ -31,12 +31,23 @@ void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kin
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc_tempered(Shape{rows, V});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
-  if (graphs_ && kind == ScKind::kLogits && be.can_capture()) {
-    const StepGraphKey key{&kv, ids.data, tempered_.data, logits_.data, kv.len(), rows, sparse_cutoff};
-    graph_.run(be, key, [&] { m_.denoise_ids(kv, ids, sc, logits_); });
-  } else {
-    m_.denoise_ids(kv, ids, sc, logits_);
+  if (graphed(kind)) {
+    graph_.run(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, sc, logits_); });
+    return;
   }
+  m_.denoise_ids(kv, ids, sc, logits_);
+  if (m_.early_capture() && graphed(ScKind::kLogits)) {  // the block's next steps, captured while this one runs
+    const ScInput next{ScKind::kLogits, &tempered_, sparse_cutoff};
+    graph_.prepare(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, next, logits_); });
+  }
+}
+
+bool ModelDenoiser::graphed(ScKind kind) const {
+  return graphs_ && kind == ScKind::kLogits && m_.backend().can_capture();
+}
+
+StepGraphKey ModelDenoiser::graph_key(const KvCache& kv, const Tensor& ids, float sparse_cutoff) const {
+  return StepGraphKey{&kv, ids.data, tempered_.data, logits_.data, kv.len(), ids.numel(), sparse_cutoff};
 }
 
 void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,

@@ -137,8 +137,12 @@ class ModelDenoiser final : public Denoiser {
   void set_graphs(bool on) { graphs_ = on; }
 
  private:
-  // The step's forward into logits_ from ids already on the backend (through the graph where one applies).
+  // The step's forward into logits_ from ids already on the backend (through the graph where one applies). After a
+  // block's first step (not graphed) is issued, the graph of the steps after it is captured (Model::early_capture).
   void forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff);
+  // Whether a step of this kind, rows and cutoff runs through the graph, and the graph's key for it.
+  bool graphed(ScKind kind) const;
+  StepGraphKey graph_key(const KvCache& kv, const Tensor& ids, float sparse_cutoff) const;
 
   const Model& m_;
   bool graphs_;

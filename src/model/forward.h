@@ -70,6 +70,10 @@ class Model {
   // of every ModelDenoiser (ask, chat, serve, bench); --no-graphs turns it off.
   void set_graphs(bool on) { graphs_ = on; }
   bool graphs() const { return graphs_; }
+  // Whether those denoisers capture a block's graphed step while its first (ungraphed) step runs on the device,
+  // instead of after it (docs/CUDA.md, "Early capture"); --no-early-capture turns it off (A/B, the same tokens).
+  void set_early_capture(bool on) { early_capture_ = on; }
+  bool early_capture() const { return early_capture_; }
   // Top-k sparse attention on the full-attention layers, prefill and denoise alike (src/ops/attention/
   // attention_topk.h; --attention-topk); off (dense) by default. Sliding layers are never affected.
   void set_attention_topk(const AttnTopk& topk);
@@ -131,6 +135,7 @@ class Model {
   std::vector<std::vector<float>> inv_freq_;  // per layer, [head_dim / 2]
   int64_t prefill_chunk_ = 4096;
   bool graphs_ = true;
+  bool early_capture_ = true;
   AttnTopk attn_topk_;
 };
 

@@ -80,8 +80,9 @@ TEST(CudaBatchedDenoise, OneAttentionLaunchMatchesEachSequenceAlone) {
 }
 
 // Three steps of one sequence through the batched denoiser (steps 2 and 3 alone and self-conditioned on logits: the
-// graphed single-sequence forward), recording every row's statistics.
-std::vector<RowStats> three_steps(ModelRig& e, bool interleave) {
+// graphed single-sequence forward), recording every row's statistics; first_captures, when given, gets the backend's
+// captures during the first step.
+std::vector<RowStats> three_steps(ModelRig& e, bool interleave, uint64_t* first_captures = nullptr) {
   const ModelConfig& cfg = e.ck.config;
   const int64_t C = cfg.canvas;
   ModelBatchDenoiser d(*e.model);
@@ -94,7 +95,9 @@ std::vector<RowStats> three_steps(ModelRig& e, bool interleave) {
   for (int step = 0; step < 3; ++step) {
     const std::vector<int32_t> canvas = pattern_ids(static_cast<int>(C), 10 + step, cfg.vocab);
     BatchItem it{seq, &kv, StepRequest{canvas, step == 0 ? ScKind::kZero : ScKind::kLogits, 0.8f}, stats.data()};
+    const uint64_t before = e.be->captures();
     d.denoise(std::span<const BatchItem>(&it, 1));
+    if (step == 0 && first_captures != nullptr) *first_captures = e.be->captures() - before;
     all.insert(all.end(), stats.begin(), stats.end());
     if (interleave) {  // another caller's graphed steps replace the backend's graph between these steps
       std::vector<RowStats> s2(static_cast<size_t>(C));
@@ -123,6 +126,26 @@ TEST(CudaBatchedDenoise, OneSequenceStepsSurviveAnotherCallersGraph) {
   const uint64_t before = e.be->captures();
   three_steps(e, false);
   EXPECT_GT(e.be->captures(), before) << "the single-sequence steps should run through a captured graph";
+}
+
+// A lone sequence's first step captures the graph of the steps after it before its statistics are read
+// (Model::early_capture); without early capture the second step captures it. The statistics are the same.
+TEST(CudaBatchedDenoise, EarlyCaptureHappensDuringTheFirstStep) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda");
+  uint64_t early_captures = 0, late_captures = 0;
+  e.model->set_early_capture(false);
+  const std::vector<RowStats> late = three_steps(e, false, &late_captures);
+  e.model->set_early_capture(true);
+  const std::vector<RowStats> early = three_steps(e, false, &early_captures);
+  EXPECT_EQ(late_captures, 0u);
+  EXPECT_EQ(early_captures, 1u);
+  ASSERT_EQ(early.size(), late.size());
+  for (size_t i = 0; i < early.size(); ++i) {
+    ASSERT_EQ(early[i].argmax, late[i].argmax) << "row " << i;
+    ASSERT_EQ(early[i].p_max, late[i].p_max) << "row " << i;
+    ASSERT_EQ(early[i].entropy, late[i].entropy) << "row " << i;
+  }
 }
 
 }  // namespace cuda_batch_test

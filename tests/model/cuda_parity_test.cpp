@@ -219,6 +219,42 @@ TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
 }
 
+// A block's graphed steps are captured while its first step runs (Model::early_capture): when the first step's
+// decision is known, the first block's graph is already captured; without early capture the second step captures
+// it. The same tokens either way, with decisions on the device and on the host.
+TEST(CudaParity, EarlyCaptureGivesTheSameTokens) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda");
+  ASSERT_TRUE(gpu.be->can_capture());
+  SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
+  o.max_new_tokens = 96;
+  o.steps = 6;
+  o.seed = 4;
+  for (const bool host : {false, true}) {
+    o.host_decisions = host;
+    auto run = [&](bool early, uint64_t& at_first_step) {
+      gpu.model->set_early_capture(early);
+      KvCache kv = gpu.new_cache(1024);
+      ModelDenoiser d(*gpu.model);
+      const uint64_t base = gpu.be->captures();
+      at_first_step = 99;
+      GenerateEvents ev;
+      ev.step_rows = false;
+      ev.on_step = [&](const StepInfo& s, const StepView&) {
+        if (s.block == 0 && s.step == 1) at_first_step = gpu.be->captures() - base;
+      };
+      return generate(d, kv, std::vector<int32_t>{2, 105, 30, 40, 50, 60, 70}, o, &ev);
+    };
+    uint64_t early_at = 0, late_at = 0;
+    const GenerateResult early = run(true, early_at), late = run(false, late_at);
+    EXPECT_EQ(early.committed, late.committed) << (host ? "host" : "device") << " decisions";
+    EXPECT_EQ(early.forwards, late.forwards);
+    EXPECT_EQ(early_at, 1u) << (host ? "host" : "device") << " decisions";
+    EXPECT_EQ(late_at, 0u) << (host ? "host" : "device") << " decisions";
+  }
+  gpu.model->set_early_capture(true);
+}
+
 }  // namespace cuda_parity_test
 }  // namespace dg::test
 #endif

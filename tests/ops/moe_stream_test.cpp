@@ -11,6 +11,8 @@
 #include <cstring>
 #include <iostream>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
@@ -83,6 +85,8 @@ Routing group(std::vector<int32_t> idx, int64_t n_exp) {
 
 // Each of `rows` rows picks top_k distinct experts uniformly at random.
 Routing route_random(int64_t rows, int top_k, int64_t n_exp, uint64_t seed) {
+  if (top_k > n_exp)  // distinct experts per row: no such routing (the draw below would never end)
+    throw std::invalid_argument("route_random: top " + std::to_string(top_k) + " of " + std::to_string(n_exp));
   Lcg rng(seed);
   std::vector<int32_t> idx;
   for (int64_t r = 0; r < rows; ++r) {
@@ -469,10 +473,11 @@ TEST(MoeGroupCuda, MatchesTheStableHostSort) {
     int top_k;
     int64_t n_exp;
   };
-  // One block up to 8,192 pairs; past it blocks of 2,048 (the last one partial: 8,200 and 21,007 pairs).
+  // One block up to 8,192 pairs; past it blocks of 2,048 (the last one partial: 8,200 and 21,007 pairs; 10,000 all
+  // on one expert).
   for (const Case& c : {Case{0, 8, 128}, Case{1, 1, 1}, Case{37, 3, 5}, Case{256, 8, 128}, Case{1024, 8, 128},
                         Case{1025, 8, 128}, Case{3001, 7, 100}, Case{4096, 8, 128}, Case{8192, 8, 128},
-                        Case{100, 4, 256}, Case{300, 6, 300}, Case{1000, 1, 1}, Case{5000, 2, 1}}) {
+                        Case{100, 4, 256}, Case{300, 6, 300}, Case{1000, 1, 1}, Case{10000, 1, 1}}) {
     const int64_t pairs = c.rows * c.top_k;
     const Routing want = route_random(c.rows, c.top_k, c.n_exp, 41 + static_cast<uint64_t>(pairs));
     const DeviceBuf didx(want.idx), counts(static_cast<size_t>(c.n_exp) * 4);

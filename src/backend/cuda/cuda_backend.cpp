@@ -252,7 +252,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
                  Tensor& vn) override {
     const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
     if (!kernels_.fused_norms || !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm,
-                                                 spans, qn, kn, vn, products, kernels_.rope_table))
+                                                 spans, qn, kn, vn, products, a.shape[0] >= kernels_.rope_table_rows))
       Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn);
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {

@@ -55,12 +55,14 @@ struct CudaKernels {
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
-  // The fused per-head norms read each row's rotation from a table made once per call (rope_table_cuda) instead of
-  // every head computing its sincos (A/B, the same bits; off until measured on the GPU)
-  bool rope_table = false;
+  // The fused per-head norms of calls of at least this many rows read each row's rotation from a table made once per
+  // call (rope_table_cuda) instead of every head computing its sincos (the same bits). Measured on the H200: the
+  // 32-canvas step's attention stage 38.75 -> 37.65 ms, the single canvas's step 12.24 -> 12.34 (the table's launch
+  // costs more than the sincos it saves at 256 rows); docs/PERFORMANCE.md, fourteenth session
+  int64_t rope_table_rows = 1024;
   // The MoE grouping of more than 8,192 routed pairs (batched steps, prefill) by blocks of 2,048 pairs in three
-  // launches instead of one block (A/B, the same result; off until measured on the GPU)
-  bool moe_group_blocks = false;
+  // launches instead of one block (the same result): the 32-canvas step's MoE glue 13.1 -> 9.0 ms on the H200
+  bool moe_group_blocks = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
