@@ -1,7 +1,7 @@
 // W8A8 dense products on the e4m3 tensor cores (sm_89+) through cuBLASLt: the f32 sums of x_codes · w_codesᵀ, to
 // which the caller applies the activation row's and the weight row's scales (rowscaled_epilogue_cuda; cuBLASLt 13's
 // outer-vector scaling is refused on the H200, status 7). The linears of fp8 weights run this when their
-// activations are fp8 too (`--linear-act`, docs/PERFORMANCE.md, "The tenth session").
+// activations are fp8 too (`--linear-act`, docs/PERFORMANCE-EARLIER.md, "The tenth session").
 #pragma once
 
 #include <cublasLt.h>
