@@ -146,11 +146,12 @@ if has warmup; then
     $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok \
       --ctx $((wp + 1024)) $(echo "${DG_WARMUP_OPTS:-}" | tr , ' ') --port 8093 --warmup $w > /tmp/serve-$w.log 2>&1 &
     pid=$!
-    for i in $(seq 180); do grep -q "listening on" /tmp/serve-$w.log && break; sleep 1; done
+    for i in $(seq 180); do grep -qs "listening on" /tmp/serve-$w.log && break; sleep 1; done
     grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
     for r in first later; do
-      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens $wp --max-tokens 256 --steps 16 \
-        --sampler reference --label "warmup-$w-$r-${wp}${DG_WARMUP_OPTS:+-$DG_WARMUP_OPTS}" | tee -a "$OUT/warmup.jsonl"
+      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens $wp --max-tokens 256 \
+        --steps 16 --sampler reference --label "warmup-$w-$r-${wp}${DG_WARMUP_OPTS:+-$DG_WARMUP_OPTS}" \
+        | tee -a "$OUT/warmup.jsonl"
     done
     kill $pid; wait $pid 2>/dev/null
   done
