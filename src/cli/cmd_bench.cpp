@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -73,14 +72,6 @@ std::string git_sha() {
   std::string s(buf, n);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s.empty() ? "unknown" : s;
-}
-
-// A kernel-choice table (backend/cuda/cuda_kernels.h) as CLI11's name -> value map.
-template <class E, size_t N>
-std::map<std::string, E> choices(const std::array<std::pair<std::string_view, E>, N>& names) {
-  std::map<std::string, E> m;
-  for (const auto& [n, v] : names) m.emplace(n, v);
-  return m;
 }
 
 double now_s() {
@@ -386,9 +377,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "weights and token seed")->check(non_negative_int())->capture_default_str();
   cmd->add_option("--out", o->out, "also append the JSON lines to this file (e.g. bench/results/h200.jsonl)");
   cmd->add_option("--label", o->label, "free text recorded with every line");
-  cmd->add_option("--attention", o->kernels.attention, "CUDA attention kernel: flash | gemm | warp")
-      ->transform(CLI::CheckedTransformer(choices(kAttentionKernelNames)))
-      ->default_str("flash");
+  add_choice(cmd, "--attention", o->kernels.attention, kAttentionKernelNames,
+             "CUDA attention kernel: flash | gemm | warp");
   cmd->add_option("--attention-cols", o->kernels.attention_cols,
                   "--attention flash: output columns per block, 128 | 256 (head dims above it recompute the scores "
                   "once per slice)")
@@ -399,24 +389,18 @@ void register_bench(CLI::App& app) {
                   "warps take the whole head, the scores computed once)")
       ->check(CLI::IsMember({0, 256, 512}))
       ->capture_default_str();
-  cmd->add_option("--attention-segments", o->kernels.attention_segments,
-                  "CUDA batched steps (--serve): one flash launch over every sequence (one), one call per sequence "
-                  "(each), or one launch when the sequences' tiles fill the GPU (auto)")
-      ->transform(CLI::CheckedTransformer(choices(kSegmentsModeNames)))
-      ->default_str("auto");
-  cmd->add_option("--moe", o->kernels.moe,
-                  "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
-                  "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
-                  "experts: large batches; other packed experts stream as with stream) | auto (calls of at least "
-                  "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, cublas for other unpacked experts outside "
-                  "graph captures; stream otherwise)")
-      ->transform(CLI::CheckedTransformer(choices(kMoeKernelNames)))
-      ->default_str("auto");
-  cmd->add_option("--decide", o->kernels.decide,
-                  "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
-                  "per step) | host (row statistics and draws read every step; A/B, same tokens)")
-      ->transform(CLI::CheckedTransformer(choices(kDecideModeNames)))
-      ->default_str("device");
+  add_choice(cmd, "--attention-segments", o->kernels.attention_segments, kSegmentsModeNames,
+             "CUDA batched steps (--serve): one flash launch over every sequence (one), one call per sequence "
+             "(each), or one launch when the sequences' tiles fill the GPU (auto)");
+  add_choice(cmd, "--moe", o->kernels.moe, kMoeKernelNames,
+             "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
+             "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
+             "experts: large batches; other packed experts stream as with stream) | auto (calls of at least "
+             "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, cublas for other unpacked experts outside "
+             "graph captures; stream otherwise)");
+  add_choice(cmd, "--decide", o->kernels.decide, kDecideModeNames,
+             "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
+             "per step) | host (row statistics and draws read every step; A/B, same tokens)");
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
                 "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)")
       ->check(switch_value());
@@ -433,11 +417,9 @@ void register_bench(CLI::App& app) {
                 "CUDA q4 weights: keep the pack's layout and its conversion instead of the kernel layout made at "
                 "upload (A/B of the q4 streaming kernels)")
       ->check(switch_value());
-  cmd->add_option("--attention-wgmma", o->kernels.attention_wgmma,
-                  "--attention flash, head dims 256 and 512: the Hopper wgmma blocks: "
-                  "auto (where the device runs the sm_90a code), on (an error elsewhere), off")
-      ->transform(CLI::CheckedTransformer(choices(kWgmmaModeNames)))
-      ->default_str("auto");
+  add_choice(cmd, "--attention-wgmma", o->kernels.attention_wgmma, kWgmmaModeNames,
+             "--attention flash, head dims 256 and 512: the Hopper wgmma blocks: "
+             "auto (where the device runs the sm_90a code), on (an error elsewhere), off");
   cmd->add_flag("--pdl,!--no-pdl", o->kernels.pdl,
                 "CUDA (compute capability 9.0+): programmatic dependent launch, each kernel's blocks launched while "
                 "the one before it finishes (A/B; default off)")

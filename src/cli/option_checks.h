@@ -4,7 +4,12 @@
 // or the profile's default applies; every given value is checked.
 #pragma once
 
+#include <array>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -24,6 +29,24 @@ const char* vocab_act_help();
 // A switch (add_flag): bare, or given a boolean (--graphs=false, --no-graphs=on); a count such as --no-graphs=2
 // means nothing for a switch.
 CLI::Validator switch_value();
+
+// An option that takes one of `names` (a choice table such as src/backend/cuda/cuda_kernels.h's) and sets `target`:
+// the help lists the names and the default, a value outside them is a usage error that lists them.
+template <class E, size_t N>
+CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, E& target,
+                        const std::array<std::pair<std::string_view, E>, N>& names, const std::string& help) {
+  std::vector<std::string> list;
+  std::string now;
+  for (const auto& [n, v] : names) {
+    list.emplace_back(n);
+    if (v == target) now = n;
+  }
+  const auto set = [&target, &names](const std::string& s) {
+    for (const auto& [n, v] : names)
+      if (n == s) target = v;
+  };
+  return cmd->add_option_function<std::string>(flag, set, help)->check(CLI::IsMember(list))->default_str(now);
+}
 
 // --threads: unset -> 0 (the CPUs this process may use); a count above them is clamped to them with a warning on
 // stderr (threads beyond the usable CPUs only switch between each other; tens of thousands exhaust the host).

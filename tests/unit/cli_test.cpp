@@ -2,6 +2,8 @@
 // info, tokenize round trips, --help, and clear non-zero exits on bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -129,12 +131,31 @@ TEST(Cli, TokenizeRoundTrips) {
   EXPECT_EQ(back.out, "Hello world, héllo 🚀\n");
 }
 
+// Every command's --help: exit 0, a usage line, and plain text (no control characters but newlines: the kernel
+// choices of bench once printed their enum values as raw bytes).
 TEST(Cli, HelpEverywhere) {
-  for (const char* cmd : {"--help", "ask --help", "info --help", "tokenize --help"}) {
+  for (const char* cmd : {"--help", "ask --help", "chat --help", "info --help", "tokenize --help", "bench --help",
+                          "smoketest --help", "quantize --help", "serve --help", "replay --help", "golden --help",
+                          "campaign --help", "verify --help"}) {
     const Result r = run(cmd);
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
+    const auto bad = std::find_if(r.out.begin(), r.out.end(), [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return (u < 0x20 && c != '\n') || u == 0x7f;
+    });
+    EXPECT_EQ(bad, r.out.end()) << cmd << ": a control character at " << (bad - r.out.begin());
   }
+  const Result bench = run("bench --help");
+  EXPECT_NE(bench.out.find("{auto,stream,cublas,wmma,wide}"), std::string::npos) << bench.out;
+}
+
+// A kernel choice outside its names is a usage error that lists them; a name sets it.
+TEST(Cli, BenchKernelChoicesAreCheckedByName) {
+  const Result bad = run("bench " + model() + " --backend cpu --moe fast --skip-generate");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--moe"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("wide"), std::string::npos) << bad.out;
 }
 
 // The batched load benchmark on the CPU with the embedded model: one record per stream count with every request's
