@@ -14,7 +14,8 @@
 #          its commit-time trim, which random weights would fire on every row), the JSON with its timings
 #   serve  bench --serve at DG_STREAMS concurrent requests (1,024-token prompts, 512 new tokens, 16 steps), for each
 #          "label:options" of DG_SERVE (default "serve:", the defaults; e.g. "wide:--moe,wide")
-#   warmup serve's first request with --warmup off and on (scripts/serve_load.py, one client; below)
+#   warmup serve's first request with --warmup off and on (scripts/serve_load.py, one client; below), with the
+#          server's op-log (oplog-off.jsonl, oplog-on.jsonl: the worker's timeline of each request, no content)
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
 #   reference-long  transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with DG_REFERENCE_ATTN
@@ -144,7 +145,8 @@ if has warmup; then
     stamp "serve --warmup $w (synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8})"
     wp=${DG_WARMUP_PROMPT:-1024}
     $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok \
-      --ctx $((wp + 1024)) $(echo "${DG_WARMUP_OPTS:-}" | tr , ' ') --port 8093 --warmup $w > /tmp/serve-$w.log 2>&1 &
+      --ctx $((wp + 1024)) $(echo "${DG_WARMUP_OPTS:-}" | tr , ' ') --port 8093 --warmup $w \
+      --log-dir /tmp/oplog-$w --log-without-content > /tmp/serve-$w.log 2>&1 &
     pid=$!
     for i in $(seq 180); do grep -qs "listening on" /tmp/serve-$w.log && break; sleep 1; done
     grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
@@ -154,6 +156,7 @@ if has warmup; then
         | tee -a "$OUT/warmup.jsonl"
     done
     kill $pid; wait $pid 2>/dev/null
+    cat /tmp/oplog-$w/ops-*.jsonl > "$OUT/oplog-$w.jsonl" 2>/dev/null  # the worker's timeline ("t" of each record)
   done
 fi
 if has smoke; then

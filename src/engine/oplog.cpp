@@ -30,18 +30,17 @@ OpLog::~OpLog() {
 }
 
 void OpLog::write(const Json& record) {
-  std::string line;
-  if (content_) {
-    line = record.dump(-1, ' ', false, Json::error_handler_t::replace);
-  } else {
-    Json r = record;
+  Json r = record;
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opened_);
+  r["t"] = static_cast<double>(us.count()) / 1e6;
+  if (!content_) {
     for (const char* key : {"append", "ids"}) {
       if (!r.contains(key)) continue;
       r[std::string(key) + "_count"] = r[key].size();
       r.erase(key);
     }
-    line = r.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
+  std::string line = r.dump(-1, ' ', false, Json::error_handler_t::replace);
   line += '\n';
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t at = 0; at < line.size();) {

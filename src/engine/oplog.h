@@ -16,6 +16,7 @@
 // (`append_count`, `ids_count`), the open record says "content": false, and the log cannot be replayed.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -34,7 +35,9 @@ class OpLog {
   ~OpLog();
   OpLog(const OpLog&) = delete;
   OpLog& operator=(const OpLog&) = delete;
-  void write(const Json& record);  // one line, written through (a crash keeps every record before it)
+  // One line, written through (a crash keeps every record before it), with "t": seconds since the log was opened
+  // (steady clock, to the microsecond), so a log also says where a request's time went.
+  void write(const Json& record);
   const std::string& path() const { return path_; }
   bool content() const { return content_; }
 
@@ -43,6 +46,7 @@ class OpLog {
   std::string path_;
   bool content_ = true;
   int fd_ = -1;
+  std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
 
 // The first record of a log: what replay needs to open the same engine and sessions.

@@ -1,6 +1,7 @@
 #include "serving/worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 
 #include <fmt/format.h>
@@ -134,7 +135,8 @@ int Worker::open_slot(Job& job) {
   OpLog* oplog = oplog_of(job);
   if (oplog != nullptr)
     oplog->write({{"op", "route"}, {"job", job.id}, {"slot", r.slot}, {"why", r.why}, {"common", r.common},
-                  {"held", r.held}, {"prompt", job.spec.prompt.size()}});
+                  {"held", r.held}, {"prompt", job.spec.prompt.size()},
+                  {"queued", std::chrono::duration<double>(Clock::now() - job.enqueued).count()}});
   if (r.clear) {
     pool_.session(r.slot).clear();
     if (oplog != nullptr) oplog->write({{"op", "clear"}, {"job", job.id}, {"slot", r.slot}});

@@ -63,6 +63,20 @@ TEST(OpLog, AServerSessionReplaysIdenticallyAndAChangedTokenIsFound) {
   bool cancelled = false;
   for (const std::string& l : lines) cancelled = cancelled || l.find("\"finish\":\"cancelled\"") != std::string::npos;
   EXPECT_TRUE(cancelled) << "the hung-up generation is in the log as cancelled";
+  // Every record says when it was written (seconds since the log opened, in order); a route how long its job queued.
+  double t = 0;
+  int routes = 0;
+  for (const std::string& l : lines) {
+    const json j = json::parse(l);
+    ASSERT_TRUE(j.contains("t") && j["t"].is_number()) << l;
+    EXPECT_GE(j["t"].get<double>(), t) << l;
+    t = j["t"].get<double>();
+    if (j.value("op", "") != "route") continue;
+    ++routes;
+    ASSERT_TRUE(j.contains("queued")) << l;
+    EXPECT_GE(j["queued"].get<double>(), 0.0) << l;
+  }
+  EXPECT_EQ(routes, 5);
 
   const ProcessResult cli = run_command(cli_path() + " replay " + path);
   EXPECT_EQ(cli.code, 0) << cli.out;
