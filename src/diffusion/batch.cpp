@@ -35,7 +35,8 @@ void ModelBatchDenoiser::denoise_graphed(const BatchItem& it) {
   if (logits_.empty() || logits_.shape[0] < chunk) logits_ = be.alloc_f32(Shape{chunk, V});
   Tensor logits = row_slice(logits_, 0, n);
   Tensor& tempered = tempered_.at(it.seq);
-  graph_step(it, logits, tempered, true);
+  capture(it, logits, tempered);
+  be.launch_captured();
   last_y_ = Tensor{};
   last_rows_.clear();
   be.stage("sampler");
@@ -43,15 +44,12 @@ void ModelBatchDenoiser::denoise_graphed(const BatchItem& it) {
   if (!it.step.u.empty()) be.categorical(logits, it.step.temperature, it.step.u, it.drawn);
 }
 
-void ModelBatchDenoiser::graph_step(const BatchItem& it, const Tensor& logits, Tensor& tempered, bool launch) {
-  Backend& be = m_.backend();
+void ModelBatchDenoiser::capture(const BatchItem& it, const Tensor& logits, Tensor& tempered) {
   const ScInput sc{ScKind::kLogits, &tempered, it.step.sparse_cutoff};
   const StepGraphKey key{it.kv, ids_.data, tempered.data, logits.data, it.kv->len(), logits.shape[0],
                          it.step.sparse_cutoff};
   Tensor out = logits;
-  const auto forward = [&] { m_.denoise_ids(*it.kv, ids_, sc, out); };
-  if (launch) graph_.run(be, key, forward);
-  else graph_.prepare(be, key, forward);
+  graph_.prepare(m_.backend(), key, [&] { m_.denoise_ids(*it.kv, ids_, sc, out); });
 }
 
 void ModelBatchDenoiser::capture_ahead(const BatchItem& it, const Tensor& logits, Tensor& tempered) {
@@ -59,7 +57,7 @@ void ModelBatchDenoiser::capture_ahead(const BatchItem& it, const Tensor& logits
   if (!m_.graphs() || !m_.early_capture() || !be.can_capture() || it.keep_rows) return;
   const auto n = static_cast<int64_t>(it.step.canvas.size());
   if (ids_.empty() || ids_.numel() != n) ids_ = be.ids(it.step.canvas);  // the contents are refreshed at launch
-  graph_step(it, logits, tempered, false);
+  capture(it, logits, tempered);
 }
 
 void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {

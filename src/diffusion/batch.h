@@ -73,8 +73,9 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   // A lone sequence's ungraphed step (a block's first) issued, its next steps' graph captured before the statistics
   // wait for the device (Model::early_capture).
   void capture_ahead(const BatchItem& it, const Tensor& logits, Tensor& tempered);
-  // The graphed step of `it` (n canvas rows) from ids_ into logits, self-conditioned on tempered.
-  void graph_step(const BatchItem& it, const Tensor& logits, Tensor& tempered, bool launch);
+  // The graph of `it`'s self-conditioned step from ids_ into logits (CapturedStep::prepare: captured where its key
+  // changed); the backend's launch_captured() replays it.
+  void capture(const BatchItem& it, const Tensor& logits, Tensor& tempered);
 
   const Model& m_;
   int64_t logit_rows_;

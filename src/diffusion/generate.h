@@ -140,7 +140,7 @@ class ModelDenoiser final : public Denoiser {
   // The step's forward into logits_ from ids already on the backend (through the graph where one applies). After a
   // block's first step (not graphed) is issued, the graph of the steps after it is captured (Model::early_capture).
   void forward_ids(const KvCache& kv, const Tensor& ids, ScKind kind, float sparse_cutoff);
-  // Whether a step of this kind, rows and cutoff runs through the graph, and the graph's key for it.
+  // Whether a step of this kind runs through the graph, and the graph's key for the steps that do.
   bool graphed(ScKind kind) const;
   StepGraphKey graph_key(const KvCache& kv, const Tensor& ids, float sparse_cutoff) const;
 

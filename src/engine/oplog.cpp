@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -29,10 +30,7 @@ OpLog::~OpLog() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void OpLog::write(const Json& record) {
-  Json r = record;
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opened_);
-  r["t"] = static_cast<double>(us.count()) / 1e6;
+void OpLog::write(Json r) {
   if (!content_) {
     for (const char* key : {"append", "ids"}) {
       if (!r.contains(key)) continue;
@@ -40,9 +38,11 @@ void OpLog::write(const Json& record) {
       r.erase(key);
     }
   }
+  std::lock_guard<std::mutex> lock(mu_);  // stamped under the lock, so the lines' t are in file order
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opened_);
+  r["t"] = static_cast<double>(us.count()) / 1e6;
   std::string line = r.dump(-1, ' ', false, Json::error_handler_t::replace);
   line += '\n';
-  std::lock_guard<std::mutex> lock(mu_);
   for (size_t at = 0; at < line.size();) {
     const ssize_t n = ::write(fd_, line.data() + at, line.size() - at);
     if (n < 0 && errno == EINTR) continue;
@@ -109,7 +109,7 @@ void SessionRecorder::cleared(const Session&) { log_.write({{"op", "clear"}, {"j
 void SessionRecorder::note(Json record) {
   Json j{{"op", "note"}, {"job", job_}, {"slot", slot_}};
   for (auto it = record.begin(); it != record.end(); ++it) j[it.key()] = it.value();
-  log_.write(j);
+  log_.write(std::move(j));
 }
 
 // A record lists the run's and the generation config's settings, the model's ids, then the contract's settings

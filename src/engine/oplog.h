@@ -37,7 +37,7 @@ class OpLog {
   OpLog& operator=(const OpLog&) = delete;
   // One line, written through (a crash keeps every record before it), with "t": seconds since the log was opened
   // (steady clock, to the microsecond), so a log also says where a request's time went.
-  void write(const Json& record);
+  void write(Json record);
   const std::string& path() const { return path_; }
   bool content() const { return content_; }
 
