@@ -150,7 +150,7 @@ TEST(Cli, HelpEverywhere) {
   EXPECT_NE(bench.out.find("{auto,stream,cublas,wmma,wide}"), std::string::npos) << bench.out;
 }
 
-// A kernel choice outside its names is a usage error that lists them; a name sets it.
+// A kernel choice outside its names is a usage error that lists them.
 TEST(Cli, BenchKernelChoicesAreCheckedByName) {
   const Result bad = run("bench " + model() + " --backend cpu --moe fast --skip-generate");
   EXPECT_NE(bad.code, 0);
