@@ -137,11 +137,11 @@ if has warmup; then
   # default fp8; DG_WARMUP_OPTS, serve options comma-separated, e.g. --vocab-act,fp8) with the marker tokenizer (carry
   # .carry/marker-tokenizer.json.xz, scripts/make_marker_tokenizer.py), one client at a time, DG_WARMUP_PROMPT-token
   # prompts (default 1,024; the first-block target is at 4,096), a one-block answer (256 tokens) at 16 steps,
-  # the reference sampler (every step runs on random weights); per server two requests in turn: the first and a later
-  # one.
+  # the samplers of DG_WARMUP_SAMPLERS (default reference: every step runs on random weights); per server and sampler
+  # two requests in turn, the first and a later one; DG_WARMUP_MODES: the --warmup settings (default "off on").
   tok=/tmp/marker-tokenizer.json
   [ -s $tok ] || xz -dc .carry/marker-tokenizer.json.xz > $tok || echo "no .carry/marker-tokenizer.json.xz"
-  for w in off on; do
+  for w in ${DG_WARMUP_MODES:-off on}; do
     stamp "serve --warmup $w (synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8})"
     wp=${DG_WARMUP_PROMPT:-1024}
     $dg serve -m "synthetic:26b-a4b:${DG_WARMUP_WEIGHTS:-fp8}" --backend cuda --tokenizer $tok \
@@ -150,10 +150,12 @@ if has warmup; then
     pid=$!
     for i in $(seq 180); do grep -qs "listening on" /tmp/serve-$w.log && break; sleep 1; done
     grep -E "warming|listening|error" /tmp/serve-$w.log | cut -c1-200
-    for r in first later; do
-      timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens $wp --max-tokens 256 \
-        --steps 16 --sampler reference --label "warmup-$w-$r-${wp}${DG_WARMUP_OPTS:+-$DG_WARMUP_OPTS}" \
-        | tee -a "$OUT/warmup.jsonl"
+    for s in ${DG_WARMUP_SAMPLERS:-reference}; do
+      for r in first later; do
+        timeout 120 python3 scripts/serve_load.py --port 8093 --streams 1 --prompt-tokens $wp --max-tokens 256 \
+          --steps 16 --sampler $s --label "warmup-$w-$s-$r-${wp}${DG_WARMUP_OPTS:+-$DG_WARMUP_OPTS}" \
+          | tee -a "$OUT/warmup.jsonl"
+      done
     done
     kill $pid; wait $pid 2>/dev/null
     cat /tmp/oplog-$w/ops-*.jsonl > "$OUT/oplog-$w.jsonl" 2>/dev/null  # the worker's timeline ("t" of each record)
