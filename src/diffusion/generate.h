@@ -38,6 +38,9 @@ struct BlockInfo {
   bool trimmed = false;
   int pad_gated = 0;    // steps of the committed attempt at which the pad gate held an all-pad canvas
   int constrained = 0;  // JSON mode: tokens the constraint replaced in this block
+  // Seconds from the committed attempt's start (its canvas drawn, the step about to be asked for) to the end of each
+  // of its steps, as the generation's caller saw them: a serving timeline (the op-log's block records).
+  std::vector<float> step_ends;
 };
 
 // What one denoise step saw and decided (valid during the callback).

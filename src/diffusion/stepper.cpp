@@ -77,6 +77,13 @@ void Generation::start_attempt() {
   stop_ = StopRule::kNone;
   pad_gated_ = 0;
   phase_ = Phase::kDenoise;
+  info_.step_ends.clear();
+  attempt_t0_ = std::chrono::steady_clock::now();
+}
+
+void Generation::step_ended() {
+  info_.step_ends.push_back(
+      std::chrono::duration<float>(std::chrono::steady_clock::now() - attempt_t0_).count());
 }
 
 bool Generation::begin_step(StepRequest& req) {
@@ -118,6 +125,7 @@ void Generation::end_step_decided(const DecideStatus& st, const std::function<vo
            "generation: the decide op is at step {} with RNG state {:#x}, the host at step {} with {:#x}", st.step,
            st.lcg, step_ + 1, rng_.state());
   check_finite_step(st.mean_entropy, block_, step_ + 1);
+  step_ended();
   stop_ = static_cast<StopRule>(st.stop);
   pad_gated_ = st.pad_gated;
   if (events_ != nullptr && events_->on_step)
@@ -140,6 +148,7 @@ void Generation::end_step(const RowStats* stats, const int32_t* drawn) {
     h_sum += stats[r].entropy;
   }
   check_finite_step(static_cast<float>(h_sum / len_), block_, step_ + 1);
+  step_ended();
   if (opt_.argmax_commit) {
     denoised_ = argmax_;
   } else {

@@ -7,6 +7,7 @@
 // src/ops/decide/decide.h) and the Generation keeps the bookkeeping, its RNG advanced past the same draws.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -75,6 +76,7 @@ class Generation {
  private:
   void next_block();
   void start_attempt();
+  void step_ended();  // a step's end into info_.step_ends
   void attempt_done(const RowStats* stats);
   void finish();
 
@@ -95,6 +97,7 @@ class Generation {
   int max_blocks_ = 0;
   int block_ = -1;
   BlockInfo info_;
+  std::chrono::steady_clock::time_point attempt_t0_;  // BlockInfo::step_ends counts from here
   GenerateResult res_;
   // The attempt in progress: canvas and the last step's per-row results.
   int len_ = 0, step_ = 0;

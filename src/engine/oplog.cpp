@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -94,8 +95,10 @@ void SessionRecorder::generating(const Session&, const SamplerOptions& opt) {
 }
 
 void SessionRecorder::committed(const Session&, const BlockInfo& b, std::span<const int32_t> ids) {
+  std::vector<double> ends;  // the timeline of the block's steps, to 0.1 ms
+  for (const float t : b.step_ends) ends.push_back(std::round(static_cast<double>(t) * 1e4) / 1e4);
   log_.write({{"event", "block"}, {"job", job_}, {"slot", slot_}, {"block", b.block}, {"steps", b.steps},
-              {"ids", std::vector<int32_t>(ids.begin(), ids.end())}});
+              {"ids", std::vector<int32_t>(ids.begin(), ids.end())}, {"step_ends", std::move(ends)}});
 }
 
 void SessionRecorder::generated(const Session& s, const GenerateResult& res) {

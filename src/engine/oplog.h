@@ -5,7 +5,8 @@
 //   {"op":"route", "job", "slot", "why", "common", "held", "prompt"}           (the reuse decision; no effect)
 //   {"op":"sync", "job", "slot", "keep", "append":[ids], "reused", "encoded", "rewound", "reprefilled", "kv_len"}
 //   {"op":"generate", "job", "slot", "sampler":{...}}
-//   {"event":"block", "job", "slot", "block", "steps", "ids":[ids]}           (each committed block)
+//   {"event":"block", "job", "slot", "block", "steps", "ids":[ids], "step_ends":[seconds]}  (each committed block;
+//    step_ends: from the block's start to each step's end, the timeline, not replayed)
 //   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint"}
 //   {"op":"clear", "job", "slot"}                                             (after an engine error)
 //   {"op":"note", "job", "slot", "what", ...}                                  (a decision; no effect: tool checks)

@@ -142,70 +142,6 @@ __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices
   stats[row].p_max = static_cast<float>(1.0 / s);
 }
 
-__global__ void categorical_kernel(const float* raw, int64_t vocab, float temperature, const double* u, int32_t* ids) {
-  cuda::pdl_enter();
-  __shared__ float sv[kThreads / 32];
-  __shared__ int si[kThreads / 32];
-  __shared__ double sd[kThreads / 32];
-  __shared__ double prefix[kThreads + 1];
-  __shared__ int found;
-  const float* x = raw + blockIdx.x * vocab;
-  float mx = -INFINITY;
-  int mi = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
-    const float y = x[v] / temperature;
-    if (y > mx) {
-      mx = y;
-      mi = static_cast<int>(v);
-    }
-  }
-  block_argmax(mx, mi, sv, si);
-  double total = 0.0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads) total += exp(static_cast<double>(x[v] / temperature - mx));
-  total = block_sum(total, sd);
-  // Contiguous chunks per thread, their sums, an exclusive scan, then one thread walks the chunk holding u.
-  const int64_t chunk = (vocab + kThreads - 1) / kThreads;
-  const int64_t b = threadIdx.x * chunk, e = min(vocab, b + chunk);
-  double local = 0.0;
-  int last_pos = -1;
-  for (int64_t v = b; v < e; ++v) {
-    const double p = exp(static_cast<double>(x[v] / temperature - mx)) / total;
-    local += p;
-    if (p > 0.0) last_pos = static_cast<int>(v);
-  }
-  prefix[threadIdx.x + 1] = local;
-  if (threadIdx.x == 0) {
-    prefix[0] = 0.0;
-    found = -1;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int i = 1; i <= kThreads; ++i) prefix[i] += prefix[i - 1];
-  __syncthreads();
-  const double target = u[blockIdx.x];
-  if (target >= prefix[threadIdx.x] && target < prefix[threadIdx.x + 1]) {
-    double acc = prefix[threadIdx.x];
-    for (int64_t v = b; v < e; ++v) {
-      acc += exp(static_cast<double>(x[v] / temperature - mx)) / total;
-      if (target < acc) {
-        found = static_cast<int>(v);
-        break;
-      }
-    }
-    if (found < 0) found = static_cast<int>(e - 1);
-  }
-  // u at or above the rounded total: the last index with nonzero probability.
-  float lp = static_cast<float>(last_pos);
-  int li = last_pos;
-  __syncthreads();
-  if (found < 0) {
-    block_argmax(lp, li, sv, si);
-    if (threadIdx.x == 0) ids[blockIdx.x] = li;
-  } else if (threadIdx.x == 0) {
-    ids[blockIdx.x] = found;
-  }
-}
-
 }  // namespace
 
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
@@ -229,13 +165,6 @@ Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float tempe
   cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, n, stats);
   cudaFreeAsync(part, s);
   return cuda_status(cudaGetLastError(), "row_stats_cuda");
-}
-
-Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,
-                        int32_t* ids, cudaStream_t s) {
-  if (rows == 0) return Status::ok();
-  cuda::launch(categorical_kernel, static_cast<unsigned>(rows), kThreads, 0, s, raw, vocab, temperature, u, ids);
-  return cuda_status(cudaGetLastError(), "categorical_cuda");
 }
 
 }  // namespace dg

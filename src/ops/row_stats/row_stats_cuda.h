@@ -17,7 +17,8 @@ namespace dg {
 // deterministic); each row is split into slices over several blocks so a canvas fills the GPU.
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
                       RowStats* stats, cudaStream_t s);
-// Inverse-CDF draws (device u [rows] -> ids [rows]) as categorical_draw: f64 running sums over softmax(raw / T).
+// Inverse-CDF draws (device u [rows] -> ids [rows]) as categorical_draw: f64 sums over softmax(raw / T), in slices
+// over the grid, then one scan of the slice holding u (categorical.cu).
 Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,
                         int32_t* ids, cudaStream_t s);
 
