@@ -82,6 +82,19 @@ Json oplog_open_record(const EngineCore& engine, int slots, int64_t ring_slack, 
           {"ring_slack", ring_slack}};
 }
 
+namespace {
+
+// The backend's graph work since `at` (the op-log's timeline: where a block's first step spends its host time).
+Json graphs_since(const Session& s, const GraphStats& at) {
+  const GraphStats g = s.model().backend().graph_stats();
+  auto ms = [](double sec) { return std::round(sec * 1e5) / 1e2; };
+  return {{"captures", g.captures - at.captures}, {"instantiations", g.instantiations - at.instantiations},
+          {"updates", g.updates - at.updates}, {"capture_ms", ms(g.capture_s - at.capture_s)},
+          {"instantiate_ms", ms(g.instantiate_s - at.instantiate_s)}, {"update_ms", ms(g.update_s - at.update_s)}};
+}
+
+}  // namespace
+
 void SessionRecorder::synced(const Session& s, int64_t keep, std::span<const int32_t> append, const SyncStats& st) {
   log_.write({{"op", "sync"}, {"job", job_}, {"slot", slot_}, {"keep", keep},
               {"append", std::vector<int32_t>(append.begin(), append.end())}, {"reused", st.reused},
@@ -89,8 +102,9 @@ void SessionRecorder::synced(const Session& s, int64_t keep, std::span<const int
               {"kv_len", s.size()}});
 }
 
-void SessionRecorder::generating(const Session&, const SamplerOptions& opt) {
+void SessionRecorder::generating(const Session& s, const SamplerOptions& opt) {
   if (!fixed_job_) ++job_;
+  graphs_at_start_ = s.model().backend().graph_stats();
   log_.write({{"op", "generate"}, {"job", job_}, {"slot", slot_}, {"sampler", sampler_to_json(opt)}});
 }
 
@@ -104,7 +118,7 @@ void SessionRecorder::committed(const Session&, const BlockInfo& b, std::span<co
 void SessionRecorder::generated(const Session& s, const GenerateResult& res) {
   log_.write({{"event", "end"}, {"job", job_}, {"slot", slot_}, {"finish", finish_name(res.finish)},
               {"forwards", res.forwards}, {"tokens", static_cast<int>(res.tokens.size())}, {"kv_len", s.size()},
-              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}});
+              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}, {"graphs", graphs_since(s, graphs_at_start_)}});
 }
 
 void SessionRecorder::cleared(const Session&) { log_.write({{"op", "clear"}, {"job", job_}, {"slot", slot_}}); }

@@ -7,7 +7,9 @@
 //   {"op":"generate", "job", "slot", "sampler":{...}}
 //   {"event":"block", "job", "slot", "block", "steps", "ids":[ids], "step_ends":[seconds]}  (each committed block;
 //    step_ends: from the block's start to each step's end, the timeline, not replayed)
-//   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint"}
+//   {"event":"end", "job", "slot", "finish", "forwards", "tokens", "kv_len", "kv_fingerprint", "graphs"}
+//    (graphs: the backend's graph captures, instantiations and in-place updates while the generation ran, with their
+//    host seconds; every sequence's in a batched worker; not replayed)
 //   {"op":"clear", "job", "slot"}                                             (after an engine error)
 //   {"op":"note", "job", "slot", "what", ...}                                  (a decision; no effect: tool checks)
 // A sync's target is the slot's first `keep` tokens followed by `append`. A generation the worker cancelled ends
@@ -73,6 +75,7 @@ class SessionRecorder final : public SessionObserver {
   int slot_;
   int64_t job_ = 0;
   bool fixed_job_ = false;
+  GraphStats graphs_at_start_;  // the backend's graph work when the generation began (the end record's "graphs")
 };
 
 // Creates `dir` and any missing parent, each readable by its owner only (0700); a directory that exists is left

@@ -64,6 +64,7 @@ class Session {
   const std::vector<int32_t>& tokens() const { return log_; }
   int64_t size() const { return static_cast<int64_t>(log_.size()); }
   uint64_t fingerprint() const { return kv_.fingerprint(); }
+  const Model& model() const { return model_; }
   const KvCache& cache() const { return kv_; }
 
  private:

@@ -71,6 +71,14 @@ TEST(OpLog, AServerSessionReplaysIdenticallyAndAChangedTokenIsFound) {
     ASSERT_TRUE(j.contains("t") && j["t"].is_number()) << l;
     EXPECT_GE(j["t"].get<double>(), t) << l;
     t = j["t"].get<double>();
+    // A block says when each of its steps ended (seconds from the block's start, increasing, one per step); an end
+    // record what the backend's graphs did meanwhile (none on the CPU).
+    if (j.value("event", "") == "block") {
+      const std::vector<double> ends = j.at("step_ends").get<std::vector<double>>();
+      EXPECT_EQ(static_cast<int>(ends.size()), j.at("steps").get<int>()) << l;
+      for (size_t k = 0; k < ends.size(); ++k) EXPECT_GE(ends[k], k == 0 ? 0.0 : ends[k - 1]) << l;
+    }
+    if (j.value("event", "") == "end") EXPECT_EQ(j.at("graphs").at("captures").get<int>(), 0) << l;
     if (j.value("op", "") != "route") continue;
     ++routes;
     ASSERT_TRUE(j.contains("queued")) << l;
