@@ -17,8 +17,11 @@ struct KvOptions {
   // Device storage: allocates a [slots, n_kv, head_dim] tensor. Unset: host f32 tensors (the CPU backend), which
   // the cache's host read/write/fingerprint methods use. Device caches never grow: initial_capacity is the context.
   std::function<Tensor(Shape)> device_alloc;
-  // Device storage: copies a tensor's bytes to host memory (for the fingerprint).
+  // Device storage: copies a tensor's bytes to host memory (the version-1 fingerprint).
   std::function<void(const Tensor&, void*)> device_read;
+  // Device storage: row_digest (src/ops/attention/kv_digest.h) of each row of `row_bytes` bytes of a tensor into
+  // host memory (the fingerprint).
+  std::function<void(const Tensor&, int64_t row_bytes, uint64_t* host)> device_digests;
 };
 
 // One layer's keys and values as stored; position p lives in slot p % cap on a ring (sliding layers), slot p

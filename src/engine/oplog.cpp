@@ -66,7 +66,7 @@ void create_private_dirs(const std::string& dir) {
 Json oplog_open_record(const EngineCore& engine, int slots, int64_t ring_slack, bool content) {
   const EngineOptions& eo = engine.options();
   return {{"op", "open"},
-          {"version", 1},
+          {"version", 2},  // 2: kv_fingerprint is KvCache::fingerprint's (row digests); 1: fingerprint_v1's
           {"content", content},
           {"model", engine.checkpoint().dir},
           {"backend", eo.backend},

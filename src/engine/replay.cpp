@@ -48,6 +48,10 @@ T field(const Record& r, const char* key) {
 class Replayer {
  public:
   Replayer(const EngineCore& engine, const Record& open) : engine_(engine) {
+    const int version = field<int>(open, "version");
+    DG_CHECK(version == 1 || version == 2, "op-log line {}: version {} is not one this diffgemma replays (1, 2)",
+             open.line, version);
+    v1_ = version == 1;
     SessionOptions so;
     so.ring_slack = field<int64_t>(open, "ring_slack");
     const int n = field<int>(open, "slots");
@@ -166,9 +170,10 @@ class Replayer {
     }
     return same(*end, "finish", std::string(finish_name(res.finish))) && same(*end, "forwards", res.forwards) &&
            same(*end, "tokens", static_cast<int>(res.tokens.size())) && same(*end, "kv_len", s.size()) &&
-           same(*end, "kv_fingerprint", fmt::format("{:016x}", s.fingerprint()));
+           same(*end, "kv_fingerprint", fmt::format("{:016x}", v1_ ? s.fingerprint_v1() : s.fingerprint()));
   }
 
+  bool v1_ = false;  // a version-1 log: its fingerprints are KvCache::fingerprint_v1's
   const EngineCore& engine_;
   std::vector<std::unique_ptr<Session>> slots_;
   std::shared_ptr<const JsonVocab> json_, calls_;

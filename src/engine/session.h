@@ -64,6 +64,7 @@ class Session {
   const std::vector<int32_t>& tokens() const { return log_; }
   int64_t size() const { return static_cast<int64_t>(log_.size()); }
   uint64_t fingerprint() const { return kv_.fingerprint(); }
+  uint64_t fingerprint_v1() const { return kv_.fingerprint_v1(); }  // a version-1 op-log's (KvCache::fingerprint_v1)
   const Model& model() const { return model_; }
   const KvCache& cache() const { return kv_; }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/kv_digest.h"
 
 namespace dg {
 
@@ -104,6 +105,34 @@ void KvCache::rewind(int64_t new_len) {
 }
 
 uint64_t KvCache::fingerprint() const {
+  DG_CHECK(on_host() || opt_.device_digests, "this device KV cache cannot be digested for a fingerprint");
+  uint64_t h = kFnvBasis;
+  auto fold = [&h](uint64_t d) { h = (h ^ d) * kFnvPrime; };
+  fold(static_cast<uint64_t>(len_));
+  std::vector<uint64_t> dk, dv;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    const int64_t row_bytes = L.n_kv * L.head_dim * static_cast<int64_t>(dtype_size(L.k.dtype));
+    const auto* kb = static_cast<const uint8_t*>(L.k.data);
+    const auto* vb = static_cast<const uint8_t*>(L.v.data);
+    if (!on_host()) {
+      const auto rows = static_cast<size_t>(static_cast<int64_t>(L.k.nbytes()) / row_bytes);
+      dk.resize(rows);
+      dv.resize(rows);
+      opt_.device_digests(L.k, row_bytes, dk.data());
+      opt_.device_digests(L.v, row_bytes, dv.data());
+    }
+    const int64_t from = std::max<int64_t>(oldest(static_cast<int>(l)), L.sliding ? len_ - (window_ - 1) : 0);
+    for (int64_t p = std::max<int64_t>(0, from); p < len_; ++p) {
+      const int64_t s = slot(L, p);
+      fold(on_host() ? row_digest(kb + s * row_bytes, row_bytes) : dk[static_cast<size_t>(s)]);
+      fold(on_host() ? row_digest(vb + s * row_bytes, row_bytes) : dv[static_cast<size_t>(s)]);
+    }
+  }
+  return h;
+}
+
+uint64_t KvCache::fingerprint_v1() const {
   DG_CHECK(on_host() || opt_.device_read, "this device KV cache cannot be read back for a fingerprint");
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](const void* p, size_t n) {

@@ -36,9 +36,13 @@ class KvCache {
   void rewind(int64_t new_len);  // throws dg::Error when !can_rewind
   void clear() { len_ = 0; }
 
-  // 64-bit FNV-1a hash of every live K/V value in position order (equal caches hash equal; device caches hash
-  // their stored f16 bytes, so a fingerprint compares caches of one backend).
+  // A 64-bit hash of every live K/V row in position order: FNV-1a over the length and each row's digest
+  // (row_digest, src/ops/attention/kv_digest.h; a device cache digests its rows on the device). Equal caches hash
+  // equal; device caches hash their stored f16 bytes, so a fingerprint compares caches of one backend.
   uint64_t fingerprint() const;
+  // The op-log's version-1 fingerprint (FNV-1a over the live bytes themselves, the whole cache copied to the host):
+  // what `replay` checks a version-1 log against.
+  uint64_t fingerprint_v1() const;
 
   // Layer l's storage as the backend's attention reads it.
   KvLayer layer(int l) const;

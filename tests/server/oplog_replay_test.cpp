@@ -78,7 +78,9 @@ TEST(OpLog, AServerSessionReplaysIdenticallyAndAChangedTokenIsFound) {
       EXPECT_EQ(static_cast<int>(ends.size()), j.at("steps").get<int>()) << l;
       for (size_t k = 0; k < ends.size(); ++k) EXPECT_GE(ends[k], k == 0 ? 0.0 : ends[k - 1]) << l;
     }
-    if (j.value("event", "") == "end") EXPECT_EQ(j.at("graphs").at("captures").get<int>(), 0) << l;
+    if (j.value("event", "") == "end") {
+      EXPECT_EQ(j.at("graphs").at("captures").get<int>(), 0) << l;
+    }
     if (j.value("op", "") != "route") continue;
     ++routes;
     ASSERT_TRUE(j.contains("queued")) << l;

@@ -393,6 +393,14 @@ class CudaBackend final : public Backend, public SyntheticFill {
     o.storage = Storage::kF16;
     o.initial_capacity = context;
     o.device_alloc = [this](Shape s) { return alloc_kv(s); };
+    o.device_digests = [this](const Tensor& t, int64_t row_bytes, uint64_t* host) {
+      const int64_t rows = static_cast<int64_t>(t.nbytes()) / row_bytes;
+      Tensor d = device(DType::kU8, Shape{rows * 8});
+      check(row_digests_cuda(t.data, rows, row_bytes, static_cast<uint64_t*>(d.data), stream_));
+      check(cudaMemcpyAsync(host, d.data, static_cast<size_t>(rows) * 8, cudaMemcpyDeviceToHost, stream_),
+            "kv digests copy");
+      check(cudaStreamSynchronize(stream_), "kv digests sync");
+    };
     o.device_read = [this](const Tensor& t, void* host) {
       check(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_), "kv read");
       check(cudaStreamSynchronize(stream_), "kv read sync");

@@ -33,6 +33,8 @@ Status attention_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedK
 // longer than the ring keeps its last cap rows).
 Status kv_write_cuda(const void* k, const void* v, int64_t n, int64_t row_elems, int64_t pos0, void* cache_k,
                      void* cache_v, int64_t cap, bool ring, cudaStream_t s);
+// row_digest (kv_digest.h) of each of `rows` rows of `row_bytes` bytes at `data` into out[rows] (device memory).
+Status row_digests_cuda(const void* data, int64_t rows, int64_t row_bytes, uint64_t* out, cudaStream_t s);
 
 }  // namespace dg
 

@@ -134,7 +134,8 @@ __global__ void __launch_bounds__(kThreads) cat_pick_kernel(const float* raw, in
     const int64_t v = v0 + threadIdx.x;
     const double p = v < vocab ? exp(static_cast<double>(x[v] / temperature - M)) / total : 0.0;
     double tile = 0.0;
-    const bool pass = v < vocab && target < acc + block_scan(p, sh, tile);
+    const double incl = acc + block_scan(p, sh, tile);  // every thread: the scan has barriers and full-warp shuffles
+    const bool pass = v < vocab && target < incl;
     if (__syncthreads_or(pass)) {  // the running sum only grows: the first passing index is the draw
       if (threadIdx.x == 0) found = 0x7fffffff;
       __syncthreads();
