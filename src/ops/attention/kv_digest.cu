@@ -15,6 +15,7 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) row_digest_kernel(const uint8_t* data, int64_t rows, int64_t row_bytes,
                                                               bool whole_words, uint64_t* out) {
+  cuda::pdl_enter();
   const int64_t row = (blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x & 31);
   if (row >= rows) return;  // a whole warp: its lanes share the row

@@ -31,8 +31,8 @@ OpCase draws(std::string name, int64_t rows, int64_t vocab, bool real = false) {
           {{"cuda", "", Bound{.exact = true,
                               .basis = "inverse CDF over f64 running sums of softmax(raw / T): the same index unless "
                                        "a uniform sits within ~1e-12 of a CDF boundary",
-                              .measured = "Backends/OpConformance (H200, 2026-12-02, commit 59de0e2): every draw equal in all 3 cases (the 26B-A4B canvas "
-                                          "included)"}}}};
+                              .measured = "Backends/OpConformance (H200, 2026-12-04, the three-launch kernels of categorical.cu): every "
+                                          "draw equal in all 3 cases (the 26B-A4B canvas included)"}}}};
 }
 
 }  // namespace
