@@ -118,7 +118,8 @@ void SessionRecorder::committed(const Session&, const BlockInfo& b, std::span<co
 void SessionRecorder::generated(const Session& s, const GenerateResult& res) {
   log_.write({{"event", "end"}, {"job", job_}, {"slot", slot_}, {"finish", finish_name(res.finish)},
               {"forwards", res.forwards}, {"tokens", static_cast<int>(res.tokens.size())}, {"kv_len", s.size()},
-              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())}, {"graphs", graphs_since(s, graphs_at_start_)}});
+              {"kv_fingerprint", fmt::format("{:016x}", s.fingerprint())},
+              {"graphs", graphs_since(s, graphs_at_start_)}});
 }
 
 void SessionRecorder::cleared(const Session&) { log_.write({{"op", "clear"}, {"job", job_}, {"slot", slot_}}); }
