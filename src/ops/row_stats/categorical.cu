@@ -7,7 +7,7 @@
 //      u, and inside it a block-wide scan of p = e / total in element order to the first index whose running sum
 //      passes u. Only the sums' order differs from the CPU's one running sum (about 1e-16 relative), so a draw
 //      differs only where u sits within about 1e-12 of a CDF boundary (docs/NUMERICS.md).
-// A u at or above the rounded total draws the row's last index with e > 0, as the CPU's fallback.
+// A u at or above the rounded total draws the row's last index with p > 0, as the CPU's fallback.
 #include <algorithm>
 
 #include "core/cuda/cuda_check.h"
@@ -122,15 +122,20 @@ __global__ void __launch_bounds__(kThreads) cat_pick_kernel(const float* raw, in
   }
   const double target = u[row];
   // The first slice whose running share passes u; scanning continues past it only when rounding put the crossing
-  // one slice later than the shares said.
-  double acc = 0.0;
+  // one slice later than the shares said. A u past every share scans the last slice from its own start.
+  double acc = 0.0, last_start = 0.0;
   int first = 0;
   for (; first < slices; ++first) {
     const double next = acc + ps[first].s / total;
     if (target < next) break;
+    last_start = acc;
     acc = next;
   }
-  for (int64_t v0 = static_cast<int64_t>(min(first, slices - 1)) * slice; v0 < vocab; v0 += kThreads) {
+  if (first == slices) {
+    first = slices - 1;
+    acc = last_start;
+  }
+  for (int64_t v0 = static_cast<int64_t>(first) * slice; v0 < vocab; v0 += kThreads) {
     const int64_t v = v0 + threadIdx.x;
     const double p = v < vocab ? exp(static_cast<double>(x[v] / temperature - M)) / total : 0.0;
     double tile = 0.0;
@@ -146,7 +151,21 @@ __global__ void __launch_bounds__(kThreads) cat_pick_kernel(const float* raw, in
     }
     acc += tile;
   }
-  if (threadIdx.x == 0) ids[row] = last >= 0 ? last : 0;
+  // u at or above the rounded total: the last index with p = e / total > 0, as the CPU's fallback; past `last` every
+  // e is 0, so the search walks back from there (0 when no p is positive, as the CPU's).
+  for (int64_t v1 = last; v1 >= 0; v1 -= kThreads) {
+    const int64_t v = v1 - threadIdx.x;
+    const bool positive = v >= 0 && exp(static_cast<double>(x[v] / temperature - M)) / total > 0.0;
+    if (__syncthreads_or(positive)) {
+      if (threadIdx.x == 0) found = -1;
+      __syncthreads();
+      if (positive) atomicMax(&found, static_cast<int>(v));
+      __syncthreads();
+      if (threadIdx.x == 0) ids[row] = found;
+      return;
+    }
+  }
+  if (threadIdx.x == 0) ids[row] = 0;
 }
 
 }  // namespace
@@ -154,6 +173,7 @@ __global__ void __launch_bounds__(kThreads) cat_pick_kernel(const float* raw, in
 Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,
                         int32_t* ids, cudaStream_t s) {
   if (rows == 0) return Status::ok();
+  if (vocab <= 0) return Status::error("categorical_cuda: an empty vocabulary");
   if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error("categorical_cuda: shape too large");
   // Slices of at least 4,096 entries, at most 64 a row: the pick scans one of them, 16 block-wide steps at 4,096.
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(64, vocab / 4096));
