@@ -4,7 +4,8 @@
 # the parts of DG_PARTS (default: tests bench ask serve smoke), results in $OUT (log.txt, tests.txt, bench.jsonl,
 # ask.jsonl, smoke.tgz; the machine returns at most 8 files):
 #   tests  the GPU tests of DG_TEST_FILTER, while the embedded model is quantized to each pack of DG_PACKS and the
-#          CPU runs their smoketests in both profiles (the oracle's JSON)
+#          CPU runs their smoketests in both profiles (the oracle's JSON); DG_TEST_TIMEOUT seconds (default 200: the
+#          whole *Cuda* suite needs more than 420 on the H200, so run it alone with about 540)
 # DG_PREBUILT=/path/of/the/source/tree/where/they/were/built runs binaries carried from the development machine
 # instead of building (see below).
 #   bench  the full-shape bench for each config of DG_BENCH ("label:options", options comma-separated; graphs on,
