@@ -134,10 +134,10 @@ uint64_t KvCache::fingerprint() const {
 
 uint64_t KvCache::fingerprint_v1() const {
   DG_CHECK(on_host() || opt_.device_read, "this device KV cache cannot be read back for a fingerprint");
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvBasis;
   auto mix = [&h](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * kFnvPrime;
   };
   mix(&len_, sizeof len_);
   std::vector<uint8_t> hk, hv;

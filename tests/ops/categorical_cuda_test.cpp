@@ -15,13 +15,10 @@
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include "core/cuda/cuda_check.h"
+
 namespace dg {
 namespace categorical_cuda_test {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 void edges_match_twin(int64_t vocab, uint32_t seed) {
   SCOPED_TRACE("vocab " + std::to_string(vocab));
@@ -67,7 +64,7 @@ void edges_match_twin(int64_t vocab, uint32_t seed) {
 }
 
 TEST(CategoricalCuda, TheCdfsEdgesDrawAsTheTwin) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   edges_match_twin(37, 1);
   edges_match_twin(70001, 2);
   edges_match_twin(262144, 3);

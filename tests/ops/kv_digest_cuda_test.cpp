@@ -13,13 +13,10 @@
 #if defined(DG_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include "core/cuda/cuda_check.h"
+
 namespace dg {
 namespace kv_digest_cuda_test {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 // `offset` bytes past an allocation's (aligned) start: a base that is not 8-byte aligned takes the byte path even
 // when the rows are whole words.
@@ -46,7 +43,7 @@ void matches_twin(int64_t rows, int64_t row_bytes, uint32_t seed, int offset = 0
 }
 
 TEST(KvDigestCuda, EveryRowEqualsTheTwin) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   matches_twin(1, 8, 1);
   matches_twin(7, 13, 2);      // partial words, unaligned rows
   matches_twin(33, 100, 3);    // a warp's worth and one, partial last word

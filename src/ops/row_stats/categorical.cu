@@ -26,16 +26,6 @@ struct SliceSum {
   int last;  // last index of the slice with e > 0, or -1
 };
 
-__device__ float block_max(float v, float* sh) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float m = sh[0];
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, sh[w]);
-  __syncthreads();
-  return m;
-}
-
 __global__ void __launch_bounds__(kThreads) cat_max_kernel(const float* raw, int64_t vocab, int64_t slice,
                                                            float temperature, float* part_max) {
   cuda::pdl_enter();
@@ -44,7 +34,7 @@ __global__ void __launch_bounds__(kThreads) cat_max_kernel(const float* raw, int
   const float* x = raw + row * vocab;
   float m = -INFINITY;
   for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) m = fmaxf(m, x[v] / temperature);
-  m = block_max(m, sh);
+  m = cuda::block_reduce<kThreads>(m, true, sh);
   if (threadIdx.x == 0) part_max[row * gridDim.y + blockIdx.y] = m;
 }
 
