@@ -190,13 +190,6 @@ class Backend {
   // (the backend keeps one) captures again.
   virtual uint64_t captures() const { return 0; }
   virtual GraphStats graph_stats() const { return {}; }
-  // A side branch: the ops issued between branch_begin() and branch_end() start after every op issued before them
-  // and may run beside the ops issued after branch_end(), until branch_join(); ops issued after the join start after
-  // both. Tensors allocated inside the branch must die inside it or after the join. Backends that run ops in order
-  // (the CPU) ignore it: the results are the same either way.
-  virtual void branch_begin() {}
-  virtual void branch_end() {}
-  virtual void branch_join() {}
   // Copies host ids into an existing ids tensor (same length) of this backend.
   virtual void ids_into(std::span<const int32_t> ids, Tensor& dst) { dst = this->ids(ids); }
 

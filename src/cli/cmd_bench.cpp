@@ -190,7 +190,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream}, {"branches", o.kernels.branches},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"dense_stream", o.kernels.dense_stream},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -403,10 +403,6 @@ void register_bench(CLI::App& app) {
              "per step) | host (row statistics and draws read every step; A/B, same tokens)");
   cmd->add_flag("!--unfused-norms", o->kernels.fused_norms,
                 "CUDA: issue the residual chains and the per-head norm + RoPE op by op (A/B of the fused kernels)")
-      ->check(switch_value());
-  cmd->add_flag("!--no-branches", o->kernels.branches,
-                "CUDA: run each MoE layer's dense MLP in order on the one stream instead of on a second stream "
-                "beside the MoE (A/B; the same results)")
       ->check(switch_value());
   cmd->add_option("--rope-table-rows", o->kernels.rope_table_rows,
                   "CUDA per-head norms of calls of at least this many rows: each row's rotation computed once into a "

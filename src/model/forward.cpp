@@ -157,21 +157,17 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     be_.residual_norms(h, attn, w.post_attn_norm, h1, norms, normed);
   }
 
-  // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1 and not
-  // each other, so the dense MLP is a side branch beside the MoE (its buffers live until after the join).
+  // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.
   be_.stage("dense_mlp");
   Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
-  Tensor m1 = be_.alloc(Shape{rows, hidden});
-  if (!traced) be_.branch_begin();
   be_.gated_linear(u, w.gate, w.up, gate);
+  Tensor m1 = be_.alloc(Shape{rows, hidden});
   be_.linear(gate, w.down, m1);
-  if (!traced) be_.branch_end();
   emit(trace, p + "mlp", m1);
   be_.stage("moe");
   Tensor m2 = be_.alloc(Shape{rows, hidden});
   be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
   emit(trace, p + "experts", m2);
-  if (!traced) be_.branch_join();
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
   Tensor out = be_.alloc(Shape{rows, hidden});

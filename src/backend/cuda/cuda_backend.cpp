@@ -47,45 +47,14 @@ using cuda_host::check;
 int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
 int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
 
-// The streams outlive every buffer allocated on them: each buffer's deleter holds a reference and frees on the
-// stream of the lane issuing ops at that moment (`current`).
+// The stream outlives every buffer allocated on it: each buffer's deleter holds a reference.
 struct StreamCtx {
-  cudaStream_t stream = nullptr;  // the main lane
-  cudaStream_t side = nullptr;    // the side branch's lane (Backend::branch_begin)
-  cudaStream_t current = nullptr;
-  ~StreamCtx() {
-    for (cudaStream_t s : {side, stream}) {
-      if (s != nullptr) {
-        cudaStreamSynchronize(s);
-        cudaStreamDestroy(s);
-      }
-    }
-  }
-};
-
-// What ops are issued to: a stream with its own cuBLAS handle, workspace and cuBLASLt products, so two lanes can run
-// products at once.
-struct Lane {
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  void* ws = nullptr;
-  std::unique_ptr<Fp8Gemm> fp8;
-  static constexpr size_t kWorkspace = size_t{32} << 20;
-
-  void open(cudaStream_t s) {
-    stream = s;
-    check(cublasCreate(&blas), "cublasCreate");
-    check(cublasSetStream(blas, stream), "cublasSetStream");
-    // A fixed cuBLAS workspace: no allocation inside a graph capture.
-    check(cudaMalloc(&ws, kWorkspace), "cuBLAS workspace");
-    check(cublasSetWorkspace(blas, ws, kWorkspace), "cublasSetWorkspace");
-    // The same workspace: cuBLAS and cuBLASLt run on the lane's one stream, never at once.
-    fp8 = std::make_unique<Fp8Gemm>(ws, kWorkspace);
-  }
-  ~Lane() {
-    fp8.reset();
-    if (blas != nullptr) cublasDestroy(blas);
-    if (ws != nullptr) cudaFree(ws);
+  ~StreamCtx() {
+    if (stream != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
   }
 };
 
@@ -103,24 +72,28 @@ class CudaBackend final : public Backend, public SyntheticFill {
     DG_CHECK(wgmma_ || kernels.attention_wgmma != WgmmaMode::kOn,
              "--attention-wgmma on needs an sm_90a build and a Hopper GPU (use auto or off)");
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaStreamCreateWithFlags(&ctx_->side, cudaStreamNonBlocking), "cudaStreamCreate");
-    ctx_->current = stream_ = ctx_->stream;
+    stream_ = ctx_->stream;
     cudaMemPool_t pool;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     uint64_t keep = UINT64_MAX;  // freed blocks stay cached for reuse
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-    main_.open(ctx_->stream);
-    lane_ = &main_;
-    if (kernels.branches) side_.open(ctx_->side);
-    for (cudaEvent_t* e : {&ids_done_, &fork_, &joined_})
-      check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    // A fixed cuBLAS workspace: no allocation inside a graph capture.
+    check(cudaMalloc(&blas_ws_, kBlasWorkspace), "cuBLAS workspace");
+    check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
+    // The same workspace: cuBLAS and cuBLASLt run on the one stream, never at once.
+    fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);
+    check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaBackend() override {
-    cudaStreamSynchronize(ctx_->side);
-    cudaStreamSynchronize(ctx_->stream);
+    cudaStreamSynchronize(stream_);
     inv_freq_.clear();
     if (ids_staging_ != nullptr) cudaFreeHost(ids_staging_);
-    for (cudaEvent_t e : {ids_done_, fork_, joined_}) cudaEventDestroy(e);
+    cudaEventDestroy(ids_done_);
+    fp8_.reset();
+    cublasDestroy(blas_);
+    cudaFree(blas_ws_);
   }
   std::string name() const override { return "cuda"; }
   Precision precision() const override { return Precision{Storage::kBF16, Storage::kF16}; }
@@ -135,7 +108,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     void* p = nullptr;
     check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync");
     out.data = p;
-    out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) { cudaFreeAsync(q, ctx->current); });
+    out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) { cudaFreeAsync(q, ctx->stream); });
     return out;
   }
   Tensor alloc(Shape s) override { return device(DType::kBF16, s); }
@@ -230,27 +203,6 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void launch_captured() override { graph_.launch(stream_); }
   uint64_t captures() const override { return graph_.captures(); }
   GraphStats graph_stats() const override { return graph_.stats(); }
-
-  // The side branch runs on the side lane: it waits for the main lane at branch_begin(), the main lane for it at
-  // branch_join(). CudaKernels::branches off: everything stays on the main lane, in order.
-  void branch_begin() override {
-    if (!kernels_.branches) return;
-    DG_CHECK(lane_ == &main_ && !branch_open_, "branch_begin: a branch is already open");
-    check(cudaEventRecord(fork_, main_.stream), "cudaEventRecord");
-    check(cudaStreamWaitEvent(side_.stream, fork_), "cudaStreamWaitEvent");
-    use_lane(side_);
-  }
-  void branch_end() override {
-    if (lane_ != &side_) return;
-    check(cudaEventRecord(joined_, side_.stream), "cudaEventRecord");
-    use_lane(main_);
-    branch_open_ = true;
-  }
-  void branch_join() override {
-    if (!branch_open_) return;
-    check(cudaStreamWaitEvent(main_.stream, joined_), "cudaStreamWaitEvent");
-    branch_open_ = false;
-  }
 
   void copy_to_host(const Tensor& t, float* dst) override { device_to_host_f32(t, dst, stream_); }
   void copy_from_host(const float* src, Tensor& t) override { host_f32_to_device(src, t, stream_); }
@@ -481,12 +433,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
  private:
   CublasCtx blas_ctx() {
-    return CublasCtx{lane_->blas, stream_, [this](DType t, Shape sh) { return device(t, sh); }, lane_->fp8.get(),
+    return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
                      kernels_.a8_linears_stream, kernels_.dense_stream};
-  }
-  void use_lane(Lane& l) {
-    lane_ = &l;
-    ctx_->current = stream_ = l.stream;
   }
   // The flash kernels read fresh keys and values as f16, as the cache holds them.
   Tensor f16_copy(const Tensor& t) {
@@ -511,13 +459,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
-  Lane main_, side_;
-  Lane* lane_ = nullptr;       // the lane ops are issued to
-  cudaStream_t stream_ = nullptr;  // lane_->stream
-  bool branch_open_ = false;   // a branch ended and the main lane has not joined it yet
-  cudaEvent_t fork_ = nullptr, joined_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<Fp8Gemm> fp8_;
   std::map<const float*, Tensor> inv_freq_;  // keyed by the model's per-layer host vectors (stable addresses)
   StageMarks marks_;
+  static constexpr size_t kBlasWorkspace = size_t{32} << 20;
+  void* blas_ws_ = nullptr;
   StepGraph graph_;
   int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
   size_t ids_capacity_ = 0;

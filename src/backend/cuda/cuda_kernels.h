@@ -75,9 +75,6 @@ struct CudaKernels {
   // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B, measured
   // slower: docs/NEGATIVE.md).
   bool dense_stream = false;
-  // The dense MLP of each MoE layer on a second stream beside the MoE (Backend::branch_begin; the same results);
-  // false: one stream, in order (A/B)
-  bool branches = true;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
