@@ -62,6 +62,13 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
   scale(out, s);
 }
 
+void Backend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
+                           const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out) {
+  Tensor m2 = alloc(h.shape);
+  moe(h, z, w, top_k, m2);
+  ffn_tail(h, m1, w1, m2, w2, wn, s, out);
+}
+
 void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                            const std::vector<float>& inv_freq) {
   rmsnorm(x, w, out);

@@ -143,6 +143,11 @@ class Backend {
 
   // Mixture of experts: routing reads the raw residual h, the experts read z = pre_feedforward_layernorm_2(h).
   virtual void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) = 0;
+  // The MoE block feeding the feed-forward tail: out = ffn_tail(h, m1, w1, moe(h, z, w, top_k), w2, wn, s) (m1 may be
+  // overwritten). The default is the two ops; a backend may skip storing the MoE's output (CUDA combines the
+  // experts' rows inside the tail's kernel).
+  virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
+                            const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the

@@ -165,13 +165,15 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   be_.linear(gate, w.down, m1);
   emit(trace, p + "mlp", m1);
   be_.stage("moe");
-  Tensor m2 = be_.alloc(Shape{rows, hidden});
-  be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
-  emit(trace, p + "experts", m2);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
   Tensor out = be_.alloc(Shape{rows, hidden});
-  if (traced) {
+  if (!traced) {  // the MoE and the tail as one op: the backend may never store the MoE's output
+    be_.moe_ffn_tail(h1, z, w.moe(), cfg_.top_k, m1, w.post_ff_norm_1, w.post_ff_norm_2, w.post_ff_norm, scalar, out);
+  } else {
+    Tensor m2 = be_.alloc(Shape{rows, hidden});
+    be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
+    emit(trace, p + "experts", m2);
     be_.rmsnorm(m1, &w.post_ff_norm_1, m1);
     emit(trace, p + "post_feedforward_layernorm_1", m1);
     be_.rmsnorm(m2, &w.post_ff_norm_2, m2);
@@ -182,8 +184,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     emit(trace, p + "post_feedforward_layernorm", f);
     be_.add(h1, f, out);
     be_.scale(out, scalar);
-  } else {
-    be_.ffn_tail(h1, m1, w.post_ff_norm_1, m2, w.post_ff_norm_2, w.post_ff_norm, scalar, out);
   }
   emit(trace, p + "out", out);
   return out;

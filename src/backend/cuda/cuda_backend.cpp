@@ -355,6 +355,18 @@ class CudaBackend final : public Backend, public SyntheticFill {
     moe_cuda_path(c, h, z, w, top_k, out);
   }
 
+  void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
+                    const Tensor& w2, const Tensor& wn, float s, Tensor& out) override {
+    if (!kernels_.fused_norms) {
+      Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
+      return;
+    }
+    const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
+                       [this](const char* n) { stage(n); }};
+    const MoeTail tail{m1, w1, w2, wn, s};
+    moe_cuda_path(c, h, z, w, top_k, out, &tail);
+  }
+
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override {
     lm_head_cuda(blas_ctx(), y, embed, softcap, logits);
   }

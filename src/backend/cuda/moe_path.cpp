@@ -6,20 +6,29 @@
 
 #include "backend/cuda/host_check.h"
 #include "ops/glu/glu_cuda.h"
+#include "ops/residual/residual.h"
 
 namespace dg {
 
 using cuda_host::check;
 
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
-                   Tensor& out) {
+                   Tensor& out, const MoeTail* tail) {
   const cudaStream_t s = c.blas.stream;
   const auto& device = c.blas.alloc;
   const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
   const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
   Tensor r = device(DType::kBF16, Shape{T, H});
-  check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps,
-                              static_cast<float>(std::pow(static_cast<double>(H), -0.5)), s));
+  const float root = static_cast<float>(std::pow(static_cast<double>(H), -0.5));
+  // W8A8: z's per-row codes and scales come with the router's input (one launch).
+  Tensor zq, zs;
+  if (w.act == DType::kFp8) {
+    zq = device(DType::kU8, Shape{T, H});
+    zs = device(DType::kF32, Shape{T});
+    check(moe_inputs_fp8_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, z.data, zq.data, zs.f32(), s));
+  } else {
+    check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
+  }
   Tensor scores = device(DType::kBF16, Shape{T, E});
   gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
   Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
@@ -43,8 +52,6 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
-    Tensor zq = device(DType::kU8, Shape{T, H}), zs = device(DType::kF32, Shape{T});
-    check(moe_act_quant_fp8_cuda(z.data, T, H, zq.data, zs.f32(), s));
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
@@ -84,7 +91,18 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     }
   }
   c.stage("moe");
-  check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, s));
+  if (tail == nullptr) {
+    check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, out.data, s));
+  } else if (ffn_tail_moe_fits(H, h.data, tail->m1.data, tail->w1.data, y.data, tail->w2.data, tail->w.data,
+                               out.data)) {
+    check(ffn_tail_moe_cuda(h.data, tail->m1.data, tail->w1.data, y.data, inv.as<int32_t>(), wts.f32(), top_k,
+                            tail->w2.data, tail->w.data, tail->scalar, out.data, T, H, c.eps, s));
+  } else {
+    Tensor m2 = device(DType::kBF16, Shape{T, H});
+    check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, m2.data, s));
+    check(ffn_tail_cuda(h.data, tail->m1.data, tail->w1.data, m2.data, tail->w2.data, tail->w.data, tail->scalar,
+                        out.data, T, H, c.eps, s));
+  }
 
 }
 

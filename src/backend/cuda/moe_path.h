@@ -17,14 +17,25 @@ namespace dg {
 struct MoePathCtx {
   CublasCtx blas;  // the handle, the stream and its stream-ordered buffers
   const CudaKernels& kernels;
-  float eps;        // the router norm's
+  float eps;        // the norms' (the router's, the tail's)
   bool capturing;   // inside a graph capture: no host synchronisation (the cuBLAS path is off)
   Q4Layout q4;      // where q4 expert weights are in the kernel layout
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
 };
 
-// out[T, H] = the MoE block of h (router input) and z (expert input), bf16 [T, H] each.
+// The feed-forward tail that takes the MoE block's output as its m2 (Backend::moe_ffn_tail): out = ffn_tail(h, m1,
+// w1, moe, w2, w, scalar), the experts' rows combined inside the tail's kernel (ffn_tail_moe_cuda).
+struct MoeTail {
+  const Tensor& m1;
+  const Tensor& w1;
+  const Tensor& w2;
+  const Tensor& w;
+  float scalar;
+};
+
+// out[T, H] = the MoE block of h (router input) and z (expert input), bf16 [T, H] each; with `tail`, out is the
+// feed-forward tail of it instead (where ffn_tail_moe_fits; else the combine, then ffn_tail_cuda).
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
-                   Tensor& out);
+                   Tensor& out, const MoeTail* tail = nullptr);
 
 }  // namespace dg

@@ -4,6 +4,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
+#include "ops/moe/act_quant.cuh"
 #include "ops/moe/moe_cuda.h"
 
 namespace dg {
@@ -53,55 +54,14 @@ __global__ void act_quant_fp8_kernel(const bf16* x, int64_t rows, int64_t K, boo
   if (lane == 0) scale[r] = s;
 }
 
-// The same quantisation with the row held in registers: kT threads per row (a warp for the 704-wide down input, 128
-// threads for the 2,816-wide gate_up input), each up to kActPer 16-byte chunks, one read of the row and a block of
-// rows' worth of parallelism (a warp per row left a 256-row call with two warps per SM: 9.8 µs on an H200).
-constexpr int kActPer = 4;
-
 template <int kT>
 __global__ void __launch_bounds__(kT < 128 ? 128 : kT)
     act_quant_fp8_reg_kernel(const bf16* x, int64_t rows, int64_t chunks, uint8_t* q, float* scale) {
   cuda::pdl_enter();
   constexpr int kBlock = kT < 128 ? 128 : kT;
   __shared__ float red[kBlock / 32];
-  const int t = static_cast<int>(threadIdx.x) % kT;
-  const int64_t r = blockIdx.x * static_cast<int64_t>(kBlock / kT) + threadIdx.x / kT;
-  const bool live = r < rows;
-  const uint4* xr = reinterpret_cast<const uint4*>(x) + r * chunks;
-  uint4 v[kActPer];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kActPer; ++i) {
-    const int64_t c = t + i * kT;
-    v[i] = live && c < chunks ? xr[c] : make_uint4(0, 0, 0, 0);
-    const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(__bfloat162float(e[j])));
-  }
-  for (int off = (kT < 32 ? kT : 32) / 2; off > 0; off >>= 1)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  if constexpr (kT > 32) {
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-    __syncthreads();
-    const int w0 = static_cast<int>(threadIdx.x) / kT * (kT / 32);
-    amax = red[w0];
-    for (int w = 1; w < kT / 32; ++w) amax = fmaxf(amax, red[w0 + w]);
-  }
-  if (!live) return;
-  const float s = amax / 448.0f;
-  uint2* qr = reinterpret_cast<uint2*>(q) + r * chunks;
-#pragma unroll
-  for (int i = 0; i < kActPer; ++i) {
-    const int64_t c = t + i * kT;
-    if (c >= chunks) break;
-    const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
-    uint2 o;
-    auto* ob = reinterpret_cast<uint8_t*>(&o);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ob[j] = e4m3_of(__bfloat162float(e[j]), s);
-    qr[c] = o;
-  }
-  if (t == 0) scale[r] = s;
+  act_quant_row_reg<kT>(x, rows, chunks, q, scale, blockIdx.x * static_cast<int64_t>(kBlock / kT) + threadIdx.x / kT,
+                        static_cast<int>(threadIdx.x) % kT, red);
 }
 
 }  // namespace

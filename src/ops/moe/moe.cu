@@ -3,6 +3,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
+#include "ops/moe/act_quant.cuh"
 #include "ops/moe/moe_cuda.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rmsnorm/warp_norm.cuh"
@@ -55,6 +56,28 @@ __global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const b
                        for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
                        *reinterpret_cast<uint4*>(rr + d0) = raw;
                      });
+}
+
+// The W8A8 MoE's two inputs in one launch, a block per row: the router's input of h (router_input_kernel) and z's
+// E4M3 codes and scale (act_quant_fp8_reg_kernel<128>), the same arithmetic as the two kernels.
+__global__ void __launch_bounds__(norm::kVecThreads)
+    moe_inputs_fp8_kernel(const bf16* h, const bf16* scale, bf16* r, int dim, float eps, float root, const bf16* z,
+                          uint8_t* zq, float* zs) {
+  cuda::pdl_enter();
+  __shared__ float warp_sums[norm::kVecThreads / 32];
+  __shared__ float red[norm::kVecThreads / 32];
+  bf16* rr = r + blockIdx.x * static_cast<int64_t>(dim);
+  norm::vec_norm_row(h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps,
+                     warp_sums, [&](int d0, uint4 raw) {
+                       const uint4 sraw = *reinterpret_cast<const uint4*>(scale + d0);
+                       auto* e = reinterpret_cast<bf16*>(&raw);
+                       const auto* w = reinterpret_cast<const bf16*>(&sraw);
+#pragma unroll
+                       for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
+                       *reinterpret_cast<uint4*>(rr + d0) = raw;
+                     });
+  act_quant_row_reg<norm::kVecThreads>(z, static_cast<int64_t>(gridDim.x), dim / 8, zq, zs, blockIdx.x,
+                                       static_cast<int>(threadIdx.x), red);
 }
 
 __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int64_t hidden, bf16* xg, int64_t n) {
@@ -168,6 +191,23 @@ Status moe_router_input_cuda(const void* h, const void* scale, void* r, int64_t 
       !st.is_ok())
     return st;
   return moe_router_prep_cuda(r, scale, rows, hidden, root, s);
+}
+
+Status moe_inputs_fp8_cuda(const void* h, const void* scale, void* r, int64_t rows, int64_t hidden, float eps,
+                           float root, const void* z, void* zq, float* zs, cudaStream_t s) {
+  if (rows == 0) return Status::ok();
+  const bool aligned = ((reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(scale) |
+                         reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(z) |
+                         reinterpret_cast<uintptr_t>(zq)) & 15) == 0;
+  static_assert(norm::kVecMaxDim == 8 * norm::kVecThreads * kActPer, "a row's chunks fit the block's registers");
+  if (hidden % 8 == 0 && hidden <= norm::kVecMaxDim && aligned && rows <= 0x7fffffff) {
+    cuda::launch(moe_inputs_fp8_kernel, static_cast<unsigned>(rows), norm::kVecThreads, 0, s,
+                 static_cast<const bf16*>(h), static_cast<const bf16*>(scale), static_cast<bf16*>(r),
+                 static_cast<int>(hidden), eps, root, static_cast<const bf16*>(z), static_cast<uint8_t*>(zq), zs);
+    return cuda_status(cudaGetLastError(), "moe_inputs_fp8_cuda");
+  }
+  if (Status st = moe_router_input_cuda(h, scale, r, rows, hidden, eps, root, s); !st.is_ok()) return st;
+  return moe_act_quant_fp8_cuda(z, rows, hidden, zq, zs, s);
 }
 
 Status moe_router_prep_cuda(void* normed, const void* scale, int64_t rows, int64_t hidden, float root, cudaStream_t s) {

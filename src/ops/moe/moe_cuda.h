@@ -85,6 +85,10 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.
 Status moe_act_quant_fp8_cuda(const void* x, int64_t rows, int64_t K, void* q, float* scale, cudaStream_t s);
+// The W8A8 MoE's inputs: moe_router_input_cuda(h, scale, r) and moe_act_quant_fp8_cuda(z, zq, zs), both [rows,
+// hidden], in one launch where both take their 16-byte paths (hidden % 8 == 0 up to 4,096, aligned); the same bits.
+Status moe_inputs_fp8_cuda(const void* h, const void* scale, void* r, int64_t rows, int64_t hidden, float eps,
+                           float root, const void* z, void* zq, float* zs, cudaStream_t s);
 // out[r, c] = bf16(sum_k weight[r, k] * y[inv[r * top_k + k], c]), summed in rank order.
 Status moe_combine_cuda(const void* y, const int32_t* inv, const float* weight, int64_t rows, int top_k, int64_t hidden,
                         void* out, cudaStream_t s);

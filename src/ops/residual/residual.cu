@@ -7,6 +7,7 @@
 #include "ops/residual/residual.h"
 
 #include <initializer_list>
+#include <string>
 
 namespace dg {
 namespace {
@@ -122,7 +123,36 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
   }
 }
 
-__global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
+// m2's row as stored.
+struct RowsM2 {
+  const bf16* m2;
+  __device__ __forceinline__ void load(int64_t row, int64_t dim, int64_t i, float* f) const {
+    load8(m2 + row * dim + i, f);
+  }
+};
+// m2's row combined from the MoE's expert rows: bf16(sum_k weight[row, k] * y[inv[row * top_k + k]]) in rank
+// order, moe_combine_cuda's arithmetic.
+struct CombinedM2 {
+  const bf16* y;
+  const int32_t* inv;
+  const float* weight;
+  int top_k;
+  __device__ __forceinline__ void load(int64_t row, int64_t dim, int64_t i, float* f) const {
+    float acc[8] = {};
+    for (int k = 0; k < top_k; ++k) {
+      const float wk = weight[row * top_k + k];
+      float v[8];
+      load8(y + static_cast<int64_t>(inv[row * top_k + k]) * dim + i, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += wk * v[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = rbf(acc[j]);
+  }
+};
+
+template <class M2>
+__global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2,
                                     const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
@@ -134,7 +164,7 @@ __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* 
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
       load8(m1 + base + i, a[q]);
-      load8(m2 + base + i, b[q]);
+      m2.load(blockIdx.x, dim, i, b[q]);
       load8(w1 + i, wa[q]);
       load8(w2 + i, wb[q]);
     }
@@ -281,10 +311,10 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
   if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out})) {
-    cuda::launch(ffn_tail_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s, 
-        static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
-        static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
-        static_cast<bf16*>(out), dim, eps);
+    cuda::launch(ffn_tail_vec_kernel<RowsM2>, static_cast<unsigned>(rows), kThreads, 0, s,
+                 static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
+                 RowsM2{static_cast<const bf16*>(m2)}, static_cast<const bf16*>(w2), static_cast<const bf16*>(w),
+                 scalar, static_cast<bf16*>(out), dim, eps);
     return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
   }
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
@@ -294,6 +324,25 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
       static_cast<const bf16*>(m2), static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar,
       static_cast<bf16*>(out), dim, eps);
   return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
+}
+
+Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
+                         const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  if (Status st = check_shape(rows, dim, "ffn_tail_moe_cuda"); !st.is_ok()) return st;
+  if (!vec_ok(dim, {h1, m1, w1, y, w2, w, out}))
+    return Status::error("ffn_tail_moe_cuda: rows of " + std::to_string(dim) +
+                         " elements or unaligned buffers (take moe_combine_cuda, then ffn_tail_cuda)");
+  cuda::launch(ffn_tail_vec_kernel<CombinedM2>, static_cast<unsigned>(rows), kThreads, 0, s,
+               static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
+               CombinedM2{static_cast<const bf16*>(y), inv, weight, top_k}, static_cast<const bf16*>(w2),
+               static_cast<const bf16*>(w), scalar, static_cast<bf16*>(out), dim, eps);
+  return cuda_status(cudaGetLastError(), "ffn_tail_moe_cuda");
+}
+
+bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
+                       const void* w, const void* out) {
+  return vec_ok(dim, {h1, m1, w1, y, w2, w, out});
 }
 
 }  // namespace dg

@@ -25,6 +25,14 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+// ffn_tail with m2 combined from the MoE's expert rows inside the kernel, as moe_combine_cuda would store it (y: the
+// expert products' rows, inv and weight [rows, top_k]; src/ops/moe/moe_cuda.h): the same bits as the two calls, one
+// launch and no m2. Needs the vectorised rows (ffn_tail_moe_fits); otherwise an error.
+Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
+                         const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s);
+bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
+                       const void* w, const void* out);
 
 }  // namespace dg
 #endif
