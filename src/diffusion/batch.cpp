@@ -193,11 +193,12 @@ std::vector<PrefillTake> PrefillRotation::pick(std::span<const uint64_t> ids, st
   size_t first = 0;
   while (first < ids.size() && ids[first] < next_) ++first;
   if (first == ids.size()) first = 0;  // wrap: the earliest prompt
+  const int64_t slack = prefill_round_limit(budget) - budget;
   for (size_t k = 0; k < ids.size() && budget > 0; ++k) {
     const size_t i = (first + k) % ids.size();
     DG_CHECK(waiting[i] > 0 && (i == 0 || ids[i] > ids[i - 1]), "prefill: prompt {} waits for {} tokens", ids[i],
              waiting[i]);
-    const int64_t n = std::min(waiting[i], budget);
+    const int64_t n = waiting[i] - budget <= slack ? waiting[i] : budget;
     out.push_back(PrefillTake{i, n});
     budget -= n;
     next_ = ids[i] + 1;

@@ -92,11 +92,14 @@ class ModelBatchDenoiser final : public BatchDenoiser {
 // One round's share of the prompt tokens waiting to be encoded: prompts take turns in admission order, each round
 // starting after the prompt served last, and take what they wait for up to what is left of the budget. A long
 // prompt holds back the prompts behind it by at most one round, and prompts that keep arriving cannot hold it
-// back for longer than one turn through them.
+// back for longer than one turn through them. A prompt the budget would cut with at most budget / 8 tokens left
+// takes them too (a 4,107-token chat turn at a budget of 4,096 in one round, not a second pass over the weights for
+// its last 11 tokens): a round encodes at most prefill_round_limit(budget) prompt tokens.
 struct PrefillTake {
   size_t index = 0;    // into the waiting prompts of the call
   int64_t tokens = 0;  // to encode this round
 };
+inline int64_t prefill_round_limit(int64_t budget) { return budget + budget / 8; }
 class PrefillRotation {
  public:
   // ids: the waiting prompts' admission numbers, increasing; waiting: the tokens each still needs (> 0).

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backend/registry.h"
+#include "diffusion/batch.h"
 #include "core/error.h"
 
 namespace dg::server {
@@ -48,7 +49,8 @@ MemoryRequest memory_request(const EngineOptions& eo, const Precision& precision
   MemoryRequest r;
   r.context = eo.context;
   r.ring_slack = std::max(WorkerOptions{}.session.ring_slack, eo.kv_ring_slack);  // as EngineCore::open_session
-  r.prefill_rows = std::max(eo.prefill_chunk, opt.prefill_per_step);  // a prompt encode: serial, or a round's
+  // a prompt encode: serial, or a round's
+  r.prefill_rows = std::max(eo.prefill_chunk, prefill_round_limit(opt.prefill_per_step));
   r.bytes = be.bytes(precision);
   r.max_batch = opt.max_batch;
   r.slots = opt.slots;
