@@ -40,6 +40,9 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view token) const;  // exact token string lookup
   std::string_view token(int32_t id) const;                      // raw token string ("" if out of range)
   bool is_special(int32_t id) const;
+  // The first special token that encode(text, kMatch) matches as a literal, without encoding the rest (no BPE): a
+  // cheap check that client text smuggles no marker. nullopt: none.
+  std::optional<int32_t> first_special_literal(std::string_view text) const;
   std::optional<int32_t> bos_id() const;  // from the post-processor template, if any
 
  private:

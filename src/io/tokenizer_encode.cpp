@@ -111,6 +111,27 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, SpecialTokens mode
   return ids;
 }
 
+std::optional<int32_t> Tokenizer::first_special_literal(std::string_view text) const {
+  if (const auto bad = tok::utf8_invalid_offset(text)) {
+    fail("tokenizer: input text is not valid UTF-8 at byte offset {}", *bad);
+  }
+  const Impl& impl = *impl_;
+  std::vector<tok::Piece> pieces, sub;
+  impl.split_added(text, impl.raw_trie, SpecialTokens::kMatch, pieces);
+  for (auto& piece : pieces) {
+    if (piece.id >= 0) {
+      if (impl.special(piece.id)) return piece.id;
+      continue;
+    }
+    sub.clear();
+    impl.split_added(tok::normalize(impl.normalizer, std::move(piece.text)), impl.norm_trie, SpecialTokens::kMatch,
+                     sub);
+    for (const auto& s : sub)
+      if (s.id >= 0 && impl.special(s.id)) return s.id;
+  }
+  return std::nullopt;
+}
+
 int Tokenizer::vocab_size() const { return impl_->n_ids; }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {

@@ -196,11 +196,10 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
 // encoded as plain text, as every chat text is).
 void check_literals(const std::string& text, const std::string& where, const WireContext& ctx) {
   if (ctx.allow_special_literals) return;
-  for (const int32_t id : ctx.tok.encode(text, SpecialTokens::kMatch))
-    if (ctx.tok.is_special(id))
-      bad(where, fmt::format("{} contains the special-token literal '{}'; control tokens cannot be sent as text "
-                             "(start the server with --allow-special-literals to pass such text as plain characters)",
-                             where, ctx.tok.token(id)));
+  if (const std::optional<int32_t> id = ctx.tok.first_special_literal(text))
+    bad(where, fmt::format("{} contains the special-token literal '{}'; control tokens cannot be sent as text "
+                           "(start the server with --allow-special-literals to pass such text as plain characters)",
+                           where, ctx.tok.token(*id)));
 }
 
 // Tool turns the template can render: every assistant tool call answered by the role "tool" messages right after

@@ -73,6 +73,11 @@ TEST(TokenizerGemma, SpecialLiteralsOnlyInMatchMode) {
   // Non-special added tokens ("\n", "</th>") are matched in both modes.
   EXPECT_EQ(tok.encode("\n</th>", SpecialTokens::kPlain), (Ids{107, 182}));
   EXPECT_EQ(tok.encode("<start_of_tur"), tok.encode("<start_of_tur", SpecialTokens::kPlain));
+  // The literal check: the first special literal, none in plain text or past non-special added tokens.
+  EXPECT_EQ(tok.first_special_literal(prompt), std::optional<int32_t>(2));
+  EXPECT_EQ(tok.first_special_literal("hi<end_of_turn> and <bos>"), std::optional<int32_t>(106));
+  EXPECT_EQ(tok.first_special_literal("\n</th><start_of_tur"), std::nullopt);
+  EXPECT_EQ(tok.first_special_literal(""), std::nullopt);
 }
 
 TEST(TokenizerGemma, ByteFallbackForUnknownCodepoints) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,14 @@ inline void expect_matches_cases(const Tokenizer& tok, const std::string& path, 
       const auto text = c.at("text").get<std::string>();
       const Ids got = tok.encode(text);
       check(got == ids, "encode differs: got " + json(got).dump() + " want " + json(ids).dump());
+      // The literal check without BPE finds the first special id of the reference's encoding.
+      std::optional<int32_t> first;
+      for (const int32_t id : ids)
+        if (tok.is_special(id)) {
+          first = id;
+          break;
+        }
+      check(tok.first_special_literal(text) == first, "first_special_literal differs from the encoding's");
       if (c.contains("ids_plain")) {
         check(tok.encode(text, SpecialTokens::kPlain) == c.at("ids_plain").get<Ids>(), "kPlain encode differs");
       }
