@@ -211,7 +211,8 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prefill-per-step", s.prefill_per_step,
                   "batched worker: prompt tokens encoded between two batched steps, the waiting prompts together in "
-                  "turns")
+                  "turns (a prompt with at most an eighth of this left after its share takes the rest in the same "
+                  "round)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--slots", s.slots,

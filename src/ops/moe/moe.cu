@@ -40,12 +40,11 @@ __global__ void router_prep_vec_kernel(uint4* x, const uint4* scale, int64_t chu
   row[c] = raw;
 }
 
-// The router's input in one pass: rmsnorm(h) without a weight (rmsnorm_vec_kernel's arithmetic: vec_norm_row) and
-// router_prepped on each rounded value, a block per row.
-__global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const bf16* h, const bf16* scale, bf16* r,
-                                                                          int dim, float eps, float root) {
-  cuda::pdl_enter();
-  __shared__ float warp_sums[norm::kVecThreads / 32];
+// Row blockIdx.x of the router's input: rmsnorm(h) without a weight (rmsnorm_vec_kernel's arithmetic:
+// vec_norm_row) and router_prepped on each rounded value. The whole block calls it; warp_sums: its shared
+// [kVecThreads / 32].
+__device__ __forceinline__ void router_input_row(const bf16* h, const bf16* scale, bf16* r, int dim, float eps,
+                                                 float root, float* warp_sums) {
   bf16* rr = r + blockIdx.x * static_cast<int64_t>(dim);
   norm::vec_norm_row(h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps,
                      warp_sums, [&](int d0, uint4 raw) {
@@ -58,6 +57,14 @@ __global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const b
                      });
 }
 
+// The router's input in one pass, a block per row.
+__global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const bf16* h, const bf16* scale, bf16* r,
+                                                                          int dim, float eps, float root) {
+  cuda::pdl_enter();
+  __shared__ float warp_sums[norm::kVecThreads / 32];
+  router_input_row(h, scale, r, dim, eps, root, warp_sums);
+}
+
 // The W8A8 MoE's two inputs in one launch, a block per row: the router's input of h (router_input_kernel) and z's
 // E4M3 codes and scale (act_quant_fp8_reg_kernel<128>), the same arithmetic as the two kernels.
 __global__ void __launch_bounds__(norm::kVecThreads)
@@ -66,16 +73,7 @@ __global__ void __launch_bounds__(norm::kVecThreads)
   cuda::pdl_enter();
   __shared__ float warp_sums[norm::kVecThreads / 32];
   __shared__ float red[norm::kVecThreads / 32];
-  bf16* rr = r + blockIdx.x * static_cast<int64_t>(dim);
-  norm::vec_norm_row(h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps,
-                     warp_sums, [&](int d0, uint4 raw) {
-                       const uint4 sraw = *reinterpret_cast<const uint4*>(scale + d0);
-                       auto* e = reinterpret_cast<bf16*>(&raw);
-                       const auto* w = reinterpret_cast<const bf16*>(&sraw);
-#pragma unroll
-                       for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
-                       *reinterpret_cast<uint4*>(rr + d0) = raw;
-                     });
+  router_input_row(h, scale, r, dim, eps, root, warp_sums);
   act_quant_row_reg<norm::kVecThreads>(z, static_cast<int64_t>(gridDim.x), dim / 8, zq, zs, blockIdx.x,
                                        static_cast<int>(threadIdx.x), red);
 }
