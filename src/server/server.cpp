@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "backend/registry.h"
-#include "diffusion/batch.h"
 #include "core/error.h"
+#include "diffusion/batch.h"
 
 namespace dg::server {
 namespace {

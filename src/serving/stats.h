@@ -48,7 +48,7 @@ struct WorkerStats {
   Histogram step_seconds;       // wall time of one denoise step (of the whole batch)
   Histogram batch_occupancy;    // jobs denoised together in one step
   Histogram prefill_prompts;    // batched worker: prompts with tokens in one encoder pass
-  Histogram prefill_tokens;     // batched worker: prompt tokens in one encoder pass (at most --prefill-per-step)
+  Histogram prefill_tokens;     // batched worker: prompt tokens in one encoder pass (prefill_round_limit)
 
   // Every counter and histogram but `running` back to zero (what the warm-up added: Worker::warm_up).
   void reset();

@@ -98,7 +98,8 @@ TEST(WorkerPrefill, ShortPromptsQueuedBehindALongOneArePrefilledFirstAndAnswerAs
   EXPECT_EQ(alone.synced, (std::vector<uint64_t>{1, 2, 3, 4}));
   ASSERT_EQ(together.synced.size(), 4u);
   EXPECT_EQ(together.synced.back(), 1u) << "the short prompts' prefill ends first; then the long one's";
-  // Every pass within the budget of 16 tokens; the first rounds' passes held several prompts.
+  // Every pass within the budget of 16 tokens (no prompt here ends within the 2 tokens a round may take past it,
+  // PrefillRotation); the first rounds' passes held several prompts.
   ASSERT_GT(together.tokens.count, 10u);
   EXPECT_EQ(together.tokens.cumulative[0], together.tokens.count) << "a pass of more than 16 prompt tokens";
   EXPECT_LT(together.prompts.cumulative[0], together.prompts.count) << "no pass held two prompts";
