@@ -3,9 +3,11 @@
 // steps; prompt prefill runs in bounded chunks between steps, so a long prompt cannot stall running canvases).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -99,7 +101,9 @@ struct PrefillTake {
   size_t index = 0;    // into the waiting prompts of the call
   int64_t tokens = 0;  // to encode this round
 };
-inline int64_t prefill_round_limit(int64_t budget) { return budget + budget / 8; }
+inline int64_t prefill_round_limit(int64_t budget) {
+  return budget + std::min(budget / 8, std::numeric_limits<int64_t>::max() - budget);  // no overflow at any budget
+}
 class PrefillRotation {
  public:
   // ids: the waiting prompts' admission numbers, increasing; waiting: the tokens each still needs (> 0).

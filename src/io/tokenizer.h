@@ -41,7 +41,9 @@ class Tokenizer {
   std::string_view token(int32_t id) const;                      // raw token string ("" if out of range)
   bool is_special(int32_t id) const;
   // The first special token that encode(text, kMatch) matches as a literal, without encoding the rest (no BPE): a
-  // cheap check that client text smuggles no marker. nullopt: none.
+  // cheap check that client text smuggles no marker. nullopt: none. Special ids that only BPE would produce (an unk
+  // token where byte fallback is missing, a single_word special its neighbours reject and merges rebuild) are not
+  // reported; no Gemma tokenizer has either.
   std::optional<int32_t> first_special_literal(std::string_view text) const;
   std::optional<int32_t> bos_id() const;  // from the post-processor template, if any
 

@@ -3,6 +3,7 @@
 // and is not held back by prompts that keep arriving.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "diffusion/batch.h"
@@ -80,6 +81,7 @@ TEST(PrefillRotation, NothingWaitingTakesNothing) {
 // eighth of the budget it takes two, and a round never takes more than prefill_round_limit.
 TEST(PrefillRotation, APromptAFewTokensPastTheBudgetFinishesInOneRound) {
   EXPECT_EQ(prefill_round_limit(4096), 4608);
+  EXPECT_EQ(prefill_round_limit(std::numeric_limits<int64_t>::max()), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(run({{0, 4107}}, 4096).at(0), 0);
   EXPECT_EQ(run({{0, 4608}}, 4096).at(0), 0);
   EXPECT_EQ(run({{0, 4609}}, 4096).at(0), 1);

@@ -69,7 +69,7 @@ TEST(MoeInputsCuda, TheFusedLaunchWritesTheTwoKernelsBytes) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   same_as_the_two_kernels(256, 2816, 1);  // a 26B-A4B canvas
   same_as_the_two_kernels(37, 704, 2);    // fewer chunks than threads
-  same_as_the_two_kernels(3, 4104, 3);    // past the fused path: the two calls
+  same_as_the_two_kernels(3, 4104, 3);    // past the fused path: the launcher's fallback to the two calls runs
 }
 
 }  // namespace moe_inputs_cuda_test
