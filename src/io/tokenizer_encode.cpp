@@ -83,53 +83,47 @@ void Tokenizer::Impl::split_added(std::string_view text, const tok::LiteralTrie&
   if (start_offset < text.size()) out.push_back({std::string(text.substr(start_offset)), -1});
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, SpecialTokens mode) const {
+bool Tokenizer::Impl::walk_added(std::string_view text, SpecialTokens mode,
+                                 const std::function<bool(tok::Piece&)>& on) const {
   if (const auto bad = tok::utf8_invalid_offset(text)) {
     fail("tokenizer: input text is not valid UTF-8 at byte offset {}", *bad);
   }
-  const Impl& impl = *impl_;
-  std::vector<int32_t> ids;
   std::vector<tok::Piece> pieces, sub;
-  impl.split_added(text, impl.raw_trie, mode, pieces);
+  split_added(text, raw_trie, mode, pieces);
   for (auto& piece : pieces) {
     if (piece.id >= 0) {
-      ids.push_back(piece.id);
+      if (!on(piece)) return false;
       continue;
     }
     sub.clear();
-    impl.split_added(tok::normalize(impl.normalizer, std::move(piece.text)), impl.norm_trie, mode, sub);
-    for (auto& s : sub) {
-      if (s.id >= 0) {
-        ids.push_back(s.id);
-        continue;
-      }
-      for (const auto& word : tok::pre_tokenize(impl.pre_tokenizer, std::move(s.text))) {
-        impl.model.tokenize(word, ids);
-      }
-    }
+    split_added(tok::normalize(normalizer, std::move(piece.text)), norm_trie, mode, sub);
+    for (auto& s : sub)
+      if (!on(s)) return false;
   }
+  return true;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, SpecialTokens mode) const {
+  const Impl& impl = *impl_;
+  std::vector<int32_t> ids;
+  impl.walk_added(text, mode, [&](tok::Piece& p) {
+    if (p.id >= 0) {
+      ids.push_back(p.id);
+    } else {
+      for (const auto& word : tok::pre_tokenize(impl.pre_tokenizer, std::move(p.text))) impl.model.tokenize(word, ids);
+    }
+    return true;
+  });
   return ids;
 }
 
 std::optional<int32_t> Tokenizer::first_special_literal(std::string_view text) const {
-  if (const auto bad = tok::utf8_invalid_offset(text)) {
-    fail("tokenizer: input text is not valid UTF-8 at byte offset {}", *bad);
-  }
-  const Impl& impl = *impl_;
-  std::vector<tok::Piece> pieces, sub;
-  impl.split_added(text, impl.raw_trie, SpecialTokens::kMatch, pieces);
-  for (auto& piece : pieces) {
-    if (piece.id >= 0) {
-      if (impl.special(piece.id)) return piece.id;
-      continue;
-    }
-    sub.clear();
-    impl.split_added(tok::normalize(impl.normalizer, std::move(piece.text)), impl.norm_trie, SpecialTokens::kMatch,
-                     sub);
-    for (const auto& s : sub)
-      if (s.id >= 0 && impl.special(s.id)) return s.id;
-  }
-  return std::nullopt;
+  std::optional<int32_t> found;
+  impl_->walk_added(text, SpecialTokens::kMatch, [&](tok::Piece& p) {
+    if (p.id >= 0 && impl_->special(p.id)) found = p.id;
+    return !found;
+  });
+  return found;
 }
 
 int Tokenizer::vocab_size() const { return impl_->n_ids; }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -169,6 +170,10 @@ struct Tokenizer::Impl {
   // The HF AddedVocabulary::find_matches split of `text`, then the slices.
   void split_added(std::string_view text, const tok::LiteralTrie& trie, SpecialTokens mode,
                    std::vector<tok::Piece>& out) const;
+  // encode's stages before the pre-tokenizer, in text order: added tokens matched in the raw text, then in each
+  // normalized rest. `on(piece)` gets each piece (an added token's id, or text still to pre-tokenize, id -1) and
+  // returns false to stop the walk; walk_added returns whether it ran to the end. Invalid UTF-8 throws.
+  bool walk_added(std::string_view text, SpecialTokens mode, const std::function<bool(tok::Piece&)>& on) const;
 };
 
 }  // namespace dg
