@@ -9,65 +9,44 @@
 #include <random>
 #include <vector>
 
-#include "core/dtype.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/residual/residual.h"
+#include "support/seeded.h"
 
 #if defined(DG_WITH_CUDA)
-#include <cuda_runtime.h>
-
 #include "core/cuda/cuda_check.h"
+#include "support/device_buf.h"
 
 namespace dg {
 namespace ffn_tail_moe_cuda_test {
 
-struct Dev {
-  void* p = nullptr;
-  template <class T>
-  explicit Dev(const std::vector<T>& host) {
-    EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Dev() { cudaFree(p); }
-};
+using test::DeviceBuf;
+using test::seeded_uniform;
+using test::seeded_uniform_bf16;
 
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float amp) {
-  std::uniform_real_distribution<float> u(-amp, amp);
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = f32_to_bf16(u(rng));
-  return v;
-}
-
-void same_as_combine_then_tail(int64_t rows, int64_t dim, int top_k, uint32_t seed) {
+void same_as_combine_then_tail(int64_t rows, int64_t dim, int top_k, uint64_t seed) {
   SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(dim) + ", top " + std::to_string(top_k));
-  std::mt19937 rng(seed);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
   const int64_t pairs = rows * top_k;
-  const size_t n = static_cast<size_t>(rows * dim);
+  const size_t n = static_cast<size_t>(rows * dim), d = static_cast<size_t>(dim);
   std::vector<int32_t> inv(static_cast<size_t>(pairs));
   std::iota(inv.begin(), inv.end(), 0);
   std::shuffle(inv.begin(), inv.end(), rng);  // the pairs' rows in expert order, as the grouping leaves them
-  std::vector<float> weight(static_cast<size_t>(pairs));
-  std::uniform_real_distribution<float> u(0.0f, 0.5f);
-  for (float& w : weight) w = u(rng);
-  Dev y(random_bf16(static_cast<size_t>((pairs + 16) * dim), rng, 4.0f)), h1(random_bf16(n, rng, 2.0f)),
-      m1(random_bf16(n, rng, 3.0f)), w1(random_bf16(static_cast<size_t>(dim), rng, 1.5f)),
-      w2(random_bf16(static_cast<size_t>(dim), rng, 1.5f)), w(random_bf16(static_cast<size_t>(dim), rng, 1.5f)),
-      dinv(inv), dweight(weight);
-  const std::vector<uint16_t> zeros(n);
-  Dev m2(zeros), want(zeros), got(zeros);
+  const DeviceBuf y(seeded_uniform_bf16(static_cast<size_t>((pairs + 16) * dim), seed, -4.0f, 4.0f)),
+      h1(seeded_uniform_bf16(n, seed + 1, -2.0f, 2.0f)), m1(seeded_uniform_bf16(n, seed + 2, -3.0f, 3.0f)),
+      w1(seeded_uniform_bf16(d, seed + 3, -1.5f, 1.5f)), w2(seeded_uniform_bf16(d, seed + 4, -1.5f, 1.5f)),
+      w(seeded_uniform_bf16(d, seed + 5, -1.5f, 1.5f)), dinv(inv),
+      dweight(seeded_uniform(static_cast<size_t>(pairs), seed + 6, 0.0f, 0.5f)), m2(n * 2), want(n * 2), got(n * 2);
   const float eps = 1e-6f, scalar = 0.75f;
   ASSERT_TRUE(ffn_tail_moe_fits(dim, h1.p, m1.p, w1.p, y.p, w2.p, w.p, got.p));
-  Status st = moe_combine_cuda(y.p, static_cast<int32_t*>(dinv.p), static_cast<float*>(dweight.p), rows, top_k, dim,
-                               m2.p, nullptr);
+  Status st = moe_combine_cuda(y.p, dinv.as<int32_t>(), dweight.as<float>(), rows, top_k, dim, m2.p, nullptr);
   ASSERT_TRUE(st.is_ok()) << st.message();
   st = ffn_tail_cuda(h1.p, m1.p, w1.p, m2.p, w2.p, w.p, scalar, want.p, rows, dim, eps, nullptr);
   ASSERT_TRUE(st.is_ok()) << st.message();
-  st = ffn_tail_moe_cuda(h1.p, m1.p, w1.p, y.p, static_cast<int32_t*>(dinv.p), static_cast<float*>(dweight.p), top_k,
-                         w2.p, w.p, scalar, got.p, rows, dim, eps, nullptr);
+  st = ffn_tail_moe_cuda(h1.p, m1.p, w1.p, y.p, dinv.as<int32_t>(), dweight.as<float>(), top_k, w2.p, w.p, scalar,
+                         got.p, rows, dim, eps, nullptr);
   ASSERT_TRUE(st.is_ok()) << st.message();
-  std::vector<uint16_t> a(n), b(n);
-  ASSERT_EQ(cudaMemcpy(a.data(), want.p, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(b.data(), got.p, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  const std::vector<uint16_t> a = want.get<uint16_t>(n), b = got.get<uint16_t>(n);
   EXPECT_EQ(b, a);
   EXPECT_NE(std::count(a.begin(), a.end(), uint16_t{0}), static_cast<std::ptrdiff_t>(n)) << "the tail wrote zeros";
 }
@@ -80,8 +59,7 @@ TEST(FfnTailMoeCuda, TheFusedCombineWritesTheTwoKernelsBytes) {
 
 TEST(FfnTailMoeCuda, RowsPastTheVectorisedKernelAreRefused) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::vector<uint16_t> zeros(3 * 4104 * 4);
-  Dev buf(zeros);
+  const DeviceBuf buf(size_t{3} * 4104 * 2 * 4);
   EXPECT_FALSE(ffn_tail_moe_fits(4104, buf.p, buf.p, buf.p, buf.p, buf.p, buf.p, buf.p));
   const Status st = ffn_tail_moe_cuda(buf.p, buf.p, buf.p, buf.p, nullptr, nullptr, 2, buf.p, buf.p, 1.0f, buf.p, 3,
                                       4104, 1e-6f, nullptr);

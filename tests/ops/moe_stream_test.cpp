@@ -24,6 +24,7 @@
 #include "quant/codec.h"
 #include "quant/packed_tensor.h"
 #include "support/compare.h"
+#include "support/device_buf.h"
 #include "support/seeded.h"
 
 namespace dg {
@@ -39,24 +40,7 @@ std::vector<float> to_f32(const std::vector<uint16_t>& v) {
   return f;
 }
 
-// Device memory for one test; freed at scope exit.
-struct DeviceBuf {
-  void* p = nullptr;
-  explicit DeviceBuf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 16 : bytes), cudaSuccess); }
-  template <class T>
-  explicit DeviceBuf(const std::vector<T>& h) : DeviceBuf(h.size() * sizeof(T)) {
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceBuf() { cudaFree(p); }
-  DeviceBuf(const DeviceBuf&) = delete;
-  DeviceBuf& operator=(const DeviceBuf&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(p); }
-  template <class T> std::vector<T> get(size_t n) const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using test::DeviceBuf;
 
 // Pair ids p = row * top_k + rank grouped stably by expert, as moe_group_cuda lays them out.
 struct Routing {
