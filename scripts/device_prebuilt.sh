@@ -9,7 +9,8 @@ prebuilt_sum=$(cksum < .carry/prebuilt.tar.xz)
 if [ "$(cat /tmp/prebuilt/.unpacked 2>/dev/null)" != "$prebuilt_sum" ]; then
   rm -rf /tmp/prebuilt && mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
   tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "cannot unpack .carry/prebuilt.tar.xz"; exit 1; }
-  cp /tmp/prebuilt/diffgemma build/cuda-ci/ && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/
+  cp /tmp/prebuilt/diffgemma build/cuda-ci/ || { echo "no diffgemma in .carry/prebuilt.tar.xz"; exit 1; }
+  [ -e /tmp/prebuilt/dg_cuda_tests ] && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/  # DG_PACK_TESTS=0: none
   for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
   cp /tmp/prebuilt/lib/* .carry/lib/
   echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked

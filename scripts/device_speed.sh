@@ -19,6 +19,7 @@
 #          server's op-log (oplog-off.jsonl, oplog-on.jsonl: the worker's timeline of each request, no content)
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
+#   needle the needle ladder of models/dg-needle on CUDA, dense and with --attention-topk DG_NEEDLE_TOPK (needle.txt)
 #   reference-long  transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with DG_REFERENCE_ATTN
 #          (default sdpa,eager), out-of-memory results recorded
 #   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
@@ -115,6 +116,18 @@ if has topk; then
     stamp "bench topk $t, prefill ${DG_TOPK_PREFILL:-65536}, contexts ${DG_TOPK_CONTEXTS:-65536,131072}"
     timeout 200 $dg bench --prefill "${DG_TOPK_PREFILL:-65536}" --context "${DG_TOPK_CONTEXTS:-65536,131072}" \
       --skip-generate --attention-topk "$t" --label "topk-$t" --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
+  done
+fi
+if has needle; then
+  # The retrieval model's needle ladder on CUDA (docs/TRAINING.md, "The retrieval model"), every cell of its longest
+  # length required, dense and with top-k attention (DG_NEEDLE_TOPK, default dyn): needle.txt
+  for t in off ${DG_NEEDLE_TOPK-dyn}; do
+    stamp "needle ladder, attention-topk $t"
+    echo "== attention-topk $t" >> "$OUT/needle.txt"
+    timeout 200 python3 scripts/needle_ladder.py --diffgemma "$dg" -m models/dg-needle --digits 2 \
+      --words 1000,4000,12000 --depths 0,0.25,0.5,0.75,1 --require-length 12000 -- --backend cuda \
+      --attention-topk "$t" >> "$OUT/needle.txt" 2>&1
+    echo "exit status $?" >> "$OUT/needle.txt"
   done
 fi
 if has reference; then

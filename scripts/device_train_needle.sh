@@ -46,6 +46,10 @@
 #                          DG_NEEDLE_SEED the data's seed (default 0; give a continued run other conversations)
 #   DG_LADDER_WORDS        the final ladder's lengths (default 1000,4000,12000), depths 0,0.25,0.5,0.75,1
 #   DG_TRAIN_DEADLINE_S    the latest end of training in seconds from the start (default 480), leaving the ladder time
+#   DG_CODE_WEIGHT         train_tiny --code-weight in both stages: the canvas's answer code against 1 for the other
+#                          canvas positions (default 1)
+#   DG_TMP                 the folder of the data and intermediate models (default /tmp; give each of two runs side by
+#                          side its own, with its own OUT)
 # Brings back train.log (every training call, one after the other), ladder.txt (both ladders) and $OUT/dg-needle
 # (config.json, generation_config.json, the safetensors; its tokenizer.json, a copy of data/tokenizer.json, is removed
 # to keep within the files a device call returns).
@@ -56,7 +60,8 @@ export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo u
 . scripts/device_prebuilt.sh
 set -o pipefail
 digits=${DG_NEEDLE_DIGITS:-2} seed=${DG_NEEDLE_SEED:-0} s1=${DG_STAGE1_MINUTES:-3}
-max_words=${DG_NEEDLE_MAX_WORDS:-1500}
+max_words=${DG_NEEDLE_MAX_WORDS:-1500} tmp=${DG_TMP:-/tmp}
+mkdir -p "$tmp"
 stage2=$max_words
 [ "$max_words" -gt 300 ] && stage2=300,$max_words
 stage2=${DG_STAGE2_WORDS-$stage2}
@@ -75,17 +80,17 @@ fi
 # All the data at once, in the background (several cores): recall for stage 1, needle per stage-2 call.
 declare -A data_pid
 if [ "$stage1" = 1 ]; then
-  python3 scripts/needle_data.py train --task recall --out /tmp/recall.jsonl --count "${DG_RECALL_COUNT:-60000}" \
+  python3 scripts/needle_data.py train --task recall --out "$tmp/recall.jsonl" --count "${DG_RECALL_COUNT:-60000}" \
     --seed "$seed" --digits "$digits" --min-pairs "${DG_RECALL_MIN_PAIRS:-2}" --max-pairs "${DG_RECALL_MAX_PAIRS:-12}" \
     --filler "${DG_RECALL_FILLER:-0.3}" --repeat "${DG_RECALL_REPEAT:-0.8}" --repeats "${DG_RECALL_REPEATS:-2}" \
-    $([ "${DG_RECALL_SPREAD:-1}" = 1 ] && echo --spread) > /tmp/recall.txt 2>&1 &
+    $([ "${DG_RECALL_SPREAD:-1}" = 1 ] && echo --spread) > "$tmp/recall.txt" 2>&1 &
   data_pid[recall]=$!
 fi
 for k in "${!lengths[@]}"; do
-  python3 scripts/needle_data.py train --out "/tmp/needle-$k.jsonl" --count "${DG_NEEDLE_COUNT:-25000}" \
+  python3 scripts/needle_data.py train --out "$tmp/needle-$k.jsonl" --count "${DG_NEEDLE_COUNT:-25000}" \
     --min-words "$(( ${DG_NEEDLE_MIN_WORDS:-50} < lengths[k] ? ${DG_NEEDLE_MIN_WORDS:-50} : lengths[k] ))" \
     --max-words "${lengths[k]}" --seed "$(( seed + 1 + k ))" --repeat "${DG_NEEDLE_REPEAT:-0.8}" \
-    --distractors "${DG_NEEDLE_DISTRACTORS:-6}" --digits "$digits" > "/tmp/needle-$k.txt" 2>&1 &
+    --distractors "${DG_NEEDLE_DISTRACTORS:-6}" --digits "$digits" > "$tmp/needle-$k.txt" 2>&1 &
   data_pid[needle-$k]=$!
 done
 
@@ -99,18 +104,18 @@ fit_minutes() {  # the planned minutes, cut so that training ends by DG_TRAIN_DE
 train() {
   local name=$1 data=$2 out=$3 planned=$4 seed=$5 init=$6 schedule=$7 minutes
   shift 7
-  wait "${data_pid[$name]}" || { echo "needle_data failed ($name)"; cat "/tmp/$name.txt"; exit 1; }
+  wait "${data_pid[$name]}" || { echo "needle_data failed ($name)"; cat "$tmp/$name.txt"; exit 1; }
   minutes=$(fit_minutes "$planned")
-  : > "/tmp/$name.log"
-  echo "== $name: $(cat "/tmp/$name.txt"); $minutes min (planned $planned), learning rate $schedule" \
+  : > "$tmp/$name.log"
+  echo "== $name: $(cat "$tmp/$name.txt"); $minutes min (planned $planned), learning rate $schedule" \
     "${init:+from $init}" | tee -a "$OUT/train.log"
   python3 scripts/train_tiny.py --data "$data" --tokenizer data/tokenizer.json --out "$out" --arch needle \
     --max-positions 32768 --minutes "$minutes" --seed "$seed" --eval-minutes 0 ${init:+--init "$init"} \
     --lr-schedule "$schedule" --warmup "${DG_WARMUP:-50}" --copy-stats --log-every 25 \
-    --micro-tokens "${DG_MICRO_TOKENS:-120000}" "$@" 2>&1 | grep -v 'Writing model shards\|Loading weights' \
-    | tee -a "$OUT/train.log" "/tmp/$name.log" | grep -v "^\[.*step [0-9]*/\|SUMMARY" \
+    --micro-tokens "${DG_MICRO_TOKENS:-120000}" --code-weight "${DG_CODE_WEIGHT:-1}" "$@" 2>&1 | grep -v 'Writing model shards\|Loading weights' \
+    | tee -a "$OUT/train.log" "$tmp/$name.log" | grep -v "^\[.*step [0-9]*/\|SUMMARY" \
     || { echo "training failed ($name)"; exit 1; }
-  grep "^\[.*step [0-9]*/" "/tmp/$name.log" | tail -2
+  grep "^\[.*step [0-9]*/" "$tmp/$name.log" | tail -2
   echo "[$((SECONDS - t0)) s] $name trained"
 }
 
@@ -123,21 +128,21 @@ ladder() {
 }
 
 call=0 init=${DG_NEEDLE_INIT:-}
-next_out() {  # the model directory of training call $call: $OUT/dg-needle for the last, else one in /tmp
-  if [ "$call" -eq $((calls - 1)) ]; then echo "$OUT/dg-needle"; else echo "/tmp/dg-stage$call"; fi
+next_out() {  # the model directory of training call $call: $OUT/dg-needle for the last, else one in $tmp
+  if [ "$call" -eq $((calls - 1)) ]; then echo "$OUT/dg-needle"; else echo "$tmp/dg-stage$call"; fi
 }
 next_schedule() { if [ "$call" -eq $((calls - 1)) ]; then echo "${DG_LR_SCHEDULE:-constant}"; else echo constant; fi; }
 if [ "$stage1" = 1 ]; then
   out=$(next_out)
   batch=${DG_STAGE1_BATCH:-256}
-  train recall /tmp/recall.jsonl "$out" "$s1" 0 "$init" "$(next_schedule)" --batch "$batch" --micro "$batch" \
+  train recall "$tmp/recall.jsonl" "$out" "$s1" 0 "$init" "$(next_schedule)" --batch "$batch" --micro "$batch" \
     --ar-weight "${DG_STAGE1_AR_WEIGHT:-1}" --pad-to "${DG_STAGE1_PAD_TO:-32}"
   ladder "$out" "${DG_STAGE1_LADDER_WORDS:-100,300}" 0,0.5,1 "stage 1 (recall) model"
   call=$((call + 1)) init=$out
 fi
 for k in "${!lengths[@]}"; do
   out=$(next_out)
-  train "needle-$k" "/tmp/needle-$k.jsonl" "$out" "$s2" "$((call))" "$init" "$(next_schedule)" --batch 64 \
+  train "needle-$k" "$tmp/needle-$k.jsonl" "$out" "$s2" "$((call))" "$init" "$(next_schedule)" --batch 64 \
     --pad-to "${DG_PAD_TO:-128}" --ar-weight "${DG_AR_WEIGHT:-0.5}"
   call=$((call + 1)) init=$out
 done

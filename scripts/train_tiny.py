@@ -146,12 +146,13 @@ def balance_loss(store, enc_valid):
     return total / len(store)
 
 
-def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store):
+def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store, code_ids=None):
     """Per-example diffusion loss [B] (mean over the canvas) and encoder next-token loss [B] (mean over real
     tokens), the router balance loss, the canvas logits, and with --copy-stats the encoder's next-token argmax
     [B, S-1] (else None). `mask` is the 2D left-padding mask or None.
     `sc_on`: a bool tensor [B] (self-conditioning per example; the no-grad forward runs for all) or a Python bool
-    (for the whole pass; False skips the no-grad forward: zero signal, as self_conditioning_mask False gives)."""
+    (for the whole pass; False skips the no-grad forward: zero signal, as self_conditioning_mask False gives).
+    `code_ids`: copy_tokens' (" is" id, code mask), for --code-weight."""
     B, S = enc.shape
     C = canvas.shape[1]
     dev = enc.device
@@ -170,7 +171,10 @@ def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store):
         sc_mask = sc_on if isinstance(sc_on, torch.Tensor) else None
     store.clear()
     out = model(**kw, self_conditioning_logits=sc, self_conditioning_mask=sc_mask)
-    diff = F.cross_entropy(out.logits.reshape(-1, V), canvas.reshape(-1), reduction="none").view(B, C).mean(1)
+    ce = F.cross_entropy(out.logits.reshape(-1, V), canvas.reshape(-1), reduction="none").view(B, C)
+    if code_ids is not None and args.code_weight != 1.0:  # the answer's code after " is" weighs code_weight
+        ce = ce * (1.0 + (args.code_weight - 1.0) * answer_code_at(enc, canvas, *code_ids).float())
+    diff = ce.mean(1)
     ar, ar_pred = torch.zeros(B, device=dev), None
     if S > 1 and args.ar_weight > 0:
         h = model.lm_head(out.encoder_last_hidden_state[:, :-1])
@@ -201,6 +205,12 @@ def copy_tokens(tok, V, dev):
     return ids[0], mask.to(dev)
 
 
+def answer_code_at(enc, canvas, is_id, is_code):
+    """[B, C] bool: the canvas positions holding a code right after " is" (the answer's code)."""
+    prev = torch.cat([enc[:, -1:], canvas[:, :-1]], 1)
+    return (prev == is_id) & is_code[canvas]
+
+
 def copy_counts(enc, canvas, noisy, pred, ar_pred, is_id, is_code):
     """--copy-stats of one forward pass as 0-dim tensors (no host sync): right and all predictions of the encoder's
     next token where it is a code after "NAME is" and a line of the same NAME came earlier in the example (the two
@@ -208,8 +218,7 @@ def copy_counts(enc, canvas, noisy, pred, ar_pred, is_id, is_code):
     of the canvas's predictions of a noised code right after "is" (the answer's code). `pred`: the canvas argmax."""
     B, S = enc.shape
     V, dev = is_code.shape[0], enc.device
-    prev = torch.cat([enc[:, -1:], canvas[:, :-1]], 1)
-    at = (prev == is_id) & is_code[canvas] & (noisy != canvas)
+    at = answer_code_at(enc, canvas, is_id, is_code) & (noisy != canvas)
     code = ((at & (pred == canvas)).sum(), at.sum())
     if ar_pred is None or S < 4:
         zero = torch.zeros((), dtype=torch.long, device=dev)
@@ -321,6 +330,9 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--ar-weight", type=float, default=1.0, help="weight of the encoder next-token loss")
+    ap.add_argument("--code-weight", type=float, default=1.0,
+                    help="weight of the canvas's answer code (a code token right after ' is', scripts/needle_data.py's "
+                         "answers) in the diffusion loss, against 1 for every other canvas position")
     ap.add_argument("--balance-weight", type=float, default=0.01, help="weight of the router balance loss")
     ap.add_argument("--sc-prob", type=float, default=0.5, help="share of examples trained with self-conditioning")
     ap.add_argument("--sc-per", choices=["pass", "example"], default="pass",
@@ -417,7 +429,7 @@ def main():
     set_generation_config(model, C)
     model.generation_config.max_new_tokens = 256
     router_store = install_training_hooks(model)
-    copy_ids = copy_tokens(tok, V, dev) if args.copy_stats else None
+    copy_ids = copy_tokens(tok, V, dev) if args.copy_stats or args.code_weight != 1.0 else None
 
     mode = args.batching
     if mode == "auto":
@@ -483,14 +495,14 @@ def main():
                 else:
                     sc_on = torch.rand(B, device=dev, generator=gen) < args.sc_prob
                 diff, ar, bal, logits, ar_pred = forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args,
-                                                                router_store)
+                                                                router_store, copy_ids)
                 per_ex = diff + args.ar_weight * ar
                 loss = per_ex.sum() / n_step + args.balance_weight * bal * (B / n_step)
                 scaler.scale(loss).backward()
                 with torch.no_grad():
                     content, pred = canvas != PAD, logits.argmax(-1)
                     acc = ((pred == canvas) & content).sum() / content.sum().clamp(min=1)
-                    if copy_ids is not None:
+                    if args.copy_stats:
                         for k, v in zip(copy_sums, copy_counts(enc, canvas, noisy, pred, ar_pred, *copy_ids)):
                             copy_sums[k] += v
                     for k, v in (("loss", per_ex.sum() + args.balance_weight * bal * B), ("diff", diff.sum()),
@@ -522,7 +534,7 @@ def main():
                         f"({now_skipped} so far)")
                     skipped = now_skipped
                 dt = time.time() - t_log
-                copy_text, copy_acc = copy_report(copy_sums) if copy_ids is not None else ("", {})
+                copy_text, copy_acc = copy_report(copy_sums) if args.copy_stats else ("", {})
                 log(f"step {step}/{total or '?'} ep {epoch} lr {lr:.2e} loss {vals['loss']:.4f} diffusion "
                     f"{vals['diff']:.4f} encoder-AR {vals['ar']:.4f} balance {vals['bal']:.3f} canvas-acc "
                     f"{vals['acc']:.3f}{copy_text} gnorm {gnorm.item():.2f} ({n_sum / dt:.0f} ex/s"
