@@ -119,7 +119,7 @@ if has topk; then
   done
 fi
 if has needle; then
-  # The retrieval model's needle ladder on CUDA (docs/TRAINING.md, "The retrieval model"), every cell of its longest
+  # The retrieval model's needle ladder on CUDA (docs/NEEDLE.md), every cell of its longest
   # length required, dense and with top-k attention (DG_NEEDLE_TOPK, default dyn): needle.txt
   for t in off ${DG_NEEDLE_TOPK-dyn}; do
     stamp "needle ladder, attention-topk $t"

@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo u
     > /tmp/configure.log 2>&1 && nice -n 19 cmake --build build/gpu -j8 > /tmp/build.log 2>&1 ) &
 build=$!
 python3 scripts/make_tokenizer_cases.py --tokenizer data/tokenizer.json --out "$OUT/dg_tiny_cases.jsonl" 2>&1 | tail -n 3
-python3 scripts/train_tiny.py --data data/chat.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-tiny" \
+python3 scripts/train_tiny.py --data data/chat.jsonl.xz --tokenizer data/tokenizer.json --out "$OUT/dg-tiny" \
   --minutes "${DG_TRAIN_MINUTES:-6}" --seed 0 --battery tests/fixtures/smoketest/battery.json --eval-minutes 0.8 2>&1 \
   | grep -v 'Writing model shards\|Loading weights' | tee "$OUT/train.log" | grep -v "^\[.*step [0-9]*/"
 wait $build || { echo "build failed"; grep -E "error|FAILED" /tmp/build.log | head -20; exit 1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool; carry .carry/prebuilt.tar.xz and .carry/git_sha from scripts/device_pack.sh,
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built): trains the retrieval model of the long-context issue
-# (docs/TRAINING.md, "The retrieval model") in two stages and runs the needle ladder on it with the carried
+# (docs/NEEDLE.md) in two stages and runs the needle ladder on it with the carried
 # diffgemma on CUDA.
 #   stage 1, recall: prompts of code lines alone (needle_data.py train --task recall: 2-12 names, most lines two or
 #     three times, the same question and answer), dense in copy targets, at a constant learning rate; then a short

@@ -10,7 +10,7 @@ mkdir -p "$OUT" /tmp/logs
 export PYTHONUNBUFFERED=1 DG_GIT_SHA="$(cat .carry/git_sha 2>/dev/null || echo unknown)"
 t0=$SECONDS
 stamp() { echo "[$((SECONDS - t0)) s] $*"; }
-python3 scripts/train_tiny.py --data data/chat.jsonl --tokenizer data/tokenizer.json --out "$OUT/dg-tiny" \
+python3 scripts/train_tiny.py --data data/chat.jsonl.xz --tokenizer data/tokenizer.json --out "$OUT/dg-tiny" \
   --steps 1250 --stop-step 1193 --minutes "${DG_TRAIN_MINUTES:-8.6}" --seed 0 --eval-minutes 0 \
   > /tmp/logs/train.log 2>&1 &
 train=$!

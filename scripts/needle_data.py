@@ -89,7 +89,7 @@ def recall_prompt(rng: random.Random, pairs: int, repeat: float = 0.8, filler: f
     last. The lines, question and answer are needle_prompt's; the names and codes are drawn afresh for every
     prompt. `spread`: no line follows a line of its own name (a repeat with no such place is left out) and the asked
     name is not the last line's, so copying the latest code never answers: without it a third of the repeats had
-    their earlier line within the sliding window, and the models of runs 5-6 stopped at that copy (docs/TRAINING.md)."""
+    their earlier line within the sliding window, and the models of runs 5-6 stopped at that copy (docs/NEEDLE.md)."""
     names = rng.sample(NAMES, pairs)
     codes = draw_codes(rng, names, digits)
     order = list(names)
@@ -175,7 +175,7 @@ def selftest_needle() -> None:
                     assert text.count(answer(key, value)) == 1
                     at = text.index(answer(key, value)) / len(text)
                     assert abs(at - depth) < 0.1, (depth, at)
-    # The ladder's prompts with the one-token names (runs 6 on, docs/TRAINING.md): the text and the draws it took,
+    # The ladder's prompts with the one-token names (runs 6 on, docs/NEEDLE.md): the text and the draws it took,
     # so a change that adds or reorders draws for --repeat 0 fails here.
     rng = random.Random(3)
     text = needle_prompt(rng, 500, 0.5)

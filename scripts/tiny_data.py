@@ -1,6 +1,7 @@
 """Data helpers of scripts/train_tiny.py (standard library only, so they also run on a machine without torch):
 conversations -> (encoder ids, canvas ids) examples, the per-epoch batch plans, the learning-rate schedule."""
 import json
+import lzma
 import math
 import time
 
@@ -18,12 +19,19 @@ def log(*a):
 # ---------------------------------------------------------------------------------------------------- data
 
 
+def open_text(path):
+    """A UTF-8 text file for reading; one ending in .xz is decompressed on the fly (data/chat.jsonl.xz)."""
+    if str(path).endswith(".xz"):
+        return lzma.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def load_examples(path, encode, C, vocab, rng, limit=0, extra=0.3):
     """(encoder ids, canvas ids) pairs. Boundaries: the start of every model-written segment and every C tokens
     after it, plus, with probability `extra`, one random offset inside a segment longer than 4 tokens (the
     engine's commit-time trim can commit partial blocks, so a later canvas may start anywhere)."""
     examples, n_conv = [], 0
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             if limit and n_conv >= limit:
                 break
@@ -155,6 +163,17 @@ def _selftest():
         raise AssertionError("too little filler was accepted")
     except ValueError:
         pass
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:  # open_text: the same lines from a file and from its .xz
+        text = '{"segments": [["p", "caf\u00e9"]]}\n{"segments": []}\n'
+        with open(os.path.join(tmp, "a.jsonl"), "w", encoding="utf-8") as f:
+            f.write(text)
+        with lzma.open(os.path.join(tmp, "a.jsonl.xz"), "wt", encoding="utf-8") as f:
+            f.write(text)
+        for name in ("a.jsonl", "a.jsonl.xz"):
+            with open_text(os.path.join(tmp, name)) as f:
+                assert f.read() == text, name
     print("tiny_data selftest: ok")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains the small DiffusionGemma that diffgemma embeds as its default model (docs/TRAINING.md).
 
-    PYTHONUNBUFFERED=1 python3 scripts/train_tiny.py --data data/chat.jsonl --tokenizer data/tokenizer.json \
+    PYTHONUNBUFFERED=1 python3 scripts/train_tiny.py --data data/chat.jsonl.xz --tokenizer data/tokenizer.json \
         --out OUT/dg-tiny --minutes 7.5 --seed 0 --battery tests/fixtures/smoketest/battery.json
 
 Needs torch + transformers 5.17 (DiffusionGemmaForBlockDiffusion) + tokenizers, and a CUDA GPU. The objective:
@@ -14,7 +14,7 @@ Self-conditioning: a no-grad forward gives logits whose tempered copy is fed bac
 Batches hold examples of one encoder length (no padding); fp32 weights, TF32 matmuls, fused AdamW, warm-up then a
 cosine learning-rate schedule (or a constant rate: --lr-schedule, for runs continued with --init); a non-finite
 gradient skips its step without a host sync (GradScaler at scale 1). --copy-stats logs whether the copy that
-retrieval needs has formed (the needle and recall data of scripts/needle_data.py; docs/TRAINING.md).
+retrieval needs has formed (the needle and recall data of scripts/needle_data.py; docs/NEEDLE.md).
 
 --steps 0 sizes the run to --minutes after timing the first steps and prints the step count; --steps N (and
 --stop-step) repeat a run: same data order, initialisation, noise and learning-rate schedule (GPU kernels may
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tiny_data import (BOS, EOS, PAD, SPECIAL_IDS, epoch_plan_buckets, epoch_plan_padded, load_examples,  # noqa: E402
-                       log, lr_at, make_batch, pad_examples)
+                       log, lr_at, make_batch, open_text, pad_examples)
 
 # ---------------------------------------------------------------------------------------------------- model
 
@@ -301,7 +301,8 @@ def save(model, out, tokenizer_path, shard):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="chat.jsonl from scripts/make_train_data.py")
+    ap.add_argument("--data", required=True,
+                    help="chat.jsonl from scripts/make_train_data.py, or its .xz (data/chat.jsonl.xz)")
     ap.add_argument("--tokenizer", required=True, help="tokenizer.json trained on the same text")
     ap.add_argument("--out", required=True, help="model directory to write")
     ap.add_argument("--minutes", type=float, default=7.5, help="training time budget (wall clock; also a hard cap)")
@@ -310,7 +311,7 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--canvas", type=int, default=32, help="canvas_length")
     ap.add_argument("--arch", choices=sorted(ARCHS), default="tiny",
-                    help="tiny: the embedded model; needle: the small retrieval model (docs/TRAINING.md)")
+                    help="tiny: the embedded model; needle: the small retrieval model (docs/NEEDLE.md)")
     ap.add_argument("--max-positions", type=int, default=8192, help="max_position_embeddings of the config")
     ap.add_argument("--init", help="a model directory this run saved earlier: continue training it (fresh optimizer)")
     ap.add_argument("--pad-to", type=int, default=0,
@@ -356,7 +357,7 @@ def batch_encoder(tok, path, limit):
     """encode(text) for load_examples, answered from one encode_batch over the file's segments (on all cores; the
     ids of tok.encode)."""
     texts = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for n, line in enumerate(f):
             if limit and n >= limit:
                 break
