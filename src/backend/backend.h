@@ -44,6 +44,13 @@ struct AttnSegment {
   int64_t cache_from = 0, cache_to = 0;
 };
 
+// The fresh keys and values of Backend::qkv_heads again in the dtype a backend's dense attention reads fresh rows in,
+// written by the same launch (CUDA: f16, as its cache holds keys, so the flash kernels convert nothing). Empty
+// tensors: no copy. Passed to attention in place of kn and vn; the cache writes and top-k take kn and vn.
+struct FreshKvCopy {
+  Tensor k, v;
+};
+
 // What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
 enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
@@ -118,13 +125,15 @@ class Backend {
   // the encoder's last layer; v null: V is the raw K product, as the full layers take it), each head row RMS-normed
   // (q and k by q_norm and k_norm, v unscaled), q and k rotated at each span's positions (spans: the sequences'
   // rows, in order). qn [rows, n_heads, D] (null with w[0]), kn and vn [rows, n_kv, D]. The default composes
-  // linears, rmsnorm_rope (one span) or rmsnorm and rope_spans, and rmsnorm.
+  // linears, rmsnorm_rope (one span) or rmsnorm and rope_spans, and rmsnorm, and leaves `copy` empty. A backend may
+  // fill `copy` (when not null) with kn and vn in the dtype its dense attention reads fresh rows in (FreshKvCopy).
   virtual void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
                          const Tensor& k_norm, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq,
-                         Tensor* qn, Tensor& kn, Tensor& vn);
+                         Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over the cached positions [cache_from, cache_to) of a
-  // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D].
+  // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D]. k_fresh and v_fresh
+  // are as qkv_heads wrote kn and vn, or (attention and attention_segments) rows of the FreshKvCopy it filled.
   virtual void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                          const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
                          int64_t window, Tensor& out) = 0;

@@ -57,11 +57,13 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   std::vector<RopeSpan> spans;  // each sequence's rows at its own positions
   for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
   Tensor kn = be_.alloc(Shape{rows, n_kv, D}), vn = be_.alloc(Shape{rows, n_kv, D}), qn;
+  FreshKvCopy fresh;  // kn and vn in the dense attention's dtype, when the backend writes them (qkv_heads)
   if (!kv_only) qn = be_.alloc(Shape{rows, n_heads, D});
   const bool traced = trace != nullptr && *trace;
   if (!traced) {
     // Products, per-head norms and rotations as one op (a backend may fuse them).
-    be_.qkv_heads(a, ws, kv_only ? nullptr : &w.q_norm, w.k_norm, spans, inv_freq, kv_only ? nullptr : &qn, kn, vn);
+    be_.qkv_heads(a, ws, kv_only ? nullptr : &w.q_norm, w.k_norm, spans, inv_freq, kv_only ? nullptr : &qn, kn, vn,
+                  kv_only ? nullptr : &fresh);
   } else {
     // Op by op, each intermediate emitted.
     Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
@@ -126,13 +128,15 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   }
   if (!parts.empty()) {
     be_.stage("attention_core");
+    const Tensor& kf = fresh.k.data != nullptr ? fresh.k : kn;
+    const Tensor& vf = fresh.v.data != nullptr ? fresh.v : vn;
     if (parts.size() == 1) {
       const AttnSegment& g = parts[0];
       Tensor o_part = row_slice(o, g.row0, g.rows);
       be_.attention(row_slice(qn, g.row0, g.rows), g.pos0, *g.kv, g.cache_from, g.cache_to,
-                    row_slice(kn, g.row0, g.rows), row_slice(vn, g.row0, g.rows), g.pos0, causal, window, o_part);
+                    row_slice(kf, g.row0, g.rows), row_slice(vf, g.row0, g.rows), g.pos0, causal, window, o_part);
     } else {
-      be_.attention_segments(qn, parts, kn, vn, causal, window, o);
+      be_.attention_segments(qn, parts, kf, vf, causal, window, o);
     }
     be_.stage("attention");
   }

@@ -1,7 +1,9 @@
 // heads_norm_cuda with the rows' rotations read from rope_table_cuda's table against the same launch computing them
 // per head: the same bits (the table holds the rounded cos and sin the heads compute), over several spans (more than
 // one launch's worth), the sliding layers' fully rotated head dim 256 and the full layers' 512 with 64 of 256 pairs
-// rotated. The CPU twin of both is rmsnorm then rope (conformance: qkv_heads).
+// rotated. And its f16 copies of the keys and values (HeadsBlock::dst16, what the flash kernels read): the bits
+// convert_cuda makes of the bf16 results, which stay as they were. The CPU twin of all is rmsnorm then rope
+// (conformance: qkv_heads).
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rope/rope_cuda.h"
 #include "support/seeded.h"
@@ -52,13 +55,16 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
     spans.push_back(RopeSpan{k * per, k + 1 == n_spans ? rows - k * per : per, 4099 * k + 3});
   const Buf dx(x), dwq(wq), dwk(wk), dfreq(inv_freq), table(static_cast<size_t>(rows * half) * 4);
   const size_t q_n = static_cast<size_t>(rows * q_heads * dim), kv_n = static_cast<size_t>(rows * kv_heads * dim);
-  std::vector<uint16_t> got[2][3];
-  for (int with_table = 0; with_table < 2; ++with_table) {
-    const Buf q(q_n * 2), k(kv_n * 2), v(kv_n * 2);
+  // Runs: 0 per-head rotations, 1 the table, 2 per-head rotations with the f16 copies of k and v.
+  std::vector<uint16_t> got[3][3], copy16[2], converted16[2];
+  for (int run = 0; run < 3; ++run) {
+    const bool with_table = run == 1, with_f16 = run == 2;
+    const Buf q(q_n * 2), k(kv_n * 2), v(kv_n * 2), k16(kv_n * 2), v16(kv_n * 2);
     const auto* src = static_cast<const uint8_t*>(dx.p);
-    const HeadsBlock blocks[3] = {{src, ld, q_heads, dwq.p, true, q.p},
-                                  {src + q_heads * dim * 2, ld, kv_heads, dwk.p, true, k.p},
-                                  {src + (q_heads + kv_heads) * dim * 2, ld, kv_heads, nullptr, false, v.p}};
+    const HeadsBlock blocks[3] = {
+        {src, ld, q_heads, dwq.p, true, q.p},
+        {src + q_heads * dim * 2, ld, kv_heads, dwk.p, true, k.p, with_f16 ? k16.p : nullptr},
+        {src + (q_heads + kv_heads) * dim * 2, ld, kv_heads, nullptr, false, v.p, with_f16 ? v16.p : nullptr}};
     if (with_table) {
       const Status s = rope_table_cuda(spans.data(), n_spans, rows, half, static_cast<const float*>(dfreq.p),
                                        table.p, nullptr);
@@ -68,19 +74,40 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
                                      static_cast<const float*>(dfreq.p), nullptr, with_table ? table.p : nullptr);
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-    got[with_table][0] = q.bf16(q_n);
-    got[with_table][1] = k.bf16(kv_n);
-    got[with_table][2] = v.bf16(kv_n);
+    got[run][0] = q.bf16(q_n);
+    got[run][1] = k.bf16(kv_n);
+    got[run][2] = v.bf16(kv_n);
+    if (with_f16) {
+      const Buf* kv[2] = {&k, &v};
+      const Buf* kv16[2] = {&k16, &v16};
+      for (int b = 0; b < 2; ++b) {
+        copy16[b] = kv16[b]->bf16(kv_n);  // 16-bit patterns
+        const Buf conv(kv_n * 2);
+        const Status c = convert_cuda(kv[b]->p, DType::kBF16, conv.p, DType::kF16, static_cast<int64_t>(kv_n),
+                                      nullptr);
+        ASSERT_TRUE(c.is_ok()) << c.message();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        converted16[b] = conv.bf16(kv_n);
+      }
+    }
   }
   const char* names[3] = {"q", "k", "v"};
-  for (int b = 0; b < 3; ++b) {
+  for (int run = 1; run < 3; ++run)
+    for (int b = 0; b < 3; ++b) {
+      size_t differ = 0;
+      for (size_t i = 0; i < got[0][b].size(); ++i) differ += got[0][b][i] != got[run][b][i];
+      EXPECT_EQ(differ, 0u) << what << ", run " << run << ": " << names[b] << " differs in " << differ << " of "
+                            << got[0][b].size();
+    }
+  for (int b = 0; b < 2; ++b) {
     size_t differ = 0;
-    for (size_t i = 0; i < got[0][b].size(); ++i) differ += got[0][b][i] != got[1][b][i];
-    EXPECT_EQ(differ, 0u) << what << ": " << names[b] << " differs in " << differ << " of " << got[0][b].size();
+    for (size_t i = 0; i < kv_n; ++i) differ += copy16[b][i] != converted16[b][i];
+    EXPECT_EQ(differ, 0u) << what << ": the f16 copy of " << names[b + 1] << " differs from convert_cuda's in "
+                          << differ << " of " << kv_n;
   }
 }
 
-TEST(HeadsNormTableCuda, SameBitsAsPerHeadRotation) {
+TEST(HeadsNormTableCuda, SameBitsAsPerHeadRotationAndTheF16Copies) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
   run_case(256, 16, 8, 256, 128, 1);   // a 26B-A4B sliding layer's canvas
   run_case(300, 16, 2, 512, 64, 3);    // a full layer's: 64 of 256 pairs rotated

@@ -92,7 +92,8 @@ bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Ten
 bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
                     std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                     std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
-                    const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table) {
+                    const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table,
+                    FreshKvCopy* f16) {
   const int64_t rows = act_rows(a), n_kv = kn.shape[1], D = kn.shape[2];
   int64_t covered = 0;
   for (const RopeSpan& sp : spans) covered = sp.row0 == covered ? covered + sp.rows : -1;
@@ -126,8 +127,12 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
   HeadsBlock blocks[3];
   int n = 0;
   if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data};
-  blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data};
-  blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data};
+  if (f16 != nullptr) {
+    f16->k = c.alloc(DType::kF16, kn.shape);
+    f16->v = c.alloc(DType::kF16, vn.shape);
+  }
+  blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data, f16 != nullptr ? f16->k.data : nullptr};
+  blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data, f16 != nullptr ? f16->v.data : nullptr};
   Tensor table;
   if (rope_table) {  // [rows][D / 2] bf16 pairs: 4 bytes each
     table = c.alloc(DType::kF32, Shape{rows, D / 2});

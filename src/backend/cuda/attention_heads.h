@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "core/tensor.h"
 #include "ops/rope/rope.h"
@@ -35,9 +36,12 @@ bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Ten
 // Backend::qkv_heads with the products as above (or each its own, through `linears`) and one heads_norm launch;
 // false (nothing done) where the head dim or the spans do not suit it. inv_freq: the device copy. rope_table: the
 // rows' rotations computed once into a table the heads share (rope_table_cuda; the same bits) instead of per head.
+// f16 (not null): kn and vn also as f16 from the same launch, allocated here (FreshKvCopy: what the flash kernels
+// read).
 bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
                     std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                     std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
-                    const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table = false);
+                    const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table = false,
+                    FreshKvCopy* f16 = nullptr);
 
 }  // namespace dg

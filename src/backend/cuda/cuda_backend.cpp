@@ -249,11 +249,15 @@ class CudaBackend final : public Backend, public SyntheticFill {
   }
   void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                  std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
-                 Tensor& vn) override {
+                 Tensor& vn, FreshKvCopy* copy) override {
     const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
-    if (!kernels_.fused_norms || !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm,
-                                                 spans, qn, kn, vn, products, a.shape[0] >= kernels_.rope_table_rows))
-      Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn);
+    // The flash kernels read fresh rows as f16: heads_norm writes that copy too, so attention converts nothing.
+    const bool f16 = copy != nullptr && kernels_.attention == AttentionKernel::kFlash &&
+                     attention_flash_supports(kn.shape[2]);
+    if (!kernels_.fused_norms ||
+        !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm, spans, qn, kn, vn,
+                        products, a.shape[0] >= kernels_.rope_table_rows, f16 ? copy : nullptr))
+      Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn, copy);
   }
   void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override {
     if (!gated_linear_cuda(blas_ctx(), linear_act8_, x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
@@ -295,12 +299,14 @@ class CudaBackend final : public Backend, public SyntheticFill {
     const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
     if (kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim)) {
-      const Tensor kf = f16_copy(k_fresh), vf = f16_copy(v_fresh);
+      const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
       check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, k_fresh.shape[0], fresh_pos0,
                                  sh, causal, window, out.data, stream_, 16, kernels_.attention_cols,
                                  kernels_.attention_pairs, wgmma_));
       return;
     }
+    DG_CHECK(k_fresh.dtype == DType::kBF16 && v_fresh.dtype == DType::kBF16,
+             "attention: fresh rows in {} for a kernel that reads bf16", dtype_name(k_fresh.dtype));
     if (kernels_.attention != AttentionKernel::kWarp) {  // gemm, and flash for head dims it does not cover
       attention_gemm_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
       return;
@@ -329,7 +335,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       Backend::attention_segments(q, segs, k_fresh, v_fresh, causal, window, out);
       return;
     }
-    const Tensor kf = f16_copy(k_fresh), vf = f16_copy(v_fresh);
+    const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
     check(attention_flash_segments_cuda(q.data, fs, kf.data, vf.data, sh, causal, window, out.data, stream_,
                                         kernels_.attention_cols, kernels_.attention_pairs, wgmma_));
   }
@@ -448,8 +454,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
                      kernels_.a8_linears_stream, kernels_.dense_stream};
   }
-  // The flash kernels read fresh keys and values as f16, as the cache holds them.
-  Tensor f16_copy(const Tensor& t) {
+  // The flash kernels read fresh keys and values as f16, as the cache holds them: qkv_heads' FreshKvCopy as it is,
+  // bf16 rows converted.
+  Tensor as_f16(const Tensor& t) {
+    if (t.dtype == DType::kF16) return t;
     Tensor out = device(DType::kF16, t.shape);
     if (t.numel() > 0) check(convert_cuda(t.data, DType::kBF16, out.data, DType::kF16, t.numel(), stream_));
     return out;

@@ -17,6 +17,7 @@ struct HeadsArgs {
   const cuda::bf16* src[kHeadsBlocksMax];
   const cuda::bf16* w[kHeadsBlocksMax];
   cuda::bf16* dst[kHeadsBlocksMax];
+  __half* dst16[kHeadsBlocksMax];
   int64_t ld[kHeadsBlocksMax];
   int heads[kHeadsBlocksMax];
   bool rope[kHeadsBlocksMax];
@@ -41,9 +42,10 @@ __global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, in
   const int s = span_of(a.spans, row);  // every row has one: the spans cover the rows without gaps
   const int64_t dim = a.dim;
   const float pos = static_cast<float>(row + a.spans.shift[s]);
-  norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + (row * a.heads[b] + h) * dim,
-                            a.dim, a.eps, a.rope[b], pos, a.inv_freq, normed[wi],
-                            a.table != nullptr ? a.table + row * (dim / 2) : nullptr);
+  const int64_t out = (row * a.heads[b] + h) * dim;
+  norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + out, a.dim, a.eps, a.rope[b], pos,
+                            a.inv_freq, normed[wi], a.table != nullptr ? a.table + row * (dim / 2) : nullptr,
+                            a.dst16[b] != nullptr ? a.dst16[b] + out : nullptr);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -66,13 +68,14 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
   for (int b = 0; b < n_blocks; ++b) {
     const HeadsBlock& k = blocks[b];
     if (k.heads < 1 || k.ld < k.heads * dim || k.ld % 8 != 0 || !aligned16(k.src) || !aligned16(k.dst) ||
-        !aligned16(k.w))
+        !aligned16(k.w) || !aligned16(k.dst16))
       return Status::error("heads_norm_cuda: block " + std::to_string(b) +
                            " needs heads >= 1, a row stride >= heads x head_dim and a multiple of 8, 16-byte aligned "
                            "pointers");
     a.src[b] = static_cast<const cuda::bf16*>(k.src);
     a.w[b] = static_cast<const cuda::bf16*>(k.w);
     a.dst[b] = static_cast<cuda::bf16*>(k.dst);
+    a.dst16[b] = static_cast<__half*>(k.dst16);
     a.ld[b] = k.ld;
     a.heads[b] = static_cast<int>(k.heads);
     a.rope[b] = k.rope;

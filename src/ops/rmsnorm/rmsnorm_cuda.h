@@ -37,6 +37,7 @@ struct HeadsBlock {
   const void* w = nullptr;
   bool rope = false;
   void* dst = nullptr;
+  void* dst16 = nullptr;  // also the bf16 results as f16 (the same bits as converting dst), or null
 };
 // rope_table: rope_table_cuda's rotations of these rows and spans (computed once for the rows' heads; the same
 // bits), or null: each head computes its own.

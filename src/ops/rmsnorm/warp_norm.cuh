@@ -26,12 +26,14 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
 // Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned) times rsqrt(mean square +
 // eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2], or by
 // the row's entries of rope_table_cuda's table when `rot` is set (the same rounded cos and sin, read, not computed);
-// `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise).
+// `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise). y16 (16-byte aligned, or null): the bf16
+// results again as f16, each converted from its bf16 value.
 template <bool kMayRope>
 __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr, const cuda::bf16* __restrict__ w,
                                               cuda::bf16* __restrict__ yr, int dim, float eps, bool rope, float pos,
                                               const float* __restrict__ inv_freq, float* normed,
-                                              const __nv_bfloat162* __restrict__ rot = nullptr) {
+                                              const __nv_bfloat162* __restrict__ rot = nullptr,
+                                              __half* __restrict__ y16 = nullptr) {
   const int lane = threadIdx.x & 31;
   rope = kMayRope && rope;
   float v[kWarpVecs][8];
@@ -94,6 +96,13 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
 #pragma unroll
     for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(v[s][i]);
     *reinterpret_cast<uint4*>(yr + d0) = raw;
+    if (y16 != nullptr) {
+      uint4 raw16;
+      __half* h = reinterpret_cast<__half*>(&raw16);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) h[i] = __float2half_rn(__bfloat162float(e[i]));
+      *reinterpret_cast<uint4*>(y16 + d0) = raw16;
+    }
   }
 }
 

@@ -94,14 +94,23 @@ __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, i
   int mi = 0x7fffffff;
   double s = 0.0, sx = 0.0;
   if (kVec4) {  // vocab and slice are multiples of 4: 16-byte loads, 8-byte stores
-    for (int64_t v = v0 + 4 * threadIdx.x; v < v1; v += 4 * kThreads) {
-      const float4 q = *reinterpret_cast<const float4*>(x + v);
+    // Two loads in flight before either is used; each thread still takes its entries in increasing order.
+    const auto take = [&](const float4 q, int64_t v) {
       const float y[4] = {q.x / temperature, q.y / temperature, q.z / temperature, q.w / temperature};
       __nv_bfloat162 b[2] = {__floats2bfloat162_rn(y[0], y[1]), __floats2bfloat162_rn(y[2], y[3])};
       *reinterpret_cast<uint2*>(t + v) = *reinterpret_cast<const uint2*>(b);
 #pragma unroll
       for (int k = 0; k < 4; ++k) online_add(y[k], static_cast<int>(v + k), m, mi, s, sx);
+    };
+    constexpr int64_t kStep = 4 * kThreads;
+    int64_t v = v0 + 4 * threadIdx.x;
+    for (; v + kStep < v1; v += 2 * kStep) {
+      const float4 q0 = *reinterpret_cast<const float4*>(x + v);
+      const float4 q1 = *reinterpret_cast<const float4*>(x + v + kStep);
+      take(q0, v);
+      take(q1, v + kStep);
     }
+    if (v < v1) take(*reinterpret_cast<const float4*>(x + v), v);
   } else {
     for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
       const float y = x[v] / temperature;
@@ -148,9 +157,17 @@ Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float tempe
                       RowStats* stats, cudaStream_t s) {
   if (rows == 0) return Status::ok();
   if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error("row_stats_cuda: shape too large");
-  // Slices of at least 4,096 entries, enough of them that the grid holds about eight blocks per SM.
-  const int64_t want = (8 * static_cast<int64_t>(cuda::sm_count()) + rows - 1) / rows;
-  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, want, vocab / 4096}));
+  // Slices of at least 4,096 entries, as many as one wave of resident blocks holds (a second, partial wave left
+  // most of the GPU idle: 1,280 blocks at one canvas were 1.6 waves); rows beyond a wave take one slice each.
+  static const int64_t wave = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_slice_kernel<true>, kThreads, 0) != cudaSuccess) {
+      per_sm = 8;
+      (void)cudaGetLastError();  // not this call's error to report
+    }
+    return static_cast<int64_t>(std::max(per_sm, 1)) * cuda::sm_count();
+  }();
+  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, wave / rows, vocab / 4096}));
   const int64_t slice = ((vocab + slices - 1) / slices + 3) / 4 * 4;
   const int n = static_cast<int>((vocab + slice - 1) / slice);
   Partial* part = nullptr;

@@ -106,7 +106,7 @@ std::vector<Output> run_qkv_heads(const OpCase& c, const Side& s) {
   Tensor qn, kn = s.be.alloc(Shape{rows, kv, dim}), vn = s.be.alloc(Shape{rows, kv, dim});
   if (heads > 0) qn = s.be.alloc(Shape{rows, heads, dim});
   s.be.qkv_heads(a, ws, heads > 0 ? &q_norm : nullptr, k_norm, spans, rope_freqs(dim, c.p.n("rotated")),
-                 heads > 0 ? &qn : nullptr, kn, vn);
+                 heads > 0 ? &qn : nullptr, kn, vn, nullptr);
   std::vector<Output> outs;
   if (heads > 0) outs.push_back(out("q", s, qn));
   outs.push_back(out("k", s, kn));
