@@ -6,15 +6,19 @@
 # overwritten under them, and a warm machine given a new tarball by a later call unpacks that one.
 [ -e .carry/prebuilt.tar.xz ] || { echo "no .carry/prebuilt.tar.xz"; exit 1; }
 prebuilt_sum=$(cksum < .carry/prebuilt.tar.xz)
-if [ "$(cat /tmp/prebuilt/.unpacked 2>/dev/null)" != "$prebuilt_sum" ]; then
-  rm -rf /tmp/prebuilt && mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
-  tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "cannot unpack .carry/prebuilt.tar.xz"; exit 1; }
-  cp /tmp/prebuilt/diffgemma build/cuda-ci/ || { echo "no diffgemma in .carry/prebuilt.tar.xz"; exit 1; }
-  [ -e /tmp/prebuilt/dg_cuda_tests ] && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/  # DG_PACK_TESTS=0: none
-  for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
-  cp /tmp/prebuilt/lib/* .carry/lib/
-  echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked
-fi
+(  # one unpacking at a time: two scripts of one call (two training runs side by side) may source this together
+  if command -v flock > /dev/null; then flock 9; fi
+  if [ "$(cat /tmp/prebuilt/.unpacked 2>/dev/null)" != "$prebuilt_sum" ]; then
+    rm -rf /tmp/prebuilt && mkdir -p build/cuda-ci/tests .carry/lib /tmp/prebuilt
+    tar -C /tmp/prebuilt -xJf .carry/prebuilt.tar.xz || { echo "cannot unpack .carry/prebuilt.tar.xz"; exit 1; }
+    cp /tmp/prebuilt/diffgemma build/cuda-ci/ || { echo "no diffgemma in .carry/prebuilt.tar.xz"; exit 1; }
+    rm -f build/cuda-ci/tests/dg_cuda_tests  # an earlier tarball's must not run as this one's
+    [ -e /tmp/prebuilt/dg_cuda_tests ] && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/  # DG_PACK_TESTS=0: none
+    for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
+    cp /tmp/prebuilt/lib/* .carry/lib/
+    echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked
+  fi
+) 9> /tmp/prebuilt.lock || exit 1
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
 dg=build/cuda-ci/diffgemma tests_bin=build/cuda-ci/tests/dg_cuda_tests

@@ -119,13 +119,13 @@ if has topk; then
   done
 fi
 if has needle; then
-  # The retrieval model's needle ladder on CUDA (docs/NEEDLE.md), every cell of its longest
-  # length required, dense and with top-k attention (DG_NEEDLE_TOPK, default dyn): needle.txt
+  # The retrieval model's needle ladder on CUDA (docs/NEEDLE.md), every cell required, dense and with top-k
+  # attention (DG_NEEDLE_TOPK, default dyn): needle.txt
   for t in off ${DG_NEEDLE_TOPK-dyn}; do
     stamp "needle ladder, attention-topk $t"
     echo "== attention-topk $t" >> "$OUT/needle.txt"
     timeout 200 python3 scripts/needle_ladder.py --diffgemma "$dg" -m models/dg-needle --digits 2 \
-      --words 1000,4000,12000 --depths 0,0.25,0.5,0.75,1 --require-length 12000 -- --backend cuda \
+      --words 1000,4000,12000 --depths 0,0.25,0.5,0.75,1 --require-all -- --backend cuda \
       --attention-topk "$t" >> "$OUT/needle.txt" 2>&1
     echo "exit status $?" >> "$OUT/needle.txt"
   done

@@ -4,9 +4,9 @@
 Each cell renders a needle prompt (scripts/needle_data.py: filler words, the needle "The code of NAME is DDDDD." at
 the cell's depth, distractor codes elsewhere, the question last) and runs `diffgemma ask -m MODEL --json` on it;
 the cell passes when the answer's first number is the needle's code. Prints a table (lengths down, depths across)
-and one JSON line per cell and a summary; the exit status is 1 when a cell at --require-length (default: none)
-misses, so CI can hold a trained model to its longest length, and 2 when `ask` itself failed on a cell (an error is
-not a miss).
+and one JSON line per cell and a summary; the exit status is 1 when a cell at --require-length (default: none), or
+with --require-all any cell, misses, so CI can hold a trained model to its ladder, and 2 when `ask` itself failed on a
+cell (an error is not a miss).
 
   python3 scripts/needle_ladder.py --diffgemma build/cpu/diffgemma -m models/dg-needle \\
       --words 1000,4000,12000 --depths 0,0.25,0.5,0.75,1 --require-length 12000
@@ -58,6 +58,7 @@ def main() -> int:
     ap.add_argument("--digits", type=int, default=5, choices=(2, 5),
                     help="the codes' length in digits (the model's training data's: needle_data.py train --digits)")
     ap.add_argument("--require-length", type=int, default=0, help="exit 1 if a cell of this many words fails")
+    ap.add_argument("--require-all", action="store_true", help="exit 1 if any cell fails")
     ap.add_argument("extra", nargs="*", help="more ask options after --, e.g. -- --backend cuda")
     a = ap.parse_args()
     lengths = [int(w) for w in a.words.split(",")]
@@ -82,10 +83,10 @@ def main() -> int:
         print(f"{w:>8} {tokens:>8} " + " ".join(f"{'pass' if c['pass'] else ('ERROR' if 'error' in c else 'miss'):>6}"
                                               for c in row))
     passed = sum(c["pass"] for c in cells)
-    required = [c for c in cells if c["words"] == a.require_length]
+    required = [c for c in cells if a.require_all or c["words"] == a.require_length]
     summary = {"event": "needle_ladder", "model": a.model, "cells": len(cells), "passed": passed,
-               "required_length": a.require_length, "required_passed": sum(c["pass"] for c in required),
-               "required_cells": len(required)}
+               "required_length": "all" if a.require_all else a.require_length,
+               "required_passed": sum(c["pass"] for c in required), "required_cells": len(required)}
     print(json.dumps(summary))
     if any("error" in c for c in cells):
         return 2

@@ -147,9 +147,9 @@ def balance_loss(store, enc_valid):
 
 
 def forward_losses(model, enc, mask, canvas, noisy, t, sc_on, args, store, code_ids=None):
-    """Per-example diffusion loss [B] (mean over the canvas) and encoder next-token loss [B] (mean over real
-    tokens), the router balance loss, the canvas logits, and with --copy-stats the encoder's next-token argmax
-    [B, S-1] (else None). `mask` is the 2D left-padding mask or None.
+    """Per-example diffusion loss [B] (mean over the canvas, the answer's code weighted by --code-weight) and
+    encoder next-token loss [B] (mean over real tokens), the router balance loss, the canvas logits, and with
+    --copy-stats the encoder's next-token argmax [B, S-1] (else None). `mask` is the 2D left-padding mask or None.
     `sc_on`: a bool tensor [B] (self-conditioning per example; the no-grad forward runs for all) or a Python bool
     (for the whole pass; False skips the no-grad forward: zero signal, as self_conditioning_mask False gives).
     `code_ids`: copy_tokens' (" is" id, code mask), for --code-weight."""
@@ -195,13 +195,13 @@ def copy_tokens(tok, V, dev):
     before and a period after: "▁48.", and "▁4" then "3." where the tokenizer splits a code)."""
     ids = tok.encode(" is", add_special_tokens=False).ids
     if len(ids) != 1:
-        sys.exit(f"train_tiny: --copy-stats needs ' is' to be one token; this tokenizer gives {ids}")
+        sys.exit(f"train_tiny: --copy-stats and --code-weight need ' is' to be one token; this tokenizer gives {ids}")
     mask = torch.zeros(V, dtype=torch.bool)
     for s, i in tok.get_vocab(with_added_tokens=False).items():
         digits = s.replace("\u2581", "").rstrip(".")
         mask[i] = digits.isascii() and digits.isdigit()
     if not mask.any():
-        sys.exit("train_tiny: --copy-stats: the tokenizer has no digit tokens")
+        sys.exit("train_tiny: --copy-stats and --code-weight: the tokenizer has no digit tokens")
     return ids[0], mask.to(dev)
 
 
@@ -333,7 +333,8 @@ def parse_args():
     ap.add_argument("--ar-weight", type=float, default=1.0, help="weight of the encoder next-token loss")
     ap.add_argument("--code-weight", type=float, default=1.0,
                     help="weight of the canvas's answer code (a code token right after ' is', scripts/needle_data.py's "
-                         "answers) in the diffusion loss, against 1 for every other canvas position")
+                         "answers; noised or not) in the diffusion loss, against 1 for every other canvas position; "
+                         "the logged diffusion loss is the weighted mean")
     ap.add_argument("--balance-weight", type=float, default=0.01, help="weight of the router balance loss")
     ap.add_argument("--sc-prob", type=float, default=0.5, help="share of examples trained with self-conditioning")
     ap.add_argument("--sc-per", choices=["pass", "example"], default="pass",
@@ -350,7 +351,10 @@ def parse_args():
     ap.add_argument("--battery", help="smoketest battery to run with generate() at the end")
     ap.add_argument("--eval-minutes", type=float, default=1.5,
                     help="time allowed for the final generations (0: none)")
-    return ap.parse_args()
+    a = ap.parse_args()
+    if not a.code_weight > 0:
+        ap.error(f"--code-weight must be positive (got {a.code_weight})")
+    return a
 
 
 def batch_encoder(tok, path, limit):

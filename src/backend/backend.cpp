@@ -77,7 +77,8 @@ void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_
 
 void Backend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                         std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
-                        Tensor& vn, FreshKvCopy* /*copy: none here*/) {
+                        Tensor& vn, FreshKvCopy* copy) {
+  if (copy != nullptr) *copy = {};  // none here
   DG_CHECK(w.size() == 3 && w[1] != nullptr && (w[0] == nullptr) == (qn == nullptr) && !spans.empty(),
            "qkv_heads: weights {{q, k, v}} with k, qn exactly when q, and at least one span");
   const int64_t rows = a.shape[0], n_kv = kn.shape[1], D = kn.shape[2];

@@ -58,12 +58,13 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
   Tensor kn = be_.alloc(Shape{rows, n_kv, D}), vn = be_.alloc(Shape{rows, n_kv, D}), qn;
   FreshKvCopy fresh;  // kn and vn in the dense attention's dtype, when the backend writes them (qkv_heads)
+  const bool topk = !spec.sliding && attn_topk_.on();  // top-k attention reads kn and vn: no copy
   if (!kv_only) qn = be_.alloc(Shape{rows, n_heads, D});
   const bool traced = trace != nullptr && *trace;
   if (!traced) {
     // Products, per-head norms and rotations as one op (a backend may fuse them).
     be_.qkv_heads(a, ws, kv_only ? nullptr : &w.q_norm, w.k_norm, spans, inv_freq, kv_only ? nullptr : &qn, kn, vn,
-                  kv_only ? nullptr : &fresh);
+                  kv_only || topk ? nullptr : &fresh);
   } else {
     // Op by op, each intermediate emitted.
     Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
@@ -105,7 +106,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // Dense attention takes every sequence in one call (a batched step: one launch on the GPU); full layers with
   // top-k take one call per sequence.
   const int64_t window = spec.sliding && causal ? cfg_.window : 0;
-  const bool topk = !spec.sliding && attn_topk_.on();
   std::vector<KvLayer> layers;
   std::vector<AttnSegment> parts;
   layers.reserve(segs.size());

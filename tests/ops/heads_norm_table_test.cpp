@@ -40,7 +40,9 @@ struct Buf {
 };
 
 // rows split into n_spans spans of equal rows (the last takes the rest) at positions 4099 k + 3 + row offset.
-void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int64_t rotated, int n_spans) {
+// v_from_k: the v heads read the k product's columns (a full layer: V is the raw K product).
+void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int64_t rotated, int n_spans,
+              bool v_from_k = false) {
   const std::string what = std::to_string(rows) + " rows, dim " + std::to_string(dim) + ", " +
                            std::to_string(n_spans) + " spans";
   const int64_t ld = (q_heads + 2 * kv_heads) * dim, half = dim / 2;
@@ -55,16 +57,18 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
     spans.push_back(RopeSpan{k * per, k + 1 == n_spans ? rows - k * per : per, 4099 * k + 3});
   const Buf dx(x), dwq(wq), dwk(wk), dfreq(inv_freq), table(static_cast<size_t>(rows * half) * 4);
   const size_t q_n = static_cast<size_t>(rows * q_heads * dim), kv_n = static_cast<size_t>(rows * kv_heads * dim);
-  // Runs: 0 per-head rotations, 1 the table, 2 per-head rotations with the f16 copies of k and v.
-  std::vector<uint16_t> got[3][3], copy16[2], converted16[2];
+  // Runs: 0 per-head rotations, 1 the table with the f16 copies of k and v, 2 per-head rotations with them.
+  std::vector<uint16_t> got[3][3], copy16[3][2], converted16[3][2];
   for (int run = 0; run < 3; ++run) {
-    const bool with_table = run == 1, with_f16 = run == 2;
+    const bool with_table = run == 1, with_f16 = run > 0;
     const Buf q(q_n * 2), k(kv_n * 2), v(kv_n * 2), k16(kv_n * 2), v16(kv_n * 2);
     const auto* src = static_cast<const uint8_t*>(dx.p);
+    const uint8_t* k_src = src + q_heads * dim * 2;
     const HeadsBlock blocks[3] = {
         {src, ld, q_heads, dwq.p, true, q.p},
-        {src + q_heads * dim * 2, ld, kv_heads, dwk.p, true, k.p, with_f16 ? k16.p : nullptr},
-        {src + (q_heads + kv_heads) * dim * 2, ld, kv_heads, nullptr, false, v.p, with_f16 ? v16.p : nullptr}};
+        {k_src, ld, kv_heads, dwk.p, true, k.p, with_f16 ? k16.p : nullptr},
+        {v_from_k ? k_src : k_src + kv_heads * dim * 2, ld, kv_heads, nullptr, false, v.p,
+         with_f16 ? v16.p : nullptr}};
     if (with_table) {
       const Status s = rope_table_cuda(spans.data(), n_spans, rows, half, static_cast<const float*>(dfreq.p),
                                        table.p, nullptr);
@@ -81,13 +85,13 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
       const Buf* kv[2] = {&k, &v};
       const Buf* kv16[2] = {&k16, &v16};
       for (int b = 0; b < 2; ++b) {
-        copy16[b] = kv16[b]->bf16(kv_n);  // 16-bit patterns
+        copy16[run][b] = kv16[b]->bf16(kv_n);  // 16-bit patterns
         const Buf conv(kv_n * 2);
         const Status c = convert_cuda(kv[b]->p, DType::kBF16, conv.p, DType::kF16, static_cast<int64_t>(kv_n),
                                       nullptr);
         ASSERT_TRUE(c.is_ok()) << c.message();
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        converted16[b] = conv.bf16(kv_n);
+        converted16[run][b] = conv.bf16(kv_n);
       }
     }
   }
@@ -99,18 +103,20 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
       EXPECT_EQ(differ, 0u) << what << ", run " << run << ": " << names[b] << " differs in " << differ << " of "
                             << got[0][b].size();
     }
-  for (int b = 0; b < 2; ++b) {
-    size_t differ = 0;
-    for (size_t i = 0; i < kv_n; ++i) differ += copy16[b][i] != converted16[b][i];
-    EXPECT_EQ(differ, 0u) << what << ": the f16 copy of " << names[b + 1] << " differs from convert_cuda's in "
-                          << differ << " of " << kv_n;
-  }
+  for (int run = 1; run < 3; ++run)
+    for (int b = 0; b < 2; ++b) {
+      size_t differ = 0;
+      for (size_t i = 0; i < kv_n; ++i) differ += copy16[run][b][i] != converted16[run][b][i];
+      EXPECT_EQ(differ, 0u) << what << ", run " << run << ": the f16 copy of " << names[b + 1]
+                            << " differs from convert_cuda's in " << differ << " of " << kv_n;
+    }
 }
 
 TEST(HeadsNormTableCuda, SameBitsAsPerHeadRotationAndTheF16Copies) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
   run_case(256, 16, 8, 256, 128, 1);   // a 26B-A4B sliding layer's canvas
   run_case(300, 16, 2, 512, 64, 3);    // a full layer's: 64 of 256 pairs rotated
+  run_case(256, 16, 2, 512, 64, 1, true);  // ... with V the raw K product
   run_case(8192, 4, 2, 256, 128, 70);  // more spans than one launch takes (64)
   run_case(7, 3, 1, 16, 8, 2);         // the smallest warp head
 }

@@ -251,6 +251,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
                  std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
                  Tensor& vn, FreshKvCopy* copy) override {
     const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
+    if (copy != nullptr) *copy = {};
     // The flash kernels read fresh rows as f16: heads_norm writes that copy too, so attention converts nothing.
     const bool f16 = copy != nullptr && kernels_.attention == AttentionKernel::kFlash &&
                      attention_flash_supports(kn.shape[2]);

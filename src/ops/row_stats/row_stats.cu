@@ -151,6 +151,19 @@ __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices
   stats[row].p_max = static_cast<float>(1.0 / s);
 }
 
+// The blocks of row_slice_kernel<kVec4> that one wave holds on the device first asked (read once per variant).
+template <bool kVec4> int64_t wave_blocks() {
+  static const int64_t wave = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_slice_kernel<kVec4>, kThreads, 0) != cudaSuccess) {
+      per_sm = 8;
+      (void)cudaGetLastError();  // not this call's error to report
+    }
+    return static_cast<int64_t>(std::max(per_sm, 1)) * cuda::sm_count();
+  }();
+  return wave;
+}
+
 }  // namespace
 
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
@@ -159,14 +172,7 @@ Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float tempe
   if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error("row_stats_cuda: shape too large");
   // Slices of at least 4,096 entries, as many as one wave of resident blocks holds (a second, partial wave left
   // most of the GPU idle: 1,280 blocks at one canvas were 1.6 waves); rows beyond a wave take one slice each.
-  static const int64_t wave = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_slice_kernel<true>, kThreads, 0) != cudaSuccess) {
-      per_sm = 8;
-      (void)cudaGetLastError();  // not this call's error to report
-    }
-    return static_cast<int64_t>(std::max(per_sm, 1)) * cuda::sm_count();
-  }();
+  const int64_t wave = vocab % 4 == 0 ? wave_blocks<true>() : wave_blocks<false>();
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, wave / rows, vocab / 4096}));
   const int64_t slice = ((vocab + slices - 1) / slices + 3) / 4 * 4;
   const int n = static_cast<int>((vocab + slice - 1) / slice);
