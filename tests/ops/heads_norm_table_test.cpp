@@ -18,26 +18,13 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rope/rope_cuda.h"
+#include "support/device_buf.h"
 #include "support/seeded.h"
 
 namespace dg {
 namespace {
 
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 16 : bytes), cudaSuccess); }
-  template <class T> explicit Buf(const std::vector<T>& h) : Buf(h.size() * sizeof(T)) {
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  std::vector<uint16_t> bf16(size_t n) const {
-    std::vector<uint16_t> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using Buf = test::DeviceBuf;
 
 // rows split into n_spans spans of equal rows (the last takes the rest) at positions 4099 k + 3 + row offset.
 // v_from_k: the v heads read the k product's columns (a full layer: V is the raw K product).
@@ -78,20 +65,20 @@ void run_case(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t dim, int6
                                      static_cast<const float*>(dfreq.p), nullptr, with_table ? table.p : nullptr);
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-    got[run][0] = q.bf16(q_n);
-    got[run][1] = k.bf16(kv_n);
-    got[run][2] = v.bf16(kv_n);
+    got[run][0] = q.get<uint16_t>(q_n);
+    got[run][1] = k.get<uint16_t>(kv_n);
+    got[run][2] = v.get<uint16_t>(kv_n);
     if (with_f16) {
       const Buf* kv[2] = {&k, &v};
       const Buf* kv16[2] = {&k16, &v16};
       for (int b = 0; b < 2; ++b) {
-        copy16[run][b] = kv16[b]->bf16(kv_n);  // 16-bit patterns
+        copy16[run][b] = kv16[b]->get<uint16_t>(kv_n);  // 16-bit patterns
         const Buf conv(kv_n * 2);
         const Status c = convert_cuda(kv[b]->p, DType::kBF16, conv.p, DType::kF16, static_cast<int64_t>(kv_n),
                                       nullptr);
         ASSERT_TRUE(c.is_ok()) << c.message();
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        converted16[run][b] = conv.bf16(kv_n);
+        converted16[run][b] = conv.get<uint16_t>(kv_n);
       }
     }
   }

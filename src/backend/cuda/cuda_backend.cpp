@@ -253,8 +253,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
     if (copy != nullptr) *copy = {};
     // The flash kernels read fresh rows as f16: heads_norm writes that copy too, so attention converts nothing.
-    const bool f16 = copy != nullptr && kernels_.attention == AttentionKernel::kFlash &&
-                     attention_flash_supports(kn.shape[2]);
+    const bool f16 = copy != nullptr && flash_for(kn.shape[2]);
     if (!kernels_.fused_norms ||
         !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm, spans, qn, kn, vn,
                         products, a.shape[0] >= kernels_.rope_table_rows, f16 ? copy : nullptr))
@@ -299,7 +298,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
     DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
     const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
     const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
-    if (kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim)) {
+    if (flash_for(sh.head_dim)) {
       const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
       check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, k_fresh.shape[0], fresh_pos0,
                                  sh, causal, window, out.data, stream_, 16, kernels_.attention_cols,
@@ -327,7 +326,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
       fs.push_back(FlashSegment{g.row0, g.rows, g.pos0,
                                 CachedKv{g.kv->k.data, g.kv->v.data, g.kv->cap, g.kv->ring, g.cache_from, g.cache_to}});
     }
-    const bool one_launch = kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(sh.head_dim) &&
+    const bool one_launch = flash_for(sh.head_dim) &&
                             (kernels_.attention_segments == SegmentsMode::kOne ||
                              (kernels_.attention_segments == SegmentsMode::kAuto &&
                               attention_flash_segments_fill(fs, sh, kernels_.attention_cols, kernels_.attention_pairs,
@@ -454,6 +453,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
   CublasCtx blas_ctx() {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
                      kernels_.a8_linears_stream, kernels_.dense_stream};
+  }
+  // Whether dense attention at this head dim runs the flash kernels (and so reads fresh rows as f16).
+  bool flash_for(int64_t head_dim) const {
+    return kernels_.attention == AttentionKernel::kFlash && attention_flash_supports(head_dim);
   }
   // The flash kernels read fresh keys and values as f16, as the cache holds them: qkv_heads' FreshKvCopy as it is,
   // bf16 rows converted.

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dg::cuda {
@@ -80,6 +81,18 @@ inline int sm_count() {
     return v > 0 ? v : 1;
   }();
   return n;
+}
+
+// A kernel's resident blocks per SM at `threads` and `smem` bytes of dynamic shared memory (at least 1; 1 when the
+// runtime cannot say, whose error is then cleared).
+template <class Kernel>
+int resident_per_sm(Kernel kernel, int threads, size_t smem) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    n = 1;
+    (void)cudaGetLastError();
+  }
+  return n < 1 ? 1 : n;
 }
 
 }  // namespace dg::cuda

@@ -138,7 +138,7 @@ Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory)");
-  static const int per_sm = resident_per_sm(flash_kernel<kD, kDv>, kThreads, smem);
+  static const int per_sm = cuda::resident_per_sm(flash_kernel<kD, kDv>, kThreads, smem);
   return launch_split<kD>(flash_kernel<kD, kDv>, kThreads, smem, per_sm, kD / kDv, kKeys, a, max_splits, s);
 }
 
@@ -149,7 +149,7 @@ Status launch_pair(FlashArgs a, int max_splits, cudaStream_t s) {
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, warp pairs)");
-  static const int per_sm = resident_per_sm(flash_pair_kernel<kD>, kPairThreads, smem);
+  static const int per_sm = cuda::resident_per_sm(flash_pair_kernel<kD>, kPairThreads, smem);
   return launch_split<kD>(flash_pair_kernel<kD>, kPairThreads, smem, per_sm, 1, kPairKeys, a, max_splits, s);
 }
 
@@ -160,7 +160,7 @@ Status launch_wgmma(FlashArgs a, int max_splits, cudaStream_t s) {
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem));
   if (attr != cudaSuccess) return cuda_status(attr, "attention_flash_cuda (shared memory, wgmma)");
-  static const int per_sm = resident_per_sm(flash_wgmma_kernel<kD>, kWgThreads, smem);  // after the attribute
+  static const int per_sm = cuda::resident_per_sm(flash_wgmma_kernel<kD>, kWgThreads, smem);  // after the attribute
   const WgShape b = wg_shape(kD, a.n_heads, a.n_kv);
   return launch_split<kD>(flash_wgmma_kernel<kD>, kWgThreads, smem, per_sm, 1, kWgKeys, a, max_splits, s, b.rows,
                           b.heads, b.pair);

@@ -106,13 +106,13 @@ Status launch(const SegmentTable& t, int n_heads, cudaStream_t s) {
 
 template <int kD, int kDv>
 int blocks_per_sm() {
-  static const int n = resident_per_sm(flash_segments_kernel<kD, kDv>, kThreads, smem_bytes<kD, kDv>());
+  static const int n = cuda::resident_per_sm(flash_segments_kernel<kD, kDv>, kThreads, smem_bytes<kD, kDv>());
   return n;
 }
 
 template <int kD>
 int pair_blocks_per_sm() {
-  static const int n = resident_per_sm(flash_pair_segments_kernel<kD>, kPairThreads, pair_smem_bytes<kD>());
+  static const int n = cuda::resident_per_sm(flash_pair_segments_kernel<kD>, kPairThreads, pair_smem_bytes<kD>());
   return n;
 }
 
@@ -120,7 +120,7 @@ template <int kD>
 int wgmma_blocks_per_sm() {
   static const int n = [] {
     (void)wgmma_smem_attr<kD>();
-    return resident_per_sm(flash_wgmma_segments_kernel<kD>, kWgThreads, wg_smem_bytes<kD>());
+    return cuda::resident_per_sm(flash_wgmma_segments_kernel<kD>, kWgThreads, wg_smem_bytes<kD>());
   }();
   return n;
 }

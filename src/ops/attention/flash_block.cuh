@@ -325,14 +325,6 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashArgs& a, int64_t j0, 
   return need;
 }
 
-// A kernel's resident blocks per SM at `threads` and `smem` bytes of dynamic shared memory (at least 1).
-template <class Kernel>
-int resident_per_sm(Kernel kernel, int threads, size_t smem) {
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) n = 1;
-  return n < 1 ? 1 : n;
-}
-
 // Dynamic shared memory of a block: the Q tile and a K tile at kD + 8 columns, a V tile at kDv + 8.
 template <int kD, int kDv>
 constexpr size_t smem_bytes() {

@@ -153,14 +153,8 @@ __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices
 
 // The blocks of row_slice_kernel<kVec4> that one wave holds on the device first asked (read once per variant).
 template <bool kVec4> int64_t wave_blocks() {
-  static const int64_t wave = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_slice_kernel<kVec4>, kThreads, 0) != cudaSuccess) {
-      per_sm = 8;
-      (void)cudaGetLastError();  // not this call's error to report
-    }
-    return static_cast<int64_t>(std::max(per_sm, 1)) * cuda::sm_count();
-  }();
+  static const int64_t wave =
+      static_cast<int64_t>(cuda::resident_per_sm(row_slice_kernel<kVec4>, kThreads, 0)) * cuda::sm_count();
   return wave;
 }
 
