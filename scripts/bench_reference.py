@@ -9,7 +9,8 @@ Builds DiffusionGemmaForBlockDiffusion at the full 26B-A4B shape with random bf1
 Modes (one model build serves both, comma-separated: --mode eager,compiled):
   eager     dynamic cache: prefill, denoise and generate as above, for each attention implementation of --attn
             (sdpa, eager: transformers' own, which materialises the scores). A measurement that runs out of GPU
-            memory is recorded as such (its event with "result": "out of memory") and the next one runs; each
+            memory is recorded as such (its event with "result": "out of memory"; another runtime error as "result":
+            "error" with its message) and the next one runs; each
             measurement is announced first (event "start"), so one cut off by an outer timeout shows which it was.
   compiled  static cache + torch.compile, through generate(cache_implementation="static") as
             ../shared/anchors/hf_bench.py measures it: denoise ms/step at each --compiled-context, from two timed
@@ -142,6 +143,10 @@ def guarded(out, base, event, measure, **keys):
         row = measure()
     except torch.cuda.OutOfMemoryError as e:
         row = dict(result="out of memory", error=str(e).split("\n")[0][:200])
+    except RuntimeError as e:  # cuBLAS's or a kernel's own allocation, a shape past a kernel's index range
+        text = str(e).split("\n")[0][:200]
+        oom = "out of memory" in text.lower() or "ALLOC_FAILED" in text
+        row = dict(result="out of memory" if oom else "error", error=text)
     gc.collect()
     torch.cuda.empty_cache()
     emit(out, event=event, **keys, **row, **base)

@@ -20,8 +20,9 @@
 #   smoke  the CUDA smoketest of each pack in both profiles, --same-as the CPU's JSON
 #   topk   bench with --attention-topk off and dyn at DG_TOPK_PREFILL / DG_TOPK_CONTEXTS (long context)
 #   needle the needle ladder of models/dg-needle on CUDA, dense and with --attention-topk DG_NEEDLE_TOPK (needle.txt)
-#   reference-long  transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with DG_REFERENCE_ATTN
-#          (default sdpa,eager), out-of-memory results recorded
+#   reference-long  diffgemma (dense) and transformers in eager mode at DG_LONG_PREFILL / DG_LONG_CONTEXTS with
+#          DG_REFERENCE_ATTN (default sdpa,eager), each transformers shape in its own process under DG_LONG_TIMEOUT;
+#          out-of-memory and timeout results recorded
 #   reference  transformers compiled on the bench's shapes (scripts/bench_reference.py), for the side-by-side
 # A pack is "name" (quantize --profile name) or "name@OPTIONS" (run options, comma-separated, e.g.
 # fp8-a16@--expert-act,bf16 runs the fp8 pack with bf16 activations; fp8-v8@--vocab-act,fp8 with fp8 vocabulary
@@ -138,13 +139,30 @@ if has reference; then
     | grep -E '"event"|Error|error' | cut -c1-300
 fi
 if has reference-long; then
-  # transformers at long context (the long-context issue): eager mode, sdpa and transformers' own attention; a
-  # shape that runs out of memory is recorded as such; one cut off by the timeout shows as its "start" event alone.
-  stamp "transformers at long context"
-  PYTHONUNBUFFERED=1 timeout "${DG_REFERENCE_TIMEOUT:-400}" python3 scripts/bench_reference.py --mode eager \
-    --attn "${DG_REFERENCE_ATTN:-sdpa,eager}" --prefill "${DG_LONG_PREFILL:-32768,131072}" \
-    --context "${DG_LONG_CONTEXTS:-32768,131072}" --skip-generate --label reference-long --out "$OUT/bench.jsonl" \
-    2>&1 | grep -E '"event"|Error' | cut -c1-300
+  # The long-context issue's side by side: diffgemma (dense attention, bf16, graphs) and then transformers in eager
+  # mode (DG_REFERENCE_ATTN: sdpa and transformers' own attention) on the same shapes, DG_LONG_PREFILL prompt
+  # lengths and DG_LONG_CONTEXTS cached contexts. Each transformers measurement is a process of its own under
+  # DG_LONG_TIMEOUT seconds (default 150), so a slow one cannot starve the rest: one that runs out of memory is
+  # recorded by bench_reference.py ("result": "out of memory"), one cut off by the timeout by the line below
+  # ("result": "timeout").
+  lp="${DG_LONG_PREFILL:-32768,131072}" lc="${DG_LONG_CONTEXTS:-32768,131072}" lt="${DG_LONG_TIMEOUT:-150}"
+  stamp "diffgemma at long context: prefill $lp, contexts $lc"
+  timeout 300 $dg bench --prefill "$lp" --context "$lc" --skip-generate --label long-dense-ref \
+    --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
+  for attn in $(echo "${DG_REFERENCE_ATTN:-sdpa,eager}" | tr , ' '); do
+    label=reference-long$([ "$attn" = sdpa ] || echo "-$attn")
+    for what in $(echo "$lp" | tr , '\n' | sed 's/^/prefill:/') $(echo "$lc" | tr , '\n' | sed 's/^/denoise:/'); do
+      kind=${what%%:*} n=${what#*:}
+      stamp "transformers $attn $kind $n"
+      if [ "$kind" = prefill ]; then shape=(--prefill "$n" --context ""); else shape=(--prefill "" --context "$n"); fi
+      PYTHONUNBUFFERED=1 timeout "$lt" python3 scripts/bench_reference.py --mode eager --attn "$attn" "${shape[@]}" \
+        --skip-generate --label reference-long --out "$OUT/bench.jsonl" 2>&1 | grep -E '"event"|Error' | cut -c1-300
+      [ "${PIPESTATUS[0]}" = 124 ] && python3 -c "import json, sys; k, n, a, t, lab, sha = sys.argv[1:]
+print(json.dumps(dict(event=k, result='timeout', timeout_s=int(t), attn=a, mode='eager', label=lab, git_sha=sha,
+                      reference='transformers', **{'tokens' if k == 'prefill' else 'context': int(n)})))" \
+        "$kind" "$n" "$attn" "$lt" "$label" "$DG_GIT_SHA" | tee -a "$OUT/bench.jsonl"
+    done
+  done
 fi
 if has warmup; then
   # The first request's cost on `diffgemma serve` with and without --warmup: the full shape (DG_WARMUP_WEIGHTS,
