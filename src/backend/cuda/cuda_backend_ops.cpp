@@ -1,0 +1,239 @@
+// The forward ops of the CUDA backend (cuda_backend_impl.h): norms, rotary embeddings, linears, attention, KV
+// writes, MoE and the vocabulary products, each our kernel (src/ops/*/*.cu) or a cuBLAS path, with the Backend's
+// composed form where a fused kernel is off or does not cover the shape.
+#include <span>
+#include <vector>
+
+#include "backend/cuda/attention_heads.h"
+#include "backend/cuda/cublas_paths.h"
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/host_check.h"
+#include "backend/cuda/moe_path.h"
+#include "backend/cuda/packed_linear.h"
+#include "backend/cuda/vocab_products.h"
+#include "core/error.h"
+#include "ops/attention/attention_cuda.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embed/embed_cuda.h"
+#include "ops/glu/glu_cuda.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/rmsnorm_cuda.h"
+#include "ops/rope/rope_cuda.h"
+
+namespace dg {
+namespace {
+
+using cuda_host::check;
+
+}  // namespace
+
+void CudaBackend::embed(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check(embed_cuda(ids.as<int32_t>(), ids.numel(), table.data, table.shape[1],
+                   embed_scale(table.shape[1], Storage::kBF16), out.data, stream_));
+}
+
+void CudaBackend::rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) {
+  check(rmsnorm_cuda(x.data, DType::kBF16, w ? w->data : nullptr, DType::kBF16, out.data, DType::kBF16,
+                     tensor_rows(x), tensor_cols(x), eps_, stream_));
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
+  if (dtype_is_packed(w.dtype)) {
+    packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout(), linear_act8_);
+    return;
+  }
+  dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data);
+}
+
+void CudaBackend::rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) {
+  check(rope_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], pos0, device_inv_freq(inv_freq), stream_));
+}
+
+void CudaBackend::rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) {
+  check(rope_spans_cuda(x.data, x.shape[0], x.shape[1], x.shape[2], spans.data(), static_cast<int>(spans.size()),
+                        device_inv_freq(inv_freq), stream_));
+}
+
+void CudaBackend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
+                               const std::vector<float>& inv_freq) {
+  if (!kernels_.fused_norms || x.shape.rank != 3 || x.shape[2] % 16 != 0 || x.shape[2] > 1024) {
+    Backend::rmsnorm_rope(x, w, out, pos0, inv_freq);
+    return;
+  }
+  check(rmsnorm_rope_cuda(x.data, w ? w->data : nullptr, out.data, x.shape[0], x.shape[1], x.shape[2], eps_, pos0,
+                          device_inv_freq(inv_freq), stream_));
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  check(add_cuda(a.data, b.data, out.data, out.numel(), stream_));
+}
+
+void CudaBackend::scale(Tensor& x, float s) { check(scale_cuda(x.data, s, x.numel(), stream_)); }
+
+void CudaBackend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  if (!linears_cuda(blas_ctx(), linear_act8_, x, w, out)) Backend::linears(x, w, out);
+}
+
+void CudaBackend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
+                            const Tensor& k_norm, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq,
+                            Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy) {
+  const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
+  if (copy != nullptr) *copy = {};
+  // The flash kernels read fresh rows as f16: heads_norm writes that copy too, so attention converts nothing.
+  const bool f16 = copy != nullptr && flash_for(kn.shape[2]);
+  if (!kernels_.fused_norms ||
+      !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm, spans, qn, kn, vn,
+                      products, a.shape[0] >= kernels_.rope_table_rows, f16 ? copy : nullptr))
+    Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn, copy);
+}
+
+void CudaBackend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+  if (!gated_linear_cuda(blas_ctx(), linear_act8_, x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
+}
+
+void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
+                                 std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  if (!kernels_.fused_norms) {
+    Backend::residual_norms(h, attn, w_post, h1, w, out);
+    return;
+  }
+  DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
+           out.size());
+  const void* ws[3] = {};
+  void* outs[3] = {};
+  for (size_t i = 0; i < w.size(); ++i) {
+    ws[i] = w[i] != nullptr ? w[i]->data : nullptr;
+    outs[i] = out[i]->data;
+  }
+  check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
+                            tensor_rows(h), tensor_cols(h), eps_, stream_));
+}
+
+void CudaBackend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2,
+                           const Tensor& w, float s, Tensor& out) {
+  if (!kernels_.fused_norms) {
+    Backend::ffn_tail(h1, m1, w1, m2, w2, w, s, out);
+    return;
+  }
+  check(ffn_tail_cuda(h1.data, m1.data, w1.data, m2.data, w2.data, w.data, s, out.data, tensor_rows(h1),
+                      tensor_cols(h1), eps_, stream_));
+}
+
+void CudaBackend::gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check(gelu_mul_cuda(gate.data, up.data, out.data, gate.numel(), stream_));
+}
+
+void CudaBackend::attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
+                            const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
+                            int64_t window, Tensor& out) {
+  DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
+  const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
+  const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+  if (flash_for(sh.head_dim)) {
+    const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
+    check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, k_fresh.shape[0], fresh_pos0,
+                               sh, causal, window, out.data, stream_, 16, kernels_.attention_cols,
+                               kernels_.attention_pairs, wgmma_));
+    return;
+  }
+  DG_CHECK(k_fresh.dtype == DType::kBF16 && v_fresh.dtype == DType::kBF16,
+           "attention: fresh rows in {} for a kernel that reads bf16", dtype_name(k_fresh.dtype));
+  if (kernels_.attention != AttentionKernel::kWarp) {  // gemm, and flash for head dims it does not cover
+    attention_gemm_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, out);
+    return;
+  }
+  check(attention_cuda(q.data, q.shape[0], q_pos0, cached, k_fresh.data, v_fresh.data, k_fresh.shape[0], fresh_pos0,
+                       sh, causal, window, out.data, stream_));
+}
+
+void CudaBackend::attention_segments(const Tensor& q, std::span<const AttnSegment> segs, const Tensor& k_fresh,
+                                     const Tensor& v_fresh, bool causal, int64_t window, Tensor& out) {
+  const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
+  std::vector<FlashSegment> fs;
+  fs.reserve(segs.size());
+  for (const AttnSegment& g : segs) {
+    DG_CHECK(g.kv->k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
+    fs.push_back(FlashSegment{g.row0, g.rows, g.pos0,
+                              CachedKv{g.kv->k.data, g.kv->v.data, g.kv->cap, g.kv->ring, g.cache_from, g.cache_to}});
+  }
+  const bool one_launch = flash_for(sh.head_dim) &&
+                          (kernels_.attention_segments == SegmentsMode::kOne ||
+                           (kernels_.attention_segments == SegmentsMode::kAuto &&
+                            attention_flash_segments_fill(fs, sh, kernels_.attention_cols, kernels_.attention_pairs,
+                                                          wgmma_)));
+  if (!one_launch) {
+    Backend::attention_segments(q, segs, k_fresh, v_fresh, causal, window, out);
+    return;
+  }
+  const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
+  check(attention_flash_segments_cuda(q.data, fs, kf.data, vf.data, sh, causal, window, out.data, stream_,
+                                      kernels_.attention_cols, kernels_.attention_pairs, wgmma_));
+}
+
+void CudaBackend::attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from,
+                                 int64_t cache_to, const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0,
+                                 bool causal, int64_t window, const AttnTopk& topk, Tensor& out) {
+  if (!topk.on()) {
+    attention(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, out);
+    return;
+  }
+  DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
+  const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
+  attention_topk_cublas(blas_ctx(), q, q_pos0, cached, k_fresh, v_fresh, fresh_pos0, causal, window, topk, out);
+}
+
+void CudaBackend::kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, const Tensor& v) {
+  const int64_t n = k.shape[0];
+  check(kv_write_cuda(k.data, v.data, n, k.numel() / n, pos0, kv.k.data, kv.v.data, kv.cap, kv.ring, stream_));
+}
+
+void CudaBackend::moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) {
+  const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
+                     [this](const char* n) { stage(n); }};
+  moe_cuda_path(c, h, z, w, top_k, out);
+}
+
+void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
+                               const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out) {
+  if (!kernels_.fused_norms) {
+    Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
+    return;
+  }
+  const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
+                     [this](const char* n) { stage(n); }};
+  const MoeTail tail{m1, w1, w2, wn, s};
+  moe_cuda_path(c, h, z, w, top_k, out, &tail);
+}
+
+void CudaBackend::lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {
+  lm_head_cuda(blas_ctx(), y, embed, softcap, logits);
+}
+
+Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {
+  return fp8_table_cuda(blas_ctx(), table, transpose);
+}
+
+void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) {
+  soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out);
+}
+
+Tensor CudaBackend::as_f16(const Tensor& t) {
+  if (t.dtype == DType::kF16) return t;
+  Tensor out = device(DType::kF16, t.shape);
+  if (t.numel() > 0) check(convert_cuda(t.data, DType::kBF16, out.data, DType::kF16, t.numel(), stream_));
+  return out;
+}
+
+const float* CudaBackend::device_inv_freq(const std::vector<float>& f) {
+  auto it = inv_freq_.find(f.data());
+  if (it == inv_freq_.end()) {
+    DG_CHECK(!graph_.capturing(),
+             "rotary frequencies must be on the device before a graph capture (run one step first)");
+    Tensor t = device(DType::kF32, Shape{static_cast<int64_t>(f.size())});
+    check(cudaMemcpyAsync(t.data, f.data(), f.size() * 4, cudaMemcpyHostToDevice, stream_), "inv_freq upload");
+    it = inv_freq_.emplace(f.data(), std::move(t)).first;
+  }
+  return it->second.f32();
+}
+
+}  // namespace dg
