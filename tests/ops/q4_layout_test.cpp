@@ -3,7 +3,7 @@
 // the pre-scaled min, rounded once to bf16, times the matrix's factor) equals the disk layout's decoded weight
 // rounded to bf16 — the weight the disk-layout kernel feeds the tensor cores — at weight amplitudes from 1e-3 to
 // 3e4 (matrix powers p from 0 to 17) and with an all-equal group. The GPU conversion is checked byte for byte
-// against this twin in tests/ops/moe_stream_test.cpp.
+// against this twin in tests/ops/moe_stream_checks.cpp (DeviceWeights, used by the MoeStreamQuantCuda tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>

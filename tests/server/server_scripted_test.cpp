@@ -9,12 +9,7 @@
 namespace dg::test {
 namespace server_scripted_test {
 
-const json kTools = json::array({{{"type", "function"},
-                                  {"function", {{"name", "get_weather"},
-                                                {"description", "Current weather"},
-                                                {"parameters", {{"type", "object"},
-                                                                {"properties", {{"city", {{"type", "string"}}}}},
-                                                                {"required", {"city"}}}}}}}});
+const json kTools = weather_tools();
 
 void expect_no_markup(const std::string& text) {
   for (const char* m : {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "call:", "<|\"|>", "thought\n",

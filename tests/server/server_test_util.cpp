@@ -248,6 +248,15 @@ json chat_request(const std::string& user, const json& extra) {
   return j;
 }
 
+json weather_tools() {
+  return json::array({{{"type", "function"},
+                       {"function", {{"name", "get_weather"},
+                                     {"description", "Current weather"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"city", {{"type", "string"}}}}},
+                                                     {"required", {"city"}}}}}}}});
+}
+
 bool eventually(const std::function<bool()>& pred, double seconds) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {

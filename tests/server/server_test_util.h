@@ -72,6 +72,8 @@ double health_seconds(int port);
 
 // A chat request with small, fast defaults (max_tokens 8, steps 2, a fixed seed) and one user message.
 json chat_request(const std::string& user, const json& extra = json::object());
+// The chat API's `tools`: one function, get_weather(city: string), city required.
+json weather_tools();
 
 struct SseStream {
   std::vector<json> chunks;  // each data: payload but [DONE], parsed

@@ -16,12 +16,7 @@
 namespace dg::test {
 namespace server_tool_check_test {
 
-const json kTools = json::array({{{"type", "function"},
-                                  {"function", {{"name", "get_weather"},
-                                                {"description", "Current weather"},
-                                                {"parameters", {{"type", "object"},
-                                                                {"properties", {{"city", {{"type", "string"}}}}},
-                                                                {"required", {"city"}}}}}}}});
+const json kTools = weather_tools();
 
 json tool_request(const std::string& user, const json& extra = json::object()) {
   json r = chat_request(user, {{"tools", kTools}, {"max_tokens", 64}});

@@ -14,12 +14,7 @@
 namespace dg::test {
 namespace server_tool_turn_test {
 
-const json kTools = json::array({{{"type", "function"},
-                                  {"function", {{"name", "get_weather"},
-                                                {"description", "Current weather"},
-                                                {"parameters", {{"type", "object"},
-                                                                {"properties", {{"city", {{"type", "string"}}}}},
-                                                                {"required", {"city"}}}}}}}});
+const json kTools = weather_tools();
 
 struct Round {
   json first, second;  // the answers: the call, then the reply to its result

@@ -10,6 +10,7 @@
 
 #include "diffusion/call_commit.h"
 #include "diffusion/generate.h"
+#include "support/toy_denoiser.h"
 
 namespace dg {
 namespace call_commit_test {
@@ -43,43 +44,6 @@ std::string text_of(std::span<const int32_t> ids) {
   return s;
 }
 
-// Writes script[position] at every row with full confidence (kEos past its end); every other token's logit falls
-// with its id.
-class ToyDenoiser final : public Denoiser {
- public:
-  explicit ToyDenoiser(std::vector<int32_t> script) : script_(std::move(script)) {}
-  int canvas() const override { return 8; }
-  int64_t vocab() const override { return static_cast<int64_t>(kText.size()); }
-  void encode(KvCache& kv, std::span<const int32_t> ids) override {
-    if (start_ < 0) start_ = kv.len() + static_cast<int64_t>(ids.size());
-    kv.commit(static_cast<int64_t>(ids.size()));
-  }
-  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind, float, float temperature,
-               RowStats* stats) override {
-    const size_t V = kText.size();
-    logits_.assign(canvas.size() * V, 0.0f);
-    for (size_t r = 0; r < canvas.size(); ++r) {
-      const auto at = static_cast<size_t>(kv.len() - start_) + r;
-      for (size_t t = 0; t < V; ++t) logits_[r * V + t] = 1.0f - 0.01f * static_cast<float>(t);
-      logits_[r * V + static_cast<size_t>(at < script_.size() ? script_[at] : kEos)] = 30.0f;
-    }
-    std::vector<float> tempered(logits_.size());
-    row_stats_cpu(logits_.data(), static_cast<int64_t>(canvas.size()), static_cast<int64_t>(V), temperature,
-                  tempered.data(), stats);
-  }
-  void draw(std::span<const double>, int32_t*) override { FAIL() << "argmax commit draws nothing"; }
-  void row_logits(int row, std::vector<float>& out) override {
-    const size_t V = kText.size();
-    out.assign(logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row) * V),
-               logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row + 1) * V));
-  }
-
- private:
-  std::vector<int32_t> script_;
-  std::vector<float> logits_;
-  int64_t start_ = -1;
-};
-
 GenerateResult run(const std::vector<int32_t>& script, const char* schema, int max_new = 64) {
   GenerationConfig g;
   g.eos_ids = {kEos, kResponse};
@@ -88,7 +52,7 @@ GenerateResult run(const std::vector<int32_t>& script, const char* schema, int m
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, g, 0, 2);
   o.commit_trim_tau = 0;  // whole blocks: the script's positions are the answer's
   if (schema != nullptr) o.tool_calls = constraint(schema);
-  ToyDenoiser d(script);
+  test::ToyScriptDenoiser d(script, static_cast<int64_t>(kText.size()), kEos);
   ModelConfig c;
   c.window = 4;  // no layers: the cache only counts tokens
   KvCache kv(c, {});

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "diffusion/generate.h"
 #include "diffusion/json_commit.h"
+#include "support/toy_denoiser.h"
 
 namespace dg {
 namespace json_commit_test {
@@ -33,45 +34,6 @@ std::string text_of(std::span<const int32_t> ids) {
   return s;
 }
 
-// Writes script[position] at every row with full confidence; every other token's logit falls with its id, so a
-// replacement takes the lowest id the grammar allows.
-class ToyDenoiser final : public Denoiser {
- public:
-  explicit ToyDenoiser(std::vector<int32_t> script) : script_(std::move(script)) {}
-  int canvas() const override { return 8; }
-  int64_t vocab() const override { return static_cast<int64_t>(kText.size()); }
-  void encode(KvCache& kv, std::span<const int32_t> ids) override {
-    if (start_ < 0) start_ = kv.len() + static_cast<int64_t>(ids.size());
-    kv.commit(static_cast<int64_t>(ids.size()));
-  }
-  void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind, float, float temperature,
-               RowStats* stats) override {
-    const size_t V = kText.size();
-    logits_.assign(canvas.size() * V, 0.0f);
-    for (size_t r = 0; r < canvas.size(); ++r) {
-      const auto at = static_cast<size_t>(kv.len() - start_) + r;
-      for (size_t t = 0; t < V; ++t) logits_[r * V + t] = 1.0f - 0.01f * static_cast<float>(t);
-      logits_[r * V + static_cast<size_t>(at < script_.size() ? script_[at] : kEnd)] = 30.0f;
-    }
-    std::vector<float> tempered(logits_.size());
-    row_stats_cpu(logits_.data(), static_cast<int64_t>(canvas.size()), static_cast<int64_t>(V), temperature,
-                  tempered.data(), stats);
-  }
-  void draw(std::span<const double>, int32_t*) override { FAIL() << "argmax commit draws nothing"; }
-  void row_logits(int row, std::vector<float>& out) override {
-    ++rows_asked;
-    const size_t V = kText.size();
-    out.assign(logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row) * V),
-               logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row + 1) * V));
-  }
-  int rows_asked = 0;
-
- private:
-  std::vector<int32_t> script_;
-  std::vector<float> logits_;
-  int64_t start_ = -1;
-};
-
 SamplerOptions options(bool json, int max_new = 64) {
   GenerationConfig g;
   g.eos_ids = {1, kEnd};
@@ -88,8 +50,9 @@ ModelConfig empty_config() {
   return c;  // no layers: the cache only counts tokens
 }
 
-GenerateResult run(const std::vector<int32_t>& script, const SamplerOptions& o, ToyDenoiser* out = nullptr) {
-  ToyDenoiser d(script);
+GenerateResult run(const std::vector<int32_t>& script, const SamplerOptions& o,
+                   test::ToyScriptDenoiser* out = nullptr) {
+  test::ToyScriptDenoiser d(script, static_cast<int64_t>(kText.size()), kEnd);
   KvCache kv(empty_config(), {});
   GenerateResult r = generate(d, kv, std::vector<int32_t>{2, 7}, o);
   if (out != nullptr) out->rows_asked = d.rows_asked;
@@ -108,7 +71,7 @@ TEST(JsonMode, OffLeavesTheScriptedAnswerAsWritten) {
 }
 
 TEST(JsonMode, TurnsTheAnswerIntoOneJsonObject) {
-  ToyDenoiser seen({});
+  test::ToyScriptDenoiser seen({}, static_cast<int64_t>(kText.size()), kEnd);
   const GenerateResult r = run(kProse, options(true), &seen);
   const std::string text = text_of(r.tokens);
   ASSERT_TRUE(nlohmann::json::accept(text)) << text;
