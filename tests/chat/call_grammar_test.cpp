@@ -12,6 +12,7 @@
 #include "chat_test_util.h"
 #include "diffusion/call_grammar.h"
 #include "support/expect_error.h"
+#include "support/grammar_close.h"
 
 namespace dg::test {
 namespace call_grammar_test {
@@ -102,23 +103,12 @@ TEST(CallGrammar, RefusesToolsNoCallCanName) {
   DG_EXPECT_ERROR((void)CallGrammar(&list), "tool 'f': its parameters must accept an object");
 }
 
-// From `g`, bytes that each lower closing_bytes() by one; returns the completion, or "" when none exists.
-std::string close(CallGrammar g) {
-  std::string out;
-  for (int d = g.closing_bytes(); d > 0; d = g.closing_bytes()) {
-    bool moved = false;
-    for (int c = 0x20; c <= 0xFF && !moved; ++c) {
-      if (c >= 0x7F && c < kCloseByte) continue;
-      CallGrammar n = g;
-      if (n.feed(static_cast<uint8_t>(c)) && n.closing_bytes() == d - 1) {
-        g = n;
-        out += static_cast<char>(c);
-        moved = true;
-      }
-    }
-    if (!moved) return "";
-  }
-  return g.complete() ? out : "";
+// A shortest completion: printable ASCII, then the marker bytes from kCloseByte up (the other high bytes are not
+// the grammar's).
+std::string close(const CallGrammar& g) {
+  std::vector<uint8_t> bytes = byte_range(0x20, 0x7E);
+  for (const uint8_t c : byte_range(kCloseByte, 0xFF)) bytes.push_back(c);
+  return close_greedily(g, bytes);
 }
 
 TEST(CallGrammar, EveryPrefixClosesInExactlyClosingBytesIntoACallThatParsesAndValidates) {

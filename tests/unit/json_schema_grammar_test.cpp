@@ -7,6 +7,7 @@
 #include <string>
 
 #include "diffusion/json_schema_grammar.h"
+#include "support/grammar_close.h"
 
 namespace dg {
 namespace json_schema_grammar_test {
@@ -69,23 +70,8 @@ TEST(SchemaGrammar, WithoutASchemaItIsJsonGrammar) {
   EXPECT_EQ(g.closing_bytes(), j.closing_bytes());
 }
 
-// From `g`, bytes that each lower closing_bytes() by one; returns the completion, or "" when none exists.
-std::string close(SchemaGrammar g) {
-  std::string out;
-  for (int d = g.closing_bytes(); d > 0; d = g.closing_bytes()) {
-    bool moved = false;
-    for (int c = 0x20; c < 0x7f && !moved; ++c) {
-      SchemaGrammar n = g;
-      if (n.feed(static_cast<uint8_t>(c)) && n.closing_bytes() == d - 1) {
-        g = n;
-        out += static_cast<char>(c);
-        moved = true;
-      }
-    }
-    if (!moved) return "";
-  }
-  return g.complete() ? out : "";
-}
+// A shortest completion in printable ASCII.
+std::string close(const SchemaGrammar& g) { return test::close_greedily(g, test::byte_range(0x20, 0x7E)); }
 
 TEST(SchemaGrammar, EveryPrefixClosesInExactlyClosingBytesAndValidates) {
   const J schemas[] = {
