@@ -142,10 +142,10 @@ if has reference-long; then
   # The long-context issue's side by side: diffgemma (dense attention, bf16, graphs) and then transformers in eager
   # mode (DG_REFERENCE_ATTN: sdpa and transformers' own attention) on the same shapes, DG_LONG_PREFILL prompt
   # lengths and DG_LONG_CONTEXTS cached contexts. Each transformers measurement is a process of its own under
-  # DG_LONG_TIMEOUT seconds (default 150), so a slow one cannot starve the rest: one that runs out of memory is
+  # DG_LONG_TIMEOUT seconds (default 120), so a slow one cannot starve the rest: one that runs out of memory is
   # recorded by bench_reference.py ("result": "out of memory"), one cut off by the timeout by the line below
   # ("result": "timeout").
-  lp="${DG_LONG_PREFILL:-32768,131072}" lc="${DG_LONG_CONTEXTS:-32768,131072}" lt="${DG_LONG_TIMEOUT:-150}"
+  lp="${DG_LONG_PREFILL:-32768,131072}" lc="${DG_LONG_CONTEXTS:-32768,131072}" lt="${DG_LONG_TIMEOUT:-120}"
   stamp "diffgemma at long context: prefill $lp, contexts $lc"
   timeout 300 $dg bench --prefill "$lp" --context "$lc" --skip-generate --label long-dense-ref \
     --out "$OUT/bench.jsonl" 2>&1 | python3 scripts/bench_brief.py
