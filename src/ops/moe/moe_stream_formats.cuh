@@ -121,7 +121,7 @@ __device__ __forceinline__ __nv_bfloat162 e4m3x2_hi_to_bf162(uint32_t y) {
 
 // bf16 weights: a stage is [kTileN][kTileK] bf16, swizzled; A fragments by ldmatrix.
 struct WeightBf16 {
-  static constexpr bool kAct8 = false, kWgmma = true;  // on sm_90a (moe_stream.cu: stage_wgmma)
+  static constexpr bool kAct8 = false, kWgmma = true;  // on sm_90a (moe_stream_stage.cuh: stage_wgmma)
   static constexpr int kTileK = 64, kStages = 4, kRowCap = 64;
   static constexpr int kLoadK = 16, kFrags = 1;  // one load_a: one k16 fragment
   static constexpr bool kPrefetch = false;
