@@ -163,6 +163,7 @@ print(json.dumps(dict(event=k, result='timeout', timeout_s=int(t), attn=a, mode=
         "$kind" "$n" "$attn" "$lt" "$label" "$DG_GIT_SHA" | tee -a "$OUT/bench.jsonl"
     done
   done
+  python3 scripts/bench_ratios.py "$OUT/bench.jsonl" --engine-label long-dense-ref --markdown
 fi
 if has warmup; then
   # The first request's cost on `diffgemma serve` with and without --warmup: the full shape (DG_WARMUP_WEIGHTS,
