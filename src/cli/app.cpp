@@ -1,12 +1,14 @@
 #include "cli/app.h"
 
 #include <cstdio>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "cli/build_info.h"
 #include "cli/data_paths.h"
 #include "cli/option_checks.h"
+#include "cli/option_hints.h"
 #include "core/error.h"
 
 namespace dg::cli {
@@ -113,10 +115,9 @@ int run(int argc, char** argv) {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr,
-                 "diffgemma: unknown command '{}' (commands: ask, chat, info, tokenize, bench, smoketest, quantize, "
-                 "serve, replay, verify; see --help)\n",
-                 argv[1]);
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      fmt::print(stderr, "diffgemma: unknown command '{}' (commands: {}; see --help)\n", argv[1], names);
       return 2;
     }
   }
@@ -132,6 +133,10 @@ int run(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
+      for (const CLI::App* sub : app.get_subcommands())
+        for (const std::string& hint : unknown_option_hints(*sub, sub->remaining()))
+          fmt::print(stderr, "{}\n", hint);
     return 2;
   } catch (const CommandExit& e) {
     std::fflush(stdout);

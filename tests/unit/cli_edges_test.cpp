@@ -1,7 +1,7 @@
 // Small edges of the CLI through the binary: --version names the commit and the backends; --json --show-ids stays one
 // JSON object; a directory as --prompt-file is an error; ask reports the prompt's and the generation's tokens/s
 // apart; info reports a pack's storage formats; the README's --prompt-ids example is a chat turn in the embedded
-// model's own ids.
+// model's own ids; an unknown option gets a hint of what was probably meant, an unknown command the list of commands.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -100,6 +100,38 @@ TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
   EXPECT_NE(text.out.find("<turn|>\n<|turn>model\n"), std::string::npos) << text.out;
   const ProcessResult ask = run_stdout("ask " + model() + " --prompt-ids " + ids + " --steps 2 --max-new-tokens 8 -q");
   EXPECT_EQ(ask.code, 0) << ask.out;
+}
+
+TEST(CliEdges, AnUnknownOptionNamesWhatItProbablyMeant) {
+  struct Case {
+    std::string args, hint;
+  };
+  const Case cases[] = {
+      {"ask --max-tokens 5 -p hi", "--max-tokens: did you mean --max-new-tokens?"},
+      {"ask --temperature 0.5 -p hi", "--temperature: did you mean --t-max or --t-min?"},
+      {"ask --stpes 3 -p hi", "--stpes: did you mean --steps?"},
+      {"ask -p hi --json-obj", "--json-obj: did you mean --json-object or --json?"},
+      {"bench --contexts 1024", "--contexts: did you mean --context?"},
+      {"tokenize --decod 1,2", "--decod: did you mean --decode?"},
+  };
+  for (const Case& c : cases) {
+    const ProcessResult r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find("not expected"), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.hint), std::string::npos) << c.args << "\n" << r.out;
+  }
+  const ProcessResult none = run("ask --zzz-unknown 1 -p hi");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_EQ(none.out.find("did you mean"), std::string::npos) << "no hint without a likely meaning\n" << none.out;
+}
+
+TEST(CliEdges, AnUnknownCommandListsEveryCommand) {
+  const ProcessResult r = run("frobnicate");
+  EXPECT_EQ(r.code, 2) << r.out;
+  for (const char* c : {"ask", "chat", "info", "tokenize", "bench", "smoketest", "quantize", "serve", "replay",
+                        "golden", "campaign", "verify"})
+    EXPECT_NE(r.out.find(std::string(c) + (std::string(c) == "verify" ? ";" : ",")), std::string::npos)
+        << c << "\n" << r.out;
 }
 
 }  // namespace cli_edges_test

@@ -1,0 +1,18 @@
+// What a user probably meant by an option a subcommand does not have: another spelling of one of its own options (a
+// typo of up to two edits, or its words with one left out or in another order), or this engine's name for a
+// well-known one from other tools (--max-tokens is --max-new-tokens here; --temperature is the --t-max / --t-min
+// schedule). Printed under CLI11's "not expected" message.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace dg::cli {
+
+// One line per unknown option among `args` (the subcommand's leftover arguments) for which `cmd` has a likely
+// meaning, e.g. "--max-tokens: did you mean --max-new-tokens?"; none for values and for options without one.
+std::vector<std::string> unknown_option_hints(const CLI::App& cmd, const std::vector<std::string>& args);
+
+}  // namespace dg::cli
