@@ -189,7 +189,9 @@ void register_serve(CLI::App& app) {
   add_model_options(cmd, o->model);
   cmd->add_option("--host", s.host, "IP address to listen on (or localhost; 0.0.0.0: every interface)")
       ->capture_default_str();
-  cmd->add_option("--port", s.port, "port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--port", s.port, "port (0: any free port, printed at start)")
+      ->check(port_number())
+      ->capture_default_str();
   cmd->add_option("--api-key", s.api_keys,
                   "require 'Authorization: Bearer KEY' on every route but /health; repeat (or separate by commas) for "
                   "several keys, each a tenant of its own (no KV cache is shared between keys)")

@@ -40,6 +40,16 @@ CLI::Validator int_check(long long lo, const char* desc) {
       desc);
 }
 
+// Integers from lo to hi, both included.
+CLI::Validator int_range_check(long long lo, long long hi, const char* desc) {
+  return CLI::Validator(
+      [lo, hi, desc](std::string& s) -> std::string {
+        long long v = 0;
+        return parse_int(s, v) && v >= lo && v <= hi ? std::string() : fmt::format("'{}' is not {}", s, desc);
+      },
+      desc);
+}
+
 CLI::Validator number_check(double lo, bool lo_open, double hi, const char* desc) {
   return CLI::Validator(
       [=](std::string& s) -> std::string {
@@ -55,6 +65,7 @@ CLI::Validator number_check(double lo, bool lo_open, double hi, const char* desc
 
 CLI::Validator positive_int() { return int_check(1, "an integer >= 1"); }
 CLI::Validator non_negative_int() { return int_check(0, "an integer >= 0"); }
+CLI::Validator port_number() { return int_range_check(0, 65535, "a port number from 0 to 65535"); }
 CLI::Validator positive_finite() { return number_check(0, true, HUGE_VAL, "a finite number > 0"); }
 CLI::Validator non_negative_finite() { return number_check(0, false, HUGE_VAL, "a finite number >= 0"); }
 CLI::Validator unit_interval() { return number_check(0, false, 1, "a number in [0, 1]"); }

@@ -17,6 +17,7 @@ namespace dg::cli {
 
 CLI::Validator positive_int();            // an integer >= 1
 CLI::Validator non_negative_int();        // an integer >= 0 (a uint64 seed too: "-1" does not wrap around)
+CLI::Validator port_number();             // a TCP port, 0 to 65535 (a larger one must not wrap around)
 CLI::Validator positive_finite();         // a finite number > 0
 CLI::Validator non_negative_finite();     // a finite number >= 0
 CLI::Validator unit_interval();           // a finite number in [0, 1]

@@ -113,6 +113,7 @@ HttpServer::~HttpServer() { stop(0); }
 const HttpCounters& HttpServer::counters() const { return impl_->counters; }
 
 int HttpServer::bind(const std::string& host, int port) {
+  DG_CHECK(port >= 0 && port <= 65535, "port {} is not a TCP port (0 to 65535; 0: any free port)", port);
   Impl& s = *impl_;
   error_code ec;
   const net::ip::address addr = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);

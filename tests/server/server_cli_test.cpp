@@ -2,7 +2,8 @@
 // by commas) and in an --api-key-file (one a line; blank lines and '#' comments skipped) are all accepted, nothing
 // else is; a key file that cannot be read is an error that names it. (That each key is a tenant of its own:
 // server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start, and a request
-// past them is a 400 context_length_exceeded, not an engine error.
+// past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 is a usage error, never
+// another port that the number wraps around to.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -39,6 +40,15 @@ TEST(ServerCli, ApiKeysComeFromTheOptionAndFromAFile) {
   const ProcessResult missing = run_command(cli_path() + " serve --port 0 --api-key-file /nonexistent/keys", true);
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("cannot read --api-key-file '/nonexistent/keys'"), std::string::npos) << missing.out;
+}
+
+TEST(ServerCli, APortBeyondTheRangeIsAUsageErrorNotAnotherPort) {
+  for (const char* port : {"99999", "65536", "-1"}) {
+    const ProcessResult r = run_command(cli_path() + " serve --port " + port, true);
+    EXPECT_EQ(r.code, 2) << port << "\n" << r.out;
+    EXPECT_NE(r.out.find("is not a port number from 0 to 65535"), std::string::npos) << port << "\n" << r.out;
+    EXPECT_EQ(r.out.find("listening on"), std::string::npos) << port << "\n" << r.out;
+  }
 }
 
 TEST(ServerCli, AContextBeyondTheModelsPositionsIsHeldToThem) {
