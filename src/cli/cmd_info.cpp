@@ -1,8 +1,10 @@
 // `diffgemma info`: what a model directory holds — structure, parameter counts by class, bytes, KV cost, and for a
-// .dgq pack its profile and the format and bytes of every weight class.
+// .dgq pack its profile and the format and bytes of every weight class; for synthetic:26b-a4b[:PROFILE] the shape
+// and the bytes the commands make on a device.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include "cli/data_paths.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
+#include "model/synthetic.h"
 
 namespace dg::cli {
 namespace {
@@ -66,9 +69,32 @@ std::vector<std::pair<std::string, ClassBytes>> pack_classes(const PackManifest&
   return out;
 }
 
+// synthetic:26b-a4b[:PROFILE]: the published shape, weights made on a device (counted at bf16 for the unpacked ones),
+// no files, no tokenizer.
+Checkpoint open_for_info(const std::string& model, std::optional<std::string>& synthetic) {
+  synthetic = synthetic_profile(model);
+  if (!synthetic) return Checkpoint::open(model);
+  Checkpoint ck;
+  ck.dir = model;
+  ck.config = diffusiongemma_26b_config();
+  return ck;
+}
+
 void run_info(const InfoOptions& o) {
-  const Checkpoint ck = Checkpoint::open(o.model);
+  std::optional<std::string> synthetic;
+  const Checkpoint ck = open_for_info(o.model, synthetic);
   const ModelConfig& c = ck.config;
+  std::vector<std::pair<std::string, ClassBytes>> by_format_bytes;
+  uint64_t weight_bytes = 0;
+  if (synthetic) {
+    for (const SyntheticFormat& f : synthetic_formats(c, *synthetic, 2)) {
+      by_format_bytes.emplace_back(f.format, ClassBytes{f.format, f.tensors, f.bytes});
+      weight_bytes += f.bytes;
+    }
+  } else {
+    by_format_bytes = formats(ck.store);
+    weight_bytes = ck.store.total_bytes();
+  }
   const ParamCounts pc = count_params(c);
   std::vector<int> full;
   const LayerSpec* sl = nullptr;
@@ -90,7 +116,7 @@ void run_info(const InfoOptions& o) {
   kv_ring *= static_cast<size_t>(std::max(0, c.window - 1));
   const std::string tok_path = (std::filesystem::path(ck.dir) / "tokenizer.json").string();
   int tok_vocab = -1;
-  if (std::filesystem::exists(tok_path)) tok_vocab = Tokenizer::load(tok_path).vocab_size();
+  if (!synthetic && std::filesystem::exists(tok_path)) tok_vocab = Tokenizer::load(tok_path).vocab_size();
   const GenerationConfig& g = ck.generation;
   if (o.json) {
     nlohmann::json j;
@@ -105,9 +131,10 @@ void run_info(const InfoOptions& o) {
     j["params"] = {{"total", pc.total()}, {"embed", pc.embed}, {"attention", pc.attention},
                    {"dense_mlp", pc.dense_mlp}, {"router", pc.router}, {"experts", pc.experts}, {"norms", pc.norms},
                    {"self_conditioning", pc.self_cond}};
-    j["weight_bytes"] = ck.store.total_bytes();
-    for (const auto& [f, c] : formats(ck.store)) j["formats"][f] = {{"tensors", c.tensors}, {"bytes", c.bytes}};
+    j["weight_bytes"] = weight_bytes;
+    for (const auto& [f, c] : by_format_bytes) j["formats"][f] = {{"tensors", c.tensors}, {"bytes", c.bytes}};
     j["weight_files"] = ck.store.files().size();
+    if (synthetic) j["synthetic"] = *synthetic;
     j["kv_bytes_per_token_f16"] = kv_full;
     j["kv_sliding_ring_bytes_f16"] = kv_ring;
     j["tokenizer_vocab"] = tok_vocab;
@@ -145,10 +172,14 @@ void run_info(const InfoOptions& o) {
              pc.embed / 1e6, pc.attention / 1e6, pc.dense_mlp / 1e6, pc.router / 1e6, pc.experts / 1e6,
              pc.norms / 1e6, pc.self_cond / 1e6);
   std::string by_format;
-  for (const auto& [f, c] : formats(ck.store))
+  for (const auto& [f, c] : by_format_bytes)
     by_format += fmt::format("{}{} {}", by_format.empty() ? "" : ", ", f, human_bytes(static_cast<double>(c.bytes)));
-  fmt::print("weights      {} in {} file(s): {}\n", human_bytes(static_cast<double>(ck.store.total_bytes())),
-             ck.store.files().size(), by_format);
+  if (synthetic)
+    fmt::print("weights      {} made on the device from a seed (profile {}; no files): {}\n",
+               human_bytes(static_cast<double>(weight_bytes)), *synthetic, by_format);
+  else
+    fmt::print("weights      {} in {} file(s): {}\n", human_bytes(static_cast<double>(weight_bytes)),
+               ck.store.files().size(), by_format);
   if (ck.pack) {
     std::string sets;
     for (const auto& [k, v] : ck.pack->sets) sets += fmt::format(" --set {}={}", k, v);
@@ -167,7 +198,9 @@ void run_info(const InfoOptions& o) {
              human_bytes(static_cast<double>(kv_full)), human_bytes(static_cast<double>(kv_ring)));
   fmt::print("generation   max_new_tokens {}, steps {}, entropy bound {:g}, T {:g}..{:g}, stop ids [{}]\n",
              g.max_new_tokens, g.max_denoising_steps, g.entropy_bound, g.t_max, g.t_min, fmt::join(g.eos_ids, ", "));
-  fmt::print("tokenizer    {}\n", tok_vocab >= 0 ? fmt::format("{} tokens", tok_vocab) : "none (tokenizer.json missing)");
+  fmt::print("tokenizer    {}\n", tok_vocab >= 0  ? fmt::format("{} tokens", tok_vocab)
+                                 : synthetic     ? std::string("none (--tokenizer FILE, or --prompt-ids)")
+                                                 : std::string("none (tokenizer.json missing)"));
 }
 
 }  // namespace
@@ -175,7 +208,9 @@ void run_info(const InfoOptions& o) {
 void register_info(CLI::App& app) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model directory or .dgq pack");
-  cmd->add_option("-m,--model", o->model, "model directory: a Hugging Face checkpoint or a .dgq pack")
+  cmd->add_option("-m,--model", o->model,
+                  "model directory: a Hugging Face checkpoint or a .dgq pack; synthetic:26b-a4b[:bf16|q4|fp8|nvfp4|"
+                  "fp8-all] describes the full shape with random weights that ask, bench and serve make on a device")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");

@@ -1,5 +1,6 @@
 #include "model/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -103,15 +104,26 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
   return rest.substr(1);
 }
 
-size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes) {
-  size_t bytes = 0;
+std::vector<SyntheticFormat> synthetic_formats(const ModelConfig& cfg, const std::string& profile, int act_bytes) {
+  std::vector<SyntheticFormat> out;
   for (const SyntheticTensor& t : synthetic_plan(cfg, 1)) {
     Tensor x;
     x.dtype = synthetic_format(profile, t.kind);
     x.shape = t.shape;
-    bytes += x.dtype == DType::kBF16 ? static_cast<size_t>(t.shape.numel()) * static_cast<size_t>(act_bytes)
-                                     : x.nbytes();
+    const std::string name(dtype_name(x.dtype));
+    auto it = std::find_if(out.begin(), out.end(), [&](const SyntheticFormat& f) { return f.format == name; });
+    if (it == out.end()) it = out.insert(out.end(), SyntheticFormat{name, 0, 0});
+    ++it->tensors;
+    it->bytes += x.dtype == DType::kBF16 ? static_cast<size_t>(t.shape.numel()) * static_cast<size_t>(act_bytes)
+                                         : x.nbytes();
   }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes) {
+  size_t bytes = 0;
+  for (const SyntheticFormat& f : synthetic_formats(cfg, profile, act_bytes)) bytes += f.bytes;
   return bytes;
 }
 

@@ -47,5 +47,13 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
 // The bytes synthetic_weights makes on a backend whose activations take `act_bytes` per element (packed tensors as
 // their planes).
 size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile, int act_bytes);
+// Those weights by storage format ("BF16" for the unpacked ones at `act_bytes` per element, "q4", "fp8", ...):
+// tensors and bytes, most bytes first (`diffgemma info -m synthetic:26b-a4b[:PROFILE]`).
+struct SyntheticFormat {
+  std::string format;
+  int tensors = 0;
+  size_t bytes = 0;
+};
+std::vector<SyntheticFormat> synthetic_formats(const ModelConfig& cfg, const std::string& profile, int act_bytes);
 
 }  // namespace dg

@@ -1,7 +1,8 @@
 // Small edges of the CLI through the binary: --version names the commit and the backends; --json --show-ids stays one
 // JSON object; a directory as --prompt-file is an error; ask reports the prompt's and the generation's tokens/s
-// apart; info reports a pack's storage formats; the README's --prompt-ids example is a chat turn in the embedded
-// model's own ids; an unknown option gets a hint of what was probably meant, an unknown command the list of commands.
+// apart; info reports a pack's storage formats and the synthetic full shape's; the README's --prompt-ids example is
+// a chat turn in the embedded model's own ids; an unknown option gets a hint of what was probably meant, an unknown
+// command the list of commands.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -81,6 +82,28 @@ TEST(CliEdges, InfoReportsAPacksStorageFormats) {
   const ProcessResult text = run_stdout("info -m " + pack);
   EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(weights .*: .*q4 [0-9.]+ [KM]iB)"))) << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(attn +raw (BF16|F16|F32) )"))) << text.out;
+}
+
+TEST(CliEdges, InfoDescribesTheSyntheticFullShape) {
+  const ProcessResult r = run_stdout("info -m synthetic:26b-a4b:q4 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["synthetic"], "q4") << r.out;
+  EXPECT_EQ(j["layers"], 30) << r.out;
+  EXPECT_EQ(j["experts"], 128) << r.out;
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(), 25250986752) << "the published 25.2 B parameters";
+  int64_t bytes = 0;
+  for (const auto& [f, c] : j["formats"].items()) bytes += c["bytes"].get<int64_t>();
+  EXPECT_EQ(bytes, j["weight_bytes"].get<int64_t>()) << r.out;
+  EXPECT_TRUE(j["formats"].contains("q4") && j["formats"].contains("BF16")) << r.out;
+  const ProcessResult text = run_stdout("info -m synthetic:26b-a4b");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("weights      47.03 GiB made on the device from a seed (profile bf16; no files)"),
+            std::string::npos)
+      << text.out;
+  const ProcessResult bad = run("info -m synthetic:26b-a4b:bogus");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("unknown synthetic model"), std::string::npos) << bad.out;
 }
 
 TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
