@@ -169,7 +169,8 @@ TEST(LoaderSafetensors, TruncatedFileNamesTensorAndFile) {
   const std::string path = scratch_dir("st-trunc") + "/x.safetensors";
   write_safetensors(path, {{"first", iota_tensor(DType::kF32, {16})}, {"second", iota_tensor(DType::kBF16, {16})}});
   auto bytes = test::read_bytes(path);
-  bytes.resize(bytes.size() - 5);
+  ASSERT_GT(bytes.size(), 5u);
+  bytes.erase(bytes.end() - 5, bytes.end());  // not resize(): GCC 12's -Wstringop-overflow sees its growing branch
   test::write_bytes(path, bytes);
   DG_EXPECT_ERROR(TensorStore::open_file(path), path, "'second'", "truncated");
 }
