@@ -60,6 +60,19 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
   }
   be_ = make_backend(opt.backend, BackendOptions{precision_, static_cast<float>(ck_.config.rms_eps), opt.device,
                                                 tuning.cuda, linear_act_fp8(opt.linear_act)});
+  if (synthetic) {
+    // Made in memory, never paged from a file: weights beyond what is free would end in the kernel's or the
+    // driver's out-of-memory long after the start.
+    const int act_bytes = backend_entry(opt.backend).bytes(precision_).act;
+    const size_t need = synthetic_weight_bytes(ck_.config, *synthetic, act_bytes);
+    const MemoryInfo m = be_->memory_info();
+    DG_CHECK(m.free == 0 || need <= m.free,
+             "'{}' makes {:.2f} GiB of weights on the {} backend ({} layers; unpacked weights at its activation "
+             "precision), but {:.2f} GiB of {:.2f} are free: run it on a GPU that holds it (--backend cuda), or a "
+             "slice of its layers (bench --layers N)",
+             ck_.dir, need / 1073741824.0, opt.backend, ck_.config.n_layers, m.free / 1073741824.0,
+             m.total / 1073741824.0);
+  }
   weights_ = synthetic ? synthetic_weights(ck_.config, *be_, tuning.synthetic_seed, *synthetic)
                        : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);

@@ -2,7 +2,7 @@
 // JSON object; a directory as --prompt-file is an error; ask reports the prompt's and the generation's tokens/s
 // apart; info reports a pack's storage formats and the synthetic full shape's; the README's --prompt-ids example is
 // a chat turn in the embedded model's own ids; an unknown option gets a hint of what was probably meant, an unknown
-// command the list of commands.
+// command the list of commands; the synthetic full shape is refused at open where its weights do not fit.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/host_memory.h"
 #include "quant/quant_test_util.h"
 #include "support/paths.h"
 #include "support/process.h"
@@ -104,6 +105,18 @@ TEST(CliEdges, InfoDescribesTheSyntheticFullShape) {
   const ProcessResult bad = run("info -m synthetic:26b-a4b:bogus");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("unknown synthetic model"), std::string::npos) << bad.out;
+}
+
+TEST(CliEdges, TheSyntheticFullShapeBeyondFreeMemoryIsRefusedAtOpen) {
+  // 94 GiB of weights at the CPU's f32 activations: refused before any is made, where that much is not free (where
+  // it is, the test would allocate it: skipped).
+  const MemoryInfo m = host_memory();
+  if (m.free == 0 || m.free > (90ull << 30)) GTEST_SKIP() << "this machine may hold the full shape in f32";
+  const ProcessResult r = run("ask -m synthetic:26b-a4b --prompt-ids 1,2 --steps 1 --max-new-tokens 4");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("'synthetic:26b-a4b' makes 94.07 GiB of weights on the cpu backend"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--backend cuda"), std::string::npos) << r.out;
 }
 
 TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
