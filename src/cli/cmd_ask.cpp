@@ -21,6 +21,7 @@
 #include "diffusion/json_schema.h"
 #include "engine/chat.h"
 #include "engine/oplog.h"
+#include "io/utf8_lead.h"
 
 namespace dg::cli {
 namespace {
@@ -67,6 +68,13 @@ std::string read_file(const std::string& path, const char* what = "--prompt-file
 void run_ask(const AskOptions& o) {
   const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
   DG_CHECK(sources == 1, "give exactly one of --prompt, --prompt-file or --prompt-ids");
+  // The prompt is read and checked before the weights load.
+  const std::string text = !o.prompt_ids.empty() ? std::string()
+                           : o.prompt.empty()      ? read_file(o.prompt_file)
+                                                   : o.prompt;
+  if (const std::optional<size_t> bad = utf8_invalid_offset(text))
+    fail("{} is not valid UTF-8 at byte {} of {}",
+         o.prompt.empty() ? "--prompt-file '" + o.prompt_file + "'" : std::string("--prompt"), *bad, text.size());
   auto engine = EngineCore::open(engine_options(o.model));
   std::vector<int32_t> prompt;
   std::optional<ChatTokens> chat;  // set when the prompt is a chat turn: the answer is parsed as a reply
@@ -74,7 +82,6 @@ void run_ask(const AskOptions& o) {
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids);
   } else {
-    const std::string text = o.prompt.empty() ? read_file(o.prompt_file) : o.prompt;
     const Tokenizer& tok = engine->tokenizer();
     if (o.raw) {
       prompt = tok.encode(text, SpecialTokens::kMatch);

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
 #include "engine/oplog.h"
 #include "engine/tool_repair.h"
+#include "io/utf8_lead.h"
 
 namespace dg {
 
@@ -47,6 +49,8 @@ SyncStats ChatSession::settle() {
 
 TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
   DG_CHECK(pending_calls().empty(), "the last reply's tool calls are waiting for their results");
+  if (const std::optional<size_t> bad = utf8_invalid_offset(text))
+    fail("the message is not valid UTF-8 at byte {} of {}; nothing was sent", *bad, text.size());
   Message m;
   m.role = Role::kUser;
   m.content = text;

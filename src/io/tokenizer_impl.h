@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "io/tokenizer.h"
+#include "io/utf8_lead.h"
 
 namespace dg::tok {
 
 // ---- UTF-8 -------------------------------------------------------------------------------------------------
-// Offset of the first byte that does not start a well-formed UTF-8 sequence (RFC 3629), or nullopt.
-std::optional<size_t> utf8_invalid_offset(std::string_view s);
+using dg::utf8_invalid_offset;  // io/utf8_lead.h
 // Byte length of the (well-formed) character that starts with `lead`.
 size_t utf8_char_len(uint8_t lead);
 // Code point of the well-formed character at s[i].

@@ -12,28 +12,6 @@ namespace dg::tok {
 
 // ---- UTF-8 -------------------------------------------------------------------------------------------------
 
-std::optional<size_t> utf8_invalid_offset(std::string_view s) {
-  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const uint8_t b = p[i];
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    const std::optional<Utf8Lead> lead = utf8_lead(b);
-    if (!lead) return i;
-    const auto len = static_cast<size_t>(lead->len);
-    if (i + len > n || p[i + 1] < lead->lo || p[i + 1] > lead->hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-    }
-    i += len;
-  }
-  return std::nullopt;
-}
-
 size_t utf8_char_len(uint8_t lead) {
   if (lead < 0x80) return 1;
   if (lead < 0xE0) return 2;

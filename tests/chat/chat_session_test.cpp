@@ -1,12 +1,14 @@
 // ChatSession and Session on the embedded model (mechanics, not content; any weights): each turn extends the
 // cache (prefix reuse), the cache always holds the canonical render, /rewind restores the KV byte for byte, a
-// divergence past the sliding rings re-prefills, tool rounds continue in the model's turn, save/load round trips.
+// divergence past the sliding rings re-prefills, tool rounds continue in the model's turn, save/load round trips, a
+// message that is not UTF-8 is refused before anything changes.
 #include <gtest/gtest.h>
 
 #include "chat_test_util.h"
 #include "core/error.h"
 #include "engine/chat.h"
 #include "support/embedded_engine.h"
+#include "support/expect_error.h"
 
 namespace dg::test {
 namespace chat_session_test {
@@ -46,6 +48,17 @@ TEST(ChatSession, EachTurnExtendsTheCacheAndHoldsTheCanonicalRender) {
   EXPECT_TRUE(same_ids(chat.session().tokens(), canonical(chat)));
   ASSERT_EQ(chat.conversation().messages.size(), 4u);
   EXPECT_EQ(chat.conversation().messages[3].content, b.reply.content);
+}
+
+TEST(ChatSession, AMessageThatIsNotUtf8IsRefusedAndChangesNothing) {
+  ChatSession chat(embedded_engine(), quick());
+  chat.user("Hello there");
+  const Conversation before = chat.conversation();
+  const uint64_t fingerprint = chat.fingerprint();
+  DG_EXPECT_ERROR(chat.user("caf\xc3"), "not valid UTF-8 at byte 3 of 4", "nothing was sent");
+  EXPECT_EQ(chat.conversation().messages.size(), before.messages.size());
+  EXPECT_EQ(chat.fingerprint(), fingerprint);
+  EXPECT_NO_THROW(chat.user("And a second question"));
 }
 
 TEST(ChatSession, RewindRestoresTheKvByteForByteAndRegeneratesIdentically) {

@@ -1,8 +1,9 @@
 // Small edges of the CLI through the binary: --version names the commit and the backends; --json --show-ids stays one
-// JSON object; a directory as --prompt-file is an error; ask reports the prompt's and the generation's tokens/s
-// apart; info reports a pack's storage formats and the synthetic full shape's; the README's --prompt-ids example is
-// a chat turn in the embedded model's own ids; an unknown option gets a hint of what was probably meant, an unknown
-// command the list of commands; the synthetic full shape is refused at open where its weights do not fit.
+// JSON object; a directory as --prompt-file is an error, so is a prompt that is not UTF-8; ask reports the prompt's
+// and the generation's tokens/s apart; info reports a pack's storage formats and the synthetic full shape's; the
+// README's --prompt-ids example is a chat turn in the embedded model's own ids; an unknown option gets a hint of what
+// was probably meant, an unknown command the list of commands; the synthetic full shape is refused at open where its
+// weights do not fit.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -54,6 +55,14 @@ TEST(CliEdges, ADirectoryAsPromptFileIsAnError) {
   const ProcessResult r = run("ask " + model() + " --prompt-file " + dir + " --steps 1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("--prompt-file '" + dir + "' is a directory"), std::string::npos) << r.out;
+}
+
+TEST(CliEdges, APromptThatIsNotUtf8IsAnErrorNamingItsSourceAndByte) {
+  const std::string file = scratch_dir("prompt-utf8") + "/truncated.txt";
+  std::ofstream(file, std::ios::binary) << "caf\xc3";
+  const ProcessResult r = run("ask " + model() + " --prompt-file " + file + " --steps 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-file '" + file + "' is not valid UTF-8 at byte 3 of 4"), std::string::npos) << r.out;
 }
 
 TEST(CliEdges, AskReportsPromptAndGenerationTokensPerSecondApart) {
