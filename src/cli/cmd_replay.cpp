@@ -25,7 +25,9 @@ Json open_record(const std::string& path) {
   std::getline(in, line);
   const Json j = Json::parse(line, nullptr, false);
   DG_CHECK(!j.is_discarded() && j.is_object() && j.value("op", "") == "open",
-           "'{}' does not start with an op-log open record (written by `diffgemma serve --log-dir`)", path);
+           "'{}' does not start with an op-log open record (written by `diffgemma serve --log-dir`, `ask --oplog` "
+           "or `chat --oplog`)",
+           path);
   return j;
 }
 
