@@ -24,6 +24,8 @@ ModelConfig diffusiongemma_26b_config(int layers) {
     }
   })";
   ModelConfig c = parse_model_config(json, "the built-in DiffusionGemma 26B-A4B config");
+  DG_CHECK(layers >= 0 && layers <= c.n_layers, "--layers {}: the 26B-A4B shape has {} layers (1 to {} keeps the "
+           "first that many, 0 all of them)", layers, c.n_layers, c.n_layers);
   if (layers > 0 && layers < c.n_layers) {
     c.layers.resize(static_cast<size_t>(layers));
     c.n_layers = layers;

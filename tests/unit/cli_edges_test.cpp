@@ -3,7 +3,7 @@
 // and the generation's tokens/s apart; info reports a pack's storage formats and the synthetic full shape's; the
 // README's --prompt-ids example is a chat turn in the embedded model's own ids; an unknown option gets a hint of what
 // was probably meant, an unknown command the list of commands; the synthetic full shape is refused at open where its
-// weights do not fit.
+// weights do not fit, and a slice of more layers than it has is an error.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -126,6 +126,12 @@ TEST(CliEdges, TheSyntheticFullShapeBeyondFreeMemoryIsRefusedAtOpen) {
   EXPECT_NE(r.out.find("'synthetic:26b-a4b' makes 94.07 GiB of weights on the cpu backend"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("--backend cuda"), std::string::npos) << r.out;
+}
+
+TEST(CliEdges, MoreLayersThanTheSyntheticShapeHasIsAnError) {
+  const ProcessResult r = run("bench --layers 31 --backend cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--layers 31: the 26B-A4B shape has 30 layers"), std::string::npos) << r.out;
 }
 
 TEST(CliEdges, TheReadmePromptIdsAreAChatTurnOfTheEmbeddedTokenizer) {
