@@ -407,7 +407,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--rope-table-rows", o->kernels.rope_table_rows,
                   "CUDA per-head norms of calls of at least this many rows: each row's rotation computed once into a "
                   "table its heads read, instead of a sincos per head and element (the same bits; 0: every call)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_int())
       ->capture_default_str();
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,
                 "CUDA MoE grouping of more than 8,192 routed pairs: blocks of 2,048 pairs in three launches instead "

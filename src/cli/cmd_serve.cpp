@@ -12,6 +12,7 @@
 
 #include "backend/registry.h"
 #include "cli/app.h"
+#include "cli/option_checks.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
 #include "serving/memory_plan.h"
@@ -201,55 +202,64 @@ void register_serve(CLI::App& app) {
                   "more API keys, one per line (a file keeps them off the command line)");
   cmd->add_flag("!--no-prefix-reuse", s.prefix_reuse,
                 "no request reuses another request's KV cache (every prompt is encoded whole; no cached_tokens)");
-  cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")->capture_default_str();
+  cmd->add_option("--ctx", s.context, "tokens one request may use (prompt + max_tokens)")
+      ->check(positive_int())
+      ->capture_default_str();
   cmd->add_option("--max-batch", s.max_batch,
                   "requests denoised together in one batched forward per step (0: as many as fit in memory, printed "
                   "at start; 1: one at a time; capped by --slots)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_int())
       ->capture_default_str();
   cmd->add_option("--memory", s.memory_gib,
                   "GiB the sessions and batches may fill beyond the loaded weights (0: what the backend reports free)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_finite())
       ->capture_default_str();
   cmd->add_option("--prefill-per-step", s.prefill_per_step,
                   "batched worker: prompt tokens encoded between two batched steps, the waiting prompts together in "
                   "turns (a prompt with at most an eighth of this left after its share takes the rest in the same "
                   "round)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--slots", s.slots,
                   "resident sessions (KV caches) a returning conversation can reuse (0: as many as --max-batch, at "
                   "least 4)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_int())
       ->capture_default_str();
-  cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
+  cmd->add_option("--max-queue", s.max_queue, "waiting requests beyond which new ones get 429")
+      ->check(non_negative_int())
+      ->capture_default_str();
   cmd->add_option("--timeout", s.timeout_s, "seconds a request may take, queueing included (then 504)")
+      ->check(positive_finite())
       ->capture_default_str();
   cmd->add_option("--max-steps", s.max_steps,
                   "denoising steps per block one request may ask for (more: 400); with --max-tokens and --timeout "
                   "it bounds a request's work")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--max-tokens", s.max_tokens, "answer tokens one request may ask for (more: 400; 0: the context)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_int())
       ->capture_default_str();
-  cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")->capture_default_str();
-  cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")->capture_default_str();
+  cmd->add_option("--max-body", s.max_body_bytes, "largest request body in bytes (then 413)")
+      ->check(positive_int())
+      ->capture_default_str();
+  cmd->add_option("--http-threads", s.http_threads, "HTTP worker threads (0: max-queue + 16)")
+      ->check(non_negative_int())
+      ->capture_default_str();
   // Hostile clients (docs/SERVER.md, "Security").
   cmd->add_option("--header-timeout", s.header_timeout_s,
                   "seconds a client has to send a whole request head (then 408); idle connections close after it")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_finite())
       ->capture_default_str();
   cmd->add_option("--body-timeout", s.body_timeout_s, "seconds a client has to send a request body after its head")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_finite())
       ->capture_default_str();
   cmd->add_option("--max-connections", s.max_connections,
                   "open connections in total; at the bound the one waiting longest for a request is closed")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--max-connections-per-peer", s.max_connections_per_peer,
                   "open connections from one IP address (0: no bound; raise it behind a reverse proxy)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_int())
       ->capture_default_str();
   cmd->add_option("--allowed-hosts", s.allowed_hosts,
                   "host names (comma-separated) the Host header may carry besides IP addresses and localhost; "
@@ -281,7 +291,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--device-memory", o->device_gib,
                   "with --plan: the device's GiB in all, the weights' share included (default: this machine's "
                   "device, which --backend cuda then needs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite());
   cmd->callback([o] { run_serve(*o); });
 #else
   cmd->allow_extras();

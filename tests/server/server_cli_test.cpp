@@ -2,8 +2,8 @@
 // by commas) and in an --api-key-file (one a line; blank lines and '#' comments skipped) are all accepted, nothing
 // else is; a key file that cannot be read is an error that names it. (That each key is a tenant of its own:
 // server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start, and a request
-// past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 is a usage error, never
-// another port that the number wraps around to.
+// past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 and a bound out of its range
+// (a negative queue length, a zero body size or timeout) are usage errors, never another port or no bound.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -40,6 +40,18 @@ TEST(ServerCli, ApiKeysComeFromTheOptionAndFromAFile) {
   const ProcessResult missing = run_command(cli_path() + " serve --port 0 --api-key-file /nonexistent/keys", true);
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("cannot read --api-key-file '/nonexistent/keys'"), std::string::npos) << missing.out;
+}
+
+TEST(ServerCli, ABoundGivenOutOfRangeIsAUsageErrorNotNoBound) {
+  // -1 for a count wrapped to 2^64 - 1: an unbounded queue; 0 bytes of body or 0 s of timeout left nothing servable.
+  for (const char* bad : {"--max-queue -1", "--http-threads -3", "--max-body 0", "--timeout 0", "--header-timeout inf",
+                          "--memory -1", "--slots -2", "--max-connections 0", "--ctx 0"}) {
+    const ProcessResult r = run_command(cli_path() + " serve --port 0 " + bad, true);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string(bad).substr(0, std::string(bad).find(' ')) + ": '"), std::string::npos)
+        << bad << "\n" << r.out;
+    EXPECT_EQ(r.out.find("listening on"), std::string::npos) << bad << "\n" << r.out;
+  }
 }
 
 TEST(ServerCli, APortBeyondTheRangeIsAUsageErrorNotAnotherPort) {
