@@ -40,16 +40,19 @@ struct ServeCliOptions {
   std::string warmup = "auto";  // auto | on | off (auto: on with the cuda backend)
   bool plan = false;         // print the memory plan and exit
   double device_gib = 0;     // --plan: the device's memory in all (0: this machine's)
+  bool ctx_given = false;    // --ctx on the command line (the default is held to the model without a word)
 };
 
-// --ctx beyond what the model's positions allow is held to it, and the server says so once at start.
-void hold_to_model(const ModelConfig& cfg, int64_t& context) {
+// --ctx beyond what the model's positions allow is held to it, and the server says so once at start when the value
+// was given (the listening line shows the context either way).
+void hold_to_model(const ModelConfig& cfg, int64_t& context, bool given) {
   const int64_t held = server::held_context(cfg, context);
   if (held == context) return;
-  fmt::print(stderr,
-             "diffgemma serve: --ctx {} is beyond the model's {} positions (max_position_embeddings in config.json, "
-             "a {}-token canvas after the answer): a request may use up to {} tokens, prompt and answer\n",
-             context, cfg.max_positions, cfg.canvas, held);
+  if (given)
+    fmt::print(stderr,
+               "diffgemma serve: --ctx {} is beyond the model's {} positions (max_position_embeddings in config.json, "
+               "a {}-token canvas after the answer): a request may use up to {} tokens, prompt and answer\n",
+               context, cfg.max_positions, cfg.canvas, held);
   context = held;
 }
 
@@ -70,7 +73,7 @@ void run_plan(const ServeCliOptions& o) {
     weights = weight_bytes(ck.weights, bytes.weight);
   }
   server::ServerOptions so = o.server;
-  hold_to_model(cfg, so.context);
+  hold_to_model(cfg, so.context, o.ctx_given);
   eo.context = so.context + cfg.canvas;
   MemoryInfo device = o.device_gib > 0 ? server::given_memory(o.device_gib)
                                        : make_backend(eo.backend, BackendOptions{precision})->memory_info();
@@ -141,7 +144,7 @@ void run_serve(ServeCliOptions& o) {
   const ModelConfig config = synthetic_profile(o.model.model)
                                  ? diffusiongemma_26b_config()
                                  : load_model_config((std::filesystem::path(o.model.model) / "config.json").string());
-  hold_to_model(config, o.server.context);
+  hold_to_model(config, o.server.context, o.ctx_given);
   eo.context = o.server.context + config.canvas;  // the last canvas attends past the answer budget
   const auto engine = EngineCore::open(eo);
 
@@ -292,7 +295,10 @@ void register_serve(CLI::App& app) {
                   "with --plan: the device's GiB in all, the weights' share included (default: this machine's "
                   "device, which --backend cuda then needs)")
       ->check(non_negative_finite());
-  cmd->callback([o] { run_serve(*o); });
+  cmd->callback([o, cmd] {
+    o->ctx_given = cmd->count("--ctx") > 0;
+    run_serve(*o);
+  });
 #else
   cmd->allow_extras();
   cmd->callback([] { fail("this diffgemma was built without the server (configure with -DDG_SERVER=ON)"); });

@@ -1,9 +1,10 @@
 // `diffgemma serve`'s options for several API keys, end to end: keys given with --api-key (repeated, or separated
 // by commas) and in an --api-key-file (one a line; blank lines and '#' comments skipped) are all accepted, nothing
 // else is; a key file that cannot be read is an error that names it. (That each key is a tenant of its own:
-// server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start, and a request
-// past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 and a bound out of its range
-// (a negative queue length, a zero body size or timeout) are usage errors, never another port or no bound.
+// server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start (the default
+// silently), and a request past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 and
+// a bound out of its range (a negative queue length, a zero body size or timeout) are usage errors, never another
+// port or no bound.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -89,6 +90,16 @@ TEST(ServerCli, AContextBeyondTheModelsPositionsIsHeldToThem) {
   auto fits = post(chat_request("Hi", {{"max_tokens", 16}}));
   ASSERT_TRUE(fits);
   EXPECT_EQ(fits->status, 200) << fits->body;
+}
+
+TEST(ServerCli, TheDefaultContextIsHeldToTheModelWithoutAWord) {
+  // The default --ctx (8192) on a model of 300 positions: held to 269 like a given one, but nobody asked for 8192.
+  ServerProcess s("-m " + embedded_model_with_positions(300));
+  ASSERT_GT(s.port, 0) << "the server did not start; see " << s.log_path;
+  std::ifstream log(s.log_path);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("is beyond the model's"), std::string::npos) << text;
+  EXPECT_NE(text.find("context 269"), std::string::npos) << text;
 }
 
 }  // namespace server_cli_test
