@@ -133,10 +133,12 @@ int run(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
-      for (const CLI::App* sub : app.get_subcommands())
-        for (const std::string& hint : unknown_option_hints(*sub, sub->remaining()))
-          fmt::print(stderr, "{}\n", hint);
+    for (const CLI::App* sub : app.get_subcommands()) {
+      if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
+        for (const std::string& hint : unknown_option_hints(*sub, sub->remaining())) fmt::print(stderr, "{}\n", hint);
+      if (const std::string hint = environment_value_hint(*sub, e.what(), argc, argv); !hint.empty())
+        fmt::print(stderr, "{}\n", hint);
+    }
     return 2;
   } catch (const CommandExit& e) {
     std::fflush(stdout);

@@ -1,6 +1,7 @@
 #include "cli/option_hints.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -95,6 +96,25 @@ std::vector<std::string> unknown_option_hints(const CLI::App& cmd, const std::ve
     out.push_back(line + "?" + note);
   }
   return out;
+}
+
+std::string environment_value_hint(const CLI::App& cmd, const std::string& error, int argc, const char* const* argv) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    const std::string& env = o->get_envname();
+    if (env.empty() || o->get_lnames().empty()) continue;
+    const std::string flag = "--" + o->get_lnames().front();
+    if (error.rfind(flag + ":", 0) != 0) continue;
+    const char* value = std::getenv(env.c_str());
+    if (value == nullptr) return "";
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a(argv[i]);
+      if (a == flag || a.rfind(flag + "=", 0) == 0) return "";
+      for (const std::string& s : o->get_snames())
+        if (a == "-" + s) return "";
+    }
+    return "the value of " + flag + " came from the environment: " + env + "=" + value;
+  }
+  return "";
 }
 
 }  // namespace dg::cli

@@ -15,4 +15,9 @@ namespace dg::cli {
 // meaning, e.g. "--max-tokens: did you mean --max-new-tokens?"; none for values and for options without one.
 std::vector<std::string> unknown_option_hints(const CLI::App& cmd, const std::vector<std::string>& args);
 
+// For a value error: where the value came from when an environment variable gave it (DG_THREADS=abc makes
+// "--threads: 'abc' is not ..."), e.g. "the value of --threads came from the environment: DG_THREADS=abc"; "" when
+// the error names no such option or the option was given on the command line.
+std::string environment_value_hint(const CLI::App& cmd, const std::string& error, int argc, const char* const* argv);
+
 }  // namespace dg::cli

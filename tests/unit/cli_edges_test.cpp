@@ -2,8 +2,9 @@
 // JSON object; a directory as --prompt-file is an error, so is a prompt that is not UTF-8; ask reports the prompt's
 // and the generation's tokens/s apart; info reports a pack's storage formats and the synthetic full shape's; the
 // README's --prompt-ids example is a chat turn in the embedded model's own ids; an unknown option gets a hint of what
-// was probably meant, an unknown command the list of commands; the synthetic full shape is refused at open where its
-// weights do not fit, and a slice of more layers than it has is an error.
+// was probably meant, a bad value from an environment variable names it, an unknown command the list of commands;
+// the synthetic full shape is refused at open where its weights do not fit, and a slice of more layers than it has
+// is an error.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -174,6 +175,17 @@ TEST(CliEdges, AnUnknownOptionNamesWhatItProbablyMeant) {
   const ProcessResult none = run("ask --zzz-unknown 1 -p hi");
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_EQ(none.out.find("did you mean"), std::string::npos) << "no hint without a likely meaning\n" << none.out;
+}
+
+TEST(CliEdges, ABadValueFromTheEnvironmentSaysWhereItCameFrom) {
+  const ProcessResult r = run_command("DG_THREADS=abc " + cli_path() + " ask -p hi", true);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--threads: 'abc' is not an integer >= 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the value of --threads came from the environment: DG_THREADS=abc"), std::string::npos)
+      << r.out;
+  const ProcessResult given = run_command("DG_THREADS=abc " + cli_path() + " ask -p hi --threads 0", true);
+  EXPECT_EQ(given.code, 2) << given.out;
+  EXPECT_EQ(given.out.find("came from the environment"), std::string::npos) << "--threads was given\n" << given.out;
 }
 
 TEST(CliEdges, AnUnknownCommandListsEveryCommand) {
