@@ -1,6 +1,7 @@
 #include "cli/option_checks.h"
 
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,24 +29,15 @@ bool parse_number(const std::string& s, double& v) {
   return end == s.c_str() + s.size();
 }
 
-// Integers of any width the option takes (a uint64 seed above INT64_MAX too); "-1" never reaches an unsigned.
-CLI::Validator int_check(long long lo, const char* desc) {
-  return CLI::Validator(
-      [lo, desc](std::string& s) -> std::string {
-        long long v = 0;
-        unsigned long long u = 0;
-        const bool ok = parse_int(s, v) ? v >= lo : s[0] != '-' && parse_int(s, u);
-        return ok ? std::string() : fmt::format("'{}' is not {}", s, desc);
-      },
-      desc);
-}
-
-// Integers from lo to hi, both included.
-CLI::Validator int_range_check(long long lo, long long hi, const char* desc) {
+// Integers of any width the option takes (a uint64 seed above INT64_MAX too, where no upper bound is asked); "-1"
+// never reaches an unsigned.
+CLI::Validator int_check(long long lo, const char* desc, long long hi = LLONG_MAX) {
   return CLI::Validator(
       [lo, hi, desc](std::string& s) -> std::string {
         long long v = 0;
-        return parse_int(s, v) && v >= lo && v <= hi ? std::string() : fmt::format("'{}' is not {}", s, desc);
+        unsigned long long u = 0;
+        const bool ok = parse_int(s, v) ? v >= lo && v <= hi : hi == LLONG_MAX && s[0] != '-' && parse_int(s, u);
+        return ok ? std::string() : fmt::format("'{}' is not {}", s, desc);
       },
       desc);
 }
@@ -65,7 +57,7 @@ CLI::Validator number_check(double lo, bool lo_open, double hi, const char* desc
 
 CLI::Validator positive_int() { return int_check(1, "an integer >= 1"); }
 CLI::Validator non_negative_int() { return int_check(0, "an integer >= 0"); }
-CLI::Validator port_number() { return int_range_check(0, 65535, "a port number from 0 to 65535"); }
+CLI::Validator port_number() { return int_check(0, "a port number from 0 to 65535", 65535); }
 CLI::Validator positive_finite() { return number_check(0, true, HUGE_VAL, "a finite number > 0"); }
 CLI::Validator non_negative_finite() { return number_check(0, false, HUGE_VAL, "a finite number >= 0"); }
 CLI::Validator unit_interval() { return number_check(0, false, 1, "a number in [0, 1]"); }
