@@ -9,19 +9,17 @@
 namespace dg::cli {
 namespace {
 
-// Names other tools use, and what this engine calls them (only offered where the subcommand has them).
+// Names other tools use that no spelling rule below relates to this engine's (only offered where the subcommand has
+// them); --max-tokens, --model-path and the like are found by their words.
 struct Alias {
   std::string_view name;
   std::vector<std::string_view> ours;
   std::string_view note;
 };
 const Alias kAliases[] = {
-    {"max-tokens", {"max-new-tokens"}, ""},
     {"n-predict", {"max-new-tokens"}, ""},
     {"temperature", {"t-max", "t-min"}, " (the temperature falls from --t-max at a block's first step to --t-min)"},
     {"temp", {"t-max", "t-min"}, " (the temperature falls from --t-max at a block's first step to --t-min)"},
-    {"model-path", {"model"}, ""},
-    {"port-number", {"port"}, ""},
 };
 
 // Edits from a to b: insertions, deletions, substitutions and swaps of two neighbours (a typo's "prot" for "port").

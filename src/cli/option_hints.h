@@ -1,6 +1,6 @@
 // What a user probably meant by an option a subcommand does not have: another spelling of one of its own options (a
-// typo of up to two edits, or its words with one left out or in another order), or this engine's name for a
-// well-known one from other tools (--max-tokens is --max-new-tokens here; --temperature is the --t-max / --t-min
+// typo of up to two edits, or its words with one left out or in another order: --max-tokens is --max-new-tokens
+// here), or this engine's name for a well-known one from other tools (--temperature is the --t-max / --t-min
 // schedule). Printed under CLI11's "not expected" message.
 #pragma once
 
