@@ -69,20 +69,11 @@ std::vector<std::pair<std::string, ClassBytes>> pack_classes(const PackManifest&
   return out;
 }
 
-// synthetic:26b-a4b[:PROFILE]: the published shape, weights made on a device (counted at bf16 for the unpacked ones),
-// no files, no tokenizer.
-Checkpoint open_for_info(const std::string& model, std::optional<std::string>& synthetic) {
-  synthetic = synthetic_profile(model);
-  if (!synthetic) return Checkpoint::open(model);
-  Checkpoint ck;
-  ck.dir = model;
-  ck.config = diffusiongemma_26b_config();
-  return ck;
-}
-
 void run_info(const InfoOptions& o) {
-  std::optional<std::string> synthetic;
-  const Checkpoint ck = open_for_info(o.model, synthetic);
+  // synthetic:26b-a4b[:PROFILE]: the published shape, its weights counted as a device makes them (the unpacked ones
+  // at bf16), no files, no tokenizer.
+  const std::optional<std::string> synthetic = synthetic_profile(o.model);
+  const Checkpoint ck = synthetic ? synthetic_checkpoint(o.model) : Checkpoint::open(o.model);
   const ModelConfig& c = ck.config;
   std::vector<std::pair<std::string, ClassBytes>> by_format_bytes;
   uint64_t weight_bytes = 0;

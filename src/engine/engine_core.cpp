@@ -30,10 +30,8 @@ std::unique_ptr<EngineCore> EngineCore::open(const EngineOptions& opt, const Eng
              "--verify and --check-tensors check a checkpoint's files; '{}' has none (its weights are made on the "
              "device)",
              opt.model_dir);
-    Checkpoint ck;
-    ck.dir = opt.model_dir;
-    ck.config = diffusiongemma_26b_config(tuning.synthetic_layers);
-    return std::unique_ptr<EngineCore>(new EngineCore(std::move(ck), opt, tuning, precision, topk));
+    return std::unique_ptr<EngineCore>(
+        new EngineCore(synthetic_checkpoint(opt.model_dir, tuning.synthetic_layers), opt, tuning, precision, topk));
   }
   Checkpoint ck = Checkpoint::open(opt.model_dir);
   if (opt.verify && ck.pack) verify_pack_checksums(ck);

@@ -106,6 +106,13 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
   return rest.substr(1);
 }
 
+Checkpoint synthetic_checkpoint(const std::string& model, int layers) {
+  Checkpoint ck;
+  ck.dir = model;
+  ck.config = diffusiongemma_26b_config(layers);
+  return ck;
+}
+
 std::vector<SyntheticFormat> synthetic_formats(const ModelConfig& cfg, const std::string& profile, int act_bytes) {
   std::vector<SyntheticFormat> out;
   for (const SyntheticTensor& t : synthetic_plan(cfg, 1)) {

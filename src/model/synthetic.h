@@ -22,6 +22,9 @@ ModelConfig diffusiongemma_26b_config(int layers = 0);
 // "synthetic:26b-a4b[:PROFILE]" -> PROFILE (bf16 when absent); nullopt for anything else (a directory). Throws
 // dg::Error for an unknown profile.
 std::optional<std::string> synthetic_profile(const std::string& model);
+// The checkpoint a synthetic model stands for: `model` as its directory, diffusiongemma_26b_config(layers), no files,
+// no tokenizer, the default generation settings.
+Checkpoint synthetic_checkpoint(const std::string& model, int layers = 0);
 
 // One tensor of the synthetic model: its checkpoint name, shape and recipe (element i is synthetic_uniform(seed, i,
 // scale, offset), src/ops/elementwise/synthetic_uniform.h); `kind` marks what the packed profiles store packed.
