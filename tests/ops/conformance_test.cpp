@@ -43,17 +43,26 @@ std::vector<Param> params() {
   return p;
 }
 
-// Backends live for the process (a GPU backend is slow to start): the CPU ones by precision, each by whether its
-// fp8 linears take fp8 activations (a case's "act8" parameter: BackendOptions::linear_act8).
-Backend& backend(const std::string& name, const Precision& p, bool act8) {
+// How a case's fp8 linears run: with fp8 activations (its "act8" parameter: BackendOptions::linear_act8), and their
+// scales applied by the reading kernel ("on_load": CudaKernels::a8_scales_on_load; the CPU has one W8A8 path).
+struct A8 {
+  bool act8 = false, on_load = false;
+};
+A8 a8_of(const OpCase& c) {
+  return {c.p.has("act8") && c.p.n("act8") != 0, c.p.has("on_load") && c.p.n("on_load") != 0};
+}
+
+// Backends live for the process (a GPU backend is slow to start): the CPU ones by precision, each by its A8.
+Backend& backend(const std::string& name, const Precision& p, A8 a8) {
   static std::map<std::string, std::unique_ptr<Backend>> made;
   const std::string key =
       (name == kReference ? fmt::format("cpu/{}/{}", storage_name(p.act), storage_name(p.kv)) : name) +
-      (act8 ? "/act8" : "");
+      (a8.act8 ? "/act8" : "") + (a8.on_load ? "/on_load" : "");
   auto& be = made[key];
   if (!be) {
     BackendOptions o{name == kReference ? p : Precision{}};
-    o.linear_act8 = act8;
+    o.linear_act8 = a8.act8;
+    o.cuda.a8_scales_on_load = a8.on_load;
     be = make_backend(name, o);
   }
   return *be;
@@ -68,10 +77,10 @@ void run_case(const OpCase& c, const std::string& name) {
   SCOPED_TRACE(name + " " + c.id() + " (" + c.p.str() + ")");
   const bool reference = name == kReference;
   const Precision gpu_like{Storage::kBF16, Storage::kF16};
-  const bool act8 = c.p.has("act8") && c.p.n("act8") != 0;
-  Backend& cpu_like = backend(kReference, twin_precision(c, gpu_like), act8);
-  Backend& tested = reference ? cpu_like : backend(name, {}, act8);
-  Backend& twin = backend(kReference, twin_precision(c, tested.precision()), act8);
+  const A8 a8 = a8_of(c), twin_a8{a8.act8, false};
+  Backend& cpu_like = backend(kReference, twin_precision(c, gpu_like), twin_a8);
+  Backend& tested = reference ? cpu_like : backend(name, {}, a8);
+  Backend& twin = backend(kReference, twin_precision(c, tested.precision()), twin_a8);
   const Side t{tested, false, tested.precision().act}, w{twin, true, tested.precision().act};
   const OpRunner run = op_runner(c.op);
   const Bound* all = reference ? &kSelf : c.bound(name, "");

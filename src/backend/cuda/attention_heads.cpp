@@ -1,6 +1,7 @@
 // The CUDA backend's side-by-side products and qkv_heads (see attention_heads.h).
 #include "backend/cuda/attention_heads.h"
 
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/packed_linear.h"
 #include "ops/elementwise/elementwise.h"
@@ -37,23 +38,41 @@ const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, in
 
 namespace {
 // Whether w holds at least one weight, every one fp8, and fp8 inputs are on.
-bool all_fp8(bool act8, std::span<const Tensor* const> w) {
+bool all_fp8(const CublasCtx& c, std::span<const Tensor* const> w) {
   int n = 0;
   for (const Tensor* t : w) {
     if (t == nullptr) continue;
     if (t->dtype != DType::kFp8) return false;
     ++n;
   }
-  return act8 && n > 0;
+  return c.act8 && n > 0;
+}
+
+// The scales applied on load: all_fp8, c.a8_on_load, and widths the bf16-output product takes.
+bool on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w) {
+  if (!c.a8_on_load || !all_fp8(c, w)) return false;
+  for (const Tensor* t : w)
+    if (t != nullptr && !fp8_gemm_shape_ok(act_cols(x), t->shape[0])) return false;
+  return true;
+}
+
+// x [rows, K] quantised per row to E4M3: codes and their per-row f32 scales (moe_act_quant_fp8_cuda).
+struct Act8 {
+  Tensor codes, scale;
+};
+Act8 quantise(const CublasCtx& c, const Tensor& x) {
+  Act8 q{c.alloc(DType::kU8, Shape{act_rows(x), act_cols(x)}), c.alloc(DType::kF32, Shape{act_rows(x)})};
+  check(moe_act_quant_fp8_cuda(x.data, act_rows(x), act_cols(x), q.codes.data, q.scale.f32(), c.stream));
+  return q;
 }
 }  // namespace
 
-bool linears_cuda(const CublasCtx& c, bool act8, const Tensor& x, std::span<const Tensor* const> w,
+bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w,
                   std::span<Tensor* const> out) {
   int64_t total = 0;
   const Tensor* first = side_by_side(x, w, total);
   if (first == nullptr) {
-    if (!all_fp8(act8, w)) return false;
+    if (!all_fp8(c, w)) return false;
     fp8_linears_cuda(c, x, act_rows(x), act_cols(x), w, out);
     return true;
   }
@@ -70,10 +89,18 @@ bool linears_cuda(const CublasCtx& c, bool act8, const Tensor& x, std::span<cons
   return true;
 }
 
-bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Tensor& gate, const Tensor& up,
-                       Tensor& out) {
-  const int64_t I = gate.shape[0];
-  if (const Tensor* gu[2] = {&gate, &up}; all_fp8(act8, gu)) {  // W8A8: the input quantised once for both
+bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+  const int64_t I = gate.shape[0], rows = act_rows(x), K = act_cols(x);
+  if (const Tensor* gu[2] = {&gate, &up}; on_load(c, x, gu) && up.shape[0] == I) {  // gate | up raw, side by side
+    const Act8 xq = quantise(c, x);
+    Tensor raw = c.alloc(DType::kBF16, Shape{rows, 2 * I});
+    c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, 2 * I, c.stream);
+    c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, 2 * I, c.stream);
+    check(gelu_mul_split_scaled_cuda(raw.data, rows, I, xq.scale.f32(), fp8_scales(gate), fp8_scales(up), out.data,
+                                     c.stream));
+    return true;
+  }
+  if (const Tensor* gu[2] = {&gate, &up}; all_fp8(c, gu)) {  // W8A8: the input quantised once for both
     Tensor g = c.alloc(DType::kBF16, out.shape), u = c.alloc(DType::kBF16, out.shape);
     Tensor* outs[2] = {&g, &u};
     fp8_linears_cuda(c, x, act_rows(x), act_cols(x), gu, outs);
@@ -101,6 +128,8 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
   const void* src[3] = {};
   int64_t ld[3] = {};
   Tensor y, raw[3];
+  Act8 xq;                              // the input's E4M3 codes and row scales (W8A8 raw sums)
+  const float* col_scale[3] = {};       // each product's weight-row scales (W8A8 raw sums)
   int64_t total = 0;
   if (const Tensor* first = side_by_side(a, w, total); first != nullptr) {
     y = c.alloc(DType::kBF16, Shape{rows, total});
@@ -111,6 +140,16 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         src[i] = static_cast<const char*>(y.data) + col * 2;  // bf16 columns
         ld[i] = total;
         col += w[i]->shape[0];
+      }
+  } else if (on_load(c, a, w)) {  // W8A8 raw sums: heads_norm applies both scales as it reads them
+    xq = quantise(c, a);
+    for (size_t i = 0; i < 3; ++i)
+      if (const Tensor* t = w[i]; t != nullptr) {
+        raw[i] = c.alloc(DType::kBF16, Shape{rows, t->shape[0]});
+        c.fp8->run_bf16(xq.codes.data, rows, act_cols(a), t->data, t->shape[0], raw[i].data, t->shape[0], c.stream);
+        src[i] = raw[i].data;
+        ld[i] = t->shape[0];
+        col_scale[i] = fp8_scales(*t);
       }
   } else {
     Tensor* outs[3] = {};
@@ -123,16 +162,20 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
       }
     linears(outs);
   }
-  if (w[2] == nullptr) src[2] = src[1], ld[2] = ld[1];  // V is the raw K product
+  if (w[2] == nullptr) src[2] = src[1], ld[2] = ld[1], col_scale[2] = col_scale[1];  // V is the raw K product
+  const float* row_scale = xq.scale.empty() ? nullptr : xq.scale.f32();
   HeadsBlock blocks[3];
   int n = 0;
-  if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data};
+  if (qn != nullptr) blocks[n++] = {src[0], ld[0], qn->shape[1], q_norm->data, true, qn->data, nullptr,
+                                    row_scale, col_scale[0]};
   if (f16 != nullptr) {
     f16->k = c.alloc(DType::kF16, kn.shape);
     f16->v = c.alloc(DType::kF16, vn.shape);
   }
-  blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data, f16 != nullptr ? f16->k.data : nullptr};
-  blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data, f16 != nullptr ? f16->v.data : nullptr};
+  blocks[n++] = {src[1], ld[1], n_kv, k_norm.data, true, kn.data, f16 != nullptr ? f16->k.data : nullptr, row_scale,
+                 col_scale[1]};
+  blocks[n++] = {src[2], ld[2], n_kv, nullptr, false, vn.data, f16 != nullptr ? f16->v.data : nullptr, row_scale,
+                 col_scale[2]};
   Tensor table;
   if (rope_table) {  // [rows][D / 2] bf16 pairs: 4 bytes each
     table = c.alloc(DType::kF32, Shape{rows, D / 2});

@@ -24,17 +24,19 @@ inline constexpr int64_t kFusedRowsMax = 1024;
 // Null otherwise.
 const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total);
 
-// Backend::linears: weights side by side (above) as one product and a split, or fp8 weights with fp8 inputs (`act8`)
-// as W8A8 products sharing one quantisation of x; false (nothing done) for anything else.
-bool linears_cuda(const CublasCtx& c, bool act8, const Tensor& x, std::span<const Tensor* const> w,
+// Backend::linears: weights side by side (above) as one product and a split, or fp8 weights with fp8 inputs
+// (c.act8) as W8A8 products sharing one quantisation of x; false (nothing done) for anything else.
+bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w,
                   std::span<Tensor* const> out);
 // Backend::gated_linear: gate and up side by side as one bf16 product and the split gated GELU, or both fp8 with fp8
-// inputs (`act8`) as W8A8 products; false (nothing done) for anything else.
-bool gated_linear_cuda(const CublasCtx& c, bool act8, const Tensor& x, const Tensor& gate, const Tensor& up,
-                       Tensor& out);
+// inputs (c.act8) as W8A8 products (with c.a8_on_load: their raw sums as bf16, side by side, the scales applied by
+// the gated GELU as it reads them); false (nothing done) for anything else.
+bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out);
 
 // Backend::qkv_heads with the products as above (or each its own, through `linears`) and one heads_norm launch;
-// false (nothing done) where the head dim or the spans do not suit it. inv_freq: the device copy. rope_table: the
+// fp8 weights with fp8 inputs and c.a8_on_load: the W8A8 products' raw sums as bf16, the input row's and the weight
+// row's scales applied by heads_norm as it reads them (no row-scaled pass). False (nothing done) where the head dim
+// or the spans do not suit it. inv_freq: the device copy. rope_table: the
 // rows' rotations computed once into a table the heads share (rope_table_cuda; the same bits) instead of per head.
 // f16 (not null): kn and vn also as f16 from the same launch, allocated here (FreshKvCopy: what the flash kernels
 // read).

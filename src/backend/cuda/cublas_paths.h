@@ -25,6 +25,8 @@ struct CublasCtx {
   Fp8Gemm* fp8 = nullptr;                     // the W8A8 products through cuBLASLt (fp8_gemm.h)
   bool a8_stream = false;     // W8A8 linears through the streaming kernel (CudaKernels::a8_linears_stream)
   bool dense_stream = false;  // CudaKernels::dense_stream
+  bool act8 = false;          // fp8 linears take fp8 activations: W8A8 products (BackendOptions::linear_act8)
+  bool a8_on_load = false;    // CudaKernels::a8_scales_on_load
 };
 
 // q: bf16 [rows, n_heads, D]; keys: `cached` then the fresh bf16 rows; out: bf16 [rows, n_heads * D].

@@ -151,7 +151,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
-                     kernels_.a8_linears_stream, kernels_.dense_stream};
+                     kernels_.a8_linears_stream, kernels_.dense_stream, linear_act8_, kernels_.a8_scales_on_load};
   }
   // Whether dense attention at this head dim runs the flash kernels (and so reads fresh rows as f16).
   bool flash_for(int64_t head_dim) const {

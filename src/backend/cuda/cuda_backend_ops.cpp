@@ -39,7 +39,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) {
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   if (dtype_is_packed(w.dtype)) {
-    packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout(), linear_act8_);
+    packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout());
     return;
   }
   dense_linear_cuda(blas_ctx(), x.data, tensor_rows(x), tensor_cols(x), w.data, w.shape[0], out.data);
@@ -71,7 +71,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 void CudaBackend::scale(Tensor& x, float s) { check(scale_cuda(x.data, s, x.numel(), stream_)); }
 
 void CudaBackend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
-  if (!linears_cuda(blas_ctx(), linear_act8_, x, w, out)) Backend::linears(x, w, out);
+  if (!linears_cuda(blas_ctx(), x, w, out)) Backend::linears(x, w, out);
 }
 
 void CudaBackend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
@@ -88,7 +88,7 @@ void CudaBackend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, c
 }
 
 void CudaBackend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (!gated_linear_cuda(blas_ctx(), linear_act8_, x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
+  if (!gated_linear_cuda(blas_ctx(), x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
 }
 
 void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,

@@ -72,6 +72,10 @@ struct CudaKernels {
   // The W8A8 linears' product: cuBLASLt's e4m3 product with a row-scaled epilogue, or (A/B, measured slower:
   // docs/NEGATIVE.md) the streaming kernel with the scales in its epilogue, 128-row passes from 65 rows.
   bool a8_linears_stream = false;
+  // The W8A8 q/k/v and dense gate/up products: cuBLASLt's raw e4m3 sums as bf16, both scales applied by the kernel
+  // that reads them (the per-head norms, the gated GELU) instead of f32 sums and a row-scaled pass (the other W8A8
+  // linears keep the pass). The same number of bf16 roundings; not yet measured on a GPU, so off (A/B).
+  bool a8_scales_on_load = false;
   // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B, measured
   // slower: docs/NEGATIVE.md).
   bool dense_stream = false;
@@ -124,6 +128,8 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
+  DG_CHECK(!(k.a8_scales_on_load && k.a8_linears_stream), "--a8-scales-on-load and --a8-linears-stream are two "
+           "different W8A8 products: choose one");
 }
 
 }  // namespace dg

@@ -33,8 +33,8 @@ Fp8Gemm::~Fp8Gemm() {
   cublasLtDestroy(lt_);
 }
 
-Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
-  const auto key = std::make_tuple(rows, k, n);
+Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld) {
+  const auto key = std::make_tuple(rows, k, n, static_cast<int>(out), ld);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   lt_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "fp8 matmul desc");
@@ -44,7 +44,7 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
            "fp8 weight layout");
   lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(rows), k),
            "fp8 activation layout");
-  lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n),
+  lt_check(cublasLtMatrixLayoutCreate(&p.d, out, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), ld),
            "fp8 output layout");
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "fp8 preference");
@@ -64,20 +64,33 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n) {
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.d);
     cublasLtMatmulDescDestroy(p.desc);
-    fail("cuBLASLt offers no e4m3 product for [{} x {}] x [{} x {}]^T on this GPU (status {}); "
-         "run with --linear-act bf16 and --vocab-act bf16", rows, k, n, k, static_cast<int>(st));
+    fail("cuBLASLt offers no e4m3 product for [{} x {}] x [{} x {}]^T into {} on this GPU (status {}); run with "
+         "--linear-act bf16 and --vocab-act bf16{}", rows, k, n, k, out == CUDA_R_16BF ? "bf16" : "f32",
+         static_cast<int>(st), out == CUDA_R_16BF ? ", or without --a8-scales-on-load" : "");
   }
   p.algo = got[first].algo;
   return plans_.emplace(key, p).first->second;
 }
 
 void Fp8Gemm::run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s) {
+  matmul(xq, rows, k, wq, n, acc, CUDA_R_32F, n, s);
+}
+
+void Fp8Gemm::run_bf16(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, int64_t ld,
+                       cudaStream_t s) {
+  DG_CHECK(ld >= n && ld % 8 == 0, "fp8 product: a bf16 output's row stride {} must be at least its {} columns and a "
+           "multiple of 8", ld, n);
+  matmul(xq, rows, k, wq, n, out, CUDA_R_16BF, ld, s);
+}
+
+void Fp8Gemm::matmul(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, cudaDataType type,
+                     int64_t ld, cudaStream_t s) {
   DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act "
            "bf16 and --vocab-act bf16)", k, n);
   if (rows == 0) return;
-  Plan& p = plan(rows, k, n);
+  Plan& p = plan(rows, k, n, type, ld);
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, acc, p.d, acc, p.d, &p.algo, ws_, ws_bytes_, s),
+  lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, out, p.d, out, p.d, &p.algo, ws_, ws_bytes_, s),
            "fp8 product");
 }
 

@@ -1,7 +1,8 @@
-// W8A8 dense products on the e4m3 tensor cores (sm_89+) through cuBLASLt: the f32 sums of x_codes · w_codesᵀ, to
-// which the caller applies the activation row's and the weight row's scales (rowscaled_epilogue_cuda; cuBLASLt 13's
-// outer-vector scaling is refused on the H200, status 7). The linears of fp8 weights run this when their
-// activations are fp8 too (`--linear-act`, docs/PERFORMANCE-EARLIER.md, "The tenth session").
+// W8A8 dense products on the e4m3 tensor cores (sm_89+) through cuBLASLt: the sums of x_codes · w_codesᵀ, to which
+// the caller applies the activation row's and the weight row's scales (cuBLASLt 13's outer-vector scaling is refused
+// on the H200, status 7): f32 sums and a row-scaled pass (rowscaled_epilogue_cuda), or the raw sums rounded to bf16
+// and the scales applied by the kernel that reads them (CudaKernels::a8_scales_on_load). The linears of fp8 weights
+// run this when their activations are fp8 too (`--linear-act`, docs/PERFORMANCE-EARLIER.md, "The tenth session").
 #pragma once
 
 #include <cublasLt.h>
@@ -11,7 +12,15 @@
 #include <map>
 #include <tuple>
 
+#include "core/packed_layout.h"
+#include "core/tensor.h"
+
 namespace dg {
+
+// The per-row f32 scales of an fp8 tensor [n, k] (device): its second plane, [n] contiguous.
+inline float* fp8_scales(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + packed_layout(DType::kFp8, t.shape).offset[1]);
+}
 
 class Fp8Gemm {
  public:
@@ -25,6 +34,9 @@ class Fp8Gemm {
   // aligned. Throws dg::Error naming the shape where cuBLASLt offers no algorithm. The heuristic's first algorithm
   // (timing its candidates changed nothing: docs/NEGATIVE.md), so the summation order is the same in every run.
   void run(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, float* acc, cudaStream_t s);
+  // The same sums rounded to bf16, row r at out + r * ld (ld >= n: the columns of a wider buffer).
+  void run_bf16(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, int64_t ld,
+                cudaStream_t s);
 
  private:
   struct Plan {
@@ -32,12 +44,14 @@ class Fp8Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};  // the heuristic's first
   };
-  Plan& plan(int64_t rows, int64_t k, int64_t n);
+  Plan& plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld);
+  void matmul(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, cudaDataType type,
+              int64_t ld, cudaStream_t s);
 
   cublasLtHandle_t lt_ = nullptr;
   void* ws_;
   size_t ws_bytes_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans_;  // by (rows, k, n)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, Plan> plans_;  // by (rows, k, n, out type, ld)
 };
 
 // Whether the widths suit Fp8Gemm (both multiples of 16).

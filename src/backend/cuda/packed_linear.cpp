@@ -12,8 +12,8 @@ namespace dg {
 using cuda_host::check;
 
 void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
-                        Q4Layout q4, bool act8) {
-  if (act8 && w.dtype == DType::kFp8) {
+                        Q4Layout q4) {
+  if (c.act8 && w.dtype == DType::kFp8) {
     const Tensor* ws[1] = {&w};
     Tensor* outs[1] = {&out};
     fp8_linears_cuda(c, x, rows, K, ws, outs);

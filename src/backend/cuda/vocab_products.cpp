@@ -18,11 +18,6 @@ using cuda_host::check;
 
 namespace {
 
-// The per-row f32 scales of an fp8 tensor: its second plane.
-float* fp8_scales(const Tensor& t) {
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + packed_layout(DType::kFp8, t.shape).offset[1]);
-}
-
 void check_fp8_widths(int64_t hidden, int64_t vocab) {
   DG_CHECK(fp8_gemm_shape_ok(hidden, vocab), "--vocab-act fp8: the CUDA e4m3 product needs the hidden size and the "
            "vocabulary as multiples of 16 (this model: {} and {}); use --vocab-act bf16", hidden, vocab);

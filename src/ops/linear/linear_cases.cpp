@@ -45,6 +45,14 @@ constexpr const char* kA8Measured =
 constexpr Bound kCudaA8{
     .rel = 0x1p-7, .rel_sum = 0x1p-12, .min_cosine = 0.9999, .basis = kA8Basis, .measured = kA8Measured};
 constexpr Bound kCudaGatedA8{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = kA8Basis, .measured = kA8Measured};
+// The scales applied by the gated GELU as it reads the raw sums (CudaKernels::a8_scales_on_load): each product still
+// rounded to bf16 once, before its scales rather than after them, the same size of rounding.
+constexpr Bound kCudaGatedA8OnLoad{
+    .of_peak = 0x1p-5, .min_cosine = 0.9995,
+    .basis = "as the W8A8 gated_linear's: the same E4M3 inputs, each product rounded to bf16 once on each side (here "
+             "its raw sum, before the two scales; the twin after them: 2^-8 relative between them), the tensor "
+             "cores' partial sums (2^-12 of the sum of |products|), then gelu and the product rounded as stored",
+    .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
 constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 constexpr Bound kCudaGated{
     .of_peak = 0x1p-6, .min_cosine = 0.9999,
@@ -68,11 +76,12 @@ OpCase linears(std::string name, CaseParams p, bool real = false) {
   return {"linear", "linears", std::move(name), std::move(p), DType::kBF16, real, false, {{"cuda", "", kCudaDense}}};
 }
 
-// fp8 weights with fp8 activations (act8).
+// fp8 weights with fp8 activations (act8; on_load: the scales applied by the reading kernel).
 OpCase a8(const char* op, std::string name, CaseParams p, bool real = false) {
   const std::string o = op;
-  return {"linear", o, "fp8 W8A8 " + std::move(name), std::move(p), DType::kFp8, real, false,
-          {{"cuda", "", o == "gated_linear" ? kCudaGatedA8 : kCudaA8}}};
+  const bool on_load = p.has("on_load") && p.n("on_load") != 0;
+  const Bound& cuda = o != "gated_linear" ? kCudaA8 : on_load ? kCudaGatedA8OnLoad : kCudaGatedA8;
+  return {"linear", o, "fp8 W8A8 " + std::move(name), std::move(p), DType::kFp8, real, false, {{"cuda", "", cuda}}};
 }
 
 OpCase gated(std::string name, CaseParams p, DType w = DType::kBF16, bool real = false) {
@@ -117,6 +126,13 @@ std::vector<OpCase> linear_cases() {
                                                 {"out2", 2048}, {"act8", 1}}, true),
       a8("gated_linear", "77 x 256 -> 384", {{"rows", 77}, {"in", 256}, {"ff", 384}, {"act8", 1}}),
       a8("gated_linear", "26B-A4B dense MLP", {{"rows", 256}, {"in", 2816}, {"ff", 2112}, {"act8", 1}}, true),
+      a8("gated_linear", "77 x 256 -> 384, scales on load", {{"rows", 77}, {"in", 256}, {"ff", 384}, {"act8", 1},
+                                                            {"on_load", 1}}),
+      a8("gated_linear", "26B-A4B dense MLP, scales on load", {{"rows", 256}, {"in", 2816}, {"ff", 2112},
+                                                              {"act8", 1}, {"on_load", 1}}, true),
+      a8("gated_linear", "32 canvases of the dense MLP, scales on load", {{"rows", 8192}, {"in", 2816},
+                                                                         {"ff", 2112}, {"act8", 1}, {"on_load", 1}},
+         true),
   };
 }
 

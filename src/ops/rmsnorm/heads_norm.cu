@@ -18,6 +18,8 @@ struct HeadsArgs {
   const cuda::bf16* w[kHeadsBlocksMax];
   cuda::bf16* dst[kHeadsBlocksMax];
   __half* dst16[kHeadsBlocksMax];
+  const float* row_scale[kHeadsBlocksMax];
+  const float* col_scale[kHeadsBlocksMax];
   int64_t ld[kHeadsBlocksMax];
   int heads[kHeadsBlocksMax];
   bool rope[kHeadsBlocksMax];
@@ -43,9 +45,11 @@ __global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, in
   const int64_t dim = a.dim;
   const float pos = static_cast<float>(row + a.spans.shift[s]);
   const int64_t out = (row * a.heads[b] + h) * dim;
+  const norm::RawScales raw{a.col_scale[b] != nullptr ? a.row_scale[b][row] : 1.0f,
+                            a.col_scale[b] != nullptr ? a.col_scale[b] + h * dim : nullptr};
   norm::warp_norm_row<true>(a.src[b] + row * a.ld[b] + h * dim, a.w[b], a.dst[b] + out, a.dim, a.eps, a.rope[b], pos,
                             a.inv_freq, normed[wi], a.table != nullptr ? a.table + row * (dim / 2) : nullptr,
-                            a.dst16[b] != nullptr ? a.dst16[b] + out : nullptr);
+                            a.dst16[b] != nullptr ? a.dst16[b] + out : nullptr, raw);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -68,14 +72,17 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
   for (int b = 0; b < n_blocks; ++b) {
     const HeadsBlock& k = blocks[b];
     if (k.heads < 1 || k.ld < k.heads * dim || k.ld % 8 != 0 || !aligned16(k.src) || !aligned16(k.dst) ||
-        !aligned16(k.w) || !aligned16(k.dst16))
+        !aligned16(k.w) || !aligned16(k.dst16) || !aligned16(k.col_scale) ||
+        (k.col_scale != nullptr && k.row_scale == nullptr))
       return Status::error("heads_norm_cuda: block " + std::to_string(b) +
                            " needs heads >= 1, a row stride >= heads x head_dim and a multiple of 8, 16-byte aligned "
-                           "pointers");
+                           "pointers, and row scales with its column scales");
     a.src[b] = static_cast<const cuda::bf16*>(k.src);
     a.w[b] = static_cast<const cuda::bf16*>(k.w);
     a.dst[b] = static_cast<cuda::bf16*>(k.dst);
     a.dst16[b] = static_cast<__half*>(k.dst16);
+    a.row_scale[b] = k.row_scale;
+    a.col_scale[b] = k.col_scale;
     a.ld[b] = k.ld;
     a.heads[b] = static_cast<int>(k.heads);
     a.rope[b] = k.rope;

@@ -44,6 +44,22 @@ OpCase qkv(std::string name, CaseParams p, bool real = false) {
           {{"cuda", "", kCudaQkvHeads}}};
 }
 
+// fp8 q/k/v weights with fp8 activations (W8A8), through the row-scaled pass (on_load 0) or with the scales applied
+// by the per-head norms (on_load 1, CudaKernels::a8_scales_on_load).
+constexpr Bound kCudaQkvA8{
+    .of_peak = 0x1p-5,
+    .min_cosine = 0.9999,
+    .basis = "the same E4M3 inputs on both sides; each product rounded to bf16 once (the GPU's raw sum before the "
+             "scales with on_load, after them otherwise; the twin after them: 2^-8 relative between them) with the "
+             "tensor cores' partial sums (2^-12 of the sum of |products|), then the norms and the rotation as "
+             "qkv_heads'",
+    .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
+
+OpCase qkv_a8(std::string name, CaseParams p, bool real = false) {
+  return {"rmsnorm", "qkv_heads", "fp8 W8A8 " + std::move(name), std::move(p), DType::kFp8, real, false,
+          {{"cuda", "", kCudaQkvA8}}};
+}
+
 OpCase norm_rope(std::string name, CaseParams p) {
   return {"rmsnorm", "rmsnorm_rope", std::move(name), std::move(p), DType::kBF16, false, false,
           {{"cuda", "", kCudaHeadNorm}}};
@@ -97,6 +113,26 @@ std::vector<OpCase> rmsnorm_cases() {
                                           {"rotated", 128}, {"v", 1}, {"spans", 1}, {"apart", 0}}, true),
       qkv("26B-A4B full, four canvases", {{"rows", 1024}, {"in", 2816}, {"heads", 16}, {"kv", 2}, {"dim", 512},
                                           {"rotated", 64}, {"v", 0}, {"spans", 4}, {"apart", 0}}, true),
+      qkv_a8("tiny_a sliding", {{"rows", 20}, {"in", 64}, {"heads", 4}, {"kv", 2}, {"dim", 16}, {"rotated", 8},
+                                {"v", 1}, {"spans", 1}, {"apart", 0}, {"act8", 1}, {"on_load", 0}}),
+      qkv_a8("tiny_a sliding, scales on load", {{"rows", 20}, {"in", 64}, {"heads", 4}, {"kv", 2}, {"dim", 16},
+                                                {"rotated", 8}, {"v", 1}, {"spans", 1}, {"apart", 0}, {"act8", 1},
+                                                {"on_load", 1}}),
+      qkv_a8("full layer (V from the raw K), 3 sequences, scales on load",
+             {{"rows", 29}, {"in", 64}, {"heads", 4}, {"kv", 1}, {"dim", 32}, {"rotated", 4}, {"v", 0}, {"spans", 3},
+              {"apart", 0}, {"act8", 1}, {"on_load", 1}}),
+      qkv_a8("k and v only, scales on load", {{"rows", 9}, {"in", 48}, {"heads", 0}, {"kv", 2}, {"dim", 16},
+                                              {"rotated", 8}, {"v", 1}, {"spans", 2}, {"apart", 0}, {"act8", 1},
+                                              {"on_load", 1}}),
+      qkv_a8("26B-A4B sliding, one canvas", {{"rows", 256}, {"in", 2816}, {"heads", 16}, {"kv", 8}, {"dim", 256},
+                                             {"rotated", 128}, {"v", 1}, {"spans", 1}, {"apart", 0}, {"act8", 1},
+                                             {"on_load", 0}}, true),
+      qkv_a8("26B-A4B sliding, one canvas, scales on load",
+             {{"rows", 256}, {"in", 2816}, {"heads", 16}, {"kv", 8}, {"dim", 256}, {"rotated", 128}, {"v", 1},
+              {"spans", 1}, {"apart", 0}, {"act8", 1}, {"on_load", 1}}, true),
+      qkv_a8("26B-A4B full, four canvases, scales on load",
+             {{"rows", 1024}, {"in", 2816}, {"heads", 16}, {"kv", 2}, {"dim", 512}, {"rotated", 64}, {"v", 0},
+              {"spans", 4}, {"apart", 0}, {"act8", 1}, {"on_load", 1}}, true),
   };
 }
 

@@ -29,7 +29,8 @@ Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, in
 // of side-by-side weights, or each its own tensor) and written to dst [rows, heads, head_dim], normed by its weight w
 // (null: none) and, with rope, rotated at position r + (pos0 - row0) of the span holding r. The spans cover the
 // rows in order without gaps; head_dim a multiple of 16 up to 1,024, ld a multiple of 8, 16-byte aligned pointers
-// (an error otherwise, before any launch).
+// (an error otherwise, before any launch). A block with col_scale reads a W8A8 product's raw sums: each value times
+// row_scale[r] (the input row's scale) and then col_scale[h * head_dim + d] (the weight row's) before the norm.
 constexpr int kHeadsBlocksMax = 3;
 struct HeadsBlock {
   const void* src = nullptr;
@@ -38,6 +39,8 @@ struct HeadsBlock {
   bool rope = false;
   void* dst = nullptr;
   void* dst16 = nullptr;  // also the bf16 results as f16 (the same bits as converting dst), or null
+  const float* row_scale = nullptr;  // [rows] f32, with col_scale
+  const float* col_scale = nullptr;  // [heads * head_dim] f32, 16-byte aligned, or null: src holds the values
 };
 // rope_table: rope_table_cuda's rotations of these rows and spans (computed once for the rows' heads; the same
 // bits), or null: each head computes its own.

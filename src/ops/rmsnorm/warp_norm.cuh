@@ -23,17 +23,24 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned) times rsqrt(mean square +
-// eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by inv_freq [dim / 2], or by
-// the row's entries of rope_table_cuda's table when `rot` is set (the same rounded cos and sin, read, not computed);
-// `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise). y16 (16-byte aligned, or null): the bf16
-// results again as f16, each converted from its bf16 value.
+// A W8A8 product's raw sums read by a norm: each value times `row` (the input row's scale), then col[d] (the weight
+// row's scale of column d; 16-byte aligned), in f32, before the norm. col null: the values as stored.
+struct RawScales {
+  float row = 1.0f;
+  const float* col = nullptr;
+};
+
+// Row xr of `dim` bf16 (a multiple of 8 up to kWarpMaxDim; 16 for rope; 16-byte aligned), scaled as `raw` says,
+// times rsqrt(mean square + eps) and the weight w (null: none) into yr. With kMayRope and rope, rotated at `pos` by
+// inv_freq [dim / 2], or by the row's entries of rope_table_cuda's table when `rot` is set (the same rounded cos and
+// sin, read, not computed); `normed` is the warp's shared [kWarpMaxDim] floats (unused otherwise). y16 (16-byte
+// aligned, or null): the bf16 results again as f16, each converted from its bf16 value.
 template <bool kMayRope>
 __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr, const cuda::bf16* __restrict__ w,
                                               cuda::bf16* __restrict__ yr, int dim, float eps, bool rope, float pos,
                                               const float* __restrict__ inv_freq, float* normed,
                                               const __nv_bfloat162* __restrict__ rot = nullptr,
-                                              __half* __restrict__ y16 = nullptr) {
+                                              __half* __restrict__ y16 = nullptr, RawScales raw = {}) {
   const int lane = threadIdx.x & 31;
   rope = kMayRope && rope;
   float v[kWarpVecs][8];
@@ -43,6 +50,12 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
     const int d0 = 8 * (lane + 32 * s);
     if (d0 >= dim) continue;
     load8(xr + d0, v[s]);
+    if (raw.col != nullptr) {
+      float cs[8];
+      load8(raw.col + d0, cs);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[s][i] = v[s][i] * raw.row * cs[i];
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
   }

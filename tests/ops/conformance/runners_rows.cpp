@@ -82,8 +82,8 @@ std::vector<Output> run_rope_spans(const OpCase& c, const Side& s) {
 }
 
 // rows, in, heads (0: k and v only), kv, dim, rotated, v (0: V is the raw K product), spans (sequences of equal
-// rows, the last takes the rest, at positions 1000 k + 7), apart (1: the weights not side by side). Both sides run
-// qkv_heads; the twin's is the default composition.
+// rows, the last takes the rest, at positions 1000 k + 7), apart (1: the weights not side by side); the weights in
+// the case's format. Both sides run qkv_heads; the twin's is the default composition.
 std::vector<Output> run_qkv_heads(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), in = c.p.n("in"), heads = c.p.n("heads"), kv = c.p.n("kv"), dim = c.p.n("dim");
   const Tensor a = activation(s, Shape{rows, in}, case_values(c, 1, rows * in, -2, 2, s.act));
@@ -91,7 +91,7 @@ std::vector<Output> run_qkv_heads(const OpCase& c, const Side& s) {
   const int64_t widths[3] = {heads * dim, kv * dim, c.p.n("v") != 0 ? kv * dim : 0};
   for (int i = 0; i < 3; ++i)
     if (widths[i] > 0)
-      w[i] = weight(s, c, 2 + static_cast<uint64_t>(i), Shape{widths[i], in}, -0.1f, 0.1f, DType::kBF16,
+      w[i] = weight(s, c, 2 + static_cast<uint64_t>(i), Shape{widths[i], in}, -0.1f, 0.1f, c.weights,
                     WeightUse::kLinear);
   if (c.p.n("apart") == 0) {
     Tensor* group[] = {&w[0], &w[1], &w[2]};
