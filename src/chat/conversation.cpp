@@ -1,5 +1,6 @@
 #include "chat/conversation.h"
 
+#include "chat/json_depth.h"
 #include "chat/text.h"
 #include "core/error.h"
 
@@ -52,6 +53,8 @@ ToolCall call_from_json(const Json& j, const std::string& where) {
     const Json& a = f["arguments"];
     if (a.is_string()) {
       // OpenAI sends arguments as a JSON string; an object inside renders key by key like the template's mapping.
+      DG_CHECK(json_depth(a.get_ref<const std::string&>()) <= kMaxJsonDepth,
+               "{}.function.arguments nests arrays and objects deeper than {} levels", where, kMaxJsonDepth);
       Json parsed = Json::parse(a.get<std::string>(), nullptr, false);
       c.arguments = parsed.is_object() ? parsed : a;
     } else {

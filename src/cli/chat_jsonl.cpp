@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/json_depth.h"
 #include "cli/chat_cli.h"
 #include "core/error.h"
 
@@ -164,6 +165,10 @@ int run_chat_jsonl(ChatSession& chat, const ChatCliOptions& o, std::istream& in,
   std::string line;
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (json_depth(line) > kMaxJsonDepth) {
+      j.error(fmt::format("the line nests arrays and objects deeper than {} levels", kMaxJsonDepth));
+      continue;
+    }
     const Json cmd = Json::parse(line, nullptr, false);
     if (cmd.is_discarded()) {
       j.error(fmt::format("not a JSON line: {}", line.substr(0, 200)));

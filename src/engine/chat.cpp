@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "chat/json_depth.h"
 #include "core/error.h"
 #include "engine/oplog.h"
 #include "engine/tool_repair.h"
@@ -285,6 +286,8 @@ void ChatSession::load(const std::string& path) {
   DG_CHECK(in.good(), "cannot read the conversation file '{}'", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  DG_CHECK(json_depth(ss.view()) <= kMaxJsonDepth, "'{}' nests arrays and objects deeper than {} levels", path,
+           kMaxJsonDepth);
   const Json j = Json::parse(ss.str(), nullptr, false);
   DG_CHECK(!j.is_discarded() && j.is_object(), "'{}' is not a JSON object (expected a file written by /save)", path);
   DG_CHECK(j.contains("messages") && j["messages"].is_array(), "'{}' has no \"messages\" array", path);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "chat/json_depth.h"
 #include "chat/template.h"
 #include "core/error.h"
 #include "diffusion/json_schema.h"
@@ -288,6 +289,10 @@ ResponseFormat get_response_format(const Json& b) {
 }  // namespace
 
 Json parse_body(const std::string& body) {
+  if (const int depth = json_depth(body); depth > kMaxJsonDepth)
+    throw ApiError(400, fmt::format("the request body nests arrays and objects {} levels deep; at most {} are "
+                                    "accepted", depth, kMaxJsonDepth),
+                   "invalid_request_error", "invalid_json");
   Json j;
   try {
     j = Json::parse(body);

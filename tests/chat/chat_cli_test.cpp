@@ -160,6 +160,23 @@ TEST(ChatCli, JsonlBadLinesAnswerWithErrorsAndTheSessionGoesOn) {
   EXPECT_EQ(of(r, "turn_end").size(), 1u);
 }
 
+// Lines nested far deeper than any command (a tool schema, a message) are refused before they are walked: the
+// declarations' renderer recursed once per level and the process died of a stack overflow.
+TEST(ChatCli, JsonlDeeplyNestedLinesAreRefusedAndTheSessionGoesOn) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string saved = scratch_dir("chat_cli_deep") + "/deep.json";
+  std::ofstream(saved) << R"({"messages":[{"role":"user","content":"hi","x":)" << deep << "}]}";
+  const ChatRun r = chat("--jsonl", {R"({"op":"tools","tools":[{"type":"function","function":{"name":"f",)"
+                                     R"("parameters":{"type":"object","properties":{"x":{"enum":[)" + deep + "]}}}}}]}",
+                                     R"({"op":"load","path":")" + saved + R"("})", R"({"op":"user","text":"ok"})"});
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 2000);
+  const auto errors = of(r, "error");
+  ASSERT_EQ(errors.size(), 2u) << r.out.substr(0, 2000);
+  for (const json& e : errors) EXPECT_NE(e["message"].get<std::string>().find("deeper than 128 levels"),
+                                         std::string::npos) << e;
+  EXPECT_EQ(of(r, "turn_end").size(), 1u);
+}
+
 TEST(ChatCli, ReplReadsPlainLinesWithoutATerminal) {
   const std::string file = scratch_dir("chat_cli_repl") + "/conv.json";
   const ChatRun r = chat("", {"Hello", "/rewind", "/rewind", "/think on", "Again", "/save " + file, "/bogus", "/exit",

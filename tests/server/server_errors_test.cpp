@@ -89,6 +89,42 @@ TEST(ServerErrors, BadRequestsGetClear400sAndTheServerKeepsServing) {
   EXPECT_GE(s.metric("diffgemma_http_requests_total{route=\"/v1/chat/completions\",status=\"400\"}"), 20);
 }
 
+// JSON nested far deeper than any request is refused before it is parsed: a tool call's arguments, a tool's
+// parameters or a tool result 100,000 levels deep sent the renderer's recursion through the handler thread's stack
+// and took the whole server down.
+TEST(ServerErrors, DeeplyNestedJsonIsRefusedAndTheServerKeepsServing) {
+  TestServer s;
+  const std::string chat = "/v1/chat/completions";
+  constexpr int kDepth = 100000;
+  std::string deep_object;
+  for (int i = 0; i < kDepth; ++i) deep_object += "{\"a\":";
+  deep_object += "1" + std::string(kDepth, '}');
+  const std::string deep_array = std::string(kDepth, '[') + std::string(kDepth, ']');
+  const std::string hi = R"({"role":"user","content":"hi"})";
+  const auto with_call = [&](const std::string& arguments, const std::string& result) {
+    return R"({"messages":[)" + hi + R"(,{"role":"assistant","tool_calls":[{"id":"c1","type":"function",)"
+           R"("function":{"name":"f","arguments":)" + arguments + R"(}}]},{"role":"tool","tool_call_id":"c1",)"
+           R"("content":)" + result + "}]}";
+  };
+  expect_error(post_raw(s, chat, with_call(deep_object, "\"ok\"")), 400, "levels deep");
+  expect_error(post_raw(s, chat, with_call("\"{}\"", deep_object)), 400, "levels deep");
+  expect_error(post_raw(s, chat, R"({"messages":[)" + hi + R"(],"tools":[{"type":"function","function":{"name":"f",)"
+                                     R"("parameters":{"type":"object","properties":{"x":{"enum":[)" + deep_array +
+                                     "]}}}}}]}"),
+               400, "levels deep");
+  expect_error(post_raw(s, "/v1/responses", R"({"input":)" + deep_array + "}"), 400, "levels deep");
+  // The arguments as a JSON string (OpenAI's form) are parsed again: their nesting is bounded too.
+  std::string escaped;
+  for (const char c : deep_object) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  expect_error(post_raw(s, chat, with_call("\"" + escaped + "\"", "\"ok\"")), 400, "deeper than 128 levels",
+               "messages");
+  // 128 levels are taken.
+  const std::string ok_args = std::string(120, '[') + std::string(120, ']');
+  auto ok = s.post(chat, json::parse(with_call(R"({"a":)" + ok_args + "}", "\"ok\"")));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST(ServerErrors, SpecialLiteralsPassAsPlainTextWhenAllowed) {
   server::ServerOptions o;
   o.allow_special_literals = true;
