@@ -3,6 +3,7 @@
 // the engine: they read the job's event channel and mark the job cancelled when the client goes away.
 #include <chrono>
 #include <ctime>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -46,6 +47,30 @@ std::string route_label(const std::string& path) {
     if (path == r) return r;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// A path segment with its %XX escapes decoded (RFC 3986): the OpenAI SDKs encode a model id's '/' and spaces
+// (models.retrieve("google/diffusiongemma-26B-A4B-it") asks for /v1/models/google%2Fdiffusiongemma-26B-A4B-it).
+// A malformed escape is kept as written.
+std::string percent_decoded(std::string_view s) {
+  const auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const int hi = s[i] == '%' && i + 2 < s.size() ? hex(s[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex(s[i + 2]) : -1;
+    if (lo < 0) {
+      out += s[i];
+    } else {
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+  }
+  return out;
 }
 
 bool is_json_route(const std::string& path) {
@@ -131,7 +156,7 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
   if (path == "/v1/models" && get) {
     reply_json(res, model_list(opt_.model_id, started_));
   } else if (path.rfind("/v1/models/", 0) == 0 && get) {
-    const std::string id = path.substr(std::string("/v1/models/").size());
+    const std::string id = percent_decoded(std::string_view(path).substr(std::string_view("/v1/models/").size()));
     if (id == opt_.model_id)
       reply_json(res, model_object(opt_.model_id, started_));
     else

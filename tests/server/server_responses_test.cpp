@@ -145,6 +145,27 @@ TEST(ServerCompat, ModelsById) {
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
 }
 
+// The SDKs percent-encode the id in the path (openai-node's models.retrieve sends a '/' as %2F): an id named as
+// Hugging Face names models is found either way; a malformed escape is a plain 404.
+TEST(ServerCompat, ModelsByPercentEncodedId) {
+  server::ServerOptions o;
+  o.model_id = "google/diffusiongemma 26B";
+  TestServer s(o, true);
+  auto c = s.client();
+  for (const char* path : {"/v1/models/google%2Fdiffusiongemma%2026B", "/v1/models/google%2fdiffusiongemma%2026B",
+                           "/v1/models/google/diffusiongemma%2026B"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << path << ": " << r->body;
+    EXPECT_EQ(json::parse(r->body)["id"], "google/diffusiongemma 26B");
+  }
+  for (const char* path : {"/v1/models/google%2Fdiffusiongemma%2", "/v1/models/google%zzdiffusiongemma%2026B"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << path;
+  }
+}
+
 // temperature and top_p have no counterpart in the entropy-bound sampler: the answer names them, plain, streamed,
 // and in a header.
 TEST(ServerCompat, SamplingFieldsTheSamplerDoesNotUseAreReported) {
