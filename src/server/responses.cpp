@@ -176,8 +176,7 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
   }
   if (const Json* r = input_field(b, "reasoning")) {
     if (!r->is_object()) bad_input("reasoning", "'reasoning' must be an object");
-    const std::string effort = r->value("effort", "");
-    chat["thinking"] = !effort.empty() && effort != "none" && effort != "minimal";
+    if (const Json* effort = input_field(*r, "effort")) chat["reasoning_effort"] = *effort;
   }
   // The fields both APIs share, and the DiffusionGemma extensions.
   for (const char* k : {"model", "stream", "stop", "seed", "user", "temperature", "top_p", "steps", "entropy_bound",
@@ -188,6 +187,9 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
     return parse_chat_request(chat, ctx);
   } catch (ApiError& e) {
     if (e.param == "max_tokens") e.param = "max_output_tokens";
+    if (e.param == "reasoning_effort")
+      throw ApiError(e.status, "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\"",
+                     e.type, e.code, "reasoning.effort");
     if (e.param == "response_format") {
       std::string m = e.what();
       for (size_t at = m.find(kChatSchemaPath); at != std::string::npos; at = m.find(kChatSchemaPath, at))

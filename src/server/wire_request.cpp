@@ -228,9 +228,15 @@ void check_tool_turns(const std::vector<Message>& msgs) {
   }
 }
 
-// The `thinking` extension field, else vLLM's chat_template_kwargs.enable_thinking, else off.
+// The `thinking` extension field, else vLLM's chat_template_kwargs.enable_thinking, else OpenAI's reasoning_effort
+// (low, medium, high: on; minimal, none: off; the Responses API's reasoning.effort arrives here), else off.
 bool thinking_of(const Json& b) {
   bool on = false;
+  if (const Json* e = field(b, "reasoning_effort")) {
+    if (!e->is_string() || (*e != "none" && *e != "minimal" && *e != "low" && *e != "medium" && *e != "high"))
+      bad("reasoning_effort", "'reasoning_effort' must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\"");
+    on = *e != "none" && *e != "minimal";
+  }
   if (const Json* k = field(b, "chat_template_kwargs")) {
     if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     on = get_bool(*k, "enable_thinking", on);

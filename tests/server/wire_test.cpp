@@ -59,6 +59,20 @@ TEST(WireRequest, ChatDefaultsKnobsAndTheRenderedPrompt) {
   const json off = {{"messages", body["messages"]}, {"thinking", false},
                     {"chat_template_kwargs", {{"enable_thinking", true}}}};
   EXPECT_FALSE(server::parse_chat_request(off, wire()).spec.render.thinking) << "the explicit field wins";
+  // OpenAI's reasoning_effort turns thinking on and off as the Responses API's reasoning.effort does; a value it
+  // does not have is refused, not taken as on.
+  const auto effort = [&](const json& e) { return json{{"messages", body["messages"]}, {"reasoning_effort", e}}; };
+  EXPECT_TRUE(server::parse_chat_request(effort("high"), wire()).spec.render.thinking);
+  EXPECT_FALSE(server::parse_chat_request(effort("minimal"), wire()).spec.render.thinking);
+  EXPECT_FALSE(server::parse_chat_request(effort(nullptr), wire()).spec.render.thinking);
+  for (const json& e : {json("extreme"), json(5), json(true)}) {
+    try {
+      server::parse_chat_request(effort(e), wire());
+      ADD_FAILURE() << e;
+    } catch (const ApiError& err) {
+      EXPECT_EQ(err.param, "reasoning_effort") << e;
+    }
+  }
 }
 
 TEST(WireRequest, LimitsAndUnsupportedOptions) {
@@ -175,6 +189,21 @@ TEST(WireRequest, ResponsesBodiesBecomeChatRequests) {
     ADD_FAILURE() << "over the context";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.param, "max_output_tokens") << "the Responses name of the field";
+  }
+  // reasoning.effort: one of OpenAI's values (null: not given); an unknown value or type is a 400 naming the field.
+  EXPECT_FALSE(server::parse_responses_request({{"input", "x"}, {"reasoning", {{"effort", nullptr}}}}, wire())
+                   .spec.render.thinking);
+  EXPECT_FALSE(server::parse_responses_request({{"input", "x"}, {"reasoning", {{"effort", "none"}}}}, wire())
+                   .spec.render.thinking);
+  for (const json& e : {json("extreme"), json(5)}) {
+    try {
+      server::parse_responses_request({{"input", "x"}, {"reasoning", {{"effort", e}}}}, wire());
+      ADD_FAILURE() << e;
+    } catch (const ApiError& err) {
+      EXPECT_EQ(err.status, 400);
+      EXPECT_EQ(err.param, "reasoning.effort") << e;
+      EXPECT_NE(std::string(err.what()).find("\"high\""), std::string::npos) << err.what();
+    }
   }
 }
 
