@@ -186,7 +186,12 @@ ParsedRequest parse_responses_request(const Json& b, const WireContext& ctx) {
   try {
     return parse_chat_request(chat, ctx);
   } catch (ApiError& e) {
-    if (e.param == "max_tokens") e.param = "max_output_tokens";
+    if (e.param == "max_tokens") {  // the chat field's name in the message too: the client sent max_output_tokens
+      std::string m = e.what();
+      for (size_t at = m.find("'max_tokens'"); at != std::string::npos; at = m.find("'max_tokens'", at))
+        m.replace(at, std::string_view("'max_tokens'").size(), "'max_output_tokens'");
+      throw ApiError(e.status, m, e.type, e.code, "max_output_tokens");
+    }
     if (e.param == "reasoning_effort")
       throw ApiError(e.status, "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\"",
                      e.type, e.code, "reasoning.effort");

@@ -189,6 +189,16 @@ TEST(WireRequest, ResponsesBodiesBecomeChatRequests) {
     ADD_FAILURE() << "over the context";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.param, "max_output_tokens") << "the Responses name of the field";
+    EXPECT_NE(std::string(e.what()).find("lower 'max_output_tokens'"), std::string::npos) << e.what();
+  }
+  for (const json& n : {json(-5), json("5")}) {
+    try {
+      server::parse_responses_request({{"input", "x"}, {"max_output_tokens", n}}, wire());
+      ADD_FAILURE() << n;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(std::string(e.what()).find("'max_tokens'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'max_output_tokens' must be"), std::string::npos) << e.what();
+    }
   }
   // reasoning.effort: one of OpenAI's values (null: not given); an unknown value or type is a 400 naming the field.
   EXPECT_FALSE(server::parse_responses_request({{"input", "x"}, {"reasoning", {{"effort", nullptr}}}}, wire())
