@@ -330,6 +330,12 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
     if (m.role != Role::kAssistant) check_literals(m.content, where + ".content", ctx);
   }
   check_tool_turns(conv.messages);
+  for (const char* legacy : {"functions", "function_call"})  // dropped, the model would never see the functions
+    if (field(b, legacy) != nullptr)
+      throw ApiError(400, fmt::format("'{}' (OpenAI's deprecated function calling) is not supported: declare "
+                                      "functions in 'tools' ({{\"type\": \"function\", \"function\": {{...}}}})",
+                                      legacy),
+                     "invalid_request_error", "unsupported_parameter", legacy);
   std::string choice = "auto";
   if (const Json* tc = field(b, "tool_choice")) {
     if (!tc->is_string() || (*tc != "auto" && *tc != "none"))
@@ -398,6 +404,10 @@ ParsedRequest parse_completion_request(const Json& b, const WireContext& ctx) {
   if (const Json* m = field(b, "model"); m != nullptr && !m->is_string()) bad("model", "'model' must be a string");
   if (get_bool(b, "echo", false)) throw ApiError(400, "echo is not supported", "invalid_request_error",
                                                  "unsupported_parameter", "echo");
+  if (const Json* s = field(b, "suffix"); s != nullptr && !(s->is_string() && s->get_ref<const std::string&>().empty()))
+    throw ApiError(400, "suffix (text to insert before) is not supported: the completion only continues the prompt",
+                   "invalid_request_error", "unsupported_parameter", "suffix");
+  if (get_int(b, "best_of", 1, 1, 1) != 1) bad("best_of", "'best_of' must be 1");
   const Json* p = field(b, "prompt");
   if (p != nullptr && p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
   std::vector<int32_t> ids;

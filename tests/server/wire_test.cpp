@@ -84,6 +84,26 @@ TEST(WireRequest, LimitsAndUnsupportedOptions) {
   EXPECT_EQ(status_of({{"messages", msgs}, {"tool_choice", "none"}, {"tools", "not even an array"}}), 200)
       << "tools are not rendered with tool_choice none";
   EXPECT_EQ(status_of({{"messages", msgs}, {"stop", json::array({"a", "b", "c", "d", "e"})}}), 400);
+  // Fields that would change what is generated are refused, not dropped: the deprecated function calling (the model
+  // would never see the functions), a completion's suffix and best_of.
+  const json fn = json::array({{{"name", "f"}, {"parameters", json::object()}}});
+  EXPECT_EQ(status_of({{"messages", msgs}, {"functions", fn}}), 400);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"function_call", "auto"}}), 400);
+  EXPECT_EQ(status_of({{"messages", msgs}, {"functions", nullptr}}), 200);
+  const auto completion_status = [](const json& extra) {
+    json body = {{"prompt", "Hello"}, {"max_tokens", 3}};
+    body.update(extra);
+    try {
+      server::parse_completion_request(body, wire());
+      return std::string("200");
+    } catch (const ApiError& e) {
+      return std::to_string(e.status) + " " + e.param;
+    }
+  };
+  EXPECT_EQ(completion_status({{"suffix", " world."}}), "400 suffix");
+  EXPECT_EQ(completion_status({{"suffix", ""}}), "200");
+  EXPECT_EQ(completion_status({{"best_of", 3}}), "400 best_of");
+  EXPECT_EQ(completion_status({{"best_of", 1}}), "200");
   EXPECT_EQ(status_of({{"messages", msgs}, {"seed", "x"}}), 400);
   EXPECT_EQ(status_of({{"messages", msgs}, {"steps", 2.5}}), 400);
   EXPECT_EQ(status_of({{"messages", msgs}, {"steps", 3.0}}), 200);
