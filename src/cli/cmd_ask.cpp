@@ -66,12 +66,11 @@ std::string read_file(const std::string& path, const char* what = "--prompt-file
 }
 
 void run_ask(const AskOptions& o) {
-  const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
-  DG_CHECK(sources == 1, "give exactly one of --prompt, --prompt-file or --prompt-ids");
-  // The prompt is read and checked before the weights load.
+  // The prompt is read and checked before the weights load (one source, given and not empty: register_ask).
   const std::string text = !o.prompt_ids.empty() ? std::string()
                            : o.prompt.empty()      ? read_file(o.prompt_file)
                                                    : o.prompt;
+  DG_CHECK(!o.prompt.empty() || !o.prompt_ids.empty() || !text.empty(), "--prompt-file '{}' is empty", o.prompt_file);
   if (const std::optional<size_t> bad = utf8_invalid_offset(text))
     fail("{} is not valid UTF-8 at byte {} of {}",
          o.prompt.empty() ? "--prompt-file '" + o.prompt_file + "'" : std::string("--prompt"), *bad, text.size());
@@ -244,9 +243,16 @@ void register_ask(CLI::App& app) {
   auto o = std::make_shared<AskOptions>();
   CLI::App* cmd = app.add_subcommand("ask", "generate an answer to one prompt");
   add_model_options(cmd, o->model);
-  cmd->add_option("-p,--prompt", o->prompt, "prompt text (rendered as one user turn unless --raw)");
-  cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), no tokenizer needed");
+  // Exactly one prompt source, and not an empty one: anything else is a usage error (exit status 2).
+  const CLI::Validator not_empty([](const std::string& v) { return v.empty() ? std::string("the value is empty") : ""; }, "");
+  CLI::Option* prompt = cmd->add_option("-p,--prompt", o->prompt, "prompt text (rendered as one user turn unless "
+                                        "--raw)")->check(not_empty);
+  CLI::Option* file = cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file")
+                          ->check(not_empty);
+  CLI::Option* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), "
+                                     "no tokenizer needed")->check(not_empty);
+  prompt->excludes(file)->excludes(ids);
+  file->excludes(ids);
   cmd->add_flag("--raw", o->raw, "encode the prompt as is: no chat turn, special-token literals are recognised");
   cmd->add_flag("--think,!--no-think", o->think, "thinking mode: the reasoning streams to stderr, the answer to stdout");
   cmd->add_flag("--show-ids", o->show_ids, "print the answer's token ids instead of text (with --json: its \"tokens\")");
@@ -260,7 +266,11 @@ void register_ask(CLI::App& app) {
   cmd->add_option("--oplog", o->oplog, "append the generation's engine ops to this file (`diffgemma replay FILE`)");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
   o->sampler.add_to(cmd);
-  cmd->callback([o] { run_ask(*o); });
+  cmd->callback([o, prompt, file, ids] {
+    if (prompt->count() + file->count() + ids->count() == 0)
+      throw CLI::RequiredError("one of --prompt, --prompt-file or --prompt-ids");
+    run_ask(*o);
+  });
 }
 
 }  // namespace dg::cli

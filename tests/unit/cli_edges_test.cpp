@@ -58,6 +58,27 @@ TEST(CliEdges, ADirectoryAsPromptFileIsAnError) {
   EXPECT_NE(r.out.find("--prompt-file '" + dir + "' is a directory"), std::string::npos) << r.out;
 }
 
+// The prompt's source is checked as the command line is: none, two, or an empty value is a usage error (exit 2;
+// they were runtime errors, exit 1, and an empty --prompt said "give exactly one of ..."); an empty file is an error
+// naming it (it ran an empty user turn).
+TEST(CliEdges, PromptSourcesAreCheckedAsUsageAndAnEmptyFileIsAnError) {
+  const std::string empty = scratch_dir("prompt-empty") + "/empty.txt";
+  std::ofstream(empty).flush();
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"", "one of --prompt, --prompt-file or --prompt-ids is required"},
+           {"-p hi --prompt-file " + empty, "--prompt excludes --prompt-file"},
+           {"--prompt-ids 2,105 --prompt-file " + empty, "excludes"},
+           {"-p ''", "--prompt: the value is empty"},
+           {"--prompt-file ''", "--prompt-file: the value is empty"}}) {
+    const ProcessResult r = run("ask " + model() + " --steps 1 " + args + " < /dev/null");
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+  }
+  const ProcessResult r = run("ask " + model() + " --steps 1 --prompt-file " + empty);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-file '" + empty + "' is empty"), std::string::npos) << r.out;
+}
+
 TEST(CliEdges, APromptThatIsNotUtf8IsAnErrorNamingItsSourceAndByte) {
   const std::string file = scratch_dir("prompt-utf8") + "/truncated.txt";
   std::ofstream(file, std::ios::binary) << "caf\xc3";

@@ -229,7 +229,7 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
   };
   const std::vector<Case> cases = {
       {"ask -m " + scratch + "/nope -p hi", "nope", 1},
-      {"ask " + model() + " -p hi --prompt-ids 1,2", "exactly one", 1},
+      {"ask " + model() + " -p hi --prompt-ids 1,2", "--prompt excludes --prompt-ids", 2},
       {"ask " + model() + " --prompt-ids 1,x", "bad token id", 1},
       {"ask " + model() + " --prompt-ids 999999", "outside", 1},
       {"ask " + model() + " -p hi --t-min 0.9 --t-max 0.5", "t_max", 1},
