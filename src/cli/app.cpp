@@ -1,6 +1,9 @@
 #include "cli/app.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
@@ -95,6 +98,22 @@ EngineOptions engine_options(const ModelOptions& o) {
   return e;
 }
 
+namespace {
+
+// Output that could not be written (a full disk) is an error, never success: a script that saves an answer must not
+// find it cut short under exit status 0. Every command writes through stdio (std::cout is synced with it).
+int output_checked(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && !std::cout.fail()) return code;
+  if (code != 0) return code;
+  fmt::print(stderr, "diffgemma: error: the output could not be written in full (standard output: {})\n",
+             errno != 0 ? std::strerror(errno) : "a write failed");
+  return 1;
+}
+
+}  // namespace
+
 int run(int argc, char** argv) {
   CLI::App app{"diffgemma: inference engine for DiffusionGemma block-diffusion models", "diffgemma"};
   app.set_version_flag("--version", version_text(), "print the version, commit, backends and build, and exit");
@@ -124,11 +143,11 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return output_checked(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return output_checked(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return output_checked(app.exit(e));
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
@@ -141,8 +160,7 @@ int run(int argc, char** argv) {
     }
     return 2;
   } catch (const CommandExit& e) {
-    std::fflush(stdout);
-    return e.code;
+    return output_checked(e.code);
   } catch (const Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "diffgemma: error: {}\n", e.what());
@@ -152,7 +170,7 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "diffgemma: internal error: {}\n", e.what());
     return 3;
   }
-  return 0;
+  return output_checked(0);
 }
 
 }  // namespace dg::cli

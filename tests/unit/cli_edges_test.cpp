@@ -79,6 +79,17 @@ TEST(CliEdges, PromptSourcesAreCheckedAsUsageAndAnEmptyFileIsAnError) {
   EXPECT_NE(r.out.find("--prompt-file '" + empty + "' is empty"), std::string::npos) << r.out;
 }
 
+// Output that cannot be written (here a full disk, /dev/full) is an error: ask, info and --help exited 0 with the
+// answer lost.
+TEST(CliEdges, OutputThatCannotBeWrittenIsAnError) {
+  for (const std::string& args : {"ask " + model() + " -p hi --steps 2 --max-new-tokens 8 -q", "info " + model(),
+                                 std::string("tokenize ") + model() + " hello", std::string("ask --help")}) {
+    const ProcessResult r = run_command("( " + cli_path() + " " + args + " > /dev/full )", true);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("the output could not be written in full"), std::string::npos) << args << ": " << r.out;
+  }
+}
+
 TEST(CliEdges, APromptThatIsNotUtf8IsAnErrorNamingItsSourceAndByte) {
   const std::string file = scratch_dir("prompt-utf8") + "/truncated.txt";
   std::ofstream(file, std::ios::binary) << "caf\xc3";
