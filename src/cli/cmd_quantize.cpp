@@ -11,6 +11,7 @@
 #include "cli/progress.h"
 #include "core/parallel.h"
 #include "model/quantize.h"
+#include "quant/policy.h"
 
 namespace dg::cli {
 namespace {
@@ -76,7 +77,14 @@ void register_quantize(CLI::App& app) {
       ->check(positive_int())
       ->envname("DG_THREADS");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress or summary");
-  cmd->callback([o] { run_quantize(*o); });
+  cmd->callback([o] {
+    try {  // --set is checked as the command line is, before anything is read: a bad one is a usage error
+      make_quant_policy(o->q.profile, o->q.sets);
+    } catch (const Error& e) {
+      throw CLI::ValidationError(std::string(e.what()));
+    }
+    run_quantize(*o);
+  });
 }
 
 }  // namespace dg::cli

@@ -65,12 +65,16 @@ TEST(QuantizeCli, QuantizeInfoAsk) {
 TEST(QuantizeCli, BadOptionsFailClearly) {
   const std::string out = scratch_dir("cli-bad") + "/pack";
   const std::string m = " -m " + source_path("models/dg-tiny") + " -o " + out;
+  // A bad --set is a usage error (exit 2) as a bad --profile is (it was a runtime error, exit 1).
   ProcessResult r = run("quantize" + m + " --set embed=q4");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("class 'embed' is locked"), std::string::npos) << r.out;
   r = run("quantize" + m + " --set attn=q3");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown format 'q3'"), std::string::npos) << r.out;
+  r = run("quantize" + m + " --set attn=q8 --set attn=fp8");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("class 'attn' is set twice"), std::string::npos) << r.out;
   r = run("quantize" + m + " --profile q5");
   EXPECT_EQ(r.code, 2) << r.out;
   r = run("quantize -m " + source_path("models/dg-tiny"));
