@@ -48,11 +48,17 @@ bool all_fp8(const CublasCtx& c, std::span<const Tensor* const> w) {
   return c.act8 && n > 0;
 }
 
-// The scales applied on load: all_fp8, c.a8_on_load, and widths the bf16-output product takes.
+// The scales applied on load: all_fp8, c.a8_on_load, and widths the bf16-output product takes (others take the
+// row-scaled pass, fp8_linears_cuda, which refuses what it cannot run).
 bool on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w) {
   if (!c.a8_on_load || !all_fp8(c, w)) return false;
-  for (const Tensor* t : w)
-    if (t != nullptr && !fp8_gemm_shape_ok(act_cols(x), t->shape[0])) return false;
+  DG_CHECK(c.fp8 != nullptr, "fp8 linears: the backend has no W8A8 product");
+  for (const Tensor* t : w) {
+    if (t == nullptr) continue;
+    DG_CHECK(t->shape.rank == 2 && t->shape[1] == act_cols(x), "fp8 linears: a weight {} does not take inputs of "
+             "width {}", t->shape.str(), act_cols(x));
+    if (!fp8_gemm_shape_ok(act_cols(x), t->shape[0])) return false;
+  }
   return true;
 }
 

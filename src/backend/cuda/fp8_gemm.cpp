@@ -12,6 +12,19 @@ void lt_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt error {} in {}", static_cast<int>(s), what);
 }
 
+// The largest power of two up to 256 that divides the address.
+uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+template <class T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& v, const char* what) {
+  lt_check(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v), what);
+}
+
 template <class T>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v, const char* what) {
   lt_check(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v), what);
@@ -33,8 +46,10 @@ Fp8Gemm::~Fp8Gemm() {
   cublasLtDestroy(lt_);
 }
 
-Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld) {
-  const auto key = std::make_tuple(rows, k, n, static_cast<int>(out), ld);
+Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld, const void* wq,
+                             const void* xq, const void* d) {
+  const uint32_t align_w = alignment(wq), align_x = alignment(xq), align_d = alignment(d);
+  const auto key = std::make_tuple(rows, k, n, static_cast<int>(out), ld, align_w, align_x, align_d);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   lt_check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "fp8 matmul desc");
@@ -49,8 +64,15 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n, cudaDataType ou
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "fp8 preference");
   const uint64_t ws = ws_bytes_;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-           "fp8 workspace preference");
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, "fp8 workspace preference");
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_w, "fp8 weight alignment");
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_x, "fp8 activation alignment");
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d, "fp8 output alignment");
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, "fp8 output alignment");
+  if (out != CUDA_R_32F) {  // split-K parts summed in f32, never in the bf16 output (one rounding per element)
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, schemes, "fp8 reduction schemes");
+  }
   constexpr int kCandidates = 8;  // as many as before the tuning switch went, so the first is the same algorithm
   cublasLtMatmulHeuristicResult_t got[kCandidates]{};
   int found = 0;
@@ -88,7 +110,7 @@ void Fp8Gemm::matmul(const void* xq, int64_t rows, int64_t k, const void* wq, in
   DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act "
            "bf16 and --vocab-act bf16)", k, n);
   if (rows == 0) return;
-  Plan& p = plan(rows, k, n, type, ld);
+  Plan& p = plan(rows, k, n, type, ld, wq, xq, out);
   const float one = 1.0f, zero = 0.0f;
   lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, out, p.d, out, p.d, &p.algo, ws_, ws_bytes_, s),
            "fp8 product");

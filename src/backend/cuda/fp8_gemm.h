@@ -44,14 +44,19 @@ class Fp8Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};  // the heuristic's first
   };
-  Plan& plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld);
+  // The heuristic's algorithm for this shape and these pointers' alignments (each the largest power of two up to
+  // 256 dividing the address: cuBLASLt otherwise assumes 256 and may pick an algorithm a less aligned output cannot
+  // take, such as the second of two products written side by side).
+  Plan& plan(int64_t rows, int64_t k, int64_t n, cudaDataType out, int64_t ld, const void* wq, const void* xq,
+             const void* d);
   void matmul(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, cudaDataType type,
               int64_t ld, cudaStream_t s);
 
   cublasLtHandle_t lt_ = nullptr;
   void* ws_;
   size_t ws_bytes_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, Plan> plans_;  // by (rows, k, n, out type, ld)
+  // by (rows, k, n, out type, ld, the alignments of the weight, the activations and the output)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t, uint32_t, uint32_t, uint32_t>, Plan> plans_;
 };
 
 // Whether the widths suit Fp8Gemm (both multiples of 16).

@@ -10,7 +10,8 @@ namespace {
 
 constexpr const char* kGemmBasis =
     "a GEMM with f32 accumulation against the twin's f32 dot products: each side rounds its result to bf16 once "
-    "(2^-8 relative between them), and the accumulation orders differ by at most 2^-14 of the sum of |products|";
+    "(each within 2^-8 relative, so up to 2^-7 between them), and the accumulation orders differ by at most 2^-14 "
+    "of the sum of |products|";
 
 // The streaming kernel's dense form on packed weights, measured against f64; the twin's own bf16 rounding adds
 // 2^-9 |want| (rel 2^-7 covers both).
@@ -35,8 +36,8 @@ constexpr Bound kCudaPackedQ4{
 // term is wider than bf16's.
 constexpr const char* kA8Basis =
     "the same E4M3 activations and weights on both sides (the GPU's per-row quantisation is the twin's); the output "
-    "rounded to bf16 once on each side (2^-8 relative between them), the e4m3 tensor cores' partial sums kept to "
-    "about 14 bits before cuBLASLt promotes them to f32 (2^-12 of the sum of |products|)";
+    "rounded to bf16 once on each side (each within 2^-8 relative, so up to 2^-7 between them), the e4m3 tensor "
+    "cores' partial sums kept to about 14 bits before cuBLASLt promotes them to f32 (2^-12 of the sum of |products|)";
 constexpr const char* kA8Measured =
     "Backends/OpConformance (H200, 2026-12-03, commit 16aee27): linear worst 0.90 of the bound (130 x 64 -> 208: "
     "max_abs 7.8e-3), the 26B-A4B shapes 0.56-0.71 (o_proj, a 4,096-row prefill chunk's dense down), linears "
@@ -50,8 +51,9 @@ constexpr Bound kCudaGatedA8{.of_peak = 0x1p-5, .min_cosine = 0.9995, .basis = k
 constexpr Bound kCudaGatedA8OnLoad{
     .of_peak = 0x1p-5, .min_cosine = 0.9995,
     .basis = "as the W8A8 gated_linear's: the same E4M3 inputs, each product rounded to bf16 once on each side (here "
-             "its raw sum, before the two scales; the twin after them: 2^-8 relative between them), the tensor "
-             "cores' partial sums (2^-12 of the sum of |products|), then gelu and the product rounded as stored",
+             "its raw sum, before the two scales; the twin after them: each within 2^-8 relative, so up to 2^-7 "
+             "between them), the tensor cores' partial sums (2^-12 of the sum of |products|), then gelu and the "
+             "product rounded as stored",
     .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
 constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 constexpr Bound kCudaGated{
@@ -128,6 +130,9 @@ std::vector<OpCase> linear_cases() {
       a8("gated_linear", "26B-A4B dense MLP", {{"rows", 256}, {"in", 2816}, {"ff", 2112}, {"act8", 1}}, true),
       a8("gated_linear", "77 x 256 -> 384, scales on load", {{"rows", 77}, {"in", 256}, {"ff", 384}, {"act8", 1},
                                                             {"on_load", 1}}),
+      // up's half starts 160 bytes into each row: an output pointer aligned to 32 bytes, not 256
+      a8("gated_linear", "7 x 64 -> 80, scales on load", {{"rows", 7}, {"in", 64}, {"ff", 80}, {"act8", 1},
+                                                          {"on_load", 1}}),
       a8("gated_linear", "26B-A4B dense MLP, scales on load", {{"rows", 256}, {"in", 2816}, {"ff", 2112},
                                                               {"act8", 1}, {"on_load", 1}}, true),
       a8("gated_linear", "32 canvases of the dense MLP, scales on load", {{"rows", 8192}, {"in", 2816},

@@ -50,9 +50,9 @@ constexpr Bound kCudaQkvA8{
     .of_peak = 0x1p-5,
     .min_cosine = 0.9999,
     .basis = "the same E4M3 inputs on both sides; each product rounded to bf16 once (the GPU's raw sum before the "
-             "scales with on_load, after them otherwise; the twin after them: 2^-8 relative between them) with the "
-             "tensor cores' partial sums (2^-12 of the sum of |products|), then the norms and the rotation as "
-             "qkv_heads'",
+             "scales with on_load, after them otherwise; the twin after them: each within 2^-8 relative, so up to "
+             "2^-7 between them) with the tensor cores' partial sums (2^-12 of the sum of |products|), then the "
+             "norms and the rotation as qkv_heads'",
     .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
 
 OpCase qkv_a8(std::string name, CaseParams p, bool real = false) {
