@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool; carry .carry/deps and .carry/git_sha): builds diffgemma, then Nsight Compute
 # over one graphed denoise step of the full-shape random model (every kernel node and its time) for each weight
-# format of DG_PROFILE_WEIGHTS, one prefill of DG_PROFILE_PREFILL tokens (empty: none), and the detailed sections of
-# the kernels matched by DG_PROFILE_DETAIL (empty: none). Results in $OUT: ncu-*.csv (scripts/ncu_table.py turns
+# format of DG_PROFILE_WEIGHTS (empty: none), one prefill of DG_PROFILE_PREFILL tokens (empty: none), and the
+# detailed sections of the kernels matched by DG_PROFILE_DETAIL (empty: none). Results in $OUT: ncu-*.csv (scripts/ncu_table.py turns
 # them into the docs/PERFORMANCE.md tables) and detail-*.txt. Only gpu__time_duration is collected per kernel: it
 # needs one pass, while metrics that need replays save and restore the device memory (47 GB of weights) for every
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
@@ -11,6 +11,9 @@
 # DG_PROFILE_OPTS: bench options for the step profiles, comma-separated (e.g. --vocab-act,fp8).
 # DG_PROFILE_METRICS: metrics the detailed runs collect besides their sections, comma-separated (e.g.
 # dram__bytes_read.sum to compare a kernel's DRAM reads with its bytes).
+# DG_PROFILE_SERVE: stream counts (e.g. "8 32"; empty, the default: none) whose batched step `bench --serve` times is
+# profiled too (one step of that many canvases, ungraphed as the batched worker runs it; 1,024-token prompts),
+# weights DG_PROFILE_SERVE_WEIGHTS (default fp8) with DG_PROFILE_OPTS: ncu-serve-N.csv.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -36,7 +39,7 @@ ncu="ncu --profile-from-start off --graph-profiling node --cache-control none --
 bench="$dg bench --graphs --skip-generate"
 metrics=gpu__time_duration.sum
 profile_opts=${DG_PROFILE_OPTS:-}
-for w in ${DG_PROFILE_WEIGHTS:-bf16 fp8 q4}; do
+for w in ${DG_PROFILE_WEIGHTS-bf16 fp8 q4}; do
   for c in ${DG_PROFILE_CONTEXT:-1024}; do
     stamp "ncu: denoise step, $w, context $c"
     timeout 120 $ncu --metrics "$metrics" --csv --page raw $bench --weights "$w" --prefill 512 --context "$c" \
@@ -52,6 +55,15 @@ if [ -n "${DG_PROFILE_PREFILL-4096}" ]; then
     2> "$OUT/ncu-prefill.err" || echo "rc $?"
   python3 scripts/ncu_table.py "$OUT/ncu-prefill.csv" --top 12 || tail -n 5 "$OUT/ncu-prefill.err"
 fi
+for n in ${DG_PROFILE_SERVE:-}; do
+  w=${DG_PROFILE_SERVE_WEIGHTS:-fp8}
+  stamp "ncu: the batched step of $n streams, $w"
+  timeout 200 $ncu --metrics "$metrics" --csv --page raw $dg bench --serve --streams "$n" --steps 16 \
+    --prompt-tokens 1024 --serve-tokens 256 --weights "$w" ${profile_opts//,/ } --profile-range serve-step \
+    --label "profile-serve-$n-$w" --out "$OUT/bench.jsonl" > "$OUT/ncu-serve-$n.csv" 2> "$OUT/ncu-serve-$n.err" \
+    || echo "rc $?"
+  python3 scripts/ncu_table.py "$OUT/ncu-serve-$n.csv" --top 30 || tail -n 5 "$OUT/ncu-serve-$n.err"
+done
 # DG_PROFILE_SOURCE=1: the detailed runs also sample warp stalls per SASS instruction (detail-*-sass.csv, for
 # finding the stalling loads and chains of a kernel).
 src_sections=""
