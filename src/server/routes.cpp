@@ -77,6 +77,14 @@ bool is_json_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses";
 }
 
+// The methods a route takes, as a 405's Allow header lists them (RFC 9110 15.5.6); nullptr: no such route.
+const char* allowed_methods(const std::string& path) {
+  if (is_json_route(path)) return "POST";
+  if (path == "/v1/models" || path == "/metrics" || path == "/health" || path.rfind("/v1/models/", 0) == 0)
+    return "GET, HEAD";
+  return nullptr;
+}
+
 // OpenAI sampling fields the entropy-bound sampler has no counterpart for: a request that sets one is answered with
 // their names (X-Diffgemma-Ignored-Fields, diffgemma_ignored_fields), never silently.
 constexpr const char* kIgnoredSamplingFields[] = {"temperature", "top_p", "presence_penalty", "frequency_penalty",
@@ -117,7 +125,8 @@ HttpHandlers Server::handlers() {
 
 bool Server::quick(const HttpRequest& req, HttpResponse& res) {
   const std::string& path = req.path;
-  const bool get = req.method == "GET", post = req.method == "POST";
+  // HEAD is GET without the body (the connection drops it), as RFC 9110 asks of every GET route.
+  const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
   const std::string host = req.header("Host");
   if (!host_allowed(host, opt_.allowed_hosts)) {
     reply_error(res, 403, fmt::format("this server does not answer to the host name '{}' (a web page can reach a "
@@ -126,7 +135,7 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
                 "host_not_allowed");
     return true;
   }
-  if (path == "/health" && (get || req.method == "HEAD")) {
+  if (path == "/health" && get) {
     reply_json(res, {{"status", "ok"}});
     return true;
   }
@@ -168,8 +177,9 @@ bool Server::quick(const HttpRequest& req, HttpResponse& res) {
     res.body = prometheus_text(http_stats_, worker_stats_, q, http_->counters());
   } else if (is_json_route(path) && post) {
     return false;  // parsed, rendered and queued on a handler thread
-  } else if (is_json_route(path) || path == "/v1/models" || path == "/metrics" || path == "/health") {
-    reply_error(res, 405, fmt::format("{} does not accept {}", path, req.method));
+  } else if (const char* allow = allowed_methods(path)) {
+    reply_error(res, 405, fmt::format("{} does not accept {} (it accepts {})", path, req.method, allow));
+    res.headers.emplace_back("Allow", allow);
   } else {
     reply_error(res, 404, "no route " + req.method + " " + path);
   }

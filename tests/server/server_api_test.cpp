@@ -31,6 +31,36 @@ TEST(ServerApi, HealthModelsAndMetricsAnswer) {
   EXPECT_TRUE(eventually([&] { return (metrics = s.metrics()).find(health) != std::string::npos; })) << metrics;
 }
 
+// A method a route does not take is a 405 that lists the ones it does (Allow, RFC 9110 15.5.6); every GET route
+// answers HEAD with the head alone.
+TEST(ServerApi, AWrongMethodIs405WithAllowAndHeadAnswersEveryGetRoute) {
+  TestServer s;
+  auto c = s.client();
+  const auto expect_405 = [](const httplib::Result& r, const std::string& allow) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 405) << r->body;
+    EXPECT_EQ(r->get_header_value("Allow"), allow) << r->body;
+    EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("accepts " + allow), std::string::npos)
+        << r->body;
+  };
+  expect_405(c.Get("/v1/chat/completions"), "POST");
+  expect_405(c.Delete("/v1/responses"), "POST");
+  expect_405(c.Delete("/v1/models"), "GET, HEAD");
+  expect_405(c.Post("/v1/models/dg-tiny", "{}", "application/json"), "GET, HEAD");
+  expect_405(c.Put("/metrics", "", "text/plain"), "GET, HEAD");
+  expect_405(c.Post("/health", "", "text/plain"), "GET, HEAD");
+  for (const char* path : {"/health", "/v1/models", "/v1/models/dg-tiny", "/metrics"}) {
+    auto h = c.Head(path);
+    ASSERT_TRUE(h) << path;
+    EXPECT_EQ(h->status, 200) << path;
+    EXPECT_TRUE(h->body.empty()) << path;
+  }
+  auto none = c.Delete("/v1/nothing");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  EXPECT_FALSE(none->has_header("Allow"));
+}
+
 TEST(ServerApi, ChatCompletionHasTheOpenAiShape) {
   TestServer s;
   auto r = s.post("/v1/chat/completions", chat_request("Hello there"));
