@@ -19,6 +19,32 @@ namespace {
 
 constexpr double kLingerSeconds = 1;  // how long a closing connection's input is drained
 
+// Every value of a header field, joined as one list (a field may be repeated).
+std::string field_list(const http::request_parser<http::string_body>::value_type& head, http::field f) {
+  std::string out;
+  for (auto [it, end] = head.equal_range(f); it != end; ++it)
+    out += (out.empty() ? "" : ", ") + std::string(it->value());
+  return out;
+}
+
+// The list with its items trimmed and lower-cased, empty items dropped ("gzip , Chunked" -> "gzip, chunked").
+std::string coding_list(const std::string& list) {
+  std::string out, item;
+  const auto flush = [&] {
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out += (out.empty() ? "" : ", ") + item.substr(b, e - b + 1);
+    item.clear();
+  };
+  for (const char c : list) {
+    if (c == ',')
+      flush();
+    else
+      item += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
+  flush();
+  return out;
+}
+
 }  // namespace
 
 namespace http_connection {
@@ -84,6 +110,17 @@ void Connection::on_head(error_code ec) {
   if (closed()) return;
   if (ec) return read_failed(ec, "head");
   const auto& head = parser_->get();
+  // A body is framed by Content-Length or chunked alone: the parser takes a body under any other coding as no body
+  // and would read it as the next request (RFC 9112 6.1: 501), and a body it cannot decode is refused (RFC 7694).
+  const std::string te = coding_list(field_list(head, http::field::transfer_encoding));
+  if (!te.empty() && te != "chunked")
+    return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported: send the body with Content-Length or "
+                                   "'Transfer-Encoding: chunked'", te),
+                  "unsupported_transfer_encoding");
+  const std::string ce = coding_list(field_list(head, http::field::content_encoding));
+  if (!ce.empty() && ce != "identity")
+    return refuse(415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed", ce),
+                  "unsupported_content_encoding");
   if (!parser_->is_done() && strcasecmp(std::string(head[http::field::expect]).c_str(), "100-continue") == 0) {
     auto msg = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
     net::async_write(sock_, net::buffer(*msg), [self = shared_from_this(), msg](error_code wec, size_t) {

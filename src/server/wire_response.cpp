@@ -25,6 +25,7 @@ std::string error_type_of(int status) {
     case 404: return "not_found_error";
     case 413: return "invalid_request_error";
     case 429: return "rate_limit_error";
+    case 501: return "invalid_request_error";  // a transfer coding the client chose that this server does not take
     case 503: return "service_unavailable";
     case 504: return "timeout_error";
     default: return status >= 500 ? "server_error" : "invalid_request_error";

@@ -2,7 +2,8 @@
 // --max-body as they arrive, form-encoded bodies are read up to --max-body, pipelined requests are answered in
 // order, clients that send their head a line at a time hold no thread (health and chat still answer) and are cut at
 // the header deadline, a body that trickles is cut at the body deadline, connections are bounded per peer and in
-// total (the longest-waiting one makes room), and Expect: 100-continue is honoured. Each attack is bounded: at
+// total (the longest-waiting one makes room), Expect: 100-continue is honoured, and a body in a coding the server
+// cannot read is refused (501, 415). Each attack is bounded: at
 // most 100 connections, a few seconds.
 #include <gtest/gtest.h>
 
@@ -60,6 +61,38 @@ TEST(ServerTransport, ChunkedBodiesCountAgainstMaxBodyAsTheyArrive) {
   EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
   EXPECT_NE(got.find("--max-body"), std::string::npos) << got;
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"completed\"}"), 1);
+}
+
+// A body in a transfer coding other than chunked was read as no body, and the body as the next request (a request
+// hidden in it was answered): 501, the connection closed. A compressed body (Content-Encoding) is a 415.
+TEST(ServerTransport, BodiesInACodingTheServerCannotReadAreRefused) {
+  TestServer s({}, true);
+  const std::string hidden = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const auto send = [&](const std::string& headers, const std::string& body) {
+    const int fd = connect_and_send(s.port, "POST " + std::string(kChat) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                    "Content-Type: application/json\r\n" + headers + "\r\n" + body);
+    EXPECT_GE(fd, 0);
+    std::string got = recv_all(fd, 10);
+    ::close(fd);
+    return got;
+  };
+  std::string got = send("Transfer-Encoding: gzip\r\n", hidden);
+  EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << got;
+  EXPECT_NE(got.find("Transfer-Encoding 'gzip' is not supported"), std::string::npos) << got;
+  EXPECT_EQ(got.find("\"object\":\"list\""), std::string::npos) << "the body was read as a request: " << got;
+  got = send("Transfer-Encoding: gzip, chunked\r\n", chunk("{}") + "0\r\n\r\n");
+  EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << got;
+  EXPECT_NE(got.find("'gzip, chunked'"), std::string::npos) << got;
+  const std::string body = chat_request("coded").dump();
+  got = send(fmt::format("Content-Encoding: gzip\r\nContent-Length: {}\r\n", body.size()), body);
+  EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+  EXPECT_NE(got.find("Content-Encoding 'gzip' is not supported"), std::string::npos) << got;
+  // chunked in any case, and the identity coding, are read as before.
+  got = send("Transfer-Encoding: Chunked\r\nConnection: close\r\n", chunk(body) + "0\r\n\r\n");
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  got = send(fmt::format("Content-Encoding: identity\r\nContent-Length: {}\r\nConnection: close\r\n", body.size()),
+             body);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
 }
 
 TEST(ServerTransport, FormEncodedBodiesAreReadUpToMaxBody) {
