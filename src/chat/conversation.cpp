@@ -35,6 +35,8 @@ std::string content_text(const Json& c, Role role, const std::string& where) {
     const std::string type = string_field(p, "type", fmt::format("{}.content[{}]", where, i));
     DG_CHECK(type == "text", "{}.content[{}] is a '{}' part: this model reads text only (send text parts)", where, i,
              type.empty() ? std::string("untyped") : type);
+    DG_CHECK(p.contains("text") && !p["text"].is_null(), "{}.content[{}].text is missing (a text part carries its "
+             "text)", where, i);
     const std::string t = string_field(p, "text", fmt::format("{}.content[{}]", where, i));
     out += role == Role::kAssistant ? strip_thinking_text(t) : py_strip(t);
   }
@@ -83,6 +85,12 @@ Message message_from_json(const Json& j, const std::string& where) {
   DG_CHECK(j.contains("role") && j["role"].is_string(), "{}.role is missing", where);
   Message m;
   m.role = role_from_name(j["role"].get<std::string>(), where);
+  // Content is required but on an assistant message that carries tool calls (OpenAI's rule): a missing one is not
+  // an empty turn.
+  const bool calls = j.contains("tool_calls") && j["tool_calls"].is_array() && !j["tool_calls"].empty();
+  DG_CHECK((j.contains("content") && !j["content"].is_null()) || (m.role == Role::kAssistant && calls),
+           "{}.content is missing ({} messages need content{})", where, role_name(m.role),
+           m.role == Role::kAssistant ? " unless they carry tool_calls" : "");
   if (j.contains("content")) {
     const Json& c = j["content"];
     if (m.role == Role::kTool && (c.is_object() || c.is_number() || c.is_boolean()))

@@ -23,14 +23,18 @@ Json message_content(const Json& c, const std::string& where) {
   if (c.is_string()) return c;
   if (!c.is_array()) bad_input("input", where + ".content must be a string or an array of content parts");
   Json parts = Json::array();
-  for (const Json& p : c) {
+  for (size_t i = 0; i < c.size(); ++i) {
+    const Json& p = c[i];
     if (!p.is_object() || !p.contains("type") || !p["type"].is_string())
       bad_input("input", where + ".content holds a part without a type");
     const std::string type = p["type"];
-    if (type == "input_text" || type == "output_text" || type == "text")
-      parts.push_back({{"type", "text"}, {"text", p.value("text", "")}});
-    else
+    if (type == "input_text" || type == "output_text" || type == "text") {
+      if (!p.contains("text") || !p["text"].is_string())
+        bad_input("input", fmt::format("{}.content[{}].text is missing (a '{}' part needs its text)", where, i, type));
+      parts.push_back({{"type", "text"}, {"text", p["text"]}});
+    } else {
       parts.push_back({{"type", type}});
+    }
   }
   return parts;
 }
@@ -84,7 +88,8 @@ void add_input(const Json& input, Json& messages) {
     if (type != "function_call") calls = nullptr;
     if (type == "message") {
       const std::string role = it.value("role", "");
-      Json m = {{"role", role}, {"content", message_content(it.contains("content") ? it["content"] : Json(""), where)}};
+      if (!it.contains("content") || it["content"].is_null()) bad_input("input", where + ".content is missing");
+      Json m = {{"role", role}, {"content", message_content(it["content"], where)}};
       if (role == "assistant" && !reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, {});
       messages.push_back(m);
     } else if (type == "function_call") {
@@ -99,7 +104,9 @@ void add_input(const Json& input, Json& messages) {
       (*calls)["tool_calls"].push_back({{"id", it["call_id"]}, {"type", "function"}, {"function", function}});
     } else if (type == "function_call_output") {
       if (!it.contains("call_id")) bad_input("input", where + ": a function_call_output needs the call_id it answers");
-      const Json& out = it.contains("output") ? it["output"] : Json("");
+      if (!it.contains("output") || it["output"].is_null())
+        bad_input("input", where + ": a function_call_output needs the call's output");
+      const Json& out = it["output"];
       messages.push_back({{"role", "tool"}, {"tool_call_id", it["call_id"]},
                           {"content", out.is_string() ? out : Json(out.dump())}});
     } else if (type == "reasoning") {

@@ -13,6 +13,8 @@ namespace wire_test {
 
 using server::ApiError;
 
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 server::WireContext wire(int64_t context = 1000) {
   const EngineCore& e = tiny_server_engine();
   static const ChatTokens t = ChatTokens::from(e.tokenizer());
@@ -148,6 +150,48 @@ TEST(WireRequest, ContentTheModelCannotTakeIsRefused) {
   EXPECT_EQ(e.rfind("400", 0), 0u) << e;
   EXPECT_NE(e.find("messages[1] is a tool result that follows no tool call"), std::string::npos) << e;
   EXPECT_EQ(refusal(json::array({user, call, result, user})), "200");
+}
+
+// A message without its content was rendered as an empty turn: a 400 naming the field, as OpenAI's (only an
+// assistant message that carries tool calls may have none), in the chat and the Responses API.
+TEST(WireRequest, AMessageWithoutItsContentIsRefusedNamingIt) {
+  const auto error = [](const json& body, bool responses = false) -> std::string {
+    try {
+      if (responses)
+        server::parse_responses_request(body, wire());
+      else
+        server::parse_chat_request(body, wire());
+    } catch (const ApiError& e) {
+      return fmt::format("{} {}: {}", e.status, e.param, e.what());
+    }
+    return "200";
+  };
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  const auto chat = [&](const json& messages) { return error({{"messages", messages}}); };
+  EXPECT_PRED2(has, chat(json::array({{{"role", "user"}}})), "400 messages: messages[0].content is missing (user");
+  EXPECT_PRED2(has, chat(json::array({{{"role", "user"}, {"content", nullptr}}})),
+               "400 messages: messages[0].content is missing");
+  EXPECT_PRED2(has, chat(json::array({{{"role", "system"}}, user})), "messages[0].content is missing");
+  EXPECT_PRED2(has, chat(json::array({user, {{"role", "assistant"}, {"content", nullptr}}, user})),
+               "messages[1].content is missing (assistant messages need content unless they carry tool_calls)");
+  EXPECT_PRED2(has, chat(json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}}})}}})),
+               "messages[0].content[0].text is missing");
+  const json call = {{"role", "assistant"}, {"content", nullptr},
+                     {"tool_calls", json::array({{{"id", "c1"}, {"type", "function"},
+                                                  {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}};
+  EXPECT_EQ(chat(json::array({user, call, {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "42"}}})), "200")
+      << "an assistant message with tool calls needs no content";
+  EXPECT_EQ(chat(json::array({{{"role", "user"}, {"content", ""}}})), "200") << "an empty text is the client's choice";
+
+  EXPECT_PRED2(has, error({{"input", json::array({{{"role", "user"}}})}}, true),
+               "400 input: input[0].content is missing");
+  const json no_text = json::array({{{"type", "input_text"}}});
+  EXPECT_PRED2(has, error({{"input", json::array({{{"role", "user"}, {"content", no_text}}})}}, true),
+               "input[0].content[0].text is missing");
+  EXPECT_PRED2(has, error({{"input", json::array({{{"type", "function_call"}, {"call_id", "c1"}, {"name", "f"}},
+                                            {{"type", "function_call_output"}, {"call_id", "c1"}}})}},
+                    true),
+               "input[1]: a function_call_output needs the call's output");
 }
 
 TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
