@@ -1,5 +1,7 @@
 #include "chat/conversation.h"
 
+#include <map>
+
 #include "chat/json_depth.h"
 #include "chat/text.h"
 #include "core/error.h"
@@ -134,6 +136,7 @@ Json message_to_json(const Message& m) {
 
 void check_tools(const Json& tools) {
   DG_CHECK(tools.is_array(), "tools must be an array of {{\"type\":\"function\",\"function\":{{...}}}}");
+  std::map<std::string, size_t> seen;  // name -> the first tool that declares it
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
     DG_CHECK(t.is_object() && t.contains("function") && t["function"].is_object(),
@@ -141,6 +144,10 @@ void check_tools(const Json& tools) {
     const Json& f = t["function"];
     DG_CHECK(f.contains("name") && f["name"].is_string() && !f["name"].get<std::string>().empty(),
              "tools[{}].function.name is missing", i);
+    // A call names its tool: two declarations of one name leave it undecided which schema the call meets.
+    const auto [first, fresh] = seen.emplace(f["name"].get<std::string>(), i);
+    DG_CHECK(fresh, "tools[{}] declares the function '{}' again (tools[{}] declares it): tool names must be unique", i,
+             first->first, first->second);
     DG_CHECK(!f.contains("description") || f["description"].is_string() || f["description"].is_null(),
              "tools[{}].function.description must be a string", i);
     DG_CHECK(!f.contains("parameters") || f["parameters"].is_object() || f["parameters"].is_null(),

@@ -194,6 +194,31 @@ TEST(WireRequest, AMessageWithoutItsContentIsRefusedNamingIt) {
                "input[1]: a function_call_output needs the call's output");
 }
 
+// Two tools of one name were both declared: which schema a call meets was left to chance. A 400 naming the name, in
+// the chat and the Responses API.
+TEST(WireRequest, DuplicateToolNamesAreRefused) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const json f = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const json g = {{"type", "function"}, {"function", {{"name", "other"}}}};
+  try {
+    server::parse_chat_request({{"messages", msgs}, {"tools", json::array({f, g, f})}}, wire());
+    ADD_FAILURE() << "two tools named get_weather";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "tools");
+    EXPECT_PRED2(has, e.what(), "tools[2] declares the function 'get_weather' again (tools[0] declares it)");
+  }
+  const json r = {{"type", "function"}, {"name", "get_weather"}};
+  try {
+    server::parse_responses_request({{"input", "Hi"}, {"tools", json::array({r, r})}}, wire());
+    ADD_FAILURE() << "two Responses tools named get_weather";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tools");
+    EXPECT_PRED2(has, e.what(), "tools[1] declares the function 'get_weather' again");
+  }
+  EXPECT_EQ(status_of({{"messages", msgs}, {"tools", json::array({f, g})}}), 200);
+}
+
 TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
   const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
   server::WireContext w = wire();
