@@ -33,10 +33,15 @@ const Json* field(const Json& b, const char* key) {
   return it == b.end() || it->is_null() ? nullptr : &*it;
 }
 
-bool get_bool(const Json& b, const char* key, bool dflt) {
+// `parent`: the object field that holds `key`; the error names the field by its path, param and message
+// ('stream_options.include_usage', as the Responses API's 'reasoning.effort').
+bool get_bool(const Json& b, const char* key, bool dflt, const char* parent = nullptr) {
   const Json* f = field(b, key);
   if (f == nullptr) return dflt;
-  if (!f->is_boolean()) bad(key, fmt::format("'{}' must be true or false", key));
+  if (!f->is_boolean()) {
+    const std::string path = parent != nullptr ? fmt::format("{}.{}", parent, key) : std::string(key);
+    bad(path, fmt::format("'{}' must be true or false", path));
+  }
   return f->get<bool>();
 }
 
@@ -161,7 +166,7 @@ void apply_common(const Json& b, const WireContext& ctx, ParsedRequest& r) {
   r.stream = get_bool(b, "stream", false);
   if (const Json* so = field(b, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
-    r.include_usage = get_bool(*so, "include_usage", false);
+    r.include_usage = get_bool(*so, "include_usage", false, "stream_options");
   }
   if (get_int(b, "n", 1, 1, 1) != 1) bad("n", "'n' must be 1");
   if (const Json* lp = field(b, "logprobs"); lp != nullptr && *lp != false && *lp != 0)
@@ -239,7 +244,7 @@ bool thinking_of(const Json& b) {
   }
   if (const Json* k = field(b, "chat_template_kwargs")) {
     if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    on = get_bool(*k, "enable_thinking", on);
+    on = get_bool(*k, "enable_thinking", on, "chat_template_kwargs");
   }
   return get_bool(b, "thinking", on);
 }

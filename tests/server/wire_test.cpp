@@ -219,6 +219,25 @@ TEST(WireRequest, DuplicateToolNamesAreRefused) {
   EXPECT_EQ(status_of({{"messages", msgs}, {"tools", json::array({f, g})}}), 200);
 }
 
+// A field inside an object is named by its path; an integer beyond 64 bits is refused for its range, not its type.
+TEST(WireRequest, NestedFieldsAreNamedByTheirPath) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const std::pair<json, std::string> cases[] = {
+      {{{"stream_options", {{"include_usage", 3}}}}, "stream_options.include_usage"},
+      {{{"chat_template_kwargs", {{"enable_thinking", "yes"}}}}, "chat_template_kwargs.enable_thinking"}};
+  for (const auto& [body, path] : cases) {
+    json b = body;
+    b["messages"] = msgs;
+    try {
+      server::parse_chat_request(b, wire());
+      ADD_FAILURE() << b;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, path);
+      EXPECT_EQ(std::string(e.what()), fmt::format("'{}' must be true or false", path));
+    }
+  }
+}
+
 TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
   const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
   server::WireContext w = wire();
