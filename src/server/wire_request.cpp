@@ -77,26 +77,30 @@ std::vector<std::string> get_stop(const Json& b) {
   return out;
 }
 
+enum class IntegerOf { kInteger, kNotInteger, kBeyond64Bits };
+
 // An integer field as a 64-bit pattern: `wide` when it is at least 2^63 (held in u), else in i. An integral float
-// (3.0) counts as its integer. False when the field is no integer (or an integral float beyond 64 bits).
-bool integer_of(const Json& f, int64_t& i, uint64_t& u, bool& wide) {
+// (3.0) counts as its integer; an integer outside [-2^63, 2^64) (the JSON parser holds it as a float) is
+// kBeyond64Bits, so the error names the range rather than the type.
+IntegerOf integer_of(const Json& f, int64_t& i, uint64_t& u, bool& wide) {
   wide = false;
   if (f.is_number_unsigned()) {
     u = f.get<uint64_t>();
     wide = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     i = static_cast<int64_t>(u);
-    return true;
+    return IntegerOf::kInteger;
   }
   if (f.is_number_integer()) {
     i = f.get<int64_t>();
-    return true;
+    return IntegerOf::kInteger;
   }
   const double d = f.is_number_float() ? f.get<double>() : 0.5;
-  if (std::floor(d) != d || d < -0x1p63 || d >= 0x1p64) return false;
+  if (std::floor(d) != d) return IntegerOf::kNotInteger;  // also NaN and infinities (not JSON anyway)
+  if (d < -0x1p63 || d >= 0x1p64) return IntegerOf::kBeyond64Bits;
   wide = d >= 0x1p63;
   if (wide) u = static_cast<uint64_t>(d);
   i = wide ? 0 : static_cast<int64_t>(d);
-  return true;
+  return IntegerOf::kInteger;
 }
 
 // A row of the sampler settings table from its request field: an absent (or null) field keeps the value; a wrong
@@ -119,12 +123,19 @@ void get_setting(const Json& b, const SamplerSetting& s, SamplerOptions& o) {
           int64_t i = 0;
           uint64_t u = 0;
           bool wide = false;
-          if (!integer_of(*f, i, u, wide)) bad(key, fmt::format("'{}' must be an integer", key));
+          const IntegerOf kind = integer_of(*f, i, u, wide);
+          if (kind == IntegerOf::kNotInteger) bad(key, fmt::format("'{}' must be an integer", key));
           T value{};
           if constexpr (std::is_unsigned_v<T>) {
+            if (kind == IntegerOf::kBeyond64Bits)
+              bad(key, fmt::format("'{}' must be a 64-bit integer, from {} to {} (got {})", key,
+                                   std::numeric_limits<int64_t>::min(), std::numeric_limits<uint64_t>::max(),
+                                   f->dump()));
             value = wide ? u : static_cast<uint64_t>(i);
           } else {
-            if (wide || i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) out_of_range();
+            if (kind == IntegerOf::kBeyond64Bits || wide || i < std::numeric_limits<T>::min() ||
+                i > std::numeric_limits<T>::max())
+              out_of_range();
             value = static_cast<T>(i);
           }
           if (!setting_in_range(s, static_cast<double>(value))) out_of_range();

@@ -238,6 +238,28 @@ TEST(WireRequest, NestedFieldsAreNamedByTheirPath) {
   }
 }
 
+TEST(WireRequest, AnIntegerBeyond64BitsIsRefusedForItsRange) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const auto error = [&](const std::string& field, const std::string& value) -> std::string {
+    try {
+      server::parse_chat_request(json::parse(R"({"messages": )" + msgs.dump() + ", \"" + field + "\": " + value + "}"),
+                                 wire());
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, field);
+      return e.what();
+    }
+    return "200";
+  };
+  EXPECT_EQ(error("seed", "18446744073709551615"), "200");
+  EXPECT_EQ(error("seed", "-9223372036854775808"), "200");
+  EXPECT_PRED2(has, error("seed", "18446744073709551616"),
+               "'seed' must be a 64-bit integer, from -9223372036854775808 to 18446744073709551615");
+  EXPECT_PRED2(has, error("seed", "-1e30"), "must be a 64-bit integer");
+  EXPECT_EQ(error("seed", "1.5"), "'seed' must be an integer");
+  EXPECT_PRED2(has, error("steps", "1e30"), "'steps' must be ");
+  EXPECT_EQ(error("steps", "1e30").find("an integer"), std::string::npos) << error("steps", "1e30");
+}
+
 TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
   const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
   server::WireContext w = wire();
