@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "cli/chat_cli.h"
 #include "cli/option_checks.h"
 #include "engine/oplog.h"
@@ -16,8 +18,23 @@ std::string default_history() {
   return home != nullptr && *home != '\0' ? std::string(home) + "/.diffgemma_history" : std::string();
 }
 
+// The --tool specs, checked as the command line is (a usage error, before the model loads): each well formed, and
+// no name declared twice (a call names its tool: the second command would never run).
+void parse_tools(ChatCliOptions& o) {
+  for (const std::string& spec : o.tool_specs) {
+    try {
+      o.tools.push_back(parse_tool_spec(spec));
+    } catch (const Error& e) {
+      throw CLI::ValidationError(e.what());
+    }
+    for (size_t i = 0; i + 1 < o.tools.size(); ++i)
+      if (o.tools[i].name == o.tools.back().name)
+        throw CLI::ValidationError(fmt::format("--tool '{}': a tool named '{}' is already declared ('{}')", spec,
+                                               o.tools.back().name, o.tool_specs[i]));
+  }
+}
+
 void run_chat(ChatCliOptions& o) {
-  for (const std::string& spec : o.tool_specs) o.tools.push_back(parse_tool_spec(spec));
   EngineOptions eo = engine_options(o.model);
   eo.context = o.context;
   auto engine = EngineCore::open(eo);
@@ -76,7 +93,10 @@ void register_chat(CLI::App& app) {
                   "append every engine op of the session to this file (JSONL; `diffgemma replay FILE` re-runs it)");
   o->tool_check.add_to(cmd);
   o->sampler.add_to(cmd);
-  cmd->callback([o] { run_chat(*o); });
+  cmd->callback([o] {
+    parse_tools(*o);
+    run_chat(*o);
+  });
 }
 
 }  // namespace dg::cli

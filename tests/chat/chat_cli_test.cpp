@@ -194,10 +194,26 @@ TEST(ChatCli, ReplReadsPlainLinesWithoutATerminal) {
   EXPECT_EQ(j["messages"][0]["content"], "Again");
 }
 
+// A bad or repeated --tool is a usage error, before the model loads (a bad one was a runtime error, exit 1; a
+// repeated name was declared twice, and the second command could never run); so is a repeated name in a tools op.
 TEST(ChatCli, BadToolSpecIsAUsageError) {
-  const ChatRun r = chat("--tool 'no equals sign'", {});
-  EXPECT_EQ(r.code, 1);
+  ChatRun r = chat("--tool 'no equals sign'", {});
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("expected NAME=COMMAND"), std::string::npos) << r.out;
+  r = chat("--tool 'a b=cat'", {});
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the name must be letters"), std::string::npos) << r.out;
+  r = chat("--tool 'up=tr a-z A-Z' --tool 'up:shout=cat'", {});
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tool 'up:shout=cat': a tool named 'up' is already declared ('up=tr a-z A-Z')"),
+            std::string::npos) << r.out;
+  const std::string f = R"({"type":"function","function":{"name":"f"}})";
+  r = chat("--jsonl", {R"({"op":"tools","tools":[)" + f + "," + f + "]}", R"({"op":"state"})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto errors = of(r, "error");
+  ASSERT_EQ(errors.size(), 1u) << r.out;
+  EXPECT_NE(errors[0]["message"].get<std::string>().find("tools[1] declares the function 'f' again"),
+            std::string::npos) << errors[0];
 }
 
 TEST(ChatCli, CtxBoundsTheConversationAndIsChecked) {
