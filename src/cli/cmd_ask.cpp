@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -55,7 +56,18 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// How a message names a prompt file: `-` is standard input.
+std::string prompt_file_name(const std::string& path) {
+  return path == "-" ? std::string("--prompt-file - (standard input)") : "--prompt-file '" + path + "'";
+}
+
 std::string read_file(const std::string& path, const char* what = "--prompt-file") {
+  if (path == "-" && what == std::string_view("--prompt-file")) {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    DG_CHECK(!std::cin.bad(), "cannot read {}", prompt_file_name(path));
+    return ss.str();
+  }
   std::error_code ec;
   DG_CHECK(!std::filesystem::is_directory(path, ec), "{} '{}' is a directory, not a file", what, path);
   std::ifstream in(path, std::ios::binary);
@@ -70,10 +82,10 @@ void run_ask(const AskOptions& o) {
   const std::string text = !o.prompt_ids.empty() ? std::string()
                            : o.prompt.empty()      ? read_file(o.prompt_file)
                                                    : o.prompt;
-  DG_CHECK(!o.prompt.empty() || !o.prompt_ids.empty() || !text.empty(), "--prompt-file '{}' is empty", o.prompt_file);
+  DG_CHECK(!o.prompt.empty() || !o.prompt_ids.empty() || !text.empty(), "{} is empty", prompt_file_name(o.prompt_file));
   if (const std::optional<size_t> bad = utf8_invalid_offset(text))
-    fail("{} is not valid UTF-8 at byte {} of {}",
-         o.prompt.empty() ? "--prompt-file '" + o.prompt_file + "'" : std::string("--prompt"), *bad, text.size());
+    fail("{} is not valid UTF-8 at byte {} of {}", o.prompt.empty() ? prompt_file_name(o.prompt_file) : "--prompt",
+         *bad, text.size());
   auto engine = EngineCore::open(engine_options(o.model));
   std::vector<int32_t> prompt;
   std::optional<ChatTokens> chat;  // set when the prompt is a chat turn: the answer is parsed as a reply
@@ -247,7 +259,7 @@ void register_ask(CLI::App& app) {
   const CLI::Validator not_empty([](const std::string& v) { return v.empty() ? std::string("the value is empty") : ""; }, "");
   CLI::Option* prompt = cmd->add_option("-p,--prompt", o->prompt, "prompt text (rendered as one user turn unless "
                                         "--raw)")->check(not_empty);
-  CLI::Option* file = cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file")
+  CLI::Option* file = cmd->add_option("--prompt-file", o->prompt_file, "read the prompt text from a file (-: standard input)")
                           ->check(not_empty);
   CLI::Option* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (comma or space separated), "
                                      "no tokenizer needed")->check(not_empty);

@@ -1,10 +1,10 @@
 // Small edges of the CLI through the binary: --version names the commit and the backends; --json --show-ids stays one
-// JSON object; a directory as --prompt-file is an error, so is a prompt that is not UTF-8; ask reports the prompt's
-// and the generation's tokens/s apart; info reports a pack's storage formats and the synthetic full shape's; the
-// README's --prompt-ids example is a chat turn in the embedded model's own ids; an unknown option gets a hint of what
-// was probably meant, a bad value from an environment variable names it, an unknown command the list of commands;
-// the synthetic full shape is refused at open where its weights do not fit, and a slice of more layers than it has
-// is an error.
+// JSON object; a directory as --prompt-file is an error, so is a prompt that is not UTF-8; --prompt-file - reads
+// standard input; ask reports the prompt's and the generation's tokens/s apart; info reports a pack's storage formats
+// and the synthetic full shape's; the README's --prompt-ids example is a chat turn in the embedded model's own ids; an
+// unknown option gets a hint of what was probably meant, a bad value from an environment variable names it, an unknown
+// command the list of commands; the synthetic full shape is refused at open where its weights do not fit, and a slice
+// of more layers than it has is an error.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -77,6 +77,28 @@ TEST(CliEdges, PromptSourcesAreCheckedAsUsageAndAnEmptyFileIsAnError) {
   const ProcessResult r = run("ask " + model() + " --steps 1 --prompt-file " + empty);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("--prompt-file '" + empty + "' is empty"), std::string::npos) << r.out;
+}
+
+// --prompt-file - reads standard input (it said "cannot read --prompt-file '-'"), with the file's checks: an empty
+// or non-UTF-8 input is an error naming it, and the answer equals the one to the same text given with -p.
+TEST(CliEdges, PromptFileDashReadsStandardInput) {
+  const std::string args = " --steps 2 --max-new-tokens 8 -q --show-ids --seed 3";
+  const ProcessResult piped = run_command("printf 'Why is the sky blue?' | " + cli_path() + " ask " + model() + args +
+                                              " --prompt-file -", false);
+  EXPECT_EQ(piped.code, 0) << piped.out;
+  const ProcessResult given = run_stdout("ask " + model() + args + " -p 'Why is the sky blue?'");
+  EXPECT_EQ(given.code, 0) << given.out;
+  EXPECT_FALSE(given.out.empty());
+  EXPECT_EQ(piped.out, given.out);
+  ProcessResult r = run("ask " + model() + args + " --prompt-file - < /dev/null");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-file - (standard input) is empty"), std::string::npos) << r.out;
+  r = run_command("printf 'caf\\303' | " + cli_path() + " ask " + model() + args + " --prompt-file -", true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-file - (standard input) is not valid UTF-8 at byte 3 of 4"), std::string::npos)
+      << r.out;
+  r = run("ask --help");
+  EXPECT_NE(r.out.find("-: standard input"), std::string::npos) << r.out;
 }
 
 // Output that cannot be written (here a full disk, /dev/full) is an error: ask, info and --help exited 0 with the
