@@ -59,8 +59,12 @@ void run_quantize(const QuantizeCliOptions& o) {
 void register_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeCliOptions>();
   CLI::App* cmd = app.add_subcommand("quantize", "write a quantized .dgq pack from a Hugging Face checkpoint");
-  cmd->add_option("-m,--model", o->q.model_dir, "Hugging Face checkpoint directory")->required();
-  cmd->add_option("-o,--out", o->q.out_dir, "pack directory to create")->required();
+  // An empty path is a usage error: an empty -o wrote the whole pack beside the working directory before the rename
+  // failed with a filesystem message.
+  const CLI::Validator not_empty(
+      [](const std::string& v) { return v.empty() ? std::string("the value is empty: name a directory") : ""; }, "");
+  cmd->add_option("-m,--model", o->q.model_dir, "Hugging Face checkpoint directory")->required()->check(not_empty);
+  cmd->add_option("-o,--out", o->q.out_dir, "pack directory to create")->required()->check(not_empty);
   cmd->add_option("--profile", o->q.profile,
                   "experts format: q4 | q6 | nvfp4 | fp8 (sc is q8, attention and dense raw) | fp8-all (experts, "
                   "attention, dense and sc fp8)")

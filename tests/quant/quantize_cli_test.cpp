@@ -79,6 +79,13 @@ TEST(QuantizeCli, BadOptionsFailClearly) {
   EXPECT_EQ(r.code, 2) << r.out;
   r = run("quantize -m " + source_path("models/dg-tiny"));
   EXPECT_EQ(r.code, 2) << r.out;  // -o is required
+  // An empty path is a usage error (an empty -o wrote the whole pack, then failed to rename it: exit 1).
+  r = run("quantize -m " + source_path("models/dg-tiny") + " -o ''");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--out: the value is empty"), std::string::npos) << r.out;
+  r = run("quantize -m '' -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--model: the value is empty"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out));
   r = run("quantise");
   EXPECT_EQ(r.code, 2);
