@@ -24,10 +24,17 @@ Json open_record(const std::string& path) {
   std::string line;
   std::getline(in, line);
   const Json j = Json::parse(line, nullptr, false);
-  DG_CHECK(!j.is_discarded() && j.is_object() && j.value("op", "") == "open",
+  DG_CHECK(!j.is_discarded() && j.is_object() && j.contains("op") && j["op"] == "open",
            "'{}' does not start with an op-log open record (written by `diffgemma serve --log-dir`, `ask --oplog` "
            "or `chat --oplog`)",
            path);
+  // An edited or damaged record is an error naming the field (a wrong type was an internal error).
+  for (const char* key : {"model", "backend", "precision", "kv_precision", "attention_topk", "expert_act",
+                          "linear_act", "vocab_act", "tokenizer"})
+    DG_CHECK(!j.contains(key) || j[key].is_string(), "'{}': the open record's \"{}\" must be a string (got {})", path,
+             key, j[key].dump());
+  DG_CHECK(!j.contains("context") || j["context"].is_number_integer(),
+           "'{}': the open record's \"context\" must be an integer (got {})", path, j["context"].dump());
   return j;
 }
 

@@ -27,9 +27,9 @@ std::vector<Record> read_records(const std::string& path) {
     DG_CHECK(!j.is_discarded() && j.is_object(), "{}:{}: not a JSON object", path, line);
     recs.push_back({line, std::move(j)});
   }
-  DG_CHECK(!recs.empty() && recs[0].j.value("op", "") == "open", "{}: the first record must be {{\"op\":\"open\"}}",
-           path);
-  DG_CHECK(recs[0].j.value("content", true),
+  DG_CHECK(!recs.empty() && recs[0].j.contains("op") && recs[0].j["op"] == "open",
+           "{}: the first record must be {{\"op\":\"open\"}}", path);
+  DG_CHECK(!recs[0].j.contains("content") || recs[0].j["content"] != false,
            "{}: this op-log was written without content (serve --log-without-content): it holds token counts, not "
            "the token ids a replay needs", path);
   return recs;
@@ -54,20 +54,27 @@ class Replayer {
     v1_ = version == 1;
     SessionOptions so;
     so.ring_slack = field<int64_t>(open, "ring_slack");
+    DG_CHECK(so.ring_slack >= 0, "op-log line {}: \"ring_slack\" is negative ({})", open.line, so.ring_slack);
     const int n = field<int>(open, "slots");
     DG_CHECK(n >= 1 && n <= 4096, "op-log line {}: bad slot count {}", open.line, n);
     for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Session>(engine.open_session(so)));
   }
 
-  // Returns false at the first divergence (report_.divergence says where).
+  // Returns false at the first divergence (report_.divergence says where). A record whose fields have the wrong
+  // type (an edited or damaged log) is an error naming its line, not an internal one.
   bool run(const std::vector<Record>& recs) {
     for (size_t i = 1; i < recs.size(); ++i) {
       const Record& r = recs[i];
       ++report_.records;
-      const std::string op = r.j.value("op", "");
-      if (op == "sync" && !sync(r)) return false;
-      if (op == "generate" && !generate(recs, i)) return false;
-      if (op == "clear") slot(r).clear();
+      try {
+        const std::string op = r.j.contains("op") && r.j["op"].is_string() ? r.j["op"].get<std::string>() : "";
+        if (op == "sync" && !sync(r)) return false;
+        if (op == "generate" && !generate(recs, i)) return false;
+        if (op == "clear") slot(r).clear();
+      } catch (const nlohmann::json::exception& e) {
+        fail("op-log line {}: a field has the wrong type or is missing ({}); the log is damaged or was edited",
+             r.line, e.what());
+      }
     }
     return true;
   }
@@ -119,6 +126,7 @@ class Replayer {
   bool sync(const Record& r) {
     Session& s = slot(r);
     const auto keep = field<int64_t>(r, "keep");
+    DG_CHECK(keep >= 0, "op-log line {}: \"keep\" is negative ({})", r.line, keep);
     if (keep > s.size()) return diverge(r, fmt::format("keeps {} tokens but the slot holds {}", keep, s.size()));
     std::vector<int32_t> target(s.tokens().begin(), s.tokens().begin() + keep);
     const auto append = field<std::vector<int32_t>>(r, "append");
@@ -142,8 +150,14 @@ class Replayer {
     }
     if (end == nullptr) return diverge(g, "the log ends before this generation does (the server stopped mid-job)");
     Session& s = slot(g);
-    const SamplerOptions opt =
-        sampler_from_json(g.j.at("sampler"), json_vocab(g.j.at("sampler")), call_vocab(g.j.at("sampler")));
+    SamplerOptions opt;
+    try {
+      DG_CHECK(g.j.contains("sampler") && g.j["sampler"].is_object(), "\"sampler\" must be an object");
+      const Json& sampler = g.j["sampler"];
+      opt = sampler_from_json(sampler, json_vocab(sampler), call_vocab(sampler));
+    } catch (const Error& e) {
+      fail("op-log line {}: {}", g.line, e.what());
+    }
     const bool cancelled = field<std::string>(*end, "finish") == "cancelled";
     const auto forwards = field<int>(*end, "forwards");
     int steps = 0;
