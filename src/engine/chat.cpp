@@ -278,7 +278,8 @@ void ChatSession::save(const std::string& path) const {
   std::ofstream out(path, std::ios::binary);
   DG_CHECK(out.good(), "cannot write the conversation to '{}'", path);
   out << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
-  DG_CHECK(out.good(), "cannot write the conversation to '{}'", path);
+  out.close();  // the bytes a full disk refuses are refused here, when the buffer goes out
+  DG_CHECK(!out.fail(), "cannot write the conversation to '{}' in full", path);
 }
 
 void ChatSession::load(const std::string& path) {
