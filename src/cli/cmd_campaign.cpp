@@ -3,14 +3,19 @@
 //   diffgemma campaign --arm base= --arm 'ref=--sampler reference' --battery smoke --battery programmatic --out DIR
 //   diffgemma campaign --arm off='--tool-check off' --arm repair= --only tool_multiply --seeds 1-50 --out DIR
 //   diffgemma campaign --report DIR     (the summary from DIR/results.jsonl, no model)
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/app.h"
+#include "cli/data_paths.h"
 #include "cli/sampler_options.h"
 #include "core/error.h"
+#include "smoketest/battery.h"
 #include "smoketest/campaign.h"
+#include "smoketest/programs.h"
 
 namespace dg::cli {
 namespace {
@@ -19,8 +24,7 @@ struct CampaignOptions {
   ModelOptions model;
   std::vector<std::string> arms, batteries, only;
   std::string seeds;
-  std::string out, report, smoke_file = "tests/fixtures/smoketest/battery.json",
-                           programs_file = "tests/fixtures/programmatic/battery.json";
+  std::string out, report, smoke_file = smoketest_battery(), programs_file = programmatic_battery();
   bool quiet = false;
 };
 
@@ -49,23 +53,65 @@ ParsedArm parse_arm(const std::string& spec) {
   return a;
 }
 
+// What the command line asks, checked as the command line is (a usage error, exit 2, before the model loads): the
+// arms (their options, each name once), the batteries, the seeds, --out, and --only naming prompts that exist (a
+// misspelt one ran nothing and exited 0).
+struct CampaignPlan {
+  std::vector<ParsedArm> arms;
+  std::vector<smoke::CampaignBattery> batteries;
+  smoke::CampaignScope scope;
+};
+
+CampaignPlan plan_campaign(const CampaignOptions& o) {
+  const auto usage = [](const Error& e) { return CLI::ValidationError(e.what()); };
+  if (o.out.empty()) throw CLI::ValidationError("give --out DIR (or --report DIR to summarise an earlier campaign)");
+  CampaignPlan plan;
+  for (const std::string& spec : o.arms.empty() ? std::vector<std::string>{"default="} : o.arms) {
+    try {
+      plan.arms.push_back(parse_arm(spec));
+    } catch (const Error& e) {
+      throw usage(e);
+    }
+    for (size_t i = 0; i + 1 < plan.arms.size(); ++i)
+      if (plan.arms[i].name == plan.arms.back().name)
+        throw CLI::ValidationError(fmt::format("--arm '{}': an arm named '{}' is already given (the results are "
+                                               "told apart by name)", spec, plan.arms.back().name));
+  }
+  for (const std::string& b : o.batteries.empty() ? std::vector<std::string>{"smoke"} : o.batteries) {
+    if (b != "smoke" && b != "programmatic")
+      throw CLI::ValidationError(fmt::format("--battery '{}': smoke or programmatic", b));
+    plan.batteries.push_back({b, b == "smoke" ? o.smoke_file : o.programs_file});
+  }
+  try {
+    if (!o.seeds.empty()) plan.scope.seeds = smoke::parse_seeds(o.seeds);
+  } catch (const Error& e) {
+    throw CLI::ValidationError(fmt::format("--seeds: {}", e.what()));
+  }
+  plan.scope.only = o.only;
+  std::vector<std::string> names;  // the prompts of the chosen batteries (a file that cannot be read: exit 1)
+  for (const smoke::CampaignBattery& b : plan.batteries) {
+    if (b.kind == "smoke")
+      for (const smoke::BatteryPrompt& p : smoke::load_battery(b.path).prompts) names.push_back(p.name);
+    else
+      for (const smoke::ProgramPrompt& p : smoke::load_programs(b.path)) names.push_back(p.name);
+  }
+  for (const std::string& name : o.only)
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw CLI::ValidationError(fmt::format("--only: no prompt '{}' in the chosen batteries ({})", name,
+                                             fmt::join(o.batteries.empty() ? std::vector<std::string>{"smoke"}
+                                                                           : o.batteries, ", ")));
+  return plan;
+}
+
 void run_campaign_cmd(const CampaignOptions& o) {
   if (!o.report.empty()) {
     fmt::print("{}", smoke::campaign_report(smoke::read_campaign(o.report)));
     return;
   }
-  DG_CHECK(!o.out.empty(), "give --out DIR (or --report DIR to summarise an earlier campaign)");
-  std::vector<ParsedArm> parsed;
-  for (const std::string& spec : o.arms.empty() ? std::vector<std::string>{"default="} : o.arms)
-    parsed.push_back(parse_arm(spec));
-  std::vector<smoke::CampaignBattery> batteries;
-  for (const std::string& b : o.batteries.empty() ? std::vector<std::string>{"smoke"} : o.batteries) {
-    DG_CHECK(b == "smoke" || b == "programmatic", "--battery '{}': smoke or programmatic", b);
-    batteries.push_back({b, b == "smoke" ? o.smoke_file : o.programs_file});
-  }
-  smoke::CampaignScope scope;
-  if (!o.seeds.empty()) scope.seeds = smoke::parse_seeds(o.seeds);
-  scope.only = o.only;
+  const CampaignPlan plan = plan_campaign(o);
+  const std::vector<ParsedArm>& parsed = plan.arms;
+  const std::vector<smoke::CampaignBattery>& batteries = plan.batteries;
+  const smoke::CampaignScope& scope = plan.scope;
   const auto engine = EngineCore::open(engine_options(o.model));
   std::vector<smoke::CampaignArm> arms;
   for (const ParsedArm& p : parsed)

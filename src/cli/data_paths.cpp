@@ -27,5 +27,8 @@ std::string embedded_model_dir() { return data_path("models/dg-tiny", "models/dg
 std::string smoketest_battery() {
   return data_path("tests/fixtures/smoketest/battery.json", "smoketest/battery.json");
 }
+std::string programmatic_battery() {
+  return data_path("tests/fixtures/programmatic/battery.json", "programmatic/battery.json");
+}
 
 }  // namespace dg::cli

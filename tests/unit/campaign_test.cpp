@@ -1,6 +1,6 @@
 // The campaign runner (smoketest/campaign.h, `diffgemma campaign`): arms × batteries on the embedded model into one
-// directory, the re-report without a model equal to the report written, and an arm with a misspelt option refused
-// before any model is opened.
+// directory, the re-report without a model equal to the report written, an arm with a misspelt option (any bad
+// option) refused as a usage error before any model is opened, and the batteries found from any directory.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -100,6 +100,36 @@ TEST(Campaign, AMisspeltArmFailsBeforeAnyModelLoads) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--arm 'a=--sed 3'"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("/nonexistent"), std::string::npos) << "the model was not opened: " << r.out;
+}
+
+// Bad options are usage errors (exit 2) naming the option, before the model loads (they were runtime errors, exit
+// 1); so are an arm name given twice (its rows could not be told apart) and --only naming no prompt of the batteries
+// (it ran nothing and exited 0). The default batteries are found from any working directory, as smoketest's is (they
+// were read relative to it).
+TEST(Campaign, BadOptionsAreUsageErrorsAndTheBatteriesAreFoundFromAnyDirectory) {
+  const std::string out = scratch_dir("campaign-usage") + "/runs";
+  const std::string cli = "cd / && " + cli_path() + " campaign --model /nonexistent --out " + out + " ";
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--arm 'a=--sed 3'", "--arm 'a=--sed 3'"},
+           {"--arm a= --arm 'a=--steps 2'", "--arm 'a=--steps 2': an arm named 'a' is already given"},
+           {"--battery bogus", "--battery 'bogus': smoke or programmatic"},
+           {"--seeds 5-1", "--seeds: seeds '5-1': bad range"},
+           {"--only no_such_prompt", "--only: no prompt 'no_such_prompt' in the chosen batteries (smoke)"},
+           {"--battery programmatic --only capital_france", "--only: no prompt 'capital_france'"}}) {
+    const ProcessResult r = run_command(cli + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(r.out.find("/nonexistent"), std::string::npos) << "the model was not opened: " << r.out;
+  }
+  ProcessResult r = run_command("cd / && " + cli_path() + " campaign --model /nonexistent");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("give --out DIR"), std::string::npos) << r.out;
+  r = run_command("cd / && " + cli_path() + " campaign -m " + source_path("models/dg-tiny") +
+                  " --only capital_france --only sh_count --battery smoke --battery programmatic --seeds 1 -q --out " +
+                  out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("smoke               1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("programmatic        1"), std::string::npos) << r.out;
 }
 
 }  // namespace campaign_test
