@@ -7,6 +7,7 @@
 
 #include "chat/json_depth.h"
 #include "core/error.h"
+#include "diffusion/generate.h"
 #include "engine/oplog.h"
 #include "engine/tool_repair.h"
 #include "io/utf8_lead.h"
@@ -35,6 +36,26 @@ RenderedPrompt ChatSession::render(bool generation_prompt) const {
 }
 
 SyncStats ChatSession::settle() {
+  try {
+    last_sync_ = sync_conversation();
+  } catch (...) {
+    if (settled_) {  // the conversation, and so the cache, as the last settle left them
+      conv_ = settled_->conv;
+      opt_.thinking = settled_->thinking;
+      tools_ = settled_->tools;
+      tool_turn_ = settled_->tool_turn;
+      try {
+        sync_conversation();  // a no-op unless the failed sync cleared the cache
+      } catch (const Error&) {  // the cache stays cleared: the next settle encodes the conversation again
+      }
+    }
+    throw;
+  }
+  settled_ = Settled{conv_, opt_.thinking, tools_, tool_turn_};
+  return last_sync_;
+}
+
+SyncStats ChatSession::sync_conversation() {
   if (tool_turn_) {
     // Still the tool round (results may have been added since): the raw turn stays; anything else drops it.
     const std::vector<Message>& was = tool_turn_->conversation.messages;
@@ -42,10 +63,16 @@ SyncStats ChatSession::settle() {
                 opt_.thinking == tool_turn_->render.thinking && opt_.open_thought == tool_turn_->render.open_thought;
     for (size_t i = 0; same && i < was.size(); ++i) same = message_to_json(conv_.messages[i]) == message_to_json(was[i]);
     for (size_t i = was.size(); same && i < conv_.messages.size(); ++i) same = conv_.messages[i].role == Role::kTool;
-    if (same) return last_sync_ = session_.sync(tool_turn_settled(*tool_turn_, t_));
+    if (same) {
+      const std::vector<int32_t> ids = tool_turn_settled(*tool_turn_, t_);
+      check_room(ids.size(), 0);
+      return session_.sync(ids);
+    }
     tool_turn_.reset();
   }
-  return last_sync_ = session_.sync(render(false).ids);
+  const RenderedPrompt p = render(false);
+  check_room(p.ids.size(), 0);
+  return session_.sync(p.ids);
 }
 
 TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
@@ -145,10 +172,13 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
     ro.open_thought = opt_.open_thought;
     if (std::optional<RenderedPrompt> q = continue_tool_turn(*tool_turn_, conv_, ro, tok_, t_)) p = std::move(*q);
   }
-  check_room(p.ids.size());
+  const int canvas = engine_.config().canvas;
+  check_room(p.ids.size(), canvas);
   ChatEvents noted = ev != nullptr ? *ev : ChatEvents{};
   if (recorder_ != nullptr) noted.on_tool_check = [&](const Json& j) { recorder_->note(j); };
-  TurnResult r = generate_checked_reply(session_, tok_, t_, p, sampler(), tools_, opt_.tool_check, &noted,
+  // The answer within the chat's context, not only the model's positions: the cache then holds the settled turn.
+  const SamplerOptions bounded = within_positions(sampler(), static_cast<int64_t>(p.ids.size()), canvas, limit());
+  TurnResult r = generate_checked_reply(session_, tok_, t_, p, bounded, tools_, opt_.tool_check, &noted,
                                         opt_.denoiser);
   conv_.messages.push_back(assistant_message(r.reply));
   tool_turn_.reset();
@@ -168,22 +198,32 @@ TurnResult ChatSession::generate(const ChatEvents* ev) {
   return r;
 }
 
-void ChatSession::check_room(size_t tokens) const {
-  const int64_t positions = engine_.config().max_positions, canvas = engine_.config().canvas;
+int64_t ChatSession::limit() const {
+  const int64_t positions = engine_.config().max_positions;
   const int64_t context = engine_.options().context;  // the session's cache (the --ctx the chat was started with)
-  const bool by_model = positions > 0 && positions <= context;
-  const int64_t limit = by_model ? positions : context;
+  return positions > 0 && positions <= context ? positions : context;
+}
+
+void ChatSession::check_room(size_t tokens, int64_t answer) const {
+  const int64_t positions = engine_.config().max_positions;
+  const int64_t limit = this->limit();
+  const bool by_model = positions > 0 && positions <= engine_.options().context;
   const auto n = static_cast<int64_t>(tokens);
   const std::string holds =
       by_model ? fmt::format("the model takes {} positions (max_position_embeddings in config.json)", limit)
                : fmt::format("this chat's context (--ctx) holds {} tokens", limit);
   const std::string larger =
       by_model ? "" : fmt::format(", or start the chat with a larger --ctx (the model takes up to {})", positions);
-  DG_CHECK(n + canvas <= limit,
-           "the conversation no longer fits: with its latest message it is {} tokens, and {}, a {}-token canvas for "
-           "the answer included, so at most {} fit; clear or rewind the conversation to make room, or send a "
-           "shorter message{}",
-           n, holds, canvas, limit - canvas, larger);
+  if (answer > 0)
+    DG_CHECK(n + answer <= limit,
+             "the conversation no longer fits: with its latest message it is {} tokens, and {}, a {}-token canvas "
+             "for the answer included, so at most {} fit; clear or rewind the conversation to make room, or send a "
+             "shorter message{}",
+             n, holds, answer, limit - answer, larger);
+  DG_CHECK(n <= limit,
+           "the conversation no longer fits: with this change it is {} tokens, and {}; the change was undone (clear "
+           "or rewind the conversation to make room{})",
+           n, holds, larger);
 }
 
 void ChatSession::add_message(const Message& m) { conv_.messages.push_back(m); }
@@ -304,19 +344,11 @@ void ChatSession::load(const std::string& path) {
     DG_CHECK(j["thinking"].is_boolean(), "'{}': \"thinking\" must be true or false", path);
     thinking = j["thinking"].get<bool>();
   }
-  const Conversation old = conv_;
-  const bool old_thinking = opt_.thinking;
   ToolSet tools = ToolSet::from(c.tools, opt_.tool_check.strict);
   conv_ = std::move(c);
   opt_.thinking = thinking;
-  try {
-    settle();
-  } catch (...) {
-    conv_ = old;
-    opt_.thinking = old_thinking;
-    throw;
-  }
   tools_ = std::move(tools);
+  settle();  // a conversation that does not fit is undone there
 }
 
 }  // namespace dg

@@ -112,7 +112,9 @@ class ChatSession {
   void load(const std::string& path);
 
   // Syncs the cache to the conversation as it stands, without a generation prompt: the canonical render, or during
-  // a tool round with continuation the raw tool turn (tool_turn()).
+  // a tool round with continuation the raw tool turn (tool_turn()). A conversation longer than the chat's context
+  // (--ctx, or the model's positions) is a dg::Error, as is a failed sync; either way the changes since the last
+  // settle (messages, system prompt, tools, thinking) are undone and the cache holds the conversation as it was.
   SyncStats settle();
   const SyncStats& last_sync() const { return last_sync_; }  // the latest settle's (a rewind's, a clear's)
   const std::optional<ToolTurn>& tool_turn() const { return tool_turn_; }
@@ -126,8 +128,18 @@ class ChatSession {
  private:
   RenderedPrompt render(bool generation_prompt) const;
   SamplerOptions sampler();  // the session's sampler with the strict tools' call constraint
-  // Throws dg::Error unless a prompt of `tokens` leaves room for an answer within the model's positions.
-  void check_room(size_t tokens) const;
+  // Throws dg::Error unless a prompt of `tokens` fits the chat's context with `answer` positions left for the reply
+  // (a canvas before a generation; none for a settled conversation).
+  void check_room(size_t tokens, int64_t answer) const;
+  int64_t limit() const;  // the tokens the chat's cache may hold: --ctx, or the model's positions where fewer
+  SyncStats sync_conversation();  // settle() without the undo
+  // What the cache held at the last settle, to undo a change that does not fit.
+  struct Settled {
+    Conversation conv;
+    bool thinking = false;
+    ToolSet tools;
+    std::optional<ToolTurn> tool_turn;
+  };
 
   const EngineCore& engine_;
   const Tokenizer& tok_;
@@ -140,6 +152,7 @@ class ChatSession {
   std::vector<int32_t> call_vocab_stops_;
   std::unique_ptr<SessionRecorder> recorder_;
   std::optional<ToolTurn> tool_turn_;  // the last reply called tools and the cache holds it raw
+  std::optional<Settled> settled_;
   SyncStats last_sync_;
 };
 

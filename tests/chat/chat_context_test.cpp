@@ -1,7 +1,8 @@
 // A chat turn that no longer fits the model's positions (max_position_embeddings): the new message alone or the
 // history with it is a dg::Error that says so and what to do, and the conversation and its cache stay as they were,
-// so the session goes on (a shorter message, or a clear). A turn reports its prefill chunk by chunk. The embedded
-// model with a 160-position config keeps every turn short.
+// so the session goes on (a shorter message, or a clear). The same holds for changes that generate nothing (a
+// message, a system prompt, tools added as they are): refused and undone. An answer stops within the chat's context.
+// A turn reports its prefill chunk by chunk. The embedded model with a 160-position config keeps every turn short.
 #include <gtest/gtest.h>
 
 #include "chat_test_util.h"
@@ -83,6 +84,61 @@ TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
   EXPECT_EQ(chat.kv_tokens(), empty);
   chat.user(words(20));  // what fits still runs
   EXPECT_EQ(chat.conversation().messages.size(), 2u);
+}
+
+// Changes that generate nothing are held to the same context when the cache settles on them: one that does not fit
+// is an error, and the conversation, the options and the cache are as they were before it (the CPU cache would
+// otherwise grow past --ctx, and a device cache, sized to it, refuse the write after the change was made).
+TEST(ChatContext, AChangeThatDoesNotFitIsUndone) {
+  EngineOptions eo;
+  eo.model_dir = embedded_model_with_positions(160);
+  eo.context = 96;
+  const auto engine = EngineCore::open(eo);
+  ChatOptions co;
+  co.sampler = engine->default_sampler(SamplerProfile::kContract);
+  co.sampler.steps = 2;
+  co.sampler.max_new_tokens = 8;
+  ChatSession chat(*engine, co);
+  chat.user(words(20));
+  const size_t messages = chat.conversation().messages.size();
+  const int64_t kv = chat.kv_tokens();
+  const uint64_t fp = chat.fingerprint();
+  Message m;
+  m.role = Role::kUser;
+  m.content = words(120);
+  chat.add_message(m);
+  DG_EXPECT_ERROR(chat.settle(), "no longer fits", "context (--ctx) holds 96 tokens", "the change was undone");
+  EXPECT_EQ(chat.conversation().messages.size(), messages);
+  EXPECT_EQ(chat.kv_tokens(), kv);
+  EXPECT_EQ(chat.fingerprint(), fp);
+  chat.set_system(words(100));
+  DG_EXPECT_ERROR(chat.settle(), "no longer fits", "the change was undone");
+  EXPECT_EQ(chat.conversation().messages.size(), messages);
+  EXPECT_NE(chat.conversation().messages.front().role, Role::kSystem);
+  EXPECT_EQ(chat.fingerprint(), fp);
+  chat.set_system("Be brief.");  // what fits still settles
+  EXPECT_NO_THROW(chat.settle());
+  EXPECT_EQ(chat.conversation().messages.size(), messages + 1);
+}
+
+// An answer stops where the chat's context ends, not the model's positions: its blocks stay within the cache.
+TEST(ChatContext, AnAnswerStopsWithinTheChatsContext) {
+  EngineOptions eo;
+  eo.model_dir = embedded_model_with_positions(160);
+  eo.context = 96;
+  const auto engine = EngineCore::open(eo);
+  ChatOptions co;
+  co.sampler = engine->default_sampler(SamplerProfile::kContract);
+  co.sampler.steps = 2;
+  co.sampler.max_new_tokens = 200;
+  co.sampler.stop_ids = {};  // no stop token: the answer runs to its budget
+  ChatSession chat(*engine, co);
+  const TurnResult r = chat.user(words(20));
+  // The last block's canvas, at the prompt plus the answer before it, ends within the 96 positions: the answer
+  // has at most 96 - prompt - 32 + 1 tokens (the model's 160 positions alone would allow far more).
+  const int64_t prompt = r.prompt.reused + r.prompt.encoded;
+  EXPECT_EQ(r.finish, "length");
+  EXPECT_LE(prompt + r.tokens + 32 - 1, 96) << "prompt " << prompt << ", answer " << r.tokens;
 }
 
 }  // namespace chat_context_test
