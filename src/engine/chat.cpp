@@ -82,11 +82,13 @@ TurnResult ChatSession::user(const std::string& text, const ChatEvents* ev) {
   Message m;
   m.role = Role::kUser;
   m.content = text;
+  const size_t before = conv_.messages.size();
   conv_.messages.push_back(m);
   try {
     return generate(ev);
   } catch (...) {
-    conv_.messages.pop_back();  // a failed turn leaves the conversation as it was
+    // A failed turn leaves the conversation as it was (a failed settle has restored it already).
+    if (conv_.messages.size() > before) conv_.messages.resize(before);
     throw;
   }
 }
