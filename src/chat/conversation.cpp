@@ -155,4 +155,27 @@ void check_tools(const Json& tools) {
   }
 }
 
+std::optional<std::string> tool_turn_problem(const std::vector<Message>& msgs, bool open_round) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const Message& m = msgs[i];
+    if (m.role == Role::kTool) {
+      size_t j = i;
+      while (j > 0 && msgs[j - 1].role == Role::kTool) --j;
+      if (j == 0 || msgs[j - 1].role != Role::kAssistant || msgs[j - 1].tool_calls.empty())
+        return fmt::format("messages[{}] is a tool result that follows no tool call: a role \"tool\" message must "
+                           "come right after the assistant message whose call it answers", i);
+      continue;
+    }
+    if (m.tool_calls.empty()) continue;
+    size_t results = 0;
+    while (i + 1 + results < msgs.size() && msgs[i + 1 + results].role == Role::kTool) ++results;
+    if (i + 1 + results == msgs.size() && (results == 0 || open_round)) continue;
+    if (results < m.tool_calls.size())
+      return fmt::format("messages[{}] makes {} tool call(s) but {} result(s) follow it: add a role \"tool\" "
+                         "message with each call's tool_call_id before the next turn", i, m.tool_calls.size(),
+                         results);
+  }
+  return std::nullopt;
+}
+
 }  // namespace dg

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,10 @@ Message message_from_json(const Json& j, const std::string& where);
 Json message_to_json(const Message& m);
 // Validates an OpenAI `tools` array (each entry a function with a name); throws dg::Error naming the entry.
 void check_tools(const Json& tools);
+// What keeps the template from rendering the tool turns as given, or nothing: a role "tool" message that follows no
+// assistant tool call (the template would drop it), or an assistant message whose calls are not each answered by
+// the tool messages right after it before the next turn (the last message may be the calls themselves; with
+// `open_round`, the calls and some of their results: a round whose results are still coming in).
+std::optional<std::string> tool_turn_problem(const std::vector<Message>& msgs, bool open_round = false);
 
 }  // namespace dg

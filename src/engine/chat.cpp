@@ -56,6 +56,7 @@ SyncStats ChatSession::settle() {
 }
 
 SyncStats ChatSession::sync_conversation() {
+  if (const std::optional<std::string> p = tool_turn_problem(conv_.messages, true)) fail("{}", *p);
   if (tool_turn_) {
     // Still the tool round (results may have been added since): the raw turn stays; anything else drops it.
     const std::vector<Message>& was = tool_turn_->conversation.messages;

@@ -219,31 +219,6 @@ void check_literals(const std::string& text, const std::string& where, const Wir
                            where, ctx.tok.token(*id)));
 }
 
-// Tool turns the template can render: every assistant tool call answered by the role "tool" messages right after
-// it (the last message may be the calls themselves: refused below, with its own message), and no tool message that
-// answers nothing (the template would drop it).
-void check_tool_turns(const std::vector<Message>& msgs) {
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const Message& m = msgs[i];
-    if (m.role == Role::kTool) {
-      size_t j = i;
-      while (j > 0 && msgs[j - 1].role == Role::kTool) --j;
-      if (j == 0 || msgs[j - 1].role != Role::kAssistant || msgs[j - 1].tool_calls.empty())
-        bad("messages", fmt::format("messages[{}] is a tool result that follows no tool call: a role \"tool\" "
-                                    "message must come right after the assistant message whose call it answers", i));
-      continue;
-    }
-    if (m.tool_calls.empty()) continue;
-    size_t results = 0;
-    while (i + 1 + results < msgs.size() && msgs[i + 1 + results].role == Role::kTool) ++results;
-    if (i + 1 + results == msgs.size() && results == 0) continue;
-    if (results < m.tool_calls.size())
-      bad("messages", fmt::format("messages[{}] makes {} tool call(s) but {} result(s) follow it: add a role "
-                                  "\"tool\" message with each call's tool_call_id before the next turn",
-                                  i, m.tool_calls.size(), results));
-  }
-}
-
 // The `thinking` extension field, else vLLM's chat_template_kwargs.enable_thinking, else OpenAI's reasoning_effort
 // (low, medium, high: on; minimal, none: off; the Responses API's reasoning.effort arrives here), else off.
 bool thinking_of(const Json& b) {
@@ -345,7 +320,7 @@ ParsedRequest parse_chat_request(const Json& b, const WireContext& ctx) {
     const Message& m = conv.messages.back();
     if (m.role != Role::kAssistant) check_literals(m.content, where + ".content", ctx);
   }
-  check_tool_turns(conv.messages);
+  if (const std::optional<std::string> p = tool_turn_problem(conv.messages)) bad("messages", *p);
   for (const char* legacy : {"functions", "function_call"})  // dropped, the model would never see the functions
     if (field(b, legacy) != nullptr)
       throw ApiError(400, fmt::format("'{}' (OpenAI's deprecated function calling) is not supported: declare "

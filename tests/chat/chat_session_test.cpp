@@ -1,8 +1,10 @@
 // ChatSession and Session on the embedded model (mechanics, not content; any weights): each turn extends the
 // cache (prefix reuse), the cache always holds the canonical render, /rewind restores the KV byte for byte, a
 // divergence past the sliding rings re-prefills, tool rounds continue in the model's turn, save/load round trips, a
-// message that is not UTF-8 is refused before anything changes.
+// message that is not UTF-8 and a tool result that answers no call are refused before anything changes.
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "chat_test_util.h"
 #include "core/error.h"
@@ -162,6 +164,27 @@ TEST(ChatSession, SaveAndLoadRoundTrip) {
   EXPECT_EQ(b.fingerprint(), a.fingerprint());
   EXPECT_THROW(b.load(path + ".missing"), Error);
   EXPECT_EQ(b.fingerprint(), a.fingerprint()) << "a failed load leaves the conversation as it was";
+}
+
+// A tool result that answers no call would be dropped by the template: a conversation holding one is refused, from
+// a file or added as a message, and the conversation stays as it was.
+TEST(ChatSession, AToolResultThatFollowsNoCallIsRefused) {
+  const std::string path = scratch_dir("chat") + "/orphan.json";
+  {
+    std::ofstream f(path);
+    f << R"({"messages":[{"role":"user","content":"Hi"},{"role":"tool","tool_call_id":"call_0","content":"42"}]})";
+  }
+  ChatSession chat(embedded_engine(), quick());
+  chat.user("Hello");
+  const uint64_t fp = chat.fingerprint();
+  const size_t messages = chat.conversation().messages.size();
+  DG_EXPECT_ERROR(chat.load(path), "messages[1] is a tool result that follows no tool call");
+  EXPECT_EQ(chat.conversation().messages.size(), messages);
+  EXPECT_EQ(chat.fingerprint(), fp);
+  chat.add_message(message_from_json(Json::parse(R"({"role":"tool","tool_call_id":"x","content":"1"})"), "m"));
+  DG_EXPECT_ERROR(chat.settle(), "follows no tool call");
+  EXPECT_EQ(chat.conversation().messages.size(), messages);
+  EXPECT_NO_THROW(chat.user("And again"));
 }
 
 }  // namespace chat_session_test
