@@ -20,16 +20,27 @@ std::string words(int n) {
   return s;
 }
 
-TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
+// The embedded model with 160 positions, a cache of `context` tokens (0: the default), prefill in chunks of 16.
+std::unique_ptr<EngineCore> small_engine(int64_t context = 0) {
   EngineOptions eo;
   eo.model_dir = embedded_model_with_positions(160);
   eo.prefill_chunk = 16;
-  const auto engine = EngineCore::open(eo);
+  if (context > 0) eo.context = context;
+  return EngineCore::open(eo);
+}
+
+// Two steps a block, answers of up to `max_new` tokens.
+ChatOptions quick(const EngineCore& engine, int max_new = 8) {
   ChatOptions co;
-  co.sampler = engine->default_sampler(SamplerProfile::kContract);
+  co.sampler = engine.default_sampler(SamplerProfile::kContract);
   co.sampler.steps = 2;
-  co.sampler.max_new_tokens = 8;
-  ChatSession chat(*engine, co);
+  co.sampler.max_new_tokens = max_new;
+  return co;
+}
+
+TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
+  const auto engine = small_engine();
+  ChatSession chat(*engine, quick(*engine));
   const int64_t empty = chat.kv_tokens();
 
   // The message alone is too long.
@@ -68,15 +79,8 @@ TEST(ChatContext, ATurnBeyondThePositionsIsAnErrorAndTheSessionGoesOn) {
 // The chat's own context (--ctx, EngineOptions::context) below the model's positions binds the same way, and the
 // error says which limit it was and how to raise it.
 TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
-  EngineOptions eo;
-  eo.model_dir = embedded_model_with_positions(160);
-  eo.context = 96;
-  const auto engine = EngineCore::open(eo);
-  ChatOptions co;
-  co.sampler = engine->default_sampler(SamplerProfile::kContract);
-  co.sampler.steps = 2;
-  co.sampler.max_new_tokens = 8;
-  ChatSession chat(*engine, co);
+  const auto engine = small_engine(96);
+  ChatSession chat(*engine, quick(*engine));
   const int64_t empty = chat.kv_tokens();
   DG_EXPECT_ERROR(chat.user(words(60)), "no longer fits", "context (--ctx) holds 96 tokens", "at most 64 fit",
                   "larger --ctx (the model takes up to 160)");
@@ -90,15 +94,8 @@ TEST(ChatContext, TheChatsContextBindsBelowThePositions) {
 // is an error, and the conversation, the options and the cache are as they were before it (the CPU cache would
 // otherwise grow past --ctx, and a device cache, sized to it, refuse the write after the change was made).
 TEST(ChatContext, AChangeThatDoesNotFitIsUndone) {
-  EngineOptions eo;
-  eo.model_dir = embedded_model_with_positions(160);
-  eo.context = 96;
-  const auto engine = EngineCore::open(eo);
-  ChatOptions co;
-  co.sampler = engine->default_sampler(SamplerProfile::kContract);
-  co.sampler.steps = 2;
-  co.sampler.max_new_tokens = 8;
-  ChatSession chat(*engine, co);
+  const auto engine = small_engine(96);
+  ChatSession chat(*engine, quick(*engine));
   chat.user(words(20));
   const size_t messages = chat.conversation().messages.size();
   const int64_t kv = chat.kv_tokens();
@@ -123,14 +120,8 @@ TEST(ChatContext, AChangeThatDoesNotFitIsUndone) {
 
 // An answer stops where the chat's context ends, not the model's positions: its blocks stay within the cache.
 TEST(ChatContext, AnAnswerStopsWithinTheChatsContext) {
-  EngineOptions eo;
-  eo.model_dir = embedded_model_with_positions(160);
-  eo.context = 96;
-  const auto engine = EngineCore::open(eo);
-  ChatOptions co;
-  co.sampler = engine->default_sampler(SamplerProfile::kContract);
-  co.sampler.steps = 2;
-  co.sampler.max_new_tokens = 200;
+  const auto engine = small_engine(96);
+  ChatOptions co = quick(*engine, 200);
   co.sampler.stop_ids = {};  // no stop token: the answer runs to its budget
   ChatSession chat(*engine, co);
   const TurnResult r = chat.user(words(20));
