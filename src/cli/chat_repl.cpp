@@ -204,6 +204,8 @@ class Repl {
     const std::string cmd = line.substr(0, sp);
     const size_t arg_at = sp == std::string::npos ? std::string::npos : line.find_first_not_of(' ', sp);
     const std::string arg = arg_at == std::string::npos ? "" : line.substr(arg_at);
+    if (cmd == "/exit" || cmd == "/quit" || cmd == "/help" || cmd == "/clear" || cmd == "/rewind")
+      DG_CHECK(arg.empty(), "{} takes no argument (it was given '{}')", cmd, arg);
     if (cmd == "/exit" || cmd == "/quit") return false;
     if (cmd == "/help") {
       fmt::print("{}", kHelp);

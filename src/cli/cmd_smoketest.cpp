@@ -88,9 +88,9 @@ nlohmann::json stats_json(const smoke::Stats& s) {
 
 void run_smoketest(const SmokeOptions& o) {
   const smoke::Battery battery = smoke::load_battery(o.battery);
-  for (const std::string& name : o.only)
-    DG_CHECK(std::any_of(battery.prompts.begin(), battery.prompts.end(), [&](const auto& p) { return p.name == name; }),
-             "--only: no prompt '{}' in {}", name, o.battery);
+  for (const std::string& name : o.only)  // a usage error (exit 2), before the model loads
+    if (std::none_of(battery.prompts.begin(), battery.prompts.end(), [&](const auto& p) { return p.name == name; }))
+      throw CLI::ValidationError("--only", fmt::format("no prompt '{}' in {}", name, o.battery));
   auto engine = EngineCore::open(engine_options(o.model));
   // The battery's profile, seed and answer budget, unless the command line gives them.
   const bool profile_given = o.cmd->get_option("--sampler")->count() > 0;

@@ -1,6 +1,7 @@
 #include "engine/chat.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -326,6 +327,7 @@ void ChatSession::save(const std::string& path) const {
 }
 
 void ChatSession::load(const std::string& path) {
+  DG_CHECK(!std::filesystem::is_directory(path), "'{}' is a directory, not a conversation file", path);
   std::ifstream in(path, std::ios::binary);
   DG_CHECK(in.good(), "cannot read the conversation file '{}'", path);
   std::stringstream ss;

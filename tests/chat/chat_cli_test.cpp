@@ -179,13 +179,17 @@ TEST(ChatCli, JsonlDeeplyNestedLinesAreRefusedAndTheSessionGoesOn) {
 
 TEST(ChatCli, ReplReadsPlainLinesWithoutATerminal) {
   const std::string file = scratch_dir("chat_cli_repl") + "/conv.json";
-  const ChatRun r = chat("", {"Hello", "/rewind", "/rewind", "/think on", "Again", "/save " + file, "/bogus", "/exit",
-                          "never read"});
+  const std::string dir = scratch_dir("chat_cli_repl");
+  const ChatRun r = chat("", {"Hello", "/rewind", "/rewind", "/think on", "Again", "/save " + file, "/bogus",
+                              "/clear everything", "/load " + dir, "/exit", "never read"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("(last exchange undone; kv 1 tokens)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(nothing to rewind)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(thinking on)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unknown command '/bogus'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/clear takes no argument (it was given 'everything')"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(conversation cleared)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'" + dir + "' is a directory, not a conversation file"), std::string::npos) << r.out;
   std::ifstream saved(file);
   ASSERT_TRUE(saved.good());
   const json j = json::parse(saved);

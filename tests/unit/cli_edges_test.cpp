@@ -44,6 +44,17 @@ TEST(CliEdges, VersionNamesTheCommitAndTheBackends) {
   EXPECT_NE(r.out.find("build     "), std::string::npos) << r.out;
 }
 
+// golden's --only names one of its cases and cannot go with --bless (which rewrites the whole file): usage errors,
+// exit 2, before the model loads (an unknown case was a runtime error, exit 1).
+TEST(CliEdges, GoldenOnlyNamesACase) {
+  ProcessResult r = run("golden " + model() + " --only nope");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("nope not in {plain,"), std::string::npos) << r.out;
+  r = run("golden " + model() + " --only tool_round --bless");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("excludes --bless"), std::string::npos) << r.out;
+}
+
 TEST(CliEdges, JsonWithShowIdsIsOneJsonObject) {
   const ProcessResult r = run_stdout("ask " + model() + " -p hi --steps 2 --max-new-tokens 8 -q --json --show-ids");
   ASSERT_EQ(r.code, 0) << r.out;

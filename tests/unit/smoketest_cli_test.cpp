@@ -110,7 +110,7 @@ TEST(SmoketestCli, MalformedBatteryIsAnInputError) {
   EXPECT_NE(r.out.find("prompts[0] (x): missing \"max_steps\""), std::string::npos) << r.out;
   const ProcessResult only = run_command(cli_path() + " smoketest " + model() + " --battery " +
                                                 source_path("tests/fixtures/smoketest/battery.json") + " --only nope", true);
-  EXPECT_EQ(only.code, 1) << only.out;
+  EXPECT_EQ(only.code, 2) << only.out;  // a usage error, before the model loads
   EXPECT_NE(only.out.find("--only: no prompt 'nope'"), std::string::npos) << only.out;
 }
 
