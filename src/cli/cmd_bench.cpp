@@ -431,7 +431,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--a8-scales-on-load,!--a8-scales-pass", o->kernels.a8_scales_on_load,
                 "CUDA W8A8 q/k/v and dense gate/up (--linear-act): the products' raw sums as bf16, the scales applied "
                 "by the per-head norms and the gated GELU as they read them, instead of f32 sums and a row-scaled "
-                "pass (A/B; default off)")
+                "pass (default on; --a8-scales-pass: the A/B)")
       ->check(switch_value());
   cmd->add_flag("--dense-stream,!--no-dense-stream", o->kernels.dense_stream,
                 "CUDA bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of "

@@ -88,7 +88,7 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t rows, int64_t k, int64_t n, cudaDataType ou
     cublasLtMatmulDescDestroy(p.desc);
     fail("cuBLASLt offers no e4m3 product for [{} x {}] x [{} x {}]^T into {} on this GPU (status {}); run with "
          "--linear-act bf16 and --vocab-act bf16{}", rows, k, n, k, out == CUDA_R_16BF ? "bf16" : "f32",
-         static_cast<int>(st), out == CUDA_R_16BF ? ", or without --a8-scales-on-load" : "");
+         static_cast<int>(st), out == CUDA_R_16BF ? ", or bench with --a8-scales-pass" : "");
   }
   p.algo = got[first].algo;
   return plans_.emplace(key, p).first->second;

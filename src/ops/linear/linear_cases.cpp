@@ -54,7 +54,9 @@ constexpr Bound kCudaGatedA8OnLoad{
              "its raw sum, before the two scales; the twin after them: each within 2^-8 relative, so up to 2^-7 "
              "between them), the tensor cores' partial sums (2^-12 of the sum of |products|), then gelu and the "
              "product rounded as stored",
-    .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
+    .measured = "Backends/OpConformance (H200, 2026-12-05, commit 03635ef): worst/bound 0.292 (32 canvases of the "
+                "dense MLP: max_abs 4.0), 0.188 at one canvas (max_abs 2.0; the pass: 1.0), 0.165 and 0.222 on the "
+                "small shapes, cosine >= 0.9999884"};
 constexpr Bound kCudaNoQ6{.refused = "the CUDA backend has no q6 kernel: refused at upload (docs/FORMATS.md)"};
 constexpr Bound kCudaGated{
     .of_peak = 0x1p-6, .min_cosine = 0.9999,

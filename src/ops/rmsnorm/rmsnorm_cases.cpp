@@ -53,7 +53,10 @@ constexpr Bound kCudaQkvA8{
              "scales with on_load, after them otherwise; the twin after them: each within 2^-8 relative, so up to "
              "2^-7 between them) with the tensor cores' partial sums (2^-12 of the sum of |products|), then the "
              "norms and the rotation as qkv_heads'",
-    .measured = nullptr};  // not yet run on a GPU: the first run prints the numbers to record here
+    .measured = "Backends/OpConformance (H200, 2026-12-05, commit 03635ef): through the row-scaled pass worst/bound "
+                "0.25 (26B-A4B sliding canvas, k: max_abs 4.7e-2), cosine >= 0.9999993; scales on load 0.328 (the "
+                "same case: max_abs 6.3e-2), cosine >= 0.9999936 (the GPU's rounding of a raw sum no longer falls "
+                "where the twin's rounding of the scaled sum does)"};
 
 OpCase qkv_a8(std::string name, CaseParams p, bool real = false) {
   return {"rmsnorm", "qkv_heads", "fp8 W8A8 " + std::move(name), std::move(p), DType::kFp8, real, false,
