@@ -48,8 +48,8 @@ bool all_fp8(const CublasCtx& c, std::span<const Tensor* const> w) {
   return c.act8 && n > 0;
 }
 
-// The scales applied on load: all_fp8, c.a8_on_load (not the streaming kernel's A/B), and widths the bf16-output product takes (others take the
-// row-scaled pass, fp8_linears_cuda, which refuses what it cannot run).
+// The scales applied on load: all_fp8, c.a8_on_load (not the streaming kernel's A/B), and widths the bf16-output
+// product takes (others take the row-scaled pass, fp8_linears_cuda, which refuses what it cannot run).
 bool on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w) {
   if (!c.a8_on_load || c.a8_stream || !all_fp8(c, w)) return false;
   DG_CHECK(c.fp8 != nullptr, "fp8 linears: the backend has no W8A8 product");
