@@ -62,6 +62,22 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
   scale(out, s);
 }
 
+void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
+                                    Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  Tensor attn = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_o.shape[0]});
+  linear(x, w_o, attn);
+  residual_norms(h, attn, w_post, h1, w, out);
+}
+
+void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
+                                  const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
+                                  const Tensor& wn, float s, Tensor& out) {
+  Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
+  linear(x, w_down, m1);
+  stage("moe");
+  moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
+}
+
 void Backend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                            const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out) {
   Tensor m2 = alloc(h.shape);

@@ -118,6 +118,10 @@ class Backend {
                               std::span<const Tensor* const> w, std::span<Tensor* const> out);
   virtual void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
                         float s, Tensor& out);
+  // residual_norms of attn = x w_o^T (the attention's output projection): the default is linear(), then
+  // residual_norms(). A backend may apply a W8A8 product's scales as the chain reads its raw sums.
+  virtual void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
+                                     Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out);
   // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
@@ -157,6 +161,11 @@ class Backend {
   // experts' rows inside the tail's kernel).
   virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                             const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out);
+  // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
+  // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums.
+  virtual void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
+                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
+                                   const Tensor& wn, float s, Tensor& out);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the

@@ -141,13 +141,14 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     be_.stage("attention");
   }
   kv_write();
-  Tensor attn = be_.alloc(Shape{rows, hidden});
-  be_.linear(o, w.o, attn);
-  emit(trace, p + "self_attn.o_proj", attn);
-  // A traced forward issues the residual chains op by op, so every intermediate has its name; otherwise each chain
-  // is one op (residual_norms, ffn_tail: the same composition, src/ops/residual/residual.h).
+  // A traced forward issues the products and the residual chains op by op, so every intermediate has its name;
+  // otherwise each chain is one op with the product that feeds it (linear_residual_norms, linear_moe_ffn_tail: the
+  // same composition, src/ops/residual/residual.h).
   Tensor h1 = be_.alloc(Shape{rows, hidden}), u = be_.alloc(Shape{rows, hidden}), z = be_.alloc(Shape{rows, hidden});
   if (traced) {
+    Tensor attn = be_.alloc(Shape{rows, hidden});
+    be_.linear(o, w.o, attn);
+    emit(trace, p + "self_attn.o_proj", attn);
     be_.rmsnorm(attn, &w.post_attn_norm, attn);
     emit(trace, p + "post_attention_layernorm", attn);
     be_.add(h, attn, h1);
@@ -158,23 +159,24 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   } else {
     const Tensor* norms[] = {&w.pre_ff_norm, &w.pre_ff_norm_2};
     Tensor* normed[] = {&u, &z};
-    be_.residual_norms(h, attn, w.post_attn_norm, h1, norms, normed);
+    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed);
   }
 
   // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.
   be_.stage("dense_mlp");
   Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
   be_.gated_linear(u, w.gate, w.up, gate);
-  Tensor m1 = be_.alloc(Shape{rows, hidden});
-  be_.linear(gate, w.down, m1);
-  emit(trace, p + "mlp", m1);
-  be_.stage("moe");
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
   Tensor out = be_.alloc(Shape{rows, hidden});
-  if (!traced) {  // the MoE and the tail as one op: the backend may never store the MoE's output
-    be_.moe_ffn_tail(h1, z, w.moe(), cfg_.top_k, m1, w.post_ff_norm_1, w.post_ff_norm_2, w.post_ff_norm, scalar, out);
+  if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output
+    be_.linear_moe_ffn_tail(gate, w.down, h1, z, w.moe(), cfg_.top_k, w.post_ff_norm_1, w.post_ff_norm_2,
+                            w.post_ff_norm, scalar, out);
   } else {
+    Tensor m1 = be_.alloc(Shape{rows, hidden});
+    be_.linear(gate, w.down, m1);
+    emit(trace, p + "mlp", m1);
+    be_.stage("moe");
     Tensor m2 = be_.alloc(Shape{rows, hidden});
     be_.moe(h1, z, w.moe(), cfg_.top_k, m2);
     emit(trace, p + "experts", m2);

@@ -47,10 +47,9 @@ bool all_fp8(const CublasCtx& c, std::span<const Tensor* const> w) {
   }
   return c.act8 && n > 0;
 }
+}  // namespace
 
-// The scales applied on load: all_fp8, c.a8_on_load (not the streaming kernel's A/B), and widths the bf16-output
-// product takes (others take the row-scaled pass, fp8_linears_cuda, which refuses what it cannot run).
-bool on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w) {
+bool a8_on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w) {
   if (!c.a8_on_load || c.a8_stream || !all_fp8(c, w)) return false;
   DG_CHECK(c.fp8 != nullptr, "fp8 linears: the backend has no W8A8 product");
   for (const Tensor* t : w) {
@@ -62,16 +61,11 @@ bool on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const>
   return true;
 }
 
-// x [rows, K] quantised per row to E4M3: codes and their per-row f32 scales (moe_act_quant_fp8_cuda).
-struct Act8 {
-  Tensor codes, scale;
-};
-Act8 quantise(const CublasCtx& c, const Tensor& x) {
+Act8 a8_quantise(const CublasCtx& c, const Tensor& x) {
   Act8 q{c.alloc(DType::kU8, Shape{act_rows(x), act_cols(x)}), c.alloc(DType::kF32, Shape{act_rows(x)})};
   check(moe_act_quant_fp8_cuda(x.data, act_rows(x), act_cols(x), q.codes.data, q.scale.f32(), c.stream));
   return q;
 }
-}  // namespace
 
 bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w,
                   std::span<Tensor* const> out) {
@@ -97,8 +91,8 @@ bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* c
 
 bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
   const int64_t I = gate.shape[0], rows = act_rows(x), K = act_cols(x);
-  if (const Tensor* gu[2] = {&gate, &up}; on_load(c, x, gu) && up.shape[0] == I) {  // gate | up raw, side by side
-    const Act8 xq = quantise(c, x);
+  if (const Tensor* gu[2] = {&gate, &up}; a8_on_load(c, x, gu) && up.shape[0] == I) {  // gate | up raw, side by side
+    const Act8 xq = a8_quantise(c, x);
     Tensor raw = c.alloc(DType::kBF16, Shape{rows, 2 * I});
     c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, 2 * I, c.stream);
     c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, 2 * I, c.stream);
@@ -147,8 +141,8 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         ld[i] = total;
         col += w[i]->shape[0];
       }
-  } else if (on_load(c, a, w)) {  // W8A8 raw sums: heads_norm applies both scales as it reads them
-    xq = quantise(c, a);
+  } else if (a8_on_load(c, a, w)) {  // W8A8 raw sums: heads_norm applies both scales as it reads them
+    xq = a8_quantise(c, a);
     for (size_t i = 0; i < 3; ++i)
       if (const Tensor* t = w[i]; t != nullptr) {
         raw[i] = c.alloc(DType::kBF16, Shape{rows, t->shape[0]});

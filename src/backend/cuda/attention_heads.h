@@ -24,6 +24,15 @@ inline constexpr int64_t kFusedRowsMax = 1024;
 // Null otherwise.
 const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total);
 
+// Whether the W8A8 products of w (every non-null one fp8, fp8 inputs on: c.act8) on x write raw sums whose scales
+// the reading kernel applies (c.a8_on_load, not the streaming kernel's A/B, widths the bf16-output product takes).
+bool a8_on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w);
+// x [rows, K] quantised per row to E4M3: codes and their per-row f32 scales (moe_act_quant_fp8_cuda).
+struct Act8 {
+  Tensor codes, scale;
+};
+Act8 a8_quantise(const CublasCtx& c, const Tensor& x);
+
 // Backend::linears: weights side by side (above) as one product and a split, or fp8 weights with fp8 inputs
 // (c.act8) as W8A8 products sharing one quantisation of x; false (nothing done) for anything else.
 bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w,

@@ -122,6 +122,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
                     const Tensor& w2, const Tensor& wn, float s, Tensor& out) override;
+  void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out) override;
+  void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
+                           const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
+                           float s, Tensor& out) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   Tensor fp8_table(const Tensor& table, bool transpose) override;

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/attention_heads.h"
 #include "backend/cuda/cublas_paths.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/moe_path.h"
@@ -203,6 +204,55 @@ void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeight
                      [this](const char* n) { stage(n); }};
   const MoeTail tail{m1, w1, w2, wn, s};
   moe_cuda_path(c, h, z, w, top_k, out, &tail);
+}
+
+// The o projection's W8A8 product as raw sums, the post-attention chain applying their scales as it reads them
+// (CudaKernels::a8_scales_on_load); otherwise the product, then the chain.
+void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
+                                        Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+  const CublasCtx c = blas_ctx();
+  const Tensor* wo[1] = {&w_o};
+  const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_o.shape[0];
+  const bool raw = kernels_.fused_norms && w.size() <= 3 && a8_on_load(c, x, wo) && N == tensor_cols(h) &&
+                   residual_vec_fits(N, {h.data, w_post.data, h1.data, fp8_scales(w_o)});
+  if (!raw) {
+    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out);
+    return;
+  }
+  const Act8 xq = a8_quantise(c, x);
+  Tensor attn = alloc(Shape{rows, N});
+  c.fp8->run_bf16(xq.codes.data, rows, K, w_o.data, N, attn.data, N, stream_);
+  const void* ws[3] = {};
+  void* outs[3] = {};
+  for (size_t i = 0; i < w.size(); ++i) {
+    ws[i] = w[i] != nullptr ? w[i]->data : nullptr;
+    outs[i] = out[i]->data;
+  }
+  check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()), rows, N,
+                            eps_, stream_, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}));
+}
+
+// The dense down projection's W8A8 product as raw sums, the MoE's feed-forward tail applying their scales as it
+// reads them; otherwise the product, then the MoE and its tail.
+void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
+                                      const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
+                                      const Tensor& wn, float s, Tensor& out) {
+  const CublasCtx c = blas_ctx();
+  const Tensor* wd[1] = {&w_down};
+  const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_down.shape[0];
+  const bool raw = kernels_.fused_norms && a8_on_load(c, x, wd) && N == tensor_cols(h) &&
+                   residual_vec_fits(N, {h.data, w1.data, w2.data, wn.data, out.data, fp8_scales(w_down)});
+  if (!raw) {
+    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out);
+    return;
+  }
+  const Act8 xq = a8_quantise(c, x);
+  Tensor m1 = alloc(Shape{rows, N});
+  c.fp8->run_bf16(xq.codes.data, rows, K, w_down.data, N, m1.data, N, stream_);
+  stage("moe");
+  const MoePathCtx mc{c, kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); }};
+  const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}};
+  moe_cuda_path(mc, h, z, w, top_k, out, &tail);
 }
 
 void CudaBackend::lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {

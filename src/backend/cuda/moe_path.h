@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "ops/moe/moe.h"
 #include "ops/moe/moe_cuda.h"
+#include "ops/residual/residual.h"
 
 namespace dg {
 
@@ -31,6 +32,7 @@ struct MoeTail {
   const Tensor& w2;
   const Tensor& w;
   float scalar;
+  RawRowScales m1_raw = {};  // m1 holds a W8A8 product's raw sums: their scales, applied as the tail reads them
 };
 
 // out[T, H] = the MoE block of h (router input) and z (expert input), bf16 [T, H] each; with `tail`, out is the

@@ -65,6 +65,16 @@ __device__ __forceinline__ void store8(bf16* p, const float* f) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
+// A raw sum's eight values at element i of row `row` times their scales (RawRowScales; none when col is null).
+__device__ __forceinline__ void scale_raw8(const RawRowScales& raw, int64_t row, int64_t i, float* f) {
+  if (raw.col == nullptr) return;
+  const float rs = raw.row[row];
+  const float4 c0 = *reinterpret_cast<const float4*>(raw.col + i), c1 = *reinterpret_cast<const float4*>(raw.col + i + 4);
+  const float cs[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) f[j] = f[j] * rs * cs[j];
+}
+
 // Element offset of this thread's vector q in the row, or -1 past its end.
 __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
   const int64_t i = 8 * (threadIdx.x + static_cast<int64_t>(q) * kThreads);
@@ -72,7 +82,7 @@ __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
 }
 
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
-                                          int n_out, int64_t dim, float eps) {
+                                          int n_out, int64_t dim, float eps, RawRowScales attn_raw) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -81,7 +91,10 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
   float ss = 0.0f;
 #pragma unroll
   for (int q = 0; q < kV; ++q)
-    if (const int64_t i = vec_at(q, dim); i >= 0) load8(attn + base + i, f[q]);
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(attn + base + i, f[q]);
+      scale_raw8(attn_raw, blockIdx.x, i, f[q]);
+    }
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (vec_at(q, dim) >= 0)
@@ -131,7 +144,9 @@ struct RowsM2 {
   }
 };
 // m2's row combined from the MoE's expert rows: bf16(sum_k weight[row, k] * y[inv[row * top_k + k]]) in rank
-// order, moe_combine_cuda's arithmetic.
+// order, moe_combine_cuda's arithmetic. kTopK > 0: top_k is kTopK, and every rank's row is requested before the
+// first is summed (the gathers are the kernel's latency at many canvases); 0: any top_k, one rank at a time.
+template <int kTopK>
 struct CombinedM2 {
   const bf16* y;
   const int32_t* inv;
@@ -139,12 +154,24 @@ struct CombinedM2 {
   int top_k;
   __device__ __forceinline__ void load(int64_t row, int64_t dim, int64_t i, float* f) const {
     float acc[8] = {};
-    for (int k = 0; k < top_k; ++k) {
-      const float wk = weight[row * top_k + k];
-      float v[8];
-      load8(y + static_cast<int64_t>(inv[row * top_k + k]) * dim + i, v);
+    if constexpr (kTopK > 0) {
+      float v[kTopK][8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += wk * v[j];
+      for (int k = 0; k < kTopK; ++k) load8(y + static_cast<int64_t>(inv[row * kTopK + k]) * dim + i, v[k]);
+#pragma unroll
+      for (int k = 0; k < kTopK; ++k) {
+        const float wk = weight[row * kTopK + k];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += wk * v[k][j];
+      }
+    } else {
+      for (int k = 0; k < top_k; ++k) {
+        const float wk = weight[row * top_k + k];
+        float v[8];
+        load8(y + static_cast<int64_t>(inv[row * top_k + k]) * dim + i, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += wk * v[j];
+      }
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) f[j] = rbf(acc[j]);
@@ -153,7 +180,8 @@ struct CombinedM2 {
 
 template <class M2>
 __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2,
-                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps,
+                                    RawRowScales m1_raw) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -164,6 +192,7 @@ __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* 
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
       load8(m1 + base + i, a[q]);
+      scale_raw8(m1_raw, blockIdx.x, i, a[q]);
       m2.load(blockIdx.x, dim, i, b[q]);
       load8(w1 + i, wa[q]);
       load8(w2 + i, wb[q]);
@@ -281,10 +310,17 @@ Status with_smem(const void* kernel, int64_t dim, const char* what) {
   return cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
 }
 
+// The raw sums' scales need the vectorised rows.
+Status refuse_raw(RawRowScales raw, const char* what) {
+  if (raw.col == nullptr) return Status::ok();
+  return Status::error(std::string(what) + ": raw W8A8 sums need rows of a multiple of 8 elements up to 4,096 and "
+                       "16-byte aligned buffers and scales");
+}
 }  // namespace
 
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
-                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                           RawRowScales attn_raw) {
   if (Status st = check_shape(rows, dim, "residual_norms_cuda"); !st.is_ok()) return st;
   if (n_out < 0 || n_out > 3) return Status::error("residual_norms_cuda: 0 to 3 normed outputs");
   NormOuts o{};
@@ -292,12 +328,13 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     o.w[j] = static_cast<const bf16*>(w_out[j]);
     o.y[j] = static_cast<bf16*>(out[j]);
   }
-  if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2]})) {
-    cuda::launch(residual_norms_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s, 
-        static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
-        static_cast<bf16*>(h1), o, n_out, dim, eps);
+  if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2], attn_raw.col})) {
+    cuda::launch(residual_norms_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s,
+                 static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
+                 static_cast<bf16*>(h1), o, n_out, dim, eps, attn_raw);
     return cuda_status(cudaGetLastError(), "residual_norms_cuda");
   }
+  if (Status st = refuse_raw(attn_raw, "residual_norms_cuda"); !st.is_ok()) return st;
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
       !st.is_ok())
     return st;
@@ -308,15 +345,17 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
 }
 
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
-                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                     RawRowScales m1_raw) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
-  if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out})) {
+  if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out, m1_raw.col})) {
     cuda::launch(ffn_tail_vec_kernel<RowsM2>, static_cast<unsigned>(rows), kThreads, 0, s,
                  static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
                  RowsM2{static_cast<const bf16*>(m2)}, static_cast<const bf16*>(w2), static_cast<const bf16*>(w),
-                 scalar, static_cast<bf16*>(out), dim, eps);
+                 scalar, static_cast<bf16*>(out), dim, eps, m1_raw);
     return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
   }
+  if (Status st = refuse_raw(m1_raw, "ffn_tail_cuda"); !st.is_ok()) return st;
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
     return st;
   cuda::launch(ffn_tail_kernel, static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s, 
@@ -328,17 +367,27 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
 
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
                          const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
-                         int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw) {
   if (Status st = check_shape(rows, dim, "ffn_tail_moe_cuda"); !st.is_ok()) return st;
-  if (!vec_ok(dim, {h1, m1, w1, y, w2, w, out}))
+  if (!vec_ok(dim, {h1, m1, w1, y, w2, w, out, m1_raw.col}))
     return Status::error("ffn_tail_moe_cuda: rows of " + std::to_string(dim) +
                          " elements or unaligned buffers (take moe_combine_cuda, then ffn_tail_cuda)");
-  cuda::launch(ffn_tail_vec_kernel<CombinedM2>, static_cast<unsigned>(rows), kThreads, 0, s,
-               static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
-               CombinedM2{static_cast<const bf16*>(y), inv, weight, top_k}, static_cast<const bf16*>(w2),
-               static_cast<const bf16*>(w), scalar, static_cast<bf16*>(out), dim, eps);
+  const auto launch = [&](auto m2) {
+    cuda::launch(ffn_tail_vec_kernel<decltype(m2)>, static_cast<unsigned>(rows), kThreads, 0, s,
+                 static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1), m2,
+                 static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar, static_cast<bf16*>(out), dim, eps,
+                 m1_raw);
+  };
+  const auto* yb = static_cast<const bf16*>(y);
+  if (top_k == 8) {
+    launch(CombinedM2<8>{yb, inv, weight, top_k});
+  } else {
+    launch(CombinedM2<0>{yb, inv, weight, top_k});
+  }
   return cuda_status(cudaGetLastError(), "ffn_tail_moe_cuda");
 }
+
+bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs) { return vec_ok(dim, ptrs); }
 
 bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
                        const void* w, const void* out) {

@@ -12,25 +12,39 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/status.h"
 
 namespace dg {
 
+// A W8A8 product's raw sums read by a chain (CudaKernels::a8_scales_on_load): element (r, d) times row[r] (the input
+// row's scale) and col[d] (the weight row's scale of column d; 16-byte aligned), in f32, as the kernel loads it.
+// col null: the values as stored. Only the vectorised rows take them; the other kernels refuse them.
+struct RawRowScales {
+  const float* row = nullptr;
+  const float* col = nullptr;
+};
+
 // bf16 rows [rows, dim] (weights bf16 [dim]), one block per row. Rows of a multiple of 8 elements up to 4,096
 // (16-byte aligned) move as 16-byte vectors held in registers, their sums of squares in another f32 order than
 // rmsnorm_cuda's; other rows keep rmsnorm_cuda's order, so they equal the unfused kernels bit for bit. n_out <= 3
-// normed copies of h1.
+// normed copies of h1. attn_raw: attn holds raw sums and their scales (above); m1_raw likewise for ffn_tail's m1.
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
-                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+                           void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                           RawRowScales attn_raw = {});
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
-                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                     RawRowScales m1_raw = {});
 // ffn_tail with m2 combined from the MoE's expert rows inside the kernel, as moe_combine_cuda would store it (y: the
 // expert products' rows, inv and weight [rows, top_k]; src/ops/moe/moe_cuda.h): the same bits as the two calls, one
 // launch and no m2. Needs the vectorised rows (ffn_tail_moe_fits); otherwise an error.
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
                          const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
-                         int64_t rows, int64_t dim, float eps, cudaStream_t s);
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw = {});
+// Whether rows of dim elements and these buffers (null ones aside) take the vectorised kernels: dim a multiple of 8
+// up to 4,096, every pointer 16-byte aligned.
+bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs);
 bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
                        const void* w, const void* out);
 

@@ -31,6 +31,8 @@ OpRunner op_runner(const std::string& op) {
       {"lm_head", run_lm_head},
       {"soft_embed", run_soft_embed},
       {"moe", run_moe},
+      {"linear_residual_norms", run_linear_residual_norms},
+      {"linear_moe_ffn_tail", run_linear_moe_ffn_tail},
       {"attention", run_attention},
       {"attention_topk", run_attention_topk},
       {"row_stats", run_row_stats},
@@ -44,7 +46,12 @@ OpRunner op_runner(const std::string& op) {
 std::vector<std::string> runner_ops() {
   return {"rmsnorm",    "rmsnorm_rope", "rope",       "rope_spans", "qkv_heads", "gelu_mul",  "add",         "scale",     "fill_uniform",
           "residual_norms", "ffn_tail", "embed",      "linear",    "linears",     "gated_linear", "lm_head",
-          "soft_embed", "moe",          "attention",  "attention_topk", "row_stats", "categorical", "decide"};
+          "soft_embed", "moe",          "attention",  "attention_topk", "row_stats", "categorical", "decide",
+          "linear_residual_norms", "linear_moe_ffn_tail"};
+}
+
+Tensor norm_weight(const Side& s, const OpCase& c, uint64_t input, int64_t dim, float lo, float hi) {
+  return weight(s, c, input, Shape{dim}, lo, hi, DType::kBF16, WeightUse::kPlain);
 }
 
 uint64_t case_seed(const OpCase& c, uint64_t input) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "ops/moe/moe.h"
 #include "ops/op_cases.h"
 
 namespace dg::test {
@@ -43,11 +44,22 @@ std::vector<float> to_host(const Side& s, const Tensor& t);
 // the side's backend (dg::Error where it refuses); `host` receives the host tensor (packed formats: the planes).
 Tensor weight(const Side& s, const OpCase& c, uint64_t input, Shape shape, float lo, float hi, DType fmt, WeightUse use,
               Tensor* host = nullptr);
+// A bf16 norm weight [dim] of the case's values, uniform in [lo, hi].
+Tensor norm_weight(const Side& s, const OpCase& c, uint64_t input, int64_t dim, float lo, float hi);
 // S[r, o] = sum_i |x[r, i] w[o, i]| of a host weight (any format: decoded).
 std::vector<float> abs_products(const std::vector<float>& x, int64_t rows, int64_t in, const Tensor& w);
 // Frequencies theta^(-2i / dim) for i < rotated, 0 above; one vector per (dim, rotated) for the life of the process
 // (a backend may key device copies by the vector's address, as it does the model's).
 const std::vector<float>& rope_freqs(int64_t dim, int64_t rotated);
+
+// The inputs of a MoE case (rows, hidden, ff, experts, top_k, act_fp8) with experts in format `experts`: the router's
+// residual h with wide margins at each row's top_k boundary, the experts' input z, and the weights.
+struct MoeInputs {
+  Tensor h, z, proj, scale, per_expert, gate_up, down;
+  DType act = DType::kBF16;
+  MoeWeights weights() const { return {proj, scale, per_expert, gate_up, down, act}; }
+};
+MoeInputs moe_inputs(const OpCase& c, const Side& s, DType experts);
 
 // The runners, by group (runners_*.cpp).
 std::vector<Output> run_rmsnorm(const OpCase& c, const Side& s);
@@ -68,6 +80,8 @@ std::vector<Output> run_gated_linear(const OpCase& c, const Side& s);
 std::vector<Output> run_lm_head(const OpCase& c, const Side& s);
 std::vector<Output> run_soft_embed(const OpCase& c, const Side& s);
 std::vector<Output> run_moe(const OpCase& c, const Side& s);
+std::vector<Output> run_linear_residual_norms(const OpCase& c, const Side& s);
+std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s);
 std::vector<Output> run_attention(const OpCase& c, const Side& s);
 std::vector<Output> run_attention_topk(const OpCase& c, const Side& s);
 std::vector<Output> run_row_stats(const OpCase& c, const Side& s);

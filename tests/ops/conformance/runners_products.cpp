@@ -114,7 +114,7 @@ std::vector<Output> run_soft_embed(const OpCase& c, const Side& s) {
 // rows, hidden, ff, experts, top_k, act_fp8. Each row's residual puts its top_k experts' coordinates at 1.6 or more
 // (after the router scale) and the others' at 0.96 or less; the router projection reads coordinate e for expert e
 // alone, so the top_k-th and the next expert's scores sit far more than a bf16 rounding apart.
-std::vector<Output> run_moe(const OpCase& c, const Side& s) {
+MoeInputs moe_inputs(const OpCase& c, const Side& s, DType experts) {
   const int64_t rows = c.p.n("rows"), H = c.p.n("hidden"), ff = c.p.n("ff"), E = c.p.n("experts");
   const int top_k = static_cast<int>(c.p.n("top_k"));
   DG_CHECK(E <= H, "moe case '{}': the router construction needs experts <= hidden", c.name);
@@ -133,19 +133,25 @@ std::vector<Output> run_moe(const OpCase& c, const Side& s) {
     }
   }
   for (float& v : h) v = round_to(s.act, v);
-  const Tensor ht = activation(s, Shape{rows, H}, h);
-  const Tensor z = activation(s, Shape{rows, H}, case_values(c, 3, rows * H, -2, 2, s.act));
+  MoeInputs m;
+  m.h = activation(s, Shape{rows, H}, h);
+  m.z = activation(s, Shape{rows, H}, case_values(c, 3, rows * H, -2, 2, s.act));
   Tensor proj_host = host_tensor(DType::kF32, Shape{E, H});
   for (int64_t e = 0; e < E; ++e) proj_host.f32()[e * H + e] = 6.0f;
   s.be.check_weight(proj_host, WeightUse::kPlain, c.name);
-  const Tensor proj = s.be.upload(proj_host);
-  const Tensor scale = weight(s, c, 4, Shape{H}, 0.8f, 1.2f, DType::kBF16, WeightUse::kPlain);
-  const Tensor per_expert = weight(s, c, 5, Shape{E}, 0.5f, 1.5f, DType::kBF16, WeightUse::kPlain);
-  const Tensor gate_up = weight(s, c, 6, Shape{E, 2 * ff, H}, -0.1f, 0.1f, c.weights, WeightUse::kExperts);
-  const Tensor down = weight(s, c, 7, Shape{E, H, ff}, -0.1f, 0.1f, c.weights, WeightUse::kExperts);
-  const MoeWeights w{proj, scale, per_expert, gate_up, down, c.p.n("act_fp8") != 0 ? DType::kFp8 : DType::kBF16};
-  Tensor y = s.be.alloc(Shape{rows, H});
-  s.be.moe(ht, z, w, top_k, y);
+  m.proj = s.be.upload(proj_host);
+  m.scale = weight(s, c, 4, Shape{H}, 0.8f, 1.2f, DType::kBF16, WeightUse::kPlain);
+  m.per_expert = weight(s, c, 5, Shape{E}, 0.5f, 1.5f, DType::kBF16, WeightUse::kPlain);
+  m.gate_up = weight(s, c, 6, Shape{E, 2 * ff, H}, -0.1f, 0.1f, experts, WeightUse::kExperts);
+  m.down = weight(s, c, 7, Shape{E, H, ff}, -0.1f, 0.1f, experts, WeightUse::kExperts);
+  m.act = c.p.has("act_fp8") && c.p.n("act_fp8") != 0 ? DType::kFp8 : DType::kBF16;
+  return m;
+}
+
+std::vector<Output> run_moe(const OpCase& c, const Side& s) {
+  const MoeInputs m = moe_inputs(c, s, c.weights);
+  Tensor y = s.be.alloc(m.h.shape);
+  s.be.moe(m.h, m.z, m.weights(), static_cast<int>(c.p.n("top_k")), y);
   return {Output{"out", to_host(s, y), {}, {}}};
 }
 

@@ -9,10 +9,6 @@ namespace {
 
 Output out(std::string name, const Side& s, const Tensor& t) { return Output{std::move(name), to_host(s, t), {}, {}}; }
 
-Tensor norm_weight(const Side& s, const OpCase& c, uint64_t input, int64_t dim, float lo, float hi) {
-  return weight(s, c, input, Shape{dim}, lo, hi, DType::kBF16, WeightUse::kPlain);
-}
-
 }  // namespace
 
 // rows, dim, weighted; heads > 0: x is [rows, heads, dim].
