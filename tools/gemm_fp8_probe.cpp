@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   ok(cublasSetWorkspace(blas, ws, kWorkspace), "cublasSetWorkspace");
   ok(cudaMalloc(&pool, kPool), "pool");
   ok(cudaMalloc(&pool16, kPool), "pool16");
-  const size_t x_elems = static_cast<size_t>(rows) * 16 * DG, y_elems = static_cast<size_t>(rows) * 16 * DG;
+  const size_t x_elems = static_cast<size_t>(rows) * 16 * DG, y_elems = static_cast<size_t>(rows) * (16 + 2) * DG;
   ok(cudaMalloc(&x, x_elems), "x");
   ok(cudaMalloc(&x16, x_elems * 2), "x16");
   ok(cudaMalloc(&y0, y_elems * 2), "y0");
