@@ -36,6 +36,25 @@ const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, in
   return n >= 2 && n <= 4 && act_rows(x) <= kFusedRowsMax ? first : nullptr;
 }
 
+const Tensor* fp8_side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total, int64_t* col) {
+  const Tensor* first = nullptr;
+  const char* next = nullptr;
+  int n = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const Tensor* t = w[i];
+    if (t == nullptr) continue;
+    if (t->dtype != DType::kFp8 || t->shape.rank != 2 || t->shape[1] != act_cols(x) || t->shape[0] % 16 != 0 ||
+        (next != nullptr && t->data != next))
+      return nullptr;
+    if (first == nullptr) first = t;
+    col[i] = (static_cast<const char*>(t->data) - static_cast<const char*>(first->data)) / t->shape[1];
+    total = col[i] + t->shape[0];
+    next = static_cast<const char*>(t->data) + fp8_group_stride(*t);
+    ++n;
+  }
+  return n >= 2 && n <= 4 ? first : nullptr;
+}
+
 namespace {
 // Whether w holds at least one weight, every one fp8, and fp8 inputs are on.
 bool all_fp8(const CublasCtx& c, std::span<const Tensor* const> w) {
@@ -93,11 +112,19 @@ bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, 
   const int64_t I = gate.shape[0], rows = act_rows(x), K = act_cols(x);
   if (const Tensor* gu[2] = {&gate, &up}; a8_on_load(c, x, gu) && up.shape[0] == I) {  // gate | up raw, side by side
     const Act8 xq = a8_quantise(c, x);
-    Tensor raw = c.alloc(DType::kBF16, Shape{rows, 2 * I});
-    c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, 2 * I, c.stream);
-    c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, 2 * I, c.stream);
-    check(gelu_mul_split_scaled_cuda(raw.data, rows, I, xq.scale.f32(), fp8_scales(gate), fp8_scales(up), out.data,
-                                     c.stream));
+    int64_t total = 0, col[2] = {};
+    Tensor raw;
+    if (fp8_side_by_side(x, gu, total, col) != nullptr) {  // one product over both: up from column col[1]
+      raw = c.alloc(DType::kBF16, Shape{rows, total});
+      c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, total, raw.data, total, c.stream);
+    } else {
+      total = 2 * I, col[1] = I;
+      raw = c.alloc(DType::kBF16, Shape{rows, total});
+      c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, total, c.stream);
+      c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, total, c.stream);
+    }
+    check(gelu_mul_split_scaled_cuda(raw.data, rows, I, total, col[1], xq.scale.f32(), fp8_scales(gate),
+                                     fp8_scales(up), out.data, c.stream));
     return true;
   }
   if (const Tensor* gu[2] = {&gate, &up}; all_fp8(c, gu)) {  // W8A8: the input quantised once for both
@@ -140,6 +167,17 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         src[i] = static_cast<const char*>(y.data) + col * 2;  // bf16 columns
         ld[i] = total;
         col += w[i]->shape[0];
+      }
+  } else if (int64_t col[3] = {}; a8_on_load(c, a, w) && fp8_side_by_side(a, w, total, col) != nullptr) {
+    xq = a8_quantise(c, a);  // one e4m3 product over the weights placed side by side; heads_norm applies the scales
+    y = c.alloc(DType::kBF16, Shape{rows, total});
+    c.fp8->run_bf16(xq.codes.data, rows, act_cols(a), fp8_side_by_side(a, w, total, col)->data, total, y.data, total,
+                    c.stream);
+    for (size_t i = 0; i < 3; ++i)
+      if (const Tensor* t = w[i]; t != nullptr) {
+        src[i] = static_cast<const char*>(y.data) + col[i] * 2;  // bf16 columns
+        ld[i] = total;
+        col_scale[i] = fp8_scales(*t);
       }
   } else if (a8_on_load(c, a, w)) {  // W8A8 raw sums: heads_norm applies both scales as it reads them
     xq = a8_quantise(c, a);

@@ -24,6 +24,11 @@ inline constexpr int64_t kFusedRowsMax = 1024;
 // Null otherwise.
 const Tensor* side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total);
 
+// The first of w's non-null weights when they are fp8 [n_i, cols(x)] placed side by side by
+// CudaBackend::place_side_by_side (each fp8_group_stride past the one before), two to four of them: one e4m3 product
+// over the first's codes, `total` columns wide, holds weight i's columns from col[i] (the columns between are not
+// read). Null otherwise.
+const Tensor* fp8_side_by_side(const Tensor& x, std::span<const Tensor* const> w, int64_t& total, int64_t* col);
 // Whether the W8A8 products of w (every non-null one fp8, fp8 inputs on: c.act8) on x write raw sums whose scales
 // the reading kernel applies (c.a8_on_load, not the streaming kernel's A/B, widths the bf16-output product takes).
 bool a8_on_load(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w);

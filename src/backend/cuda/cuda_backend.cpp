@@ -111,6 +111,10 @@ void CudaBackend::place_side_by_side(std::span<Tensor* const> group) {
   for (Tensor* t : group)
     if (!t->empty()) ts.push_back(t);
   if (ts.size() < 2) return;
+  if (ts[0]->dtype == DType::kFp8) {
+    place_fp8_side_by_side(ts);
+    return;
+  }
   int64_t rows = 0;
   for (Tensor* t : ts) {
     if (t->dtype != DType::kBF16 || t->device != Device::kCuda || t->shape.rank != 2 ||
@@ -127,6 +131,31 @@ void CudaBackend::place_side_by_side(std::span<Tensor* const> group) {
     view.owner = all.owner;
     *t = view;
     at += t->nbytes();
+  }
+}
+
+// fp8 weights [n_i, K] (packed: the codes, then their row scales) each at a multiple of 16 code rows past the first
+// (fp8_group_stride), so one e4m3 product over the first's codes with n = the span's rows covers them all, the rows
+// between (a weight's scales and padding read as codes) giving columns no reader takes.
+void CudaBackend::place_fp8_side_by_side(std::span<Tensor* const> ts) {
+  const int64_t K = ts[0]->shape[1];
+  int64_t bytes = 0;
+  for (Tensor* t : ts) {
+    if (t->dtype != DType::kFp8 || t->device != Device::kCuda || t->shape.rank != 2 || t->shape[1] != K ||
+        t->shape[0] % 16 != 0 || K % 16 != 0)
+      return;
+    bytes += fp8_group_stride(*t);
+  }
+  Tensor all = device(DType::kU8, Shape{bytes});
+  check(cudaMemsetAsync(all.data, 0, static_cast<size_t>(bytes), stream_), "side_by_side");
+  char* at = static_cast<char*>(all.data);
+  for (Tensor* t : ts) {
+    check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
+    Tensor view = *t;
+    view.data = at;
+    view.owner = all.owner;
+    at += fp8_group_stride(*t);
+    *t = view;
   }
 }
 

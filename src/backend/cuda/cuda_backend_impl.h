@@ -152,6 +152,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   MemoryInfo memory_info() const override { return device_memory_info(); }
 
  private:
+  void place_fp8_side_by_side(std::span<Tensor* const> ts);  // place_side_by_side of fp8 weights
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {

@@ -59,6 +59,14 @@ class Fp8Gemm {
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t, uint32_t, uint32_t, uint32_t>, Plan> plans_;
 };
 
+// Where the next of several fp8 weights [n, k] placed side by side starts, in bytes past this one's codes: its
+// packed bytes (codes, row scales) rounded up to 16 code rows, so a product over the first weight's codes with n the
+// span's rows reaches each at a column that is a multiple of 16 (CudaBackend::place_side_by_side).
+inline int64_t fp8_group_stride(const Tensor& t) {
+  const int64_t row16 = 16 * t.shape[1];
+  return (static_cast<int64_t>(t.nbytes()) + row16 - 1) / row16 * row16;
+}
+
 // Whether the widths suit Fp8Gemm (both multiples of 16).
 inline bool fp8_gemm_shape_ok(int64_t k, int64_t n) { return k % 16 == 0 && n % 16 == 0 && k > 0 && n > 0; }
 

@@ -16,12 +16,13 @@ namespace dg {
 Status gelu_mul_cuda(const void* gate, const void* up, void* out, int64_t n, cudaStream_t s);
 // Fused expert activation on a [rows, 2*ff] gate|up buffer: out [rows, ff] = bf16(bf16(gelu(g)) * u).
 Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* out, cudaStream_t s);
-// The same over the raw sums of two W8A8 products (bf16 [rows, 2*ff], gate | up): g = (gate_up[r][f] · x_scale[r]) ·
-// gate_scale[f] and u = (gate_up[r][ff + f] · x_scale[r]) · up_scale[f] in f32, then bf16(bf16(gelu(g)) * u). The
-// twin is the CPU's W8A8 linears (each output rounded to bf16 once) and gelu_mul: the one rounding of each product
-// comes before its scales here, after them there.
-Status gelu_mul_split_scaled_cuda(const void* gate_up, int64_t rows, int64_t ff, const float* x_scale,
-                                  const float* gate_scale, const float* up_scale, void* out, cudaStream_t s);
+// The same over the raw sums of two W8A8 products (bf16 rows of ld elements: gate in columns [0, ff), up in
+// [up_col, up_col + ff)): g = (gate_up[r][f] · x_scale[r]) · gate_scale[f] and u = (gate_up[r][up_col + f] ·
+// x_scale[r]) · up_scale[f] in f32, then bf16(bf16(gelu(g)) * u). The twin is the CPU's W8A8 linears (each output
+// rounded to bf16 once) and gelu_mul: the one rounding of each product comes before its scales here, after them there.
+Status gelu_mul_split_scaled_cuda(const void* gate_up, int64_t rows, int64_t ff, int64_t ld, int64_t up_col,
+                                  const float* x_scale, const float* gate_scale, const float* up_scale, void* out,
+                                  cudaStream_t s);
 
 }  // namespace dg
 #endif
