@@ -24,16 +24,12 @@
 #include <vector>
 
 #include "probe_common.h"
+#include "probe_lt.h"
 
 namespace {
 
 using dg_probe::ok;
 using dg_probe::time_ms;
-
-struct Shape {
-  const char* name;
-  int n, k;
-};
 
 struct Config {
   cublasLtMatmulAlgo_t algo;
@@ -65,21 +61,14 @@ auto key(const cublasLtMatmulAlgo_t& a) {
                          cfg<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
-void fill(void* dst, size_t bytes, uint32_t seed, bool fp8) {
+// Fills `bytes` of device memory with e4m3 codes of moderate magnitude (exponent field 4..10), random sign and
+// mantissa (64 MB made on the host, copied repeatedly).
+void fill_e4m3(void* dst, size_t bytes, uint32_t seed) {
   std::vector<uint8_t> h(size_t{64} << 20);
   uint32_t st = seed;
-  for (size_t i = 0; i < h.size(); i += 2) {
+  for (auto& v : h) {
     st = st * 1664525u + 1013904223u;
-    if (fp8) {  // e4m3 codes of moderate magnitude (exponent field 4..10), random sign and mantissa
-      h[i] = static_cast<uint8_t>(((st >> 8) & 0x80) | ((4 + (st >> 12) % 7) << 3) | ((st >> 20) & 7));
-      h[i + 1] = static_cast<uint8_t>(((st >> 24) & 0x80) | ((4 + (st >> 16) % 7) << 3) | ((st >> 27) & 7));
-    } else {
-      const float f = (static_cast<float>(st >> 16) / 65536.0f - 0.5f) * 0.1f;
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      const uint16_t v = static_cast<uint16_t>(bits >> 16);
-      std::memcpy(&h[i], &v, 2);
-    }
+    v = static_cast<uint8_t>(((st >> 8) & 0x80) | ((4 + (st >> 12) % 7) << 3) | ((st >> 20) & 7));
   }
   for (size_t at = 0; at < bytes; at += h.size()) {
     const size_t n = std::min(bytes - at, h.size());
@@ -101,15 +90,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::fprintf(stderr, "dg_gemm_fp8_probe needs an NVIDIA GPU\n");
-    return 1;
-  }
-  const int H = 2816, I = 2112, D = 256, DG = 512;
-  const Shape shapes[] = {{"qkv sliding", 16 * D + 16 * D, H}, {"qk global", 16 * DG + 2 * DG, H},
-                          {"o sliding", H, 16 * D},           {"o global", H, 16 * DG},
-                          {"gate_up", 2 * I, H},              {"down", H, I}};
+  if (!dg_probe::have_gpu("dg_gemm_fp8_probe")) return 1;
+  const int DG = 512;
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   cublasHandle_t blas;
@@ -127,17 +109,17 @@ int main(int argc, char** argv) {
   ok(cudaMalloc(&x16, x_elems * 2), "x16");
   ok(cudaMalloc(&y0, y_elems * 2), "y0");
   ok(cudaMalloc(&y1, y_elems * 2), "y1");
-  fill(pool, kPool, 1, true);
-  fill(pool16, kPool, 3, false);
-  fill(x, x_elems, 2, true);
-  fill(x16, x_elems * 2, 4, false);
+  fill_e4m3(pool, kPool, 1);
+  dg_probe::fill_bf16(pool16, kPool, 3);
+  fill_e4m3(x, x_elems, 2);
+  dg_probe::fill_bf16(x16, x_elems * 2, 4);
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t f8 = CUDA_R_8F_E4M3, b16 = CUDA_R_16BF;
   int ids[256];
   int n_ids = 0;
   ok(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, f8, f8, b16, b16, 256, ids, &n_ids), "GetIds");
 
-  for (const Shape& g : shapes) {
+  for (const dg_probe::DenseShape& g : dg_probe::layer_shapes()) {
     const size_t bytes = size_t{1} * g.n * g.k, slot = std::max<size_t>(bytes, 64 << 20);
     const size_t slots = std::max<size_t>(kPool / slot, 1);
     auto w_at = [&](int i) { return static_cast<const char*>(pool) + (static_cast<size_t>(i) % slots) * slot; };
@@ -150,23 +132,12 @@ int main(int argc, char** argv) {
          "cublasGemmEx");
     });
 
-    cublasLtMatmulDesc_t op;
-    ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-    ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-    cublasLtMatrixLayout_t la, lb, lc;
-    ok(cublasLtMatrixLayoutCreate(&la, f8, g.k, g.n, g.k), "layout a");
-    ok(cublasLtMatrixLayoutCreate(&lb, f8, g.k, rows, g.k), "layout b");
-    ok(cublasLtMatrixLayoutCreate(&lc, b16, g.n, rows, g.n), "layout c");
-    cublasLtMatmulPreference_t pref;
-    ok(cublasLtMatmulPreferenceCreate(&pref), "pref");
+    const dg_probe::LtProblem lp(f8, b16, g.n, g.k, rows, kWorkspace, true);
+    const auto op = lp.op;
+    const auto la = lp.a, lb = lp.b, lc = lp.c;
+    const auto pref = lp.pref;
     const uint64_t ws_bytes = kWorkspace;
-    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                            sizeof ws_bytes), "pref workspace");
     const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                            sizeof schemes), "pref reduction");
 
     std::vector<Config> cands;
     std::set<decltype(key(cands.front().algo))> seen;
@@ -274,11 +245,6 @@ int main(int argc, char** argv) {
                 g.name, rows, ms_bf16 * 1e3, timed[0].us, timed.size() > 1 ? timed[1].us : timed[0].us,
                 heuristic_found, timed.size(), n_ids);
     std::fflush(stdout);
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
   }
   return 0;
 }

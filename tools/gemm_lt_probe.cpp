@@ -17,36 +17,15 @@
 #include <vector>
 
 #include "probe_common.h"
+#include "probe_lt.h"
 
 namespace {
 
 using dg_probe::ok;
 using dg_probe::time_ms;
 
-struct Shape {
-  const char* name;
-  int n, k;
-};
-
 constexpr size_t kPool = size_t{1} << 30;   // rotating weight window: 1 GiB, twenty times the L2
 constexpr size_t kWorkspace = size_t{32} << 20;
-
-// Fills `bytes` of device memory with small random bf16 values (64 MB generated on the host, copied repeatedly).
-void fill(void* dst, size_t bytes, uint32_t seed) {
-  std::vector<uint16_t> h(size_t{32} << 20);
-  uint32_t st = seed;
-  for (auto& v : h) {
-    st = st * 1664525u + 1013904223u;
-    const float f = (static_cast<float>(st >> 16) / 65536.0f - 0.5f) * 0.1f;
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    v = static_cast<uint16_t>(bits >> 16);
-  }
-  for (size_t at = 0; at < bytes; at += h.size() * 2) {
-    const size_t n = std::min(bytes - at, h.size() * 2);
-    ok(cudaMemcpy(static_cast<char*>(dst) + at, h.data(), n, cudaMemcpyHostToDevice), "fill");
-  }
-}
 
 }  // namespace
 
@@ -61,16 +40,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::fprintf(stderr, "dg_gemm_lt_probe needs an NVIDIA GPU\n");
-    return 1;
-  }
-  const int H = 2816, I = 2112, D = 256, DG = 512;
-  const Shape shapes[] = {{"qkv sliding", 16 * D + 16 * D, H}, {"qk global", 16 * DG + 2 * DG, H},
-                          {"o sliding", H, 16 * D},           {"o global", H, 16 * DG},
-                          {"gate_up", 2 * I, H},              {"down", H, I},
-                          {"router", 128, H},                 {"lm_head", 262144, H}};
+  if (!dg_probe::have_gpu("dg_gemm_lt_probe")) return 1;
+  const int H = 2816, DG = 512;
+  std::vector<dg_probe::DenseShape> shapes = dg_probe::layer_shapes();
+  shapes.insert(shapes.end(), {{"router", 128, H}, {"lm_head", 262144, H}});
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   cublasHandle_t blas;
@@ -86,12 +59,12 @@ int main(int argc, char** argv) {
   ok(cudaMalloc(&x, x_elems * 2), "x");
   ok(cudaMalloc(&y0, y_elems * 2), "y0");
   ok(cudaMalloc(&y1, y_elems * 2), "y1");
-  fill(pool, kPool, 1);
-  fill(x, x_elems * 2, 2);
+  dg_probe::fill_bf16(pool, kPool, 1);
+  dg_probe::fill_bf16(x, x_elems * 2, 2);
   std::vector<char> h0, h1;
   const float one = 1.0f, zero = 0.0f;
 
-  for (const Shape& g : shapes) {
+  for (const dg_probe::DenseShape& g : shapes) {
     const size_t bytes = size_t{2} * g.n * g.k, slot = std::max<size_t>(bytes, 64 << 20);
     const size_t slots = std::max<size_t>(kPool / slot, 1);
     auto w_at = [&](int i) { return static_cast<const char*>(pool) + (static_cast<size_t>(i) % slots) * slot; };
@@ -112,21 +85,10 @@ int main(int argc, char** argv) {
     std::printf("{\"shape\":\"%s\",\"rows\":%d,\"n\":%d,\"k\":%d,\"algo\":\"gemmex\",\"us\":%.2f,\"weight_tbps\":%.2f}\n",
                 g.name, rows, g.n, g.k, ms_ex * 1e3, bytes / ms_ex / 1e9);
 
-    cublasLtMatmulDesc_t op;
-    ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-    ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-    cublasLtMatrixLayout_t la, lb, lc;
-    ok(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g.k, g.n, g.k), "layout a");
-    ok(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, g.k, rows, g.k), "layout b");
-    ok(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, g.n, rows, g.n), "layout c");
-    cublasLtMatmulPreference_t pref;
-    ok(cublasLtMatmulPreferenceCreate(&pref), "pref");
-    const size_t ws_bytes = kWorkspace;
-    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                            sizeof ws_bytes),
-       "pref workspace");
+    const dg_probe::LtProblem lp(CUDA_R_16BF, CUDA_R_16BF, g.n, g.k, rows, kWorkspace, false);
+    const auto op = lp.op;
+    const auto la = lp.a, lb = lp.b, lc = lp.c;
+    const auto pref = lp.pref;
     std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(want));
     int n_res = 0;
     ok(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, want, res.data(), &n_res), "heuristic");
@@ -163,11 +125,6 @@ int main(int argc, char** argv) {
                 "\"offered\":%d}\n",
                 g.name, rows, ms_ex * 1e3, best * 1e3, best_i, n_res);
     std::fflush(stdout);
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -122,15 +123,23 @@ void CudaBackend::place_side_by_side(std::span<Tensor* const> group) {
       return;
     rows += t->shape[0];
   }
-  Tensor all = device(DType::kBF16, Shape{rows, ts[0]->shape[1]});
+  move_into(ts, device(DType::kBF16, Shape{rows, ts[0]->shape[1]}), [](const Tensor& t) {
+    return static_cast<int64_t>(t.nbytes());
+  });
+}
+
+// Copies each tensor into `all`, each `stride(t)` bytes past the one before, and makes it a view there.
+void CudaBackend::move_into(std::span<Tensor* const> ts, const Tensor& all,
+                            const std::function<int64_t(const Tensor&)>& stride) {
   char* at = static_cast<char*>(all.data);
   for (Tensor* t : ts) {
     check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
+    const int64_t step = stride(*t);
     Tensor view = *t;
     view.data = at;
     view.owner = all.owner;
     *t = view;
-    at += t->nbytes();
+    at += step;
   }
 }
 
@@ -146,17 +155,9 @@ void CudaBackend::place_fp8_side_by_side(std::span<Tensor* const> ts) {
       return;
     bytes += fp8_group_stride(*t);
   }
-  Tensor all = device(DType::kU8, Shape{bytes});
+  const Tensor all = device(DType::kU8, Shape{bytes});
   check(cudaMemsetAsync(all.data, 0, static_cast<size_t>(bytes), stream_), "side_by_side");
-  char* at = static_cast<char*>(all.data);
-  for (Tensor* t : ts) {
-    check(cudaMemcpyAsync(at, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, stream_), "side_by_side");
-    Tensor view = *t;
-    view.data = at;
-    view.owner = all.owner;
-    at += fp8_group_stride(*t);
-    *t = view;
-  }
+  move_into(ts, all, [](const Tensor& t) { return fp8_group_stride(t); });
 }
 
 Tensor CudaBackend::ids(std::span<const int32_t> ids) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -153,6 +154,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
  private:
   void place_fp8_side_by_side(std::span<Tensor* const> ts);  // place_side_by_side of fp8 weights
+  void move_into(std::span<Tensor* const> ts, const Tensor& all, const std::function<int64_t(const Tensor&)>& stride);
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {
