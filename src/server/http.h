@@ -60,9 +60,10 @@ struct HttpHandlers {
   // or return false to run `slow` on a handler thread.
   std::function<bool(const HttpRequest&, HttpResponse&)> quick;
   std::function<void(const HttpRequest&, HttpResponse&)> slow;
-  // The answer to what the transport refuses itself, with a code: 400 bad_request, 408 request_timeout,
-  // 413 body_too_large, 431 head_too_large, 429 server_busy (every handler thread is busy), 503
-  // too_many_connections, 500 internal_error.
+  // The answer to what the transport refuses itself, with a code: 400 bad_request, missing_host or repeated_host,
+  // 408 request_timeout, 413 body_too_large, 415 unsupported_content_encoding, 417 expectation_failed,
+  // 431 head_too_large, 429 server_busy (every handler thread is busy), 501 unsupported_transfer_encoding,
+  // 503 too_many_connections, 500 internal_error.
   std::function<HttpResponse(int status, const std::string& message, const std::string& code)> refusal;
   std::function<void(const HttpRequest&, int status)> done;  // each answered request (metrics, access log)
 };

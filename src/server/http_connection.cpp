@@ -3,8 +3,6 @@
 // pool, and writes the answers in request order, streaming ones through posts to the network thread.
 #include "server/http_connection.h"
 
-#include <strings.h>
-
 #include <array>
 #include <chrono>
 #include <exception>
@@ -110,6 +108,14 @@ void Connection::on_head(error_code ec) {
   if (closed()) return;
   if (ec) return read_failed(ec, "head");
   const auto& head = parser_->get();
+  // RFC 9112 3.2: an HTTP/1.1 request without a Host field, or with more than one, is a 400 (HTTP/1.0 has none).
+  const size_t hosts = head.count(http::field::host);
+  if (hosts > 1)
+    return refuse(400, fmt::format("the request has {} Host header fields; HTTP/1.1 requires exactly one", hosts),
+                  "repeated_host");
+  if (hosts == 0 && head.version() >= 11)
+    return refuse(400, "the request has no Host header field, which HTTP/1.1 requires (RFC 9112 3.2)",
+                  "missing_host");
   // A body is framed by Content-Length or chunked alone: the parser takes a body under any other coding as no body
   // and would read it as the next request (RFC 9112 6.1: 501), and a body it cannot decode is refused (RFC 7694).
   const std::string te = coding_list(field_list(head, http::field::transfer_encoding));
@@ -121,7 +127,13 @@ void Connection::on_head(error_code ec) {
   if (!ce.empty() && ce != "identity")
     return refuse(415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed", ce),
                   "unsupported_content_encoding");
-  if (!parser_->is_done() && strcasecmp(std::string(head[http::field::expect]).c_str(), "100-continue") == 0) {
+  // The one expectation defined is 100-continue; any other cannot be met (RFC 9110 10.1.1: 417).
+  const std::string expect = field_list(head, http::field::expect);
+  if (!expect.empty() && coding_list(expect) != "100-continue")
+    return refuse(417, fmt::format("Expect '{}' is not supported: the only expectation this server meets is "
+                                   "'100-continue'", expect),
+                  "expectation_failed");
+  if (!parser_->is_done() && !expect.empty()) {
     auto msg = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
     net::async_write(sock_, net::buffer(*msg), [self = shared_from_this(), msg](error_code wec, size_t) {
       if (self->closed()) return;

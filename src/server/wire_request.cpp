@@ -81,7 +81,8 @@ enum class IntegerOf { kInteger, kNotInteger, kBeyond64Bits };
 
 // An integer field as a 64-bit pattern: `wide` when it is at least 2^63 (held in u), else in i. An integral float
 // (3.0) counts as its integer; an integer outside [-2^63, 2^64) (the JSON parser holds it as a float) is
-// kBeyond64Bits, so the error names the range rather than the type.
+// kBeyond64Bits, so the error names the range rather than the type. A float of exactly -2^63 is beyond too: the
+// integer literals just below -2^63 round to it, and -2^63 itself is read as an integer, never as a float.
 IntegerOf integer_of(const Json& f, int64_t& i, uint64_t& u, bool& wide) {
   wide = false;
   if (f.is_number_unsigned()) {
@@ -96,7 +97,7 @@ IntegerOf integer_of(const Json& f, int64_t& i, uint64_t& u, bool& wide) {
   }
   const double d = f.is_number_float() ? f.get<double>() : 0.5;
   if (std::floor(d) != d) return IntegerOf::kNotInteger;  // also NaN and infinities (not JSON anyway)
-  if (d < -0x1p63 || d >= 0x1p64) return IntegerOf::kBeyond64Bits;
+  if (d <= -0x1p63 || d >= 0x1p64) return IntegerOf::kBeyond64Bits;
   wide = d >= 0x1p63;
   if (wide) u = static_cast<uint64_t>(d);
   i = wide ? 0 : static_cast<int64_t>(d);

@@ -2,9 +2,9 @@
 // --max-body as they arrive, form-encoded bodies are read up to --max-body, pipelined requests are answered in
 // order, clients that send their head a line at a time hold no thread (health and chat still answer) and are cut at
 // the header deadline, a body that trickles is cut at the body deadline, connections are bounded per peer and in
-// total (the longest-waiting one makes room), Expect: 100-continue is honoured, and a body in a coding the server
-// cannot read is refused (501, 415). Each attack is bounded: at
-// most 100 connections, a few seconds.
+// total (the longest-waiting one makes room), Expect: 100-continue is honoured and any other expectation is a 417, an
+// HTTP/1.1 request without one Host field is a 400, and a body in a coding the server cannot read is refused (501,
+// 415). Each attack is bounded: at most 100 connections, a few seconds.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -14,6 +14,8 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -237,6 +239,60 @@ TEST(ServerTransport, ExpectContinueIsAnsweredAndAnOversizedBodyIsRefusedFirst) 
   got = recv_all(fd, 10);
   ::close(fd);
   EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+}
+
+// The status of one request sent as `bytes` on a fresh connection, and the error object of its JSON body (a
+// 100 Continue before the answer skipped).
+std::pair<int, json> answer(int port, const std::string& bytes) {
+  const int fd = connect_and_send(port, bytes);
+  if (fd < 0) return {0, json()};
+  std::string got = recv_all(fd, 10);
+  ::close(fd);
+  const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+  if (got.rfind(interim, 0) == 0) got.erase(0, interim.size());
+  const int status = got.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(got.c_str() + 9) : 0;
+  const size_t at = got.find("\r\n\r\n");
+  const json j = at == std::string::npos ? json() : json::parse(got.substr(at + 4), nullptr, false);
+  return {status, j.is_object() && j.contains("error") ? j["error"] : json()};
+}
+
+// RFC 9112 3.2: an HTTP/1.1 request must carry exactly one Host field (400 otherwise); HTTP/1.0 needs none.
+TEST(ServerTransport, AnHttp11RequestWithoutOneHostIsA400) {
+  TestServer s({}, true);
+  auto [status, error] = answer(s.port, "GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(error["code"], "missing_host") << error;
+  EXPECT_NE(error.value("message", "").find("no Host header"), std::string::npos) << error;
+  const std::string body = chat_request("no host").dump();
+  std::tie(status, error) = answer(s.port, fmt::format("POST {} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                                                       "Content-Length: {}\r\n\r\n{}", kChat, body.size(), body));
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(error["code"], "missing_host") << error;
+  std::tie(status, error) = answer(s.port, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n"
+                                           "Connection: close\r\n\r\n");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(error["code"], "repeated_host") << error;
+  EXPECT_EQ(answer(s.port, "GET /v1/models HTTP/1.0\r\n\r\n").first, 200) << "HTTP/1.0 has no Host";
+  EXPECT_EQ(answer(s.port, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").first, 200);
+}
+
+// An expectation other than 100-continue (in any case) cannot be met: 417 naming it, before the body is read.
+TEST(ServerTransport, AnExpectationOtherThanContinueIsA417) {
+  TestServer s({}, true);
+  const std::string body = chat_request("expect").dump();
+  const auto post = [&](const std::string& expect) {
+    return answer(s.port, fmt::format("POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                      "Expect: {}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+                                      kChat, expect, body.size(), body));
+  };
+  auto [status, error] = post("200-ok");
+  EXPECT_EQ(status, 417);
+  EXPECT_EQ(error["code"], "expectation_failed") << error;
+  EXPECT_NE(error.value("message", "").find("Expect '200-ok'"), std::string::npos) << error;
+  EXPECT_EQ(post("100-continue, 200-ok").first, 417);
+  // 100-continue in another case is honoured (the body is already sent, so no 100 is needed before it).
+  std::tie(status, error) = post("100-Continue");
+  EXPECT_EQ(status, 200) << error;
 }
 
 }  // namespace server_transport_test

@@ -260,6 +260,27 @@ TEST(WireRequest, AnIntegerBeyond64BitsIsRefusedForItsRange) {
   EXPECT_EQ(error("steps", "1e30").find("an integer"), std::string::npos) << error("steps", "1e30");
 }
 
+// An integer literal just below -2^63 is read as the float -2^63 (the nearest double): refused for its range like
+// one at 2^64 or above, not taken as -2^63.
+TEST(WireRequest, ASeedBelowInt64MinimumIsRefusedForItsRange) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const char* value : {"-9223372036854775809", "-9223372036854776000"}) {
+    const json body = json::parse(R"({"messages": )" + msgs.dump() + R"(, "seed": )" + value + "}");
+    ASSERT_TRUE(body["seed"].is_number_float()) << value;
+    try {
+      server::parse_chat_request(body, wire());
+      ADD_FAILURE() << "seed " << value << " was accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, "seed");
+      EXPECT_PRED2(has, e.what(),
+                   "'seed' must be a 64-bit integer, from -9223372036854775808 to 18446744073709551615");
+    }
+  }
+  const json lowest = json::parse(R"({"messages": )" + msgs.dump() + R"(, "seed": -9223372036854775808})");
+  EXPECT_EQ(server::parse_chat_request(lowest, wire()).spec.sampler.seed, uint64_t{1} << 63);
+}
+
 TEST(WireRequest, PerRequestWorkIsBoundedAndTheLimitIsNamed) {
   const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
   server::WireContext w = wire();
