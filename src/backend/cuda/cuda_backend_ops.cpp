@@ -213,8 +213,10 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   const CublasCtx c = blas_ctx();
   const Tensor* wo[1] = {&w_o};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_o.shape[0];
-  const bool raw = kernels_.fused_norms && w.size() <= 3 && a8_on_load(c, x, wo) && N == tensor_cols(h) &&
-                   residual_vec_fits(N, {h.data, w_post.data, h1.data, fp8_scales(w_o)});
+  bool raw = kernels_.fused_norms && w.size() == out.size() && w.size() <= 3 && a8_on_load(c, x, wo) &&
+             N == tensor_cols(h) && residual_vec_fits(N, {h.data, w_post.data, h1.data, fp8_scales(w_o)});
+  for (size_t i = 0; raw && i < w.size(); ++i)
+    raw = residual_vec_fits(N, {w[i] != nullptr ? w[i]->data : nullptr, out[i]->data});
   if (!raw) {
     Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out);
     return;
