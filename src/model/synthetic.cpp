@@ -152,6 +152,8 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
   }
   ModelWeights w = assemble_weights(cfg, [&](const std::string& name) { return made.at(name); });
   w.dtype = DType::kBF16;
+  made.clear();  // the weights placed side by side leave their first copies
+  place_shared_inputs(w, be);
   be.synchronize();
   return w;
 }

@@ -217,6 +217,17 @@ size_t weight_bytes(const ModelWeights& w, int plain_bytes) {
   return n;
 }
 
+void place_shared_inputs(ModelWeights& w, Backend& be) {
+  Tensor* sc[] = {&w.sc_gate, &w.sc_up};
+  be.place_side_by_side(sc);
+  for (LayerWeights& L : w.layers) {
+    Tensor* qkv[] = {&L.q, &L.k, &L.v};  // linears(): one product for the projections of a layer
+    be.place_side_by_side(qkv);
+    Tensor* gate_up[] = {&L.gate, &L.up};  // gated_linear(): one product and the gated GELU of its halves
+    be.place_side_by_side(gate_up);
+  }
+}
+
 ModelWeights upload_weights(const ModelWeights& host, Backend& be) {
   for (const auto& f : kModelWeightFields) be.check_weight(host.*f.member, f.use, f.what);
   for (size_t l = 0; l < host.layers.size(); ++l)
@@ -227,15 +238,9 @@ ModelWeights upload_weights(const ModelWeights& host, Backend& be) {
     if (!t.empty()) t = be.upload(t);
   };
   for (const auto& f : kModelWeightFields) up(d.*f.member);
-  Tensor* sc[] = {&d.sc_gate, &d.sc_up};
-  be.place_side_by_side(sc);
-  for (LayerWeights& L : d.layers) {
+  for (LayerWeights& L : d.layers)
     for (const auto& f : kLayerWeightFields) up(L.*f.member);
-    Tensor* qkv[] = {&L.q, &L.k, &L.v};  // linears(): one product for the projections of a layer
-    be.place_side_by_side(qkv);
-    Tensor* gate_up[] = {&L.gate, &L.up};  // gated_linear(): one product and the gated GELU of its halves
-    be.place_side_by_side(gate_up);
-  }
+  place_shared_inputs(d, be);
   be.synchronize();
   d.dtype = d.embed.dtype;
   return d;

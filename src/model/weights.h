@@ -65,6 +65,10 @@ extern const WeightField<ModelWeights> kModelWeightFields[6];
 // packed formats stay as they are.
 size_t weight_bytes(const ModelWeights& w, int plain_bytes);
 
+// Places the weights that share an input side by side on the backend (the self-conditioning gate/up, each layer's
+// q/k/v and gate/up: Backend::place_side_by_side), as upload_weights does; synthetic weights take it too.
+void place_shared_inputs(ModelWeights& w, Backend& be);
+
 // The weights as `be` reads them: every field checked (Backend::check_weight, before the first is copied), uploaded,
 // and the groups that share an input placed side by side.
 ModelWeights upload_weights(const ModelWeights& host, Backend& be);

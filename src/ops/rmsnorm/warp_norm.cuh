@@ -43,7 +43,7 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
                                               __half* __restrict__ y16 = nullptr, RawScales raw = {}) {
   const int lane = threadIdx.x & 31;
   rope = kMayRope && rope;
-  float v[kWarpVecs][8] = {};
+  float v[kWarpVecs][8];
   float ss = 0.0f;
 #pragma unroll
   for (int s = 0; s < kWarpVecs; ++s) {
@@ -72,69 +72,31 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
       float n = v[s][i] * inv;
       if (w != nullptr) n *= wv[i];
       v[s][i] = cuda::rbf(n);
+      if (kMayRope && rope) normed[d0 + i] = v[s][i];
     }
   }
   if (kMayRope && rope) {
+    __syncwarp();
     const int half = dim / 2;
-    // Element d pairs with d + half (d < half) or d - half. Where the partner sits in a known register, each lane
-    // takes its partners' values from registers: the same lane's vector s ± half / 256 (half a multiple of 256), or
-    // the lane half / 8 away (rows of up to 256, half a multiple of 8); otherwise through the warp's shared row.
-    float pv[kWarpVecs][8];
-    const bool by_vec = half % 256 == 0, by_lane = !by_vec && dim <= 256 && half % 8 == 0;
-    if (by_vec) {
-      const int hs = half / 256;
-#pragma unroll
-      for (int s = 0; s < kWarpVecs; ++s)
-#pragma unroll
-        for (int t = 0; t < kWarpVecs; ++t)
-          if (t == (s < hs ? s + hs : s - hs))
-#pragma unroll
-            for (int i = 0; i < 8; ++i) pv[s][i] = v[t][i];
-    } else if (by_lane) {
-      const int h8 = half / 8, src = lane < h8 ? lane + h8 : lane - h8;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) pv[0][i] = __shfl_sync(0xffffffffu, v[0][i], src);
-    } else {
-#pragma unroll
-      for (int s = 0; s < kWarpVecs; ++s) {
-        const int d0 = 8 * (lane + 32 * s);
-        if (d0 >= dim) continue;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) normed[d0 + i] = v[s][i];
-      }
-      __syncwarp();
-    }
 #pragma unroll
     for (int s = 0; s < kWarpVecs; ++s) {
       const int d0 = 8 * (lane + 32 * s);
       if (d0 >= dim) continue;
-      const bool low = d0 < half;  // a half is a multiple of 8: the lane's eight elements are on one side
-      float cs[8], sn[8];
-      if (rot != nullptr) {
-        const uint4* rp = reinterpret_cast<const uint4*>(rot + (low ? d0 : d0 - half));
-        const uint4 r2[2] = {rp[0], rp[1]};
-        const auto* e = reinterpret_cast<const __nv_bfloat162*>(r2);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float2 t = __bfloat1622float2(e[i]);
-          cs[i] = t.x;
-          sn[i] = t.y;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          sincosf(pos * inv_freq[(low ? d0 : d0 - half) + i], &sn[i], &cs[i]);
-          cs[i] = cuda::rbf(cs[i]);
-          sn[i] = cuda::rbf(sn[i]);
-        }
-      }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const int d = d0 + i, j = low ? d : d - half;
-        const float own = v[s][i];
-        const float other = by_vec || by_lane ? pv[s][i] : normed[low ? j + half : j];
-        const float a = low ? own : other, b = low ? other : own;
-        v[s][i] = low ? cuda::rbf(a * cs[i]) + cuda::rbf(-b * sn[i]) : cuda::rbf(b * cs[i]) + cuda::rbf(a * sn[i]);
+        const int d = d0 + i, j = d < half ? d : d - half;
+        float sn, c;
+        if (rot != nullptr) {
+          const float2 cs = __bfloat1622float2(rot[j]);
+          c = cs.x;
+          sn = cs.y;
+        } else {
+          sincosf(pos * inv_freq[j], &sn, &c);
+          c = cuda::rbf(c);
+          sn = cuda::rbf(sn);
+        }
+        const float a = normed[j], b = normed[j + half];
+        v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
       }
     }
   }
