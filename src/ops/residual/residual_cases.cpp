@@ -27,7 +27,9 @@ constexpr Bound kCudaProductChain{
     .of_peak = 0x1p-5, .min_cosine = 0.9999,
     .basis = "the product within its GEMM bound (each side rounds it to bf16 once: within 2^-7 relative between "
              "them), which the chain's first norm keeps relative, then the chain's bound",
-    .measured = "not yet run on a GPU"};
+    .measured = "Backends/OpConformance (H200, 2026-12-05, commit e870b63): linear_residual_norms worst/bound 0.155 "
+                "(26B-A4B sliding o_proj, out1: max_abs 3.1e-2, cosine 0.99999999), the small cases and the bf16 "
+                "linear_moe_ffn_tail case bit-identical to the composition"};
 // W8A8 into a chain: the same E4M3 inputs; the raw sum rounded to bf16 before its scales (on load) or the scaled
 // sum after them (the pass and the twin): within 2^-7 relative between sides, plus the tensor cores' partial sums.
 constexpr Bound kCudaA8Chain{
@@ -35,7 +37,10 @@ constexpr Bound kCudaA8Chain{
     .basis = "the same E4M3 inputs on both sides; each product rounded to bf16 once (on load: its raw sum, before the "
              "two scales; the twin: after them), within 2^-7 relative between them, the e4m3 tensor cores' partial "
              "sums within 2^-12 of the sum of |products|; the chain's first norm keeps that relative",
-    .measured = "not yet run on a GPU"};
+    .measured = "Backends/OpConformance (H200, 2026-12-05, commit e870b63): the pass 0.19 (linear_residual_norms "
+                "77 x 256 -> 320) and 0.18 (linear_moe_ffn_tail); scales on load 0.30 (26B-A4B o_proj, max_abs "
+                "6.3e-2), 0.42 (linear_moe_ffn_tail, 37 rows: max_abs 6.3e-2) and 0.32 (its 26B-A4B canvas: max_abs "
+                "4.7e-2); cosine >= 0.99999"};
 
 OpCase fed(const char* op, std::string name, CaseParams p, DType w = DType::kBF16, bool real = false) {
   const Bound& cuda = w == DType::kFp8 ? kCudaA8Chain : kCudaProductChain;
