@@ -158,7 +158,8 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
   Act8 xq;                              // the input's E4M3 codes and row scales (W8A8 raw sums)
   const float* col_scale[3] = {};       // each product's weight-row scales (W8A8 raw sums)
   int64_t total = 0;
-  if (const Tensor* first = side_by_side(a, w, total); first != nullptr) {
+  const Tensor* first = nullptr;  // the first of weights placed side by side: one product over them all
+  if ((first = side_by_side(a, w, total)) != nullptr) {
     y = c.alloc(DType::kBF16, Shape{rows, total});
     dense_linear_cuda(c, a.data, rows, act_cols(a), first->data, total, y.data);
     int64_t col = 0;
@@ -168,11 +169,10 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         ld[i] = total;
         col += w[i]->shape[0];
       }
-  } else if (int64_t col[3] = {}; a8_on_load(c, a, w) && fp8_side_by_side(a, w, total, col) != nullptr) {
+  } else if (int64_t col[3] = {}; a8_on_load(c, a, w) && (first = fp8_side_by_side(a, w, total, col)) != nullptr) {
     xq = a8_quantise(c, a);  // one e4m3 product over the weights placed side by side; heads_norm applies the scales
     y = c.alloc(DType::kBF16, Shape{rows, total});
-    c.fp8->run_bf16(xq.codes.data, rows, act_cols(a), fp8_side_by_side(a, w, total, col)->data, total, y.data, total,
-                    c.stream);
+    c.fp8->run_bf16(xq.codes.data, rows, act_cols(a), first->data, total, y.data, total, c.stream);
     for (size_t i = 0; i < 3; ++i)
       if (const Tensor* t = w[i]; t != nullptr) {
         src[i] = static_cast<const char*>(y.data) + col[i] * 2;  // bf16 columns

@@ -9,8 +9,8 @@
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>

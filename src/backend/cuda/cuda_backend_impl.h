@@ -27,6 +27,7 @@
 #include "backend/synthetic_fill.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/moe/moe_cuda.h"
+#include "ops/residual/residual.h"
 
 namespace dg {
 
@@ -155,6 +156,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
  private:
   void place_fp8_side_by_side(std::span<Tensor* const> ts);  // place_side_by_side of fp8 weights
   void move_into(std::span<Tensor* const> ts, const Tensor& all, const std::function<int64_t(const Tensor&)>& stride);
+  void launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw);
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {

@@ -6,8 +6,8 @@
 
 #include "backend/cuda/attention_heads.h"
 #include "backend/cuda/cublas_paths.h"
-#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/host_check.h"
 #include "backend/cuda/moe_path.h"
 #include "backend/cuda/packed_linear.h"
@@ -98,6 +98,13 @@ void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_
     Backend::residual_norms(h, attn, w_post, h1, w, out);
     return;
   }
+  launch_residual_norms(h, attn, w_post, h1, w, out, {});
+}
+
+// residual_norms_cuda over these tensors; `raw`: attn holds a W8A8 product's raw sums and their scales.
+void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
+                                        std::span<const Tensor* const> w, std::span<Tensor* const> out,
+                                        RawRowScales raw) {
   DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
            out.size());
   const void* ws[3] = {};
@@ -107,7 +114,7 @@ void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_
     outs[i] = out[i]->data;
   }
   check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
-                            tensor_rows(h), tensor_cols(h), eps_, stream_));
+                            tensor_rows(h), tensor_cols(h), eps_, stream_, raw));
 }
 
 void CudaBackend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2,
@@ -224,14 +231,7 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   const Act8 xq = a8_quantise(c, x);
   Tensor attn = alloc(Shape{rows, N});
   c.fp8->run_bf16(xq.codes.data, rows, K, w_o.data, N, attn.data, N, stream_);
-  const void* ws[3] = {};
-  void* outs[3] = {};
-  for (size_t i = 0; i < w.size(); ++i) {
-    ws[i] = w[i] != nullptr ? w[i]->data : nullptr;
-    outs[i] = out[i]->data;
-  }
-  check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()), rows, N,
-                            eps_, stream_, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}));
+  launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)});
 }
 
 // The dense down projection's W8A8 product as raw sums, the MoE's feed-forward tail applying their scales as it
