@@ -203,12 +203,32 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.stages, layout, c.wide);
+                                  xsc, c.stages, layout, c.wide || c.ws);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.stages, layout, c.wide);
+                              c.stages, layout, c.wide || c.ws);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (c.ws) {  // the warp-specialised kernel: the wide passes' arithmetic, so their bits
+    const auto wide_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+    const auto wide_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+    ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
+    s = moe_ws_gemm_fp8_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                             nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    s = moe_ws_gate_up_fp8_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(),
+                                da.p, nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+    const auto ws_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+    size_t diff_y = 0, diff_a = 0;
+    for (size_t i = 0; i < ws_y.size(); ++i) diff_y += ws_y[i] != wide_y[i];
+    for (size_t i = 0; i < ws_a.size(); ++i) diff_a += ws_a[i] != wide_a[i];
+    EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of --moe ws that differ from --moe wide's";
+    EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of --moe ws that differ from --moe wide's";
+  }
 
   const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(pairs * N)));
   Bounded plain;
@@ -229,7 +249,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(kernel_w.begin(), kernel_w.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.ws ? "/ws" : c.wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();

@@ -118,6 +118,50 @@ TEST(MoeStreamFp8ActCuda, WidePasses) {
   run_gemm_case(c);
 }
 
+// The warp-specialised W8A8 kernel (--moe ws) against f64 and bit for bit against the wide passes: pass boundaries
+// (300 rows: 128, 128, 44; 129: 128 and 1; 65 and 64 either side of the n64 / n128 switch; experts without rows),
+// column tiles a consumer only half fills (N 40: gated 20 columns), the full shape's gate_up (1,408 rows: the last
+// CTA's second consumer idle) and down (K 704: a half-empty last stage), and 128 experts with random routing (768
+// tiles: each CTA walks several, the stage ring wrapping across them).
+TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
+  DG_NEED_GPU();
+  GemmCase c{"K96 N40 gather ws", 96, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true, DType::kFp8, true};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B gate_up ws", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B down ws", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true};
+  c.ws = true;
+  run_gemm_case(c);
+}
+
+TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
+  DG_NEED_GPU();
+  const DeviceBuf buf(4096);
+  const int32_t offsets[2] = {0, 0};
+  const DeviceBuf doff(std::vector<int32_t>(offsets, offsets + 2));
+  Status s = moe_ws_gemm_fp8_cuda(buf.p, nullptr, nullptr, 1, 1, 64, buf.p, DType::kFp8, 16, 1, doff.as<int32_t>(),
+                                  buf.p, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("fp8 activations"), std::string::npos) << s.message();
+  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 64, buf.p, DType::kBF16, 16, 1,
+                           doff.as<int32_t>(), buf.p, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.message();
+  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 40, buf.p, DType::kFp8, 16, 1,
+                           doff.as<int32_t>(), buf.p, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s.message();
+  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 64, buf.p, DType::kFp8, 16, 2000,
+                           doff.as<int32_t>(), buf.p, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("at most 1024"), std::string::npos) << s.message();
+}
+
 TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {
   DG_NEED_GPU();
   run_pipeline(64, 64, 32, 8, 2, DType::kFp8, true);

@@ -20,8 +20,9 @@ enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
 // has it (bf16, W8A8), cublas for other unpacked experts outside graph captures; stream otherwise | stream: our
 // weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync per layer) |
 // wmma: our first grouped kernel (slower, NEGATIVE.md) | wide: the streaming kernel in passes of 128 rows for bf16
-// and W8A8 experts (other packed experts stream as with stream)
-enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide };
+// and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8 experts' products in the
+// persistent warp-specialised kernel (src/ops/moe/moe_ws.cu; Hopper only, an error elsewhere)
+enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide, kWs };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
 enum class DecideMode : uint8_t { kDevice, kHost };
@@ -85,9 +86,9 @@ struct CudaKernels {
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
     {{"flash", AttentionKernel::kFlash}, {"gemm", AttentionKernel::kGemm}, {"warp", AttentionKernel::kWarp}}};
-inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 5> kMoeKernelNames{
+inline constexpr std::array<std::pair<std::string_view, MoeKernel>, 6> kMoeKernelNames{
     {{"auto", MoeKernel::kAuto}, {"stream", MoeKernel::kStream}, {"cublas", MoeKernel::kCublas},
-     {"wmma", MoeKernel::kWmma}, {"wide", MoeKernel::kWide}}};
+     {"wmma", MoeKernel::kWmma}, {"wide", MoeKernel::kWide}, {"ws", MoeKernel::kWs}}};
 inline constexpr std::array<std::pair<std::string_view, DecideMode>, 2> kDecideModeNames{
     {{"device", DecideMode::kDevice}, {"host", DecideMode::kHost}}};
 inline constexpr std::array<std::pair<std::string_view, SegmentsMode>, 3> kSegmentsModeNames{

@@ -48,10 +48,19 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool wide_format = H % 8 == 0 && ff % 8 == 0 &&
                            (w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
                                                  : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16);
-  const bool wide = c.kernels.moe == MoeKernel::kWide || (big && wide_format);
+  const bool ws = c.kernels.moe == MoeKernel::kWs;  // wide, the W8A8 products warp-specialised
+  const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
-  if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
+  if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
+    Tensor act = device(DType::kBF16, Shape{P, ff});
+    check(moe_ws_gate_up_fp8_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
+                                  w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s));
+    Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
+    check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
+    check(moe_ws_gemm_fp8_cuda(aq.data, as.f32(), nullptr, 1, P, ff, w.down.data, w.down.dtype, H, E,
+                               offsets.as<int32_t>(), y.data, s));
+  } else if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,

@@ -23,9 +23,9 @@ void cuda_check_weight(const Tensor& t, WeightUse use, const std::string& what, 
          "quantize that class to another format or run with --backend cpu",
          what, fmt, K, fmt, align);
   if (use == WeightUse::kExperts && kernels.moe != MoeKernel::kStream && kernels.moe != MoeKernel::kAuto &&
-      kernels.moe != MoeKernel::kWide)
-    fail("the experts of this .dgq pack are {}: only the streaming MoE kernel reads packed experts (not --moe "
-         "{}); use --moe auto (the default), stream or wide",
+      kernels.moe != MoeKernel::kWide && kernels.moe != MoeKernel::kWs)
+    fail("the experts of this .dgq pack are {}: only the streaming MoE kernels read packed experts (not --moe "
+         "{}); use --moe auto (the default), stream, wide or ws",
          fmt, kernel_name(kernels.moe));
 }
 

@@ -214,9 +214,9 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
   return cuda_status(cudaGetLastError(), what);
 }
 
-// The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row; q4 in the kernel layout: the
-// matrices' factors as plane 2).
-Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, Q4Layout q4) {
+}  // namespace
+
+Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, Q4Layout q4) {
   Planes p{};
   const auto* base = static_cast<const uint8_t*>(W);
   if (fmt == DType::kBF16) {
@@ -239,6 +239,8 @@ Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, in
   }
   return p;
 }
+
+namespace {
 
 template <class Fmt, bool kGated>
 Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what,

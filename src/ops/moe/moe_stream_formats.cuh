@@ -12,6 +12,7 @@
 
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mma.cuh"
+#include "ops/moe/moe_cuda.h"
 
 namespace dg::moe_stream {
 
@@ -49,6 +50,10 @@ struct Planes {
   int64_t row_bytes[3];
   int64_t limit[3];
 };
+
+// The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row; q4 in the kernel layout: the
+// matrices' factors as plane 2). Defined in moe_stream.cu.
+Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, Q4Layout q4);
 
 // Where a stage's weights come from: the expert's first global row, K, the tile's rows and the stage's first k.
 struct StageSrc {

@@ -1,0 +1,59 @@
+// PTX wrappers for warp-specialised kernels on sm_90a: shared-memory mbarriers (init, arrive, wait on a phase's
+// parity), named barriers over part of a CTA, and setmaxnreg (moving registers between warpgroups).
+// Reference: PTX ISA, "mbarrier" (init, arrive, try_wait.parity; phases and their parity), "fence.mbarrier_init",
+// "bar.sync", "setmaxnreg".
+//
+// An mbarrier counts arrivals towards its expected count; when they are all in, its current phase completes and the
+// next begins (phase 0 first). A waiter names the phase by its parity: mbar_wait(bar, 0) returns once phase 0 is
+// complete, mbar_wait(bar, 1) once phase 1 is, and so on alternately. Arrive releases and wait acquires (CTA scope),
+// so memory written before an arrive is visible after the wait that sees the phase complete.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cuda/wgmma.cuh"
+
+namespace dg::cuda {
+
+#if DG_HAS_WGMMA
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the other threads (then a __syncthreads before their first use).
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Spins until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Barrier `id` (1-15; 0 is __syncthreads') over `threads` threads, a multiple of 32.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The warpgroup's registers per thread lowered (dec) or raised (inc) to kRegs, a multiple of 8 in [24, 256]; every
+// warp of the warpgroup executes it.
+template <int kRegs> __device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs> __device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+#endif  // DG_HAS_WGMMA
+
+}  // namespace dg::cuda

@@ -1,0 +1,380 @@
+// The W8A8 expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws) as a
+// persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
+// stages (cp.async) and two consumers that multiply them, handing the stage buffers back and forth through
+// mbarriers instead of CTA-wide barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
+// pass of up to 128 of one expert's routed rows; the CTAs walk the tiles in an order where neighbours share their
+// weights (the passes of one weight slice are consecutive), so the slice is read from HBM about once and from L2
+// by the others. The arithmetic is the streaming kernel's W8A8 wide pass (moe_stream.cu with WeightFp8Act8Wide):
+// e4m3 products summed by the tensor cores over one 128-code stage, added to f32 accumulators, both scales and
+// the gated GELU in the epilogue: the same bits.
+// Design and the measurements behind it: docs/CUDA.md ("The warp-specialised W8A8 expert kernel").
+// Oracle: moe_experts_cpu (tests/ops/moe_stream_quant_test.cpp, MoeWsCuda).
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
+#include "core/cuda/mbarrier.cuh"
+#include "core/cuda/mma.cuh"
+#include "core/cuda/wgmma.cuh"
+#include "ops/moe/moe_cuda.h"
+#include "ops/moe/moe_stream_formats.cuh"
+#include "ops/moe/moe_stream_stage.cuh"
+
+namespace dg {
+namespace {
+
+using cuda::bf16;
+using moe_stream::Planes;
+using moe_stream::TileRows;
+
+constexpr int kConsumers = 2;
+constexpr int kWgThreads = 128;
+constexpr int kThreads = (kConsumers + 1) * kWgThreads;  // consumers are warpgroups 0 and 1, the producer 2
+constexpr int kTileK = 128;                              // codes (bytes) of a row per stage
+constexpr int kWRows = 128;                              // weight rows per consumer: two m64 tiles
+constexpr int kRows = 128;                               // routed rows per pass
+constexpr int kStages = 3;
+constexpr int kWBytes = kConsumers * kWRows * kTileK;    // a stage's weight tile, consumer 0's rows first
+constexpr int kStageBytes = kWBytes + kRows * kTileK;    // then the pass's activation rows
+constexpr int kMaxExperts = 1024;
+[[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;  // 2 x 128 x 216 + 128 x 72 = 64,512 of 65,536
+template <bool kGated> constexpr int kOutCols = kGated ? kWRows / 2 : kWRows;  // a consumer's output columns
+template <bool kGated> constexpr int kOutStride = kOutCols<kGated> + 8;       // bf16 staging rows, padded
+template <bool kGated>
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
+
+struct WsArgs {
+  const uint8_t* x;       // E4M3 activation rows [*, K]
+  const float* x_scale;   // the f32 scale of each x row
+  const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
+  int x_rows_div;
+  int K;
+  Planes W;               // [n_exp, w_rows, K] E4M3 codes (plane 0) and f32 row scales (plane 1)
+  int64_t w_rows;
+  int64_t n_out;          // output columns: w_rows, or ff = w_rows / 2 in the gated form
+  const int32_t* offsets;  // [n_exp + 1]
+  int n_exp;
+  bf16* y;                // [pairs, n_out], row i = sorted position i
+};
+
+// The rows a pass of m routed rows multiplies (the rest of them zero-filled): wgmma n64 up to 64, else n128. More
+// sizes (n16 .. n48, as the streaming kernel has) made ptxas serialise the wgmma products (C7511) in one variant
+// or the other.
+[[maybe_unused]] __device__ __forceinline__ int pass_rows(int m) { return m > 64 ? 128 : 64; }
+
+// Where tile t lies: the expert, its pass and the CTA's column tile. An expert's tiles are its passes times the
+// column tiles, passes fastest.
+struct Tile {
+  int e, r0, m, ct;
+};
+
+// The weight rows of consumer c in column tile ct: gated, 64 gate rows then the 64 up rows of the same outputs.
+template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(const WsArgs& a, int ct, int c) {
+  const int64_t col = static_cast<int64_t>(ct) * kConsumers * kOutCols<kGated> + c * kOutCols<kGated>;
+  const int64_t left = a.n_out - col;
+  const int valid = static_cast<int>(left < 0 ? 0 : left < kOutCols<kGated> ? left : kOutCols<kGated>);
+  return kGated ? TileRows{col, a.n_out + col, kWRows / 2, valid} : TileRows{col, 0, kWRows, valid};
+}
+
+#if DG_HAS_WGMMA
+
+// The consumer's products of one stage: its two m64 weight tiles times the pass's N routed rows, each summed over
+// the stage's four k32 steps by the tensor cores, then added to the f32 accumulators.
+template <int N>
+__device__ __forceinline__ void consume_stage(uint32_t ws, uint32_t xs, float (&acc)[2][kRows / 8][4]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    float part[kRows / 8][4];
+    moe_stream::fence_acc(part);
+    cuda::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks);
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+      if (ks == 0) cuda::wgmma_e4m3_m64k32<N, false>(part, a, b);
+      else cuda::wgmma_e4m3_m64k32<N, true>(part, a, b);
+    }
+    cuda::wgmma_commit();
+    cuda::wgmma_wait<0>();
+    moe_stream::fence_acc(part);
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[t][j][q] += part[j][q];
+  }
+}
+
+// A consumer's pass over one tile: for each stage, wait for it, multiply it, hand its buffer back (`it` counts
+// the stages this CTA has consumed, as the producer's does); then the scaled products (and the gated GELU) as bf16
+// rows in the consumer's staging area `out` [routed row][column]. Each pass row count N is its own instantiation,
+// accumulators included: the wgmma pipeline keeps its registers (a switch between loops over one accumulator array
+// made ptxas serialise the products, C7511).
+// Accumulator element q of n8 tile j of m64 tile t: weight row 64 t + 16 warp + lane / 4 + 8 (q / 2) of the
+// consumer's rows, routed row 8 j + 2 (lane % 4) + q % 2.
+template <bool kGated, int N>
+__device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, uint32_t base, uint32_t full,
+                                             uint32_t empty, int c, int n_k, uint32_t& it, bf16* out,
+                                             const float* xsc) {
+  float acc[2][kRows / 8][4];
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int j = 0; j < kRows / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
+  for (int kt = 0; kt < n_k; ++kt, ++it) {
+    const uint32_t s = it % kStages;
+    cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
+    const uint32_t st = base + s * kStageBytes;
+    consume_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
+    cuda::mbar_arrive(empty + 8 * s);
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
+  const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
+  const int64_t e_row0 = static_cast<int64_t>(tl.e) * a.w_rows;
+  float rs[2][2];
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      int64_t w;
+      const bool ok = rows.row(64 * t + 16 * warp + (lane >> 2) + 8 * hh, w);
+      rs[t][hh] = ok ? *reinterpret_cast<const float*>(a.W.p[1] + (e_row0 + w) * 4) : 0.0f;
+    }
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = 8 * j + 2 * (lane & 3) + (q & 1);
+      const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+      const float f0 = acc[0][j][q] * rs[0][q >> 1] * xsc[i], f1 = acc[1][j][q] * rs[1][q >> 1] * xsc[i];
+      if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
+        const float g = cuda::rbf(f0), u = cuda::rbf(f1);
+        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+      } else {
+        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(f0);
+        out[i * kOutStride<kGated> + col + 64] = __float2bfloat16_rn(f1);
+      }
+    }
+}
+
+#endif  // DG_HAS_WGMMA
+
+template <bool kGated>
+__global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
+  cuda::pdl_enter();
+#if DG_HAS_WGMMA
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ int32_t s_off[kMaxExperts + 1];    // the experts' offsets
+  __shared__ int32_t s_tile0[kMaxExperts + 1];  // each expert's first tile; [n_exp]: the tiles in all
+  __shared__ float s_xsc[kConsumers][kRows];    // each consumer's copy of the pass rows' activation scales
+  __shared__ __align__(8) uint64_t s_full[kStages], s_empty[kStages];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / kWgThreads, lane = tid & 31;
+  const int E = a.n_exp;
+  constexpr int kColsPerCta = kConsumers * kOutCols<kGated>;
+  const int n_ct = static_cast<int>((a.n_out + kColsPerCta - 1) / kColsPerCta);
+  const uint32_t base = (cuda::smem_u32(smem) + 1023u) & ~1023u;
+  const uint32_t full = cuda::smem_u32(s_full), empty = cuda::smem_u32(s_empty);
+
+  for (int i = tid; i <= E; i += kThreads) s_off[i] = a.offsets[i];
+  if (tid < kStages) {
+    cuda::mbar_init(full + 8 * tid, kWgThreads);                // the producer's threads
+    cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);  // every consumer thread
+  }
+  cuda::mbar_init_fence();
+  __syncthreads();
+  if (tid < 32) {  // the experts' first tiles: a scan over the warp, lane l owning experts l * per ..
+    const int per = (E + 31) / 32;
+    auto tiles = [&](int e) { return (s_off[e + 1] - s_off[e] + kRows - 1) / kRows * n_ct; };
+    int own = 0;
+    for (int k = 0; k < per; ++k)
+      if (const int e = lane * per + k; e < E) own += tiles(e);
+    int incl = own;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    int run = incl - own;
+    for (int k = 0; k < per; ++k)
+      if (const int e = lane * per + k; e < E) {
+        s_tile0[e] = run;
+        run += tiles(e);
+      }
+    if (lane == 31) s_tile0[E] = incl;
+  }
+  __syncthreads();
+  const int n_tiles = s_tile0[E];
+  const int n_k = (a.K + kTileK - 1) / kTileK;
+  // Tile t: the last expert whose first tile is at or before t (experts without rows share their successor's).
+  auto tile_at = [&](int t) {
+    int lo = 0, hi = E - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (s_tile0[mid] <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    const int rows = s_off[lo + 1] - s_off[lo], passes = (rows + kRows - 1) / kRows, local = t - s_tile0[lo];
+    const int pass = local % passes, r0 = s_off[lo] + pass * kRows;
+    return Tile{lo, r0, rows - pass * kRows < kRows ? rows - pass * kRows : kRows, local / passes};
+  };
+
+  if (wg == kConsumers) {  // the producer
+    cuda::regs_dec<kProducerRegs>();
+    const int pt = tid - kConsumers * kWgThreads, chunk = pt & 7, row8 = pt >> 3;  // 16 rows x 8 chunks per sweep
+    uint32_t it = 0;
+    for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
+      const Tile tl = tile_at(t);
+      const int n_load = pass_rows(tl.m);
+      // Consumer cc's weight rows: row r < kHalf of its tile lies r rows past its first (w0, plus w1_off for
+      // consumer 1), a gated row r >= kHalf is up row r - kHalf, n_out rows further; rows past `valid` within
+      // their half are zero-filled.
+      constexpr int kHalf = kGated ? kWRows / 2 : kWRows;
+      const int64_t rb = a.W.row_bytes[0];
+      static_assert(kConsumers == 2, "the copies pick consumer 0's or 1's rows");
+      const TileRows tr0 = consumer_rows<kGated>(a, tl.ct, 0), tr1 = consumer_rows<kGated>(a, tl.ct, 1);
+      const uint8_t* w0 = a.W.p[0] + (static_cast<int64_t>(tl.e) * a.w_rows + tr0.first) * rb + chunk * 16;
+      const int64_t w1_off = (tr1.first - tr0.first) * rb;  // consumer 1's rows from consumer 0's
+      const int64_t up = kGated ? a.n_out * rb : 0;
+      int32_t xrow[kRows / 16];  // the x row of each pass row this thread copies; -1: zero-filled
+#pragma unroll
+      for (int j = 0; j < kRows / 16; ++j) {
+        const int i = row8 + 16 * j;
+        xrow[j] = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
+      }
+      for (int kt = 0; kt < n_k; ++kt, ++it) {
+        const uint32_t s = it % kStages;
+        if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
+        const uint32_t st = base + s * kStageBytes;
+        const int k0 = kt * kTileK;
+        const bool k_ok = k0 + chunk * 16 < a.K;
+#pragma unroll 1
+        for (int sr = row8; sr < kConsumers * kWRows; sr += 16) {  // stage row sr: consumer sr / kWRows's row r
+          const int cc = sr / kWRows, r = sr % kWRows, part = r < kHalf ? r : r - kHalf;
+          const bool ok = k_ok && part < (cc == 0 ? tr0.valid : tr1.valid);
+          const uint8_t* src = ok ? w0 + (cc == 0 ? 0 : w1_off) + (r < kHalf ? 0 : up) + part * rb + k0 : a.W.p[0];
+          cuda::cp_async16(st + moe_stream::swizzle<kTileK>(sr, chunk), src, ok);
+        }
+#pragma unroll
+        for (int j = 0; j < kRows / 16; ++j) {
+          const int i = row8 + 16 * j;
+          if (i >= n_load) break;
+          const bool ok = k_ok && xrow[j] >= 0;
+          const uint8_t* src = ok ? a.x + static_cast<int64_t>(xrow[j]) * a.K + k0 + chunk * 16 : a.x;
+          cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok);
+        }
+        cuda::cp_async_commit();
+        if (it > 0) {  // the stage before has landed: make it visible to the tensor cores and hand it over
+          cuda::cp_async_wait<1>();
+          cuda::fence_proxy_async_shared();
+          cuda::mbar_arrive(full + 8 * ((it - 1) % kStages));
+        }
+      }
+    }
+    if (it > 0) {
+      cuda::cp_async_wait<0>();
+      cuda::fence_proxy_async_shared();
+      cuda::mbar_arrive(full + 8 * ((it - 1) % kStages));
+    }
+    return;
+  }
+
+  // A consumer: warpgroup c (consume_pass: which accumulator holds what).
+  cuda::regs_inc<kConsumerRegs>();
+  const int c = wg, ctid = tid - c * kWgThreads;
+  bf16* out = reinterpret_cast<bf16*>(smem + (base - cuda::smem_u32(smem)) + kStages * kStageBytes) +
+              c * kRows * kOutStride<kGated>;
+  uint32_t it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
+    const Tile tl = tile_at(t);
+    {  // the pass rows' activation scales; the barrier also ends the last tile's reads of the staging rows
+      const int i = ctid;
+      const int src = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
+      s_xsc[c][i] = src >= 0 ? a.x_scale[src] : 0.0f;
+      cuda::named_sync(1 + c, kWgThreads);
+    }
+    if (pass_rows(tl.m) == 64) consume_pass<kGated, 64>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
+    else consume_pass<kGated, 128>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
+    const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
+    cuda::named_sync(1 + c, kWgThreads);
+    const int n_cols = rows.valid;
+    bf16* y = a.y + static_cast<int64_t>(tl.r0) * a.n_out + rows.first;
+    if (n_cols % 8 == 0 && a.n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(a.y) & 15) == 0) {
+      const int v = n_cols / 8;
+      for (int id = ctid; id < tl.m * v; id += kWgThreads) {
+        const int i = id / v, cc = id % v;
+        *reinterpret_cast<uint4*>(y + i * a.n_out + 8 * cc) =
+            *reinterpret_cast<const uint4*>(out + i * kOutStride<kGated> + 8 * cc);
+      }
+    } else {
+      for (int id = ctid; id < tl.m * n_cols; id += kWgThreads) {
+        const int i = id / n_cols, cc = id % n_cols;
+        y[i * a.n_out + cc] = out[i * kOutStride<kGated> + cc];
+      }
+    }
+  }
+#else
+  (void)a;
+  __trap();  // the launcher refuses devices without sm_90a code
+#endif
+}
+
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+template <bool kGated>
+Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
+                 const char* what) {
+  const std::string name(what);
+  if (n_exp == 0 || a.n_out == 0) return Status::ok();
+  if (w_dtype != DType::kFp8 || a.x_scale == nullptr)
+    return Status::error(name + ": --moe ws takes fp8 weights with fp8 activations, not " +
+                         std::string(dtype_name(w_dtype)) + (a.x_scale ? "" : " with bf16 activations") +
+                         " (use --moe wide or stream)");
+  if (a.offsets == nullptr) return Status::error(name + ": --moe ws needs the experts' offsets");
+  if (a.K <= 0 || a.K % 16 != 0)
+    return Status::error(name + ": K = " + std::to_string(a.K) + " must be a positive multiple of 16 for --moe ws");
+  if (n_exp > kMaxExperts)
+    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
+                         std::to_string(kMaxExperts) + " (use --moe wide)");
+  if (x_rows_max * a.K >= (int64_t{1} << 31))
+    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(a.K) +
+                         " codes pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
+  if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
+    return Status::error(name + ": x and W must be 16-byte aligned");
+  static const bool sm90 = device_is_sm90();
+  if (!sm90)
+    return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
+                                "--moe wide");
+  a.n_exp = static_cast<int>(n_exp);
+  a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
+  auto* kernel = moe_ws_kernel<kGated>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
+  if (err != cudaSuccess) return cuda_status(err, what);
+  cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kThreads, kSmemBytes<kGated>, s, a);
+  return cuda_status(cudaGetLastError(), what);
+}
+
+}  // namespace
+
+Status moe_ws_gemm_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                            int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
+                            const int32_t* offsets, void* y, cudaStream_t s) {
+  const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
+                 offsets, 0, static_cast<bf16*>(y)};
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_fp8_cuda");
+}
+
+Status moe_ws_gate_up_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                               int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
+                               int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s) {
+  const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
+                 offsets, 0, static_cast<bf16*>(out)};
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_fp8_cuda");
+}
+
+}  // namespace dg
