@@ -395,8 +395,8 @@ void register_bench(CLI::App& app) {
   add_choice(cmd, "--moe", o->kernels.moe, kMoeKernelNames,
              "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
              "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
-             "experts: large batches; other packed experts stream as with stream) | ws (wide, with the W8A8 "
-             "experts in the persistent warp-specialised kernel; Hopper) | auto (calls of at least "
+             "experts: large batches; other packed experts stream as with stream) | ws (wide, with the W8A8 and "
+             "bf16 experts in the persistent warp-specialised kernel; Hopper) | auto (calls of at least "
              "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, cublas for other unpacked experts outside "
              "graph captures; stream otherwise)");
   add_choice(cmd, "--decide", o->kernels.decide, kDecideModeNames,

@@ -142,24 +142,20 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   DG_NEED_GPU();
   const DeviceBuf buf(4096);
-  const int32_t offsets[2] = {0, 0};
-  const DeviceBuf doff(std::vector<int32_t>(offsets, offsets + 2));
-  Status s = moe_ws_gemm_fp8_cuda(buf.p, nullptr, nullptr, 1, 1, 64, buf.p, DType::kFp8, 16, 1, doff.as<int32_t>(),
-                                  buf.p, nullptr);
-  EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("fp8 activations"), std::string::npos) << s.message();
-  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 64, buf.p, DType::kBF16, 16, 1,
-                           doff.as<int32_t>(), buf.p, nullptr);
-  EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.message();
-  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 40, buf.p, DType::kFp8, 16, 1,
-                           doff.as<int32_t>(), buf.p, nullptr);
-  EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s.message();
-  s = moe_ws_gemm_fp8_cuda(buf.p, buf.as<float>(), nullptr, 1, 1, 64, buf.p, DType::kFp8, 16, 2000,
-                           doff.as<int32_t>(), buf.p, nullptr);
-  EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("at most 1024"), std::string::npos) << s.message();
+  const DeviceBuf doff(std::vector<int32_t>{0, 0});
+  const float* scale = buf.as<float>();
+  auto refused = [&](const void* x_scale, DType fmt, int64_t K, int64_t n_exp, const char* says) {
+    const Status s = moe_ws_gemm_cuda(buf.p, static_cast<const float*>(x_scale), nullptr, 1, 1, K, buf.p, fmt, 16,
+                                      n_exp, doff.as<int32_t>(), buf.p, nullptr);
+    EXPECT_FALSE(s.is_ok()) << says;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  };
+  refused(nullptr, DType::kFp8, 64, 1, "fp8 weights with bf16 activations");
+  refused(scale, DType::kBF16, 64, 1, "bf16 weights with fp8 activations");
+  refused(nullptr, DType::kQ4, 64, 1, "q4 weights");
+  refused(scale, DType::kFp8, 40, 1, "multiple of 16");
+  refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
+  refused(scale, DType::kFp8, 64, 2000, "at most 1024");
 }
 
 TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {

@@ -56,6 +56,25 @@ TEST(MoeStreamCuda, WidePassBoundaries) {
   run_gemm_case(c);
 }
 
+// bf16 in the warp-specialised kernel (--moe ws): the same cases against f64 and bit for bit against the wide
+// passes (K 72: a stage of 64 elements and one of 8), and 128 experts with random routing (each CTA walks several
+// tiles, the stage ring wrapping across them).
+TEST(MoeWsCuda, Bf16MatchesWidePassesBitForBit) {
+  DG_NEED_GPU();
+  GemmCase c{"K72 N40 gather ws", 72, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B gate_up ws", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B down ws", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false};
+  c.ws = true;
+  run_gemm_case(c);
+  c = GemmCase{"26B-A4B down ws, 128 experts", 704, 2816, 128, {}, 512, 8, false};
+  c.ws = true;
+  run_gemm_case(c);
+}
+
 // Passes of 128 rows have bf16 and W8A8 bodies: other weights (fp8 with bf16 activations, q4), or fp8 activations
 // with bf16 weights, are refused before any launch (no GPU needed) with a message that names the way out.
 TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {

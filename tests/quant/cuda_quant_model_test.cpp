@@ -99,6 +99,15 @@ TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
+// --moe ws: every call's W8A8 experts in the persistent warp-specialised kernel (moe_ws.cu), the same bounds.
+TEST(CudaQuantModelWide, Fp8PackInTheWarpSpecialisedKernel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  CudaKernels k;
+  k.moe = MoeKernel::kWs;
+  check_pack(RefFixture::load("tiny_a"), "fp8", k);
+}
+
 // The vocabulary products as W8A8 products over the fp8 copies of the table, on the fp8 pack: the same bounds.
 TEST(CudaQuantModelVocab, Fp8PackWithFp8VocabularyProducts) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

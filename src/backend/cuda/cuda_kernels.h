@@ -20,8 +20,8 @@ enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
 // has it (bf16, W8A8), cublas for other unpacked experts outside graph captures; stream otherwise | stream: our
 // weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync per layer) |
 // wmma: our first grouped kernel (slower, NEGATIVE.md) | wide: the streaming kernel in passes of 128 rows for bf16
-// and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8 experts' products in the
-// persistent warp-specialised kernel (src/ops/moe/moe_ws.cu; Hopper only, an error elsewhere)
+// and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8 and bf16 experts'
+// products in the persistent warp-specialised kernel (src/ops/moe/moe_ws.cu; Hopper only, an error elsewhere)
 enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide, kWs };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).

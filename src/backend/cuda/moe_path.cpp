@@ -48,18 +48,18 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool wide_format = H % 8 == 0 && ff % 8 == 0 &&
                            (w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
                                                  : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16);
-  const bool ws = c.kernels.moe == MoeKernel::kWs;  // wide, the W8A8 products warp-specialised
+  const bool ws = c.kernels.moe == MoeKernel::kWs;  // wide, W8A8 and bf16 products warp-specialised
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
     Tensor act = device(DType::kBF16, Shape{P, ff});
-    check(moe_ws_gate_up_fp8_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
-                                  w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s));
+    check(moe_ws_gate_up_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
+                              w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
-    check(moe_ws_gemm_fp8_cuda(aq.data, as.f32(), nullptr, 1, P, ff, w.down.data, w.down.dtype, H, E,
-                               offsets.as<int32_t>(), y.data, s));
+    check(moe_ws_gemm_cuda(aq.data, as.f32(), nullptr, 1, P, ff, w.down.data, w.down.dtype, H, E,
+                           offsets.as<int32_t>(), y.data, s));
   } else if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
@@ -70,6 +70,12 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages,
                                Q4Layout::kDisk, wide));
+  } else if (ws && w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16 && H % 8 == 0 && ff % 8 == 0) {
+    Tensor act = device(DType::kBF16, Shape{P, ff});  // bf16 in the warp-specialised kernel, gathering z's rows
+    check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
+                              E, offsets.as<int32_t>(), act.data, s));
+    check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kBF16, H, E,
+                           offsets.as<int32_t>(), y.data, s));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;

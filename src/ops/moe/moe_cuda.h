@@ -81,17 +81,18 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
                                Q4Layout q4 = Q4Layout::kDisk, bool wide = false);
-// The W8A8 products of moe_stream_gemm_cuda / moe_stream_gate_up_cuda with x_scale and `wide`, the same bits, by the
-// persistent warp-specialised kernel (moe_ws.cu; --moe ws): a producer warpgroup copies the stages, two consumer
-// warpgroups multiply them, tiles of 256 weight rows by passes of up to 128 routed rows, neighbouring CTAs on the
-// passes of one weight slice. fp8 weights only, x E4M3 codes with x_scale; offsets required; x_rows_max: the rows
-// of x (x_rows_max * K < 2^31); K % 16 == 0; at most 1,024 experts; compute capability 9.0 (sm_90a code).
-Status moe_ws_gemm_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
-                            int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                            const int32_t* offsets, void* y, cudaStream_t s);
-Status moe_ws_gate_up_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
-                               int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                               int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s);
+// The products of moe_stream_gemm_cuda / moe_stream_gate_up_cuda with `wide`, the same bits, by the persistent
+// warp-specialised kernel (moe_ws.cu; --moe ws): a producer warpgroup copies the stages, two consumer warpgroups
+// multiply them, tiles of 256 weight rows by passes of up to 128 routed rows, neighbouring CTAs on the passes of one
+// weight slice. W8A8 (fp8 weights, x E4M3 codes with x_scale; K % 16 == 0) or bf16 (x bf16, x_scale null;
+// K % 8 == 0); offsets required; x_rows_max: the rows of x (their bytes under 2^31); at most 1,024 experts; compute
+// capability 9.0 (sm_90a code).
+Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                        int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
+                        const int32_t* offsets, void* y, cudaStream_t s);
+Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                           int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

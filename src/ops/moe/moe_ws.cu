@@ -1,13 +1,14 @@
-// The W8A8 expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws) as a
-// persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
+// The expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws), W8A8 or bf16,
+// as a persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
 // stages (cp.async) and two consumers that multiply them, handing the stage buffers back and forth through
 // mbarriers instead of CTA-wide barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
 // pass of up to 128 of one expert's routed rows; the CTAs walk the tiles in an order where neighbours share their
 // weights (the passes of one weight slice are consecutive), so the slice is read from HBM about once and from L2
-// by the others. The arithmetic is the streaming kernel's W8A8 wide pass (moe_stream.cu with WeightFp8Act8Wide):
-// e4m3 products summed by the tensor cores over one 128-code stage, added to f32 accumulators, both scales and
-// the gated GELU in the epilogue: the same bits.
-// Design and the measurements behind it: docs/CUDA.md ("The warp-specialised W8A8 expert kernel").
+// by the others. The arithmetic is the streaming kernel's wide passes (moe_stream.cu): W8A8 as WeightFp8Act8Wide
+// (e4m3 products summed by the tensor cores over one 128-code stage, added to f32 accumulators, both scales and
+// the gated GELU in the epilogue), bf16 as WeightBf16Wide (the products accumulated in f32 by the tensor cores, k
+// in the same order; here a stage's products stay in flight while the next stage's are issued): the same bits.
+// Design and the measurements behind it: docs/CUDA.md ("The warp-specialised expert kernel").
 // Oracle: moe_experts_cpu (tests/ops/moe_stream_quant_test.cpp, MoeWsCuda).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -18,6 +19,7 @@
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
+#include "ops/moe/moe_ws_tiles.h"
 
 namespace dg {
 namespace {
@@ -29,9 +31,9 @@ using moe_stream::TileRows;
 constexpr int kConsumers = 2;
 constexpr int kWgThreads = 128;
 constexpr int kThreads = (kConsumers + 1) * kWgThreads;  // consumers are warpgroups 0 and 1, the producer 2
-constexpr int kTileK = 128;                              // codes (bytes) of a row per stage
+constexpr int kTileK = 128;                              // bytes of a row per stage: 128 codes or 64 bf16
 constexpr int kWRows = 128;                              // weight rows per consumer: two m64 tiles
-constexpr int kRows = 128;                               // routed rows per pass
+constexpr int kRows = kWsPassRows;                       // routed rows per pass
 constexpr int kStages = 3;
 constexpr int kWBytes = kConsumers * kWRows * kTileK;    // a stage's weight tile, consumer 0's rows first
 constexpr int kStageBytes = kWBytes + kRows * kTileK;    // then the pass's activation rows
@@ -43,12 +45,12 @@ template <bool kGated>
 constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
 
 struct WsArgs {
-  const uint8_t* x;       // E4M3 activation rows [*, K]
-  const float* x_scale;   // the f32 scale of each x row
+  const uint8_t* x;       // activation rows [*, K]: E4M3 codes (W8A8) or bf16
+  const float* x_scale;   // W8A8: the f32 scale of each x row
   const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
   int x_rows_div;
   int K;
-  Planes W;               // [n_exp, w_rows, K] E4M3 codes (plane 0) and f32 row scales (plane 1)
+  Planes W;               // [n_exp, w_rows, K]: E4M3 codes (plane 0) and f32 row scales (plane 1), or bf16
   int64_t w_rows;
   int64_t n_out;          // output columns: w_rows, or ff = w_rows / 2 in the gated form
   const int32_t* offsets;  // [n_exp + 1]
@@ -61,11 +63,7 @@ struct WsArgs {
 // or the other.
 [[maybe_unused]] __device__ __forceinline__ int pass_rows(int m) { return m > 64 ? 128 : 64; }
 
-// Where tile t lies: the expert, its pass and the CTA's column tile. An expert's tiles are its passes times the
-// column tiles, passes fastest.
-struct Tile {
-  int e, r0, m, ct;
-};
+using Tile = WsTile;  // where tile t lies: the expert, its pass and the CTA's column tile (moe_ws_tiles.h)
 
 // The weight rows of consumer c in column tile ct: gated, 64 gate rows then the 64 up rows of the same outputs.
 template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(const WsArgs& a, int ct, int c) {
@@ -103,14 +101,29 @@ __device__ __forceinline__ void consume_stage(uint32_t ws, uint32_t xs, float (&
   }
 }
 
+// bf16: the stage's products accumulate in the f32 registers themselves, k16 steps in the streaming kernel's order
+// (WeightBf16Wide: each step for both m64 tiles); the caller waits for them a stage later.
+template <int N>
+__device__ __forceinline__ void issue_stage_bf16(uint32_t ws, uint32_t xs, float (&acc)[2][kRows / 8][4]) {
+  cuda::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks), b);
+  }
+  cuda::wgmma_commit();
+}
+
 // A consumer's pass over one tile: for each stage, wait for it, multiply it, hand its buffer back (`it` counts
 // the stages this CTA has consumed, as the producer's does); then the scaled products (and the gated GELU) as bf16
 // rows in the consumer's staging area `out` [routed row][column]. Each pass row count N is its own instantiation,
 // accumulators included: the wgmma pipeline keeps its registers (a switch between loops over one accumulator array
-// made ptxas serialise the products, C7511).
+// made ptxas serialise the products, C7511). W8A8 drains each stage's products to promote them; bf16 keeps one
+// stage's in flight and hands a buffer back once the products after it have been issued.
 // Accumulator element q of n8 tile j of m64 tile t: weight row 64 t + 16 warp + lane / 4 + 8 (q / 2) of the
 // consumer's rows, routed row 8 j + 2 (lane % 4) + q % 2.
-template <bool kGated, int N>
+template <bool kGated, bool kAct8, int N>
 __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out,
                                              const float* xsc) {
@@ -121,24 +134,37 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
     for (int j = 0; j < kRows / 8; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
+  uint32_t held = 0;  // bf16: the stage whose products may still be in flight
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
     const uint32_t st = base + s * kStageBytes;
-    consume_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
-    cuda::mbar_arrive(empty + 8 * s);
+    if constexpr (kAct8) {
+      consume_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
+      cuda::mbar_arrive(empty + 8 * s);
+    } else {
+      issue_stage_bf16<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
+      cuda::wgmma_wait<1>();  // the stage before is multiplied: its buffer goes back
+      if (kt > 0) cuda::mbar_arrive(empty + 8 * held);
+      held = s;
+    }
+  }
+  if constexpr (!kAct8) {
+    cuda::wgmma_wait<0>();
+    moe_stream::fence_acc(acc);
+    if (n_k > 0) cuda::mbar_arrive(empty + 8 * held);
   }
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
   const int64_t e_row0 = static_cast<int64_t>(tl.e) * a.w_rows;
-  float rs[2][2];
+  float rs[2][2];  // the weight rows' scales (W8A8; 1 for bf16)
 #pragma unroll
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       int64_t w;
       const bool ok = rows.row(64 * t + 16 * warp + (lane >> 2) + 8 * hh, w);
-      rs[t][hh] = ok ? *reinterpret_cast<const float*>(a.W.p[1] + (e_row0 + w) * 4) : 0.0f;
+      rs[t][hh] = !ok ? 0.0f : kAct8 ? *reinterpret_cast<const float*>(a.W.p[1] + (e_row0 + w) * 4) : 1.0f;
     }
 #pragma unroll
   for (int j = 0; j < N / 8; ++j)
@@ -146,7 +172,11 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
     for (int q = 0; q < 4; ++q) {
       const int i = 8 * j + 2 * (lane & 3) + (q & 1);
       const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
-      const float f0 = acc[0][j][q] * rs[0][q >> 1] * xsc[i], f1 = acc[1][j][q] * rs[1][q >> 1] * xsc[i];
+      float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
+      if constexpr (kAct8) {
+        f0 *= xsc[i];
+        f1 *= xsc[i];
+      }
       if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
         const float g = cuda::rbf(f0), u = cuda::rbf(f1);
         out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
@@ -159,7 +189,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated>
+template <bool kGated, bool kAct8>
 __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -184,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
   __syncthreads();
   if (tid < 32) {  // the experts' first tiles: a scan over the warp, lane l owning experts l * per ..
     const int per = (E + 31) / 32;
-    auto tiles = [&](int e) { return (s_off[e + 1] - s_off[e] + kRows - 1) / kRows * n_ct; };
+    auto tiles = [&](int e) { return ws_expert_tiles(s_off[e + 1] - s_off[e], n_ct); };
     int own = 0;
     for (int k = 0; k < per; ++k)
       if (const int e = lane * per + k; e < E) own += tiles(e);
@@ -204,19 +234,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
   }
   __syncthreads();
   const int n_tiles = s_tile0[E];
-  const int n_k = (a.K + kTileK - 1) / kTileK;
-  // Tile t: the last expert whose first tile is at or before t (experts without rows share their successor's).
-  auto tile_at = [&](int t) {
-    int lo = 0, hi = E - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (s_tile0[mid] <= t) lo = mid;
-      else hi = mid - 1;
-    }
-    const int rows = s_off[lo + 1] - s_off[lo], passes = (rows + kRows - 1) / kRows, local = t - s_tile0[lo];
-    const int pass = local % passes, r0 = s_off[lo] + pass * kRows;
-    return Tile{lo, r0, rows - pass * kRows < kRows ? rows - pass * kRows : kRows, local / passes};
-  };
+  constexpr int kElem = kAct8 ? 1 : 2, kStageK = kTileK / kElem, kChunkK = 16 / kElem;  // elements: stage, chunk
+  const int n_k = (a.K + kStageK - 1) / kStageK;
+  auto tile_at = [&](int t) { return ws_tile_at(t, s_tile0, s_off, E); };
 
   if (wg == kConsumers) {  // the producer
     cuda::regs_dec<kProducerRegs>();
@@ -245,13 +265,14 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
         const uint32_t s = it % kStages;
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
         const uint32_t st = base + s * kStageBytes;
-        const int k0 = kt * kTileK;
-        const bool k_ok = k0 + chunk * 16 < a.K;
+        const int k0 = kt * kStageK;
+        const bool k_ok = k0 + chunk * kChunkK < a.K;
+        const int64_t kb = static_cast<int64_t>(k0) * kElem;  // the stage's first byte of a row
 #pragma unroll 1
         for (int sr = row8; sr < kConsumers * kWRows; sr += 16) {  // stage row sr: consumer sr / kWRows's row r
           const int cc = sr / kWRows, r = sr % kWRows, part = r < kHalf ? r : r - kHalf;
           const bool ok = k_ok && part < (cc == 0 ? tr0.valid : tr1.valid);
-          const uint8_t* src = ok ? w0 + (cc == 0 ? 0 : w1_off) + (r < kHalf ? 0 : up) + part * rb + k0 : a.W.p[0];
+          const uint8_t* src = ok ? w0 + (cc == 0 ? 0 : w1_off) + (r < kHalf ? 0 : up) + part * rb + kb : a.W.p[0];
           cuda::cp_async16(st + moe_stream::swizzle<kTileK>(sr, chunk), src, ok);
         }
 #pragma unroll
@@ -259,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
           const int i = row8 + 16 * j;
           if (i >= n_load) break;
           const bool ok = k_ok && xrow[j] >= 0;
-          const uint8_t* src = ok ? a.x + static_cast<int64_t>(xrow[j]) * a.K + k0 + chunk * 16 : a.x;
+          const uint8_t* src = ok ? a.x + static_cast<int64_t>(xrow[j]) * a.K * kElem + kb + chunk * 16 : a.x;
           cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok);
         }
         cuda::cp_async_commit();
@@ -289,11 +310,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
     {  // the pass rows' activation scales; the barrier also ends the last tile's reads of the staging rows
       const int i = ctid;
       const int src = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
-      s_xsc[c][i] = src >= 0 ? a.x_scale[src] : 0.0f;
+      s_xsc[c][i] = src < 0 ? 0.0f : kAct8 ? a.x_scale[src] : 1.0f;
       cuda::named_sync(1 + c, kWgThreads);
     }
-    if (pass_rows(tl.m) == 64) consume_pass<kGated, 64>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
-    else consume_pass<kGated, 128>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
+    if (pass_rows(tl.m) == 64) consume_pass<kGated, kAct8, 64>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
+    else consume_pass<kGated, kAct8, 128>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
     const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
     cuda::named_sync(1 + c, kWgThreads);
     const int n_cols = rows.valid;
@@ -331,19 +352,23 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
                  const char* what) {
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
-  if (w_dtype != DType::kFp8 || a.x_scale == nullptr)
-    return Status::error(name + ": --moe ws takes fp8 weights with fp8 activations, not " +
-                         std::string(dtype_name(w_dtype)) + (a.x_scale ? "" : " with bf16 activations") +
-                         " (use --moe wide or stream)");
+  const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
+  if (!act8 && !(w_dtype == DType::kBF16 && a.x_scale == nullptr))
+    return Status::error(name + ": --moe ws takes fp8 weights with fp8 activations or bf16 weights with bf16 "
+                                "activations, not " + std::string(dtype_name(w_dtype)) + " weights with " +
+                         (a.x_scale ? "fp8" : "bf16") + " activations (use --moe wide or stream)");
   if (a.offsets == nullptr) return Status::error(name + ": --moe ws needs the experts' offsets");
-  if (a.K <= 0 || a.K % 16 != 0)
-    return Status::error(name + ": K = " + std::to_string(a.K) + " must be a positive multiple of 16 for --moe ws");
+  const int align = act8 ? 16 : 8;
+  if (a.K <= 0 || a.K % align != 0)
+    return Status::error(name + ": K = " + std::to_string(a.K) + " must be a positive multiple of " +
+                         std::to_string(align) + " for --moe ws with " + std::string(dtype_name(w_dtype)) +
+                         " weights");
   if (n_exp > kMaxExperts)
     return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
                          std::to_string(kMaxExperts) + " (use --moe wide)");
-  if (x_rows_max * a.K >= (int64_t{1} << 31))
+  if (x_rows_max * a.K * (act8 ? 1 : 2) >= (int64_t{1} << 31))
     return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(a.K) +
-                         " codes pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
+                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
   static const bool sm90 = device_is_sm90();
@@ -352,7 +377,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
                                 "--moe wide");
   a.n_exp = static_cast<int>(n_exp);
   a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
-  auto* kernel = moe_ws_kernel<kGated>;
+  auto* kernel = act8 ? moe_ws_kernel<kGated, true> : moe_ws_kernel<kGated, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kThreads, kSmemBytes<kGated>, s, a);
@@ -361,20 +386,20 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
 
 }  // namespace
 
-Status moe_ws_gemm_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
-                            int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                            const int32_t* offsets, void* y, cudaStream_t s) {
+Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                        int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
+                        const int32_t* offsets, void* y, cudaStream_t s) {
   const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                  offsets, 0, static_cast<bf16*>(y)};
-  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_fp8_cuda");
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda");
 }
 
-Status moe_ws_gate_up_fp8_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
-                               int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                               int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s) {
+Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
+                           int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s) {
   const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
                  offsets, 0, static_cast<bf16*>(out)};
-  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_fp8_cuda");
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda");
 }
 
 }  // namespace dg
