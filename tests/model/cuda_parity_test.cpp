@@ -129,7 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                                            // auto at 100 tokens: prompts take the 128-row passes (bf16),
                                            // canvases the stream kernel
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100},
-                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kWide}));
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kWide},
+                                           // every call's bf16 experts in the warp-specialised kernel
+                                           CudaKernels{AttentionKernel::kFlash, MoeKernel::kWs}));
 
 // Programmatic dependent launch changes when a kernel's blocks start, never what they compute: with it on, steps
 // issued one by one and replayed through graphs give the tokens and per-step argmaxes of the plain launches.
