@@ -262,6 +262,23 @@ void run_gemm_case(const GemmCase& c) {
   for (Q4Layout l : layouts(c.fmt)) run_gemm_case_in(c, l);
 }
 
+void run_pass_boundaries(bool act8, bool ws) {
+  const DType fmt = act8 ? DType::kFp8 : DType::kBF16;
+  const std::string kind = ws ? " ws" : " wide";
+  const std::vector<GemmCase> cases{
+      {act8 ? "K96 N40 gather" : "K72 N40 gather", act8 ? 96 : 72, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0,
+       3, true, fmt, act8},
+      {"26B-A4B gate_up", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false, fmt, act8},
+      {"26B-A4B down", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false, fmt, act8}};
+  for (GemmCase c : cases) {
+    const std::string name = c.name + kind;
+    c.name = name.c_str();
+    c.wide = !ws;
+    c.ws = ws;
+    run_gemm_case(c);
+  }
+}
+
 bool have_gpu() { return cuda_device_count() > 0; }
 
 // The pipeline as CudaBackend::moe runs it with --moe stream, against the composed CPU reference with bf16

@@ -110,6 +110,12 @@ struct Bounded {
 // One grouped GEMM case, plain and gated, in each of the format's layouts, against f64 over the same inputs.
 void run_gemm_case(const GemmCase& c);
 
+// Passes of 128 rows (--moe wide, or --moe ws with `ws`), bf16 or W8A8 (`act8`: fp8 weights): 300 rows take 128,
+// 128, 44; 129 takes 128 and 1; 65 and 64 either side of the n64 / n128 switch, 7, 1 and experts without rows,
+// column tiles only partly filled (N 40, K 72 or 96 with a short last stage), then the full shape's gate_up and
+// down over four experts.
+void run_pass_boundaries(bool act8, bool ws);
+
 // The pipeline as CudaBackend::moe runs it with --moe stream, in each of the format's layouts, against the composed
 // CPU reference with bf16 storage.
 void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt = DType::kBF16,

@@ -107,15 +107,7 @@ TEST(MoeStreamFp8ActCuda, Gemms) {
 // W8A8 in passes of 128 rows (--moe wide): the pass boundaries and the full shape's products, as for bf16.
 TEST(MoeStreamFp8ActCuda, WidePasses) {
   DG_NEED_GPU();
-  GemmCase c{"K96 N40 gather wide", 96, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true, DType::kFp8, true};
-  c.wide = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B gate_up wide", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
-  c.wide = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B down wide", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
-  c.wide = true;
-  run_gemm_case(c);
+  run_pass_boundaries(true, false);
 }
 
 // The warp-specialised W8A8 kernel (--moe ws) against f64 and bit for bit against the wide passes: pass boundaries
@@ -125,16 +117,8 @@ TEST(MoeStreamFp8ActCuda, WidePasses) {
 // tiles: each CTA walks several, the stage ring wrapping across them).
 TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
-  GemmCase c{"K96 N40 gather ws", 96, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true, DType::kFp8, true};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B gate_up ws", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B down ws", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false, DType::kFp8, true};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true};
+  run_pass_boundaries(true, true);
+  GemmCase c{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true};
   c.ws = true;
   run_gemm_case(c);
 }

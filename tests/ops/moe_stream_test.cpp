@@ -45,15 +45,7 @@ TEST(MoeStreamCuda, AllRowsOnOneExpert) {
 // 63 zero-filled rows; 64 and fewer as the n16-n64 shapes; partial column tiles with scalar stores.
 TEST(MoeStreamCuda, WidePassBoundaries) {
   DG_NEED_GPU();
-  GemmCase c{"K72 N40 gather wide", 72, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true};
-  c.wide = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B gate_up wide", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false};
-  c.wide = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B down wide", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false};
-  c.wide = true;
-  run_gemm_case(c);
+  run_pass_boundaries(false, false);
 }
 
 // bf16 in the warp-specialised kernel (--moe ws): the same cases against f64 and bit for bit against the wide
@@ -61,16 +53,8 @@ TEST(MoeStreamCuda, WidePassBoundaries) {
 // tiles, the stage ring wrapping across them).
 TEST(MoeWsCuda, Bf16MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
-  GemmCase c{"K72 N40 gather ws", 72, 40, 9, {300, 0, 129, 128, 65, 64, 7, 1, 33}, 0, 3, true};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B gate_up ws", 2816, 1408, 4, {300, 129, 64, 0}, 0, 1, false};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B down ws", 704, 2816, 4, {300, 129, 64, 0}, 0, 1, false};
-  c.ws = true;
-  run_gemm_case(c);
-  c = GemmCase{"26B-A4B down ws, 128 experts", 704, 2816, 128, {}, 512, 8, false};
+  run_pass_boundaries(false, true);
+  GemmCase c{"26B-A4B down ws, 128 experts", 704, 2816, 128, {}, 512, 8, false};
   c.ws = true;
   run_gemm_case(c);
 }

@@ -147,7 +147,7 @@ TEST(Cli, HelpEverywhere) {
     EXPECT_EQ(bad, r.out.end()) << cmd << ": a control character at " << (bad - r.out.begin());
   }
   const Result bench = run("bench --help");
-  EXPECT_NE(bench.out.find("{auto,stream,cublas,wmma,wide}"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("{auto,stream,cublas,wmma,wide,ws}"), std::string::npos) << bench.out;
 }
 
 // A kernel choice outside its names is a usage error that lists them.

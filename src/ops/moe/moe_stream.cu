@@ -118,12 +118,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
     };
 
     float acc[2][kRowCap / 8][4];
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int j = 0; j < kRowCap / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
+    zero_acc(acc);
 
     for (int kt = 0; kt < kStages - 1; ++kt) {
       if (kt < n_k) load(kt, p0 != r0);  // the first pass's weights are in flight already

@@ -59,6 +59,15 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
   }
 }
 
+template <int kRows, int kCols> __device__ __forceinline__ void zero_acc(float (&acc)[2][kRows][kCols]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) acc[t][j][q] = 0.0f;
+}
+
 #if DG_HAS_WGMMA
 // Pins the accumulators in program order around a stage's wgmma products (no access between the fence and the
 // products, none moved above the wait).

@@ -128,12 +128,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out,
                                              const float* xsc) {
   float acc[2][kRows / 8][4];
-#pragma unroll
-  for (int t = 0; t < 2; ++t)
-#pragma unroll
-    for (int j = 0; j < kRows / 8; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[t][j][q] = 0.0f;
+  moe_stream::zero_acc(acc);
   uint32_t held = 0;  // bf16: the stage whose products may still be in flight
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
