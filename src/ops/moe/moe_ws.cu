@@ -38,7 +38,8 @@ constexpr int kStages = 3;
 constexpr int kWBytes = kConsumers * kWRows * kTileK;    // a stage's weight tile, consumer 0's rows first
 constexpr int kStageBytes = kWBytes + kRows * kTileK;    // then the pass's activation rows
 constexpr int kMaxExperts = 1024;
-[[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;  // 2 x 128 x 216 + 128 x 72 = 64,512 of 65,536
+// Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536.
+[[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;
 template <bool kGated> constexpr int kOutCols = kGated ? kWRows / 2 : kWRows;  // a consumer's output columns
 template <bool kGated> constexpr int kOutStride = kOutCols<kGated> + 8;       // bf16 staging rows, padded
 template <bool kGated>
@@ -110,7 +111,8 @@ __device__ __forceinline__ void issue_stage_bf16(uint32_t ws, uint32_t xs, float
   for (int ks = 0; ks < 4; ++ks) {
     const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
 #pragma unroll
-    for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks), b);
+    for (int t = 0; t < 2; ++t)
+      cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks), b);
   }
   cuda::wgmma_commit();
 }
