@@ -31,8 +31,9 @@ struct HeadsArgs {
 };
 
 // Warp g takes head row g of the spans' rows: row spans.row0[0] + g / heads_total, head g % heads_total counted
-// across the blocks in order.
-__global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, int64_t warps) {
+// across the blocks in order. Four blocks an SM (64 registers, no spills; the 16-byte rotation reads of
+// warp_norm_row asked for 69, which would leave three).
+__global__ void __launch_bounds__(kWarps * 32, 4) heads_norm_kernel(HeadsArgs a, int64_t warps) {
   cuda::pdl_enter();
   __shared__ float normed[kWarps][norm::kWarpMaxDim];
   const int wi = threadIdx.x >> 5;
