@@ -44,6 +44,10 @@ template <bool kGated> constexpr int kOutCols = kGated ? kWRows / 2 : kWRows;  /
 template <bool kGated> constexpr int kOutStride = kOutCols<kGated> + 8;       // bf16 staging rows, padded
 template <bool kGated>
 constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
+// The kernel's static shared memory (offsets, first tiles, activation scales, barriers) and the dynamic part above
+// within the 227 KB a block may have on sm_90.
+static_assert(kSmemBytes<false> + (2 * (kMaxExperts + 1) + kConsumers * kRows) * 4 + 64 <= 227 * 1024,
+              "the stages, the staging rows and the tables fit an SM's shared memory");
 
 struct WsArgs {
   const uint8_t* x;       // activation rows [*, K]: E4M3 codes (W8A8) or bf16
@@ -355,6 +359,8 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
                                 "activations, not " + std::string(dtype_name(w_dtype)) + " weights with " +
                          (a.x_scale ? "fp8" : "bf16") + " activations (use --moe wide or stream)");
   if (a.offsets == nullptr) return Status::error(name + ": --moe ws needs the experts' offsets");
+  if (a.x_rows != nullptr && a.x_rows_div < 1)
+    return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
   const int align = act8 ? 16 : 8;
   if (a.K <= 0 || a.K % align != 0)
     return Status::error(name + ": K = " + std::to_string(a.K) + " must be a positive multiple of " +
