@@ -123,14 +123,15 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   run_gemm_case(c);
 }
 
+// Refused before any launch (no GPU needed), each with a message that names the way out.
 TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
-  DG_NEED_GPU();
-  const DeviceBuf buf(4096);
-  const DeviceBuf doff(std::vector<int32_t>{0, 0});
-  const float* scale = buf.as<float>();
-  auto refused = [&](const void* x_scale, DType fmt, int64_t K, int64_t n_exp, const char* says) {
-    const Status s = moe_ws_gemm_cuda(buf.p, static_cast<const float*>(x_scale), nullptr, 1, 1, K, buf.p, fmt, 16,
-                                      n_exp, doff.as<int32_t>(), buf.p, nullptr);
+  alignas(16) static uint8_t fake[64];
+  alignas(16) static int32_t rows[2];
+  const float* scale = reinterpret_cast<const float*>(fake);
+  auto refused = [&](const void* x_scale, DType fmt, int64_t K, int64_t n_exp, const char* says,
+                     const int32_t* x_rows = nullptr, int div = 1) {
+    const Status s = moe_ws_gemm_cuda(fake, static_cast<const float*>(x_scale), x_rows, div, 1, K, fake, fmt, 16,
+                                      n_exp, rows, fake, nullptr);
     EXPECT_FALSE(s.is_ok()) << says;
     EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
   };
@@ -140,6 +141,7 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");
+  refused(scale, DType::kFp8, 64, 1, "row divisor", rows, 0);
 }
 
 TEST(MoeStreamFp8ActCuda, PipelineMatchesMoeExpertsCpu) {
