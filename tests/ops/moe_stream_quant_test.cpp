@@ -136,7 +136,7 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
     EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
   };
   refused(nullptr, DType::kFp8, 64, 1, "fp8 weights with bf16 activations");
-  refused(scale, DType::kBF16, 64, 1, "bf16 weights with fp8 activations");
+  refused(scale, DType::kBF16, 64, 1, "BF16 weights with fp8 activations");
   refused(nullptr, DType::kQ4, 64, 1, "q4 weights");
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
