@@ -31,11 +31,10 @@ struct HeadsArgs {
 };
 
 // Warp g takes head row g of the spans' rows: row spans.row0[0] + g / heads_total, head g % heads_total counted
-// across the blocks in order. Four blocks an SM (64 registers, no spills; the 16-byte rotation reads of
-// warp_norm_row asked for 69, which would leave three).
-__global__ void __launch_bounds__(kWarps * 32, 4) heads_norm_kernel(HeadsArgs a, int64_t warps) {
+// across the blocks in order.
+__global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, int64_t warps) {
   cuda::pdl_enter();
-  __shared__ __align__(16) float normed[kWarps][norm::kWarpMaxDim];  // 16-byte reads (warp_norm_row)
+  __shared__ float normed[kWarps][norm::kWarpMaxDim];
   const int wi = threadIdx.x >> 5;
   const int64_t g = blockIdx.x * static_cast<int64_t>(kWarps) + wi;
   if (g >= warps) return;
@@ -61,7 +60,6 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
                        const RopeSpan* spans, int n_spans, const float* inv_freq, cudaStream_t s,
                        const void* rope_table) {
   if (n_blocks < 1 || n_blocks > kHeadsBlocksMax) return Status::error("heads_norm_cuda: 1 to 3 blocks of heads");
-  if (!aligned16(rope_table)) return Status::error("heads_norm_cuda: the rotation table must be 16-byte aligned");
   if (dim % 16 != 0 || dim > norm::kWarpMaxDim)
     return Status::error("heads_norm_cuda: head_dim " + std::to_string(dim) + " must be a multiple of 16 up to " +
                          std::to_string(norm::kWarpMaxDim));

@@ -70,7 +70,7 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
                                     cuda::bf16* __restrict__ y, int64_t rows, int dim, float eps, int64_t heads,
                                     int64_t pos0, const float* __restrict__ inv_freq) {
   cuda::pdl_enter();
-  __shared__ __align__(16) float normed[kRope ? kRowsPerBlock : 1][kRope ? norm::kWarpMaxDim : 1];
+  __shared__ float normed[kRope ? kRowsPerBlock : 1][kRope ? norm::kWarpMaxDim : 1];
   const int wi = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + wi;
   if (row >= rows) return;

@@ -72,49 +72,31 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
       float n = v[s][i] * inv;
       if (w != nullptr) n *= wv[i];
       v[s][i] = cuda::rbf(n);
-    }
-    if (kMayRope && rope) {  // two 16-byte stores
-      *reinterpret_cast<float4*>(normed + d0) = make_float4(v[s][0], v[s][1], v[s][2], v[s][3]);
-      *reinterpret_cast<float4*>(normed + d0 + 4) = make_float4(v[s][4], v[s][5], v[s][6], v[s][7]);
+      if (kMayRope && rope) normed[d0 + i] = v[s][i];
     }
   }
   if (kMayRope && rope) {
-    // A lane's eight elements lie on one side of the half (dim % 16 == 0), so their partners and rotations are
-    // eight consecutive entries: read as 16-byte vectors (shared rows, the table's bf16 pairs).
     __syncwarp();
     const int half = dim / 2;
 #pragma unroll
     for (int s = 0; s < kWarpVecs; ++s) {
       const int d0 = 8 * (lane + 32 * s);
       if (d0 >= dim) continue;
-      const bool lo = d0 < half;
-      const int j0 = lo ? d0 : d0 - half;
 #pragma unroll
-      for (int q = 0; q < 8; q += 4) {  // four elements at a time: fewer registers held
-        const float4 a = *reinterpret_cast<const float4*>(normed + j0 + q);
-        const float4 b = *reinterpret_cast<const float4*>(normed + j0 + half + q);
-        const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-        float c[4], sn[4];
+      for (int i = 0; i < 8; ++i) {
+        const int d = d0 + i, j = d < half ? d : d - half;
+        float sn, c;
         if (rot != nullptr) {
-          const uint4 r = *reinterpret_cast<const uint4*>(rot + j0 + q);
-          const uint32_t pair[4] = {r.x, r.y, r.z, r.w};  // (cos, sin) as bf16, cos in the low half
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            c[i] = __uint_as_float(pair[i] << 16);
-            sn[i] = __uint_as_float(pair[i] & 0xFFFF0000u);
-          }
+          const float2 cs = __bfloat1622float2(rot[j]);
+          c = cs.x;
+          sn = cs.y;
         } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            sincosf(pos * inv_freq[j0 + q + i], &sn[i], &c[i]);
-            c[i] = cuda::rbf(c[i]);
-            sn[i] = cuda::rbf(sn[i]);
-          }
+          sincosf(pos * inv_freq[j], &sn, &c);
+          c = cuda::rbf(c);
+          sn = cuda::rbf(sn);
         }
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          v[s][q + i] = lo ? cuda::rbf(av[i] * c[i]) + cuda::rbf(-bv[i] * sn[i])
-                           : cuda::rbf(bv[i] * c[i]) + cuda::rbf(av[i] * sn[i]);
+        const float a = normed[j], b = normed[j + half];
+        v[s][i] = d < half ? cuda::rbf(a * c) + cuda::rbf(-b * sn) : cuda::rbf(b * c) + cuda::rbf(a * sn);
       }
     }
   }
