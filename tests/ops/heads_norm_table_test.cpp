@@ -105,7 +105,8 @@ TEST(HeadsNormTableCuda, SameBitsAsPerHeadRotationAndTheF16Copies) {
   run_case(300, 16, 2, 512, 64, 3);    // a full layer's: 64 of 256 pairs rotated
   run_case(256, 16, 2, 512, 64, 1, true);  // ... with V the raw K product
   run_case(8192, 4, 2, 256, 128, 70);  // more spans than one launch takes (64)
-  run_case(7, 3, 1, 16, 8, 2);         // the smallest warp head
+  run_case(7, 3, 1, 16, 8, 2);         // the smallest warp head (one head row a warp: 5 a row)
+  run_case(40, 4, 1, 1024, 512, 2);    // the widest head (two head rows a warp)
 }
 
 TEST(HeadsNormTableCuda, RefusesSpansThatLeaveRowsOut) {

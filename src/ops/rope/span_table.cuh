@@ -44,11 +44,16 @@ inline Status check_spans_cover(const RopeSpan* spans, int n_spans, int64_t rows
   return Status::ok();
 }
 
-// The span holding `row`, or -1 (spans in row order).
+// The span holding `row`, or -1 (spans in row order): a binary search for the first span ending after it (a
+// batched step's launch has one span per sequence, up to 64).
 __device__ __forceinline__ int span_of(const SpanTable& t, int64_t row) {
-  int s = 0;
-  while (s < t.n && row >= t.row_end[s]) ++s;
-  return s == t.n || row < t.row0[s] ? -1 : s;
+  int lo = 0, hi = t.n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (row >= t.row_end[mid]) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo == t.n || row < t.row0[lo] ? -1 : lo;
 }
 
 }  // namespace dg
