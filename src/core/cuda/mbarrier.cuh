@@ -1,7 +1,8 @@
 // PTX wrappers for warp-specialised kernels on sm_90a: shared-memory mbarriers (init, arrive, wait on a phase's
-// parity), named barriers over part of a CTA, and setmaxnreg (moving registers between warpgroups).
-// Reference: PTX ISA, "mbarrier" (init, arrive, try_wait.parity; phases and their parity), "fence.mbarrier_init",
-// "bar.sync", "setmaxnreg".
+// parity; arrivals of cp.async copies and TMA transfers), TMA tile loads, named barriers over part of a CTA, and
+// setmaxnreg (moving registers between warpgroups).
+// Reference: PTX ISA, "mbarrier" (init, arrive, expect_tx, try_wait.parity; phases and their parity),
+// "cp.async.mbarrier.arrive", "cp.async.bulk.tensor", "fence.mbarrier_init", "bar.sync", "setmaxnreg".
 //
 // An mbarrier counts arrivals towards its expected count; when they are all in, its current phase completes and the
 // next begins (phase 0 first). A waiter names the phase by its parity: mbar_wait(bar, 0) returns once phase 0 is
@@ -27,6 +28,27 @@ __device__ __forceinline__ void mbar_init_fence() {
 
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// An arrival that also tells the barrier to expect `bytes` more from asynchronous copies (TMA) in this phase: the
+// phase completes when every arrival and every expected byte are in.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// An arrival that the hardware makes once every cp.async this thread issued before it has landed (the thread goes
+// on at once); `noinc`: it is one of the arrivals the barrier was initialised to expect.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// TMA: the box at element coordinates (x, y) of the 2-D tensor `map` describes (a __grid_constant__ kernel
+// parameter's address) into shared memory at dst (laid out as the map's swizzle says), its bytes counted on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
 }
 
 // Spins until the phase of parity `parity` of the barrier has completed.

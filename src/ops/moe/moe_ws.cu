@@ -1,7 +1,8 @@
 // The expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws), W8A8 or bf16,
 // as a persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
-// stages (cp.async) and two consumers that multiply them, handing the stage buffers back and forth through
-// mbarriers instead of CTA-wide barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
+// stages (the weights as TMA boxes issued by one thread, the routed rows by cp.async, each thread's copies arriving
+// on the stage's barrier when they land) and two consumers that multiply them, handing the stage buffers back and
+// forth through mbarriers instead of CTA-wide barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
 // pass of up to 128 of one expert's routed rows; the CTAs walk the tiles in an order where neighbours share their
 // weights (the passes of one weight slice are consecutive), so the slice is read from HBM about once and from L2
 // by the others. The arithmetic is the streaming kernel's wide passes (moe_stream.cu): W8A8 as WeightFp8Act8Wide
@@ -10,6 +11,8 @@
 // in the same order; here a stage's products stay in flight while the next stage's are issued): the same bits.
 // Design and the measurements behind it: docs/CUDA.md ("The warp-specialised expert kernel").
 // Oracle: moe_experts_cpu (tests/ops/moe_stream_quant_test.cpp, MoeWsCuda).
+#include <cudaTypedefs.h>
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -50,6 +53,7 @@ static_assert(kSmemBytes<false> + (2 * (kMaxExperts + 1) + kConsumers * kRows) *
               "the stages, the staging rows and the tables fit an SM's shared memory");
 
 struct WsArgs {
+  CUtensorMap wmap;       // W's rows [n_exp * w_rows, K] (plane 0) for TMA: boxes of 64 rows x 128 bytes, swizzled
   const uint8_t* x;       // activation rows [*, K]: E4M3 codes (W8A8) or bf16
   const float* x_scale;   // W8A8: the f32 scale of each x row
   const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
@@ -80,30 +84,34 @@ template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(const W
 
 #if DG_HAS_WGMMA
 
-// The consumer's products of one stage: its two m64 weight tiles times the pass's N routed rows, each summed over
-// the stage's four k32 steps by the tensor cores, then added to the f32 accumulators.
+// The consumer's products of one stage: its two m64 weight tiles times the pass's N routed rows (in n64 halves:
+// with n128 products and their 64 partial sums beside the 128 accumulators, ptxas serialised the wgmma pipeline,
+// C7511), each summed over the stage's four k32 steps by the tensor cores, then added to the f32 accumulators.
 template <int N>
 __device__ __forceinline__ void consume_stage(uint32_t ws, uint32_t xs, float (&acc)[2][kRows / 8][4]) {
+  constexpr int kH = N > 64 ? 64 : N;  // routed rows per product: n64 halves of an n128 pass
 #pragma unroll
-  for (int t = 0; t < 2; ++t) {
-    float part[kRows / 8][4];
-    moe_stream::fence_acc(part);
-    cuda::wgmma_fence();
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks);
-      const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
-      if (ks == 0) cuda::wgmma_e4m3_m64k32<N, false>(part, a, b);
-      else cuda::wgmma_e4m3_m64k32<N, true>(part, a, b);
+    for (int h = 0; h < N / kH; ++h) {
+      float part[kH / 8][4];
+      moe_stream::fence_acc(part);
+      cuda::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks);
+        const uint64_t b = cuda::wgmma_desc_sw128(xs + h * kH * kTileK + 32 * ks);
+        if (ks == 0) cuda::wgmma_e4m3_m64k32<kH, false>(part, a, b);
+        else cuda::wgmma_e4m3_m64k32<kH, true>(part, a, b);
+      }
+      cuda::wgmma_commit();
+      cuda::wgmma_wait<0>();
+      moe_stream::fence_acc(part);
+#pragma unroll
+      for (int j = 0; j < kH / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[t][h * kH / 8 + j][q] += part[j][q];
     }
-    cuda::wgmma_commit();
-    cuda::wgmma_wait<0>();
-    moe_stream::fence_acc(part);
-#pragma unroll
-    for (int j = 0; j < N / 8; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[t][j][q] += part[j][q];
-  }
 }
 
 // bf16: the stage's products accumulate in the f32 registers themselves, k16 steps in the streaming kernel's order
@@ -139,6 +147,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
+    cuda::fence_proxy_async_shared();  // the producer's cp.async rows, written through the generic proxy
     const uint32_t st = base + s * kStageBytes;
     if constexpr (kAct8) {
       consume_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
@@ -191,7 +200,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
 #endif  // DG_HAS_WGMMA
 
 template <bool kGated, bool kAct8>
-__global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_constant__ WsArgs a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
   extern __shared__ __align__(128) uint8_t smem[];
@@ -208,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
 
   for (int i = tid; i <= E; i += kThreads) s_off[i] = a.offsets[i];
   if (tid < kStages) {
-    cuda::mbar_init(full + 8 * tid, kWgThreads);                // the producer's threads
+    cuda::mbar_init(full + 8 * tid, kWgThreads + 1);  // the producer's threads' copies, and the weights' TMA
     cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);  // every consumer thread
   }
   cuda::mbar_init_fence();
@@ -246,16 +255,18 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
     for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
       const Tile tl = tile_at(t);
       const int n_load = pass_rows(tl.m);
-      // Consumer cc's weight rows: row r < kHalf of its tile lies r rows past its first (w0, plus w1_off for
-      // consumer 1), a gated row r >= kHalf is up row r - kHalf, n_out rows further; rows past `valid` within
-      // their half are zero-filled.
-      constexpr int kHalf = kGated ? kWRows / 2 : kWRows;
-      const int64_t rb = a.W.row_bytes[0];
-      static_assert(kConsumers == 2, "the copies pick consumer 0's or 1's rows");
-      const TileRows tr0 = consumer_rows<kGated>(a, tl.ct, 0), tr1 = consumer_rows<kGated>(a, tl.ct, 1);
-      const uint8_t* w0 = a.W.p[0] + (static_cast<int64_t>(tl.e) * a.w_rows + tr0.first) * rb + chunk * 16;
-      const int64_t w1_off = (tr1.first - tr0.first) * rb;  // consumer 1's rows from consumer 0's
-      const int64_t up = kGated ? a.n_out * rb : 0;
+      // Consumer cc's weight rows as two TMA boxes of 64 rows: gated, its 64 gate rows and the 64 up rows of the
+      // same outputs (n_out rows further); otherwise its 128 rows. Rows past a consumer's `valid` are read as they
+      // lie (the next columns, or zeros past W's end): their products fall in columns that are never stored.
+      static_assert(kConsumers == 2 && kWRows == 128, "two consumers of two 64-row boxes");
+      int box_row[kConsumers][2];
+#pragma unroll
+      for (int cc = 0; cc < kConsumers; ++cc) {
+        const TileRows tr = consumer_rows<kGated>(a, tl.ct, cc);
+        const int row0 = static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.first);
+        box_row[cc][0] = row0;
+        box_row[cc][1] = kGated ? static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.second) : row0 + 64;
+      }
       int32_t xrow[kRows / 16];  // the x row of each pass row this thread copies; -1: zero-filled
 #pragma unroll
       for (int j = 0; j < kRows / 16; ++j) {
@@ -265,17 +276,18 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
       for (int kt = 0; kt < n_k; ++kt, ++it) {
         const uint32_t s = it % kStages;
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
-        const uint32_t st = base + s * kStageBytes;
+        const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
         const int k0 = kt * kStageK;
+        if (pt == 0) {  // the weights: four boxes, their bytes counted on the stage's barrier
+          cuda::mbar_arrive_expect_tx(bar, kWBytes);
+#pragma unroll
+          for (int cc = 0; cc < kConsumers; ++cc)
+#pragma unroll
+            for (int b = 0; b < 2; ++b)
+              cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
+        }
         const bool k_ok = k0 + chunk * kChunkK < a.K;
         const int64_t kb = static_cast<int64_t>(k0) * kElem;  // the stage's first byte of a row
-#pragma unroll 1
-        for (int sr = row8; sr < kConsumers * kWRows; sr += 16) {  // stage row sr: consumer sr / kWRows's row r
-          const int cc = sr / kWRows, r = sr % kWRows, part = r < kHalf ? r : r - kHalf;
-          const bool ok = k_ok && part < (cc == 0 ? tr0.valid : tr1.valid);
-          const uint8_t* src = ok ? w0 + (cc == 0 ? 0 : w1_off) + (r < kHalf ? 0 : up) + part * rb + kb : a.W.p[0];
-          cuda::cp_async16(st + moe_stream::swizzle<kTileK>(sr, chunk), src, ok);
-        }
 #pragma unroll
         for (int j = 0; j < kRows / 16; ++j) {
           const int i = row8 + 16 * j;
@@ -284,19 +296,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(WsArgs a) {
           const uint8_t* src = ok ? a.x + static_cast<int64_t>(xrow[j]) * a.K * kElem + kb + chunk * 16 : a.x;
           cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok);
         }
-        cuda::cp_async_commit();
-        if (it > 0) {  // the stage before has landed: make it visible to the tensor cores and hand it over
-          cuda::cp_async_wait<1>();
-          cuda::fence_proxy_async_shared();
-          cuda::mbar_arrive(full + 8 * ((it - 1) % kStages));
-        }
+        cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
       }
     }
-    if (it > 0) {
-      cuda::cp_async_wait<0>();
-      cuda::fence_proxy_async_shared();
-      cuda::mbar_arrive(full + 8 * ((it - 1) % kStages));
-    }
+    cuda::cp_async_wait<0>();
     return;
   }
 
@@ -348,6 +351,41 @@ bool device_is_sm90() {
   return major == 9 && minor == 0;
 }
 
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// The TMA map of W's plane 0: rows [rows, row_bytes] of 1-byte codes or bf16, boxes of 64 rows x 128 bytes in the
+// 128-byte swizzle (the layout the wgmma descriptors read), zeros past the last row and K.
+Status weight_map(const Planes& W, int64_t rows, int64_t K, int elem, CUtensorMap& map, const std::string& what) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr)
+    return Status::error(what + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
+                                "wide");
+  if (rows >= (int64_t{1} << 31)) return Status::error(what + ": too many weight rows for --moe ws");
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTileK / elem), 64};
+  const cuuint32_t unit[2] = {1, 1};
+  const CUresult r = encode(&map, elem == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                            const_cast<uint8_t*>(W.p[0]), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(what + ": cuTensorMapEncodeTiled refused W (" + std::to_string(rows) + " rows of " +
+                         std::to_string(W.row_bytes[0]) + " bytes; error " + std::to_string(static_cast<int>(r)) + ")");
+  return Status::ok();
+}
+
 template <bool kGated>
 Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
                  const char* what) {
@@ -380,6 +418,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
                                 "--moe wide");
   a.n_exp = static_cast<int>(n_exp);
   a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
+  if (Status st = weight_map(a.W, n_exp * a.w_rows, a.K, act8 ? 1 : 2, a.wmap, name); !st.is_ok()) return st;
   auto* kernel = act8 ? moe_ws_kernel<kGated, true> : moe_ws_kernel<kGated, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
@@ -392,7 +431,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
                         const int32_t* offsets, void* y, cudaStream_t s) {
-  const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
+  const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                  offsets, 0, static_cast<bf16*>(y)};
   return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda");
 }
@@ -400,7 +439,7 @@ Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_ro
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
                            int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s) {
-  const WsArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
+  const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
                  offsets, 0, static_cast<bf16*>(out)};
   return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda");
 }
