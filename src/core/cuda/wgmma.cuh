@@ -42,7 +42,8 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t addr, uint32_t 
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
-// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible to wgmma's reads.
+// Makes generic-proxy writes to shared memory (st.shared, cp.async) visible to wgmma's reads: this thread's, or
+// another thread's that an mbarrier wait has just acquired (the reader fences after the wait).
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }

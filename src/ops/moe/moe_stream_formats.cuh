@@ -31,7 +31,8 @@ template <int kRowBytes> __device__ __forceinline__ uint32_t swizzle(int r, int 
 }
 
 // Which weight rows the CTA's kTileN tile rows are: [0, split) -> first + r, [split, kTileN) -> second + r - split.
-// A row whose index within its part is >= valid lies outside W: zero-filled, never stored.
+// A row whose index within its part is >= valid lies outside the tile's columns: never stored (the streaming kernel
+// zero-fills it; the ws kernel's TMA boxes read whatever lies there, zeros past W's end).
 struct TileRows {
   int64_t first, second;
   int split, valid;

@@ -299,7 +299,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
         cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
       }
     }
-    cuda::cp_async_wait<0>();
     return;
   }
 
@@ -371,7 +370,7 @@ Status weight_map(const Planes& W, int64_t rows, int64_t K, int elem, CUtensorMa
   if (encode == nullptr)
     return Status::error(what + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
                                 "wide");
-  if (rows >= (int64_t{1} << 31)) return Status::error(what + ": too many weight rows for --moe ws");
+  if (rows + 256 > 0x7fffffff) return Status::error(what + ": too many weight rows for --moe ws");
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTileK / elem), 64};

@@ -174,8 +174,8 @@ __global__ void __launch_bounds__(kWarps * 32) heads_norm_kernel(HeadsArgs a, in
 
 template <int kVecs, int kMaxP>
 Status launch_heads(const HeadsArgs& a, int warps, cudaStream_t s) {
-  cuda::launch(heads_norm_kernel<kVecs, kMaxP>, static_cast<unsigned>((warps + kWarps - 1) / kWarps), kWarps * 32, 0,
-               s, a, warps);
+  const auto blocks = static_cast<unsigned>((static_cast<int64_t>(warps) + kWarps - 1) / kWarps);
+  cuda::launch(heads_norm_kernel<kVecs, kMaxP>, blocks, kWarps * 32, 0, s, a, warps);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? Status::ok() : cuda_status(e, "heads_norm_cuda");
 }
@@ -218,6 +218,7 @@ Status heads_norm_cuda(const HeadsBlock* blocks, int n_blocks, int64_t rows, int
     a.heads_total += a.heads[b];
   }
   if (Status st = check_spans_cover(spans, n_spans, rows, "heads_norm_cuda"); !st.is_ok()) return st;
+  if (!aligned16(rope_table)) return Status::error("heads_norm_cuda: the rotation table must be 16-byte aligned");
   if (rows * a.heads_total > 0x7fffffff)
     return Status::error("heads_norm_cuda: " + std::to_string(rows) + " rows of " + std::to_string(a.heads_total) +
                          " heads pass 2^31 head rows");
