@@ -17,7 +17,8 @@ namespace dg {
 // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
 enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
 // auto: for calls of at least moe_auto_rows tokens (large batches, prefill chunks) wide where the experts' format
-// has it (bf16, W8A8), cublas for other unpacked experts outside graph captures; stream otherwise | stream: our
+// has it (bf16, W8A8), and from twice as many ws where it runs (Hopper); cublas for other unpacked experts outside
+// graph captures; stream otherwise | stream: our
 // weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync per layer) |
 // wmma: our first grouped kernel (slower, NEGATIVE.md) | wide: the streaming kernel in passes of 128 rows for bf16
 // and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8 and bf16 experts'

@@ -1,6 +1,7 @@
 // The CUDA backend's MoE block (see moe_path.h).
 #include "backend/cuda/moe_path.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -48,7 +49,12 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool wide_format = H % 8 == 0 && ff % 8 == 0 &&
                            (w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
                                                  : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16);
-  const bool ws = c.kernels.moe == MoeKernel::kWs;  // wide, W8A8 and bf16 products warp-specialised
+  // auto from twice moe_auto_rows tokens (measured from 2,048: docs/CUDA.md): the warp-specialised kernel where it
+  // runs and takes the call (Hopper; at most 1,024 experts, K a multiple of 16 for W8A8, rows' bytes under 2^31).
+  const bool ws_auto = big && wide_format && T >= 2 * c.kernels.moe_auto_rows && E <= 1024 &&
+                       (w.act != DType::kFp8 || (H % 16 == 0 && ff % 16 == 0)) &&
+                       P * std::max(H, ff) * 2 < (int64_t{1} << 31) && moe_ws_runs_here();
+  const bool ws = c.kernels.moe == MoeKernel::kWs || ws_auto;  // W8A8 and bf16 products warp-specialised
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;

@@ -427,6 +427,11 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
 
 }  // namespace
 
+bool moe_ws_runs_here() {
+  static const bool runs = device_is_sm90() && tensor_map_encoder() != nullptr;
+  return runs;
+}
+
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
                         const int32_t* offsets, void* y, cudaStream_t s) {
