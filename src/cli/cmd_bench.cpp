@@ -397,8 +397,8 @@ void register_bench(CLI::App& app) {
              "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
              "experts: large batches; other packed experts stream as with stream) | ws (wide, with the W8A8 and "
              "bf16 experts in the persistent warp-specialised kernel; Hopper) | auto (calls of at least "
-             "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, cublas for other unpacked experts outside "
-             "graph captures; stream otherwise)");
+             "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, ws from twice as many on Hopper, cublas for other "
+             "unpacked experts outside graph captures; stream otherwise)");
   add_choice(cmd, "--decide", o->kernels.decide, kDecideModeNames,
              "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
              "per step) | host (row statistics and draws read every step; A/B, same tokens)");
@@ -447,7 +447,8 @@ void register_bench(CLI::App& app) {
                   "CUDA q4 experts (kernel layout): pipeline stages of the streaming kernel, 2 | 3 | 4")
       ->check(CLI::IsMember({2, 3, 4}))
       ->capture_default_str();
-  cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which wide runs (cublas for experts wide does not take)")
+  cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which wide runs (ws from twice as many on Hopper; cublas for experts wide "
+                 "does not take)")
       ->check(positive_int())
       ->capture_default_str();
   cmd->add_option("--git-sha", o->git_sha, "commit recorded with every line (a copy of the tree without .git)")
