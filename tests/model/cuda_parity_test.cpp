@@ -126,8 +126,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaParityKernels,
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kWmma},
                                            CudaKernels{AttentionKernel::kWarp, MoeKernel::kWmma},
                                            CudaKernels{AttentionKernel::kGemm, MoeKernel::kCublas},
-                                           // auto at 100 tokens: prompts take the 128-row passes (bf16),
-                                           // canvases the stream kernel
+                                           // auto at 100 tokens: prompts take the 128-row passes (bf16), or
+                                           // from 200 tokens the warp-specialised kernel on Hopper; canvases
+                                           // the stream kernel
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kAuto, 100},
                                            CudaKernels{AttentionKernel::kFlash, MoeKernel::kWide},
                                            // every call's bf16 experts in the warp-specialised kernel

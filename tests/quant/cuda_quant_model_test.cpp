@@ -89,13 +89,24 @@ TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
   check_pack(RefFixture::load("tiny_a"), GetParam(), CudaKernels{});
 }
 
-// Large calls (--moe auto from moe_auto_rows tokens) run the fp8 pack's W8A8 experts in passes of 128 rows: from one
-// token, every call of the fixture takes them, held to the same bounds.
+// Large calls under --moe auto run the fp8 pack's W8A8 experts in passes of 128 rows from moe_auto_rows tokens, and
+// from twice as many in the warp-specialised kernel where it runs (Hopper): from one token, every call of the
+// fixture takes one or the other, held to the same bounds.
 TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   CudaKernels k;
   k.moe_auto_rows = 1;
+  check_pack(RefFixture::load("tiny_a"), "fp8", k);
+}
+
+// --moe wide: every call's W8A8 experts in the streaming kernel's passes of 128 rows (what auto runs where the
+// warp-specialised kernel does not), the same bounds.
+TEST(CudaQuantModelWide, Fp8PackInTheWidePasses) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  CudaKernels k;
+  k.moe = MoeKernel::kWide;
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
