@@ -100,24 +100,20 @@ TEST(CudaQuantModelWide, Fp8PackInPassesOf128Rows) {
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
-// --moe wide: every call's W8A8 experts in the streaming kernel's passes of 128 rows (what auto runs where the
-// warp-specialised kernel does not), the same bounds.
-TEST(CudaQuantModelWide, Fp8PackInTheWidePasses) {
+// The fp8 pack with every call's W8A8 experts in one kernel choice, the same bounds.
+void check_fp8_experts_in(MoeKernel moe) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   CudaKernels k;
-  k.moe = MoeKernel::kWide;
+  k.moe = moe;
   check_pack(RefFixture::load("tiny_a"), "fp8", k);
 }
 
-// --moe ws: every call's W8A8 experts in the persistent warp-specialised kernel (moe_ws.cu), the same bounds.
-TEST(CudaQuantModelWide, Fp8PackInTheWarpSpecialisedKernel) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  DG_REQUIRE_FIXTURE("tiny_a");
-  CudaKernels k;
-  k.moe = MoeKernel::kWs;
-  check_pack(RefFixture::load("tiny_a"), "fp8", k);
-}
+// --moe wide: the streaming kernel's passes of 128 rows (what auto runs where the warp-specialised kernel does not).
+TEST(CudaQuantModelWide, Fp8PackInTheWidePasses) { check_fp8_experts_in(MoeKernel::kWide); }
+
+// --moe ws: the persistent warp-specialised kernel (moe_ws.cu).
+TEST(CudaQuantModelWide, Fp8PackInTheWarpSpecialisedKernel) { check_fp8_experts_in(MoeKernel::kWs); }
 
 // The vocabulary products as W8A8 products over the fp8 copies of the table, on the fp8 pack: the same bounds.
 TEST(CudaQuantModelVocab, Fp8PackWithFp8VocabularyProducts) {
