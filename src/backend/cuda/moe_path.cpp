@@ -1,7 +1,6 @@
 // The CUDA backend's MoE block (see moe_path.h).
 #include "backend/cuda/moe_path.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -50,10 +49,10 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                            (w.act == DType::kFp8 ? w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8
                                                  : w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16);
   // auto from twice moe_auto_rows tokens (measured from 2,048: docs/CUDA.md): the warp-specialised kernel where it
-  // runs and takes the call (Hopper; at most 1,024 experts, K a multiple of 16 for W8A8, rows' bytes under 2^31).
-  const bool ws_auto = big && wide_format && T >= 2 * c.kernels.moe_auto_rows && E <= 1024 &&
-                       (w.act != DType::kFp8 || (H % 16 == 0 && ff % 16 == 0)) &&
-                       P * std::max(H, ff) * 2 < (int64_t{1} << 31) && moe_ws_runs_here();
+  // runs and takes both products (Hopper).
+  const bool act8 = w.act == DType::kFp8;
+  const bool ws_auto = big && wide_format && T >= 2 * c.kernels.moe_auto_rows &&
+                       moe_ws_takes(act8, H, E, two_ff, T) && moe_ws_takes(act8, ff, E, H, P);
   const bool ws = c.kernels.moe == MoeKernel::kWs || ws_auto;  // W8A8 and bf16 products warp-specialised
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);

@@ -366,11 +366,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // The TMA map of W's plane 0: rows [rows, row_bytes] of 1-byte codes or bf16, boxes of 64 rows x 128 bytes in the
 // 128-byte swizzle (the layout the wgmma descriptors read), zeros past the last row and K.
 Status weight_map(const Planes& W, int64_t rows, int64_t K, int elem, CUtensorMap& map, const std::string& what) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr)
-    return Status::error(what + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
-                                "wide");
-  if (rows + 256 > 0x7fffffff) return Status::error(what + ": too many weight rows for --moe ws");
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();  // ws_limits saw it
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTileK / elem), 64};
@@ -382,6 +378,32 @@ Status weight_map(const Planes& W, int64_t rows, int64_t K, int elem, CUtensorMa
   if (r != CUDA_SUCCESS)
     return Status::error(what + ": cuTensorMapEncodeTiled refused W (" + std::to_string(rows) + " rows of " +
                          std::to_string(W.row_bytes[0]) + " bytes; error " + std::to_string(static_cast<int>(r)) + ")");
+  return Status::ok();
+}
+
+// The limits of the kernel that do not depend on the pointers: an error naming `name` for a shape or device it does
+// not run (moe_ws_takes asks the same questions for --moe auto).
+Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, int64_t n_exp, int64_t w_rows,
+                 int64_t x_rows_max) {
+  const int align = act8 ? 16 : 8;
+  if (K <= 0 || K % align != 0)
+    return Status::error(name + ": K = " + std::to_string(K) + " must be a positive multiple of " +
+                         std::to_string(align) + " for --moe ws with " + std::string(dtype_name(w_dtype)) +
+                         " weights");
+  if (n_exp > kMaxExperts)
+    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
+                         std::to_string(kMaxExperts) + " (use --moe wide)");
+  if (x_rows_max * K * (act8 ? 1 : 2) >= (int64_t{1} << 31))
+    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
+                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
+  if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
+  static const bool sm90 = device_is_sm90();
+  if (!sm90)
+    return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
+                                "--moe wide");
+  if (tensor_map_encoder() == nullptr)
+    return Status::error(name + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
+                                "wide");
   return Status::ok();
 }
 
@@ -398,23 +420,9 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
   if (a.offsets == nullptr) return Status::error(name + ": --moe ws needs the experts' offsets");
   if (a.x_rows != nullptr && a.x_rows_div < 1)
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
-  const int align = act8 ? 16 : 8;
-  if (a.K <= 0 || a.K % align != 0)
-    return Status::error(name + ": K = " + std::to_string(a.K) + " must be a positive multiple of " +
-                         std::to_string(align) + " for --moe ws with " + std::string(dtype_name(w_dtype)) +
-                         " weights");
-  if (n_exp > kMaxExperts)
-    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
-                         std::to_string(kMaxExperts) + " (use --moe wide)");
-  if (x_rows_max * a.K * (act8 ? 1 : 2) >= (int64_t{1} << 31))
-    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(a.K) +
-                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
+  if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
-  static const bool sm90 = device_is_sm90();
-  if (!sm90)
-    return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
-                                "--moe wide");
   a.n_exp = static_cast<int>(n_exp);
   a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
   if (Status st = weight_map(a.W, n_exp * a.w_rows, a.K, act8 ? 1 : 2, a.wmap, name); !st.is_ok()) return st;
@@ -427,9 +435,8 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
 
 }  // namespace
 
-bool moe_ws_runs_here() {
-  static const bool runs = device_is_sm90() && tensor_map_encoder() != nullptr;
-  return runs;
+bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max) {
+  return ws_limits("", act8, act8 ? DType::kFp8 : DType::kBF16, K, n_exp, w_rows, x_rows_max).is_ok();
 }
 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
