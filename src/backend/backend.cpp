@@ -19,7 +19,16 @@ void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::sp
     if (w[i] != nullptr) linear(x, *w[i], *out[i]);
 }
 
-void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+RowCodes Backend::row_codes(const Tensor&, std::span<const Tensor* const>) { return {}; }
+
+void Backend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
+  codes.filled = false;
+  rmsnorm(x, w, out);
+}
+
+void Backend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out, const RowCodes*,
+                           RowCodes* out_codes) {
+  if (out_codes != nullptr) out_codes->filled = false;
   Tensor u = alloc(out.shape);
   linear(x, gate, out);
   linear(x, up, u);
@@ -63,7 +72,9 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
 }
 
 void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
-                                    Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+                                    Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
+                                    RowCodes* out0_codes) {
+  if (out0_codes != nullptr) out0_codes->filled = false;
   Tensor attn = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_o.shape[0]});
   linear(x, w_o, attn);
   residual_norms(h, attn, w_post, h1, w, out);
@@ -71,7 +82,7 @@ void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Te
 
 void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                  const Tensor& wn, float s, Tensor& out) {
+                                  const Tensor& wn, float s, Tensor& out, const RowCodes*) {
   Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
   linear(x, w_down, m1);
   stage("moe");
@@ -93,7 +104,7 @@ void Backend::rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_
 
 void Backend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                         std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
-                        Tensor& vn, FreshKvCopy* copy) {
+                        Tensor& vn, FreshKvCopy* copy, const RowCodes*) {
   if (copy != nullptr) *copy = {};  // none here
   DG_CHECK(w.size() == 3 && w[1] != nullptr && (w[0] == nullptr) == (qn == nullptr) && !spans.empty(),
            "qkv_heads: weights {{q, k, v}} with k, qn exactly when q, and at least one span");

@@ -51,6 +51,16 @@ struct FreshKvCopy {
   Tensor k, v;
 };
 
+// A linear's input again as E4M3 codes and per-row scales (W8A8), written by the op that produces the input for the
+// products that read it next, so that no launch of its own quantises it. Backend::row_codes allocates them where
+// the backend's products of the consumer's weights read such codes (empty tensors otherwise: the producer writes
+// none); `filled` says the producer wrote them, and a consumer quantises the input itself when it is not set.
+struct RowCodes {
+  Tensor codes;  // u8 [rows, cols]
+  Tensor scale;  // f32 [rows]
+  bool filled = false;
+};
+
 // What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
 enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
@@ -98,6 +108,11 @@ class Backend {
 
   virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   virtual void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) = 0;  // over the last dim; w null: no scale
+  // RowCodes for x (a linear's input) when the backend's products of w read E4M3 rows; empty otherwise (the default).
+  virtual RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w);
+  // rmsnorm(), and out's RowCodes when `codes` holds buffers and the backend writes them in the same pass (default:
+  // rmsnorm() alone, codes left unfilled).
+  virtual void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes);
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) = 0;  // x: [rows, heads, D]
   // rope() of each span's rows [row0, row0 + rows) at positions pos0 + (row - row0): the several sequences of a
@@ -109,8 +124,10 @@ class Backend {
   // Linears that share an input (q/k/v): out[i] = x w[i]^T as linear() computes them; a backend may run them as one
   // product over weights it stores side by side (same products, summation order aside). Null entries are skipped.
   virtual void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out);
-  // out = gelu_mul(x gate^T, x up^T): the first half of the dense and self-conditioning MLPs, likewise.
-  virtual void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out);
+  // out = gelu_mul(x gate^T, x up^T): the first half of the dense and self-conditioning MLPs, likewise. x_codes: x's
+  // RowCodes when filled (or null); out_codes: out's, which a backend may fill (or null).
+  virtual void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out,
+                            const RowCodes* x_codes = nullptr, RowCodes* out_codes = nullptr);
   // The residual chains of src/ops/residual/residual.h; the defaults are their compositions of rmsnorm, add and
   // scale (attn, m1 and m2 may be overwritten). residual_norms: h1 = h + rmsnorm(attn) w_post, out[i] =
   // rmsnorm(h1) w[i] (w[i] null: no scale). ffn_tail: out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) s.
@@ -120,8 +137,10 @@ class Backend {
                         float s, Tensor& out);
   // residual_norms of attn = x w_o^T (the attention's output projection): the default is linear(), then
   // residual_norms(). A backend may apply a W8A8 product's scales as the chain reads its raw sums.
+  // out0_codes: out[0]'s RowCodes, which a backend may fill (or null).
   virtual void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
-                                     Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out);
+                                     Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
+                                     RowCodes* out0_codes = nullptr);
   // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
@@ -133,7 +152,7 @@ class Backend {
   // fill `copy` (when not null) with kn and vn in the dtype its dense attention reads fresh rows in (FreshKvCopy).
   virtual void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
                          const Tensor& k_norm, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq,
-                         Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy);
+                         Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy, const RowCodes* a_codes = nullptr);
 
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over the cached positions [cache_from, cache_to) of a
   // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D]. k_fresh and v_fresh
@@ -162,10 +181,11 @@ class Backend {
   virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                             const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out);
   // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
-  // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums.
+  // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums. x_codes:
+  // x's RowCodes when filled (or null).
   virtual void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                    const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                   const Tensor& wn, float s, Tensor& out);
+                                   const Tensor& wn, float s, Tensor& out, const RowCodes* x_codes = nullptr);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the

@@ -51,20 +51,22 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // Attention block: q/k/v projections, per-head norms, RoPE; full layers take V from the raw K projection.
   be_.stage("attention");
   Tensor a = be_.alloc(Shape{rows, hidden});
-  be_.rmsnorm(h, &w.input_norm, a);
-  emit(trace, p + "input_layernorm", a);
   const Tensor* ws[] = {kv_only ? nullptr : &w.q, &w.k, spec.sliding ? &w.v : nullptr};
+  const bool traced = trace != nullptr && *trace;
+  // Untraced, the input norm may also write a's E4M3 rows for W8A8 q/k/v products (RowCodes).
+  RowCodes aq = traced ? RowCodes{} : be_.row_codes(a, ws);
+  be_.rmsnorm_codes(h, &w.input_norm, a, aq);
+  emit(trace, p + "input_layernorm", a);
   std::vector<RopeSpan> spans;  // each sequence's rows at its own positions
   for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
   Tensor kn = be_.alloc(Shape{rows, n_kv, D}), vn = be_.alloc(Shape{rows, n_kv, D}), qn;
   FreshKvCopy fresh;  // kn and vn in the dense attention's dtype, when the backend writes them (qkv_heads)
   const bool topk = !spec.sliding && attn_topk_.on();  // top-k attention reads kn and vn: no copy
   if (!kv_only) qn = be_.alloc(Shape{rows, n_heads, D});
-  const bool traced = trace != nullptr && *trace;
   if (!traced) {
     // Products, per-head norms and rotations as one op (a backend may fuse them).
     be_.qkv_heads(a, ws, kv_only ? nullptr : &w.q_norm, w.k_norm, spans, inv_freq, kv_only ? nullptr : &qn, kn, vn,
-                  kv_only || topk ? nullptr : &fresh);
+                  kv_only || topk ? nullptr : &fresh, &aq);
   } else {
     // Op by op, each intermediate emitted.
     Tensor k = be_.alloc(Shape{rows, n_kv * D}), v = k, q;
@@ -145,6 +147,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // otherwise each chain is one op with the product that feeds it (linear_residual_norms, linear_moe_ffn_tail: the
   // same composition, src/ops/residual/residual.h).
   Tensor h1 = be_.alloc(Shape{rows, hidden}), u = be_.alloc(Shape{rows, hidden}), z = be_.alloc(Shape{rows, hidden});
+  RowCodes uq, gq;  // untraced: u's and the dense MLP's gated output's E4M3 rows, written by their producers
   if (traced) {
     Tensor attn = be_.alloc(Shape{rows, hidden});
     be_.linear(o, w.o, attn);
@@ -159,19 +162,25 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   } else {
     const Tensor* norms[] = {&w.pre_ff_norm, &w.pre_ff_norm_2};
     Tensor* normed[] = {&u, &z};
-    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed);
+    const Tensor* gu[] = {&w.gate, &w.up};
+    uq = be_.row_codes(u, gu);
+    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq);
   }
 
   // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.
   be_.stage("dense_mlp");
   Tensor gate = be_.alloc(Shape{rows, cfg_.intermediate});
-  be_.gated_linear(u, w.gate, w.up, gate);
+  if (!traced) {
+    const Tensor* dn[] = {&w.down};
+    gq = be_.row_codes(gate, dn);
+  }
+  be_.gated_linear(u, w.gate, w.up, gate, &uq, &gq);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
   const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
   Tensor out = be_.alloc(Shape{rows, hidden});
   if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output
     be_.linear_moe_ffn_tail(gate, w.down, h1, z, w.moe(), cfg_.top_k, w.post_ff_norm_1, w.post_ff_norm_2,
-                            w.post_ff_norm, scalar, out);
+                            w.post_ff_norm, scalar, out, &gq);
   } else {
     Tensor m1 = be_.alloc(Shape{rows, hidden});
     be_.linear(gate, w.down, m1);

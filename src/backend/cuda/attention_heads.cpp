@@ -86,6 +86,13 @@ Act8 a8_quantise(const CublasCtx& c, const Tensor& x) {
   return q;
 }
 
+Act8 a8_input(const CublasCtx& c, const Tensor& x, const RowCodes* codes) {
+  if (codes == nullptr || !codes->filled) return a8_quantise(c, x);
+  DG_CHECK(codes->codes.numel() == x.numel() && codes->scale.numel() == act_rows(x),
+           "W8A8 input codes of {} for an input of {}", codes->codes.shape.str(), x.shape.str());
+  return Act8{codes->codes, codes->scale};
+}
+
 bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* const> w,
                   std::span<Tensor* const> out) {
   int64_t total = 0;
@@ -108,10 +115,12 @@ bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* c
   return true;
 }
 
-bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
+bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out,
+                       const RowCodes* x_codes, RowCodes* out_codes) {
   const int64_t I = gate.shape[0], rows = act_rows(x), K = act_cols(x);
+  if (out_codes != nullptr) out_codes->filled = false;
   if (const Tensor* gu[2] = {&gate, &up}; a8_on_load(c, x, gu) && up.shape[0] == I) {  // gate | up raw, side by side
-    const Act8 xq = a8_quantise(c, x);
+    const Act8 xq = a8_input(c, x, x_codes);
     int64_t total = 0, col[2] = {};
     Tensor raw;
     if (fp8_side_by_side(x, gu, total, col) != nullptr) {  // one product over both: up from column col[1]
@@ -122,6 +131,14 @@ bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, 
       raw = c.alloc(DType::kBF16, Shape{rows, total});
       c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, total, c.stream);
       c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, total, c.stream);
+    }
+    if (out_codes != nullptr && !out_codes->codes.empty() &&
+        gelu_mul_split_scaled_codes_fits(raw.data, I, total, col[1], out.data, out_codes->codes.data)) {
+      check(gelu_mul_split_scaled_codes_cuda(raw.data, rows, I, total, col[1], xq.scale.f32(), fp8_scales(gate),
+                                             fp8_scales(up), out.data, out_codes->codes.data,
+                                             out_codes->scale.f32(), c.stream));
+      out_codes->filled = true;
+      return true;
     }
     check(gelu_mul_split_scaled_cuda(raw.data, rows, I, total, col[1], xq.scale.f32(), fp8_scales(gate),
                                      fp8_scales(up), out.data, c.stream));
@@ -147,7 +164,7 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
                     std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                     std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
                     const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table,
-                    FreshKvCopy* f16) {
+                    FreshKvCopy* f16, const RowCodes* a_codes) {
   const int64_t rows = act_rows(a), n_kv = kn.shape[1], D = kn.shape[2];
   int64_t covered = 0;
   for (const RopeSpan& sp : spans) covered = sp.row0 == covered ? covered + sp.rows : -1;
@@ -170,7 +187,7 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         col += w[i]->shape[0];
       }
   } else if (int64_t col[3] = {}; a8_on_load(c, a, w) && (first = fp8_side_by_side(a, w, total, col)) != nullptr) {
-    xq = a8_quantise(c, a);  // one e4m3 product over the weights placed side by side; heads_norm applies the scales
+    xq = a8_input(c, a, a_codes);  // one e4m3 product over the weights side by side; heads_norm applies the scales
     y = c.alloc(DType::kBF16, Shape{rows, total});
     c.fp8->run_bf16(xq.codes.data, rows, act_cols(a), first->data, total, y.data, total, c.stream);
     for (size_t i = 0; i < 3; ++i)
@@ -180,7 +197,7 @@ bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const 
         col_scale[i] = fp8_scales(*t);
       }
   } else if (a8_on_load(c, a, w)) {  // W8A8 raw sums: heads_norm applies both scales as it reads them
-    xq = a8_quantise(c, a);
+    xq = a8_input(c, a, a_codes);
     for (size_t i = 0; i < 3; ++i)
       if (const Tensor* t = w[i]; t != nullptr) {
         raw[i] = c.alloc(DType::kBF16, Shape{rows, t->shape[0]});

@@ -37,6 +37,8 @@ struct Act8 {
   Tensor codes, scale;
 };
 Act8 a8_quantise(const CublasCtx& c, const Tensor& x);
+// x's codes from its producer (RowCodes filled, of x's shape) or, without them, a8_quantise.
+Act8 a8_input(const CublasCtx& c, const Tensor& x, const RowCodes* codes);
 
 // Backend::linears: weights side by side (above) as one product and a split, or fp8 weights with fp8 inputs
 // (c.act8) as W8A8 products sharing one quantisation of x; false (nothing done) for anything else.
@@ -45,7 +47,9 @@ bool linears_cuda(const CublasCtx& c, const Tensor& x, std::span<const Tensor* c
 // Backend::gated_linear: gate and up side by side as one bf16 product and the split gated GELU, or both fp8 with fp8
 // inputs (c.act8) as W8A8 products (with c.a8_on_load: their raw sums as bf16, side by side, the scales applied by
 // the gated GELU as it reads them); false (nothing done) for anything else.
-bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out);
+// x_codes: x's RowCodes (used when filled); out_codes: out's, filled by the gated GELU's launch on the raw sums' path.
+bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out,
+                       const RowCodes* x_codes = nullptr, RowCodes* out_codes = nullptr);
 
 // Backend::qkv_heads with the products as above (or each its own, through `linears`) and one heads_norm launch;
 // fp8 weights with fp8 inputs and c.a8_on_load: the W8A8 products' raw sums as bf16, the input row's and the weight
@@ -53,11 +57,11 @@ bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, 
 // or the spans do not suit it. inv_freq: the device copy. rope_table: the
 // rows' rotations computed once into a table the heads share (rope_table_cuda; the same bits) instead of per head.
 // f16 (not null): kn and vn also as f16 from the same launch, allocated here (FreshKvCopy: what the flash kernels
-// read).
+// read). a_codes: a's RowCodes, used by the W8A8 paths when filled.
 bool qkv_heads_cuda(const CublasCtx& c, float eps, const float* inv_freq, const Tensor& a,
                     std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                     std::span<const RopeSpan> spans, Tensor* qn, Tensor& kn, Tensor& vn,
                     const std::function<void(std::span<Tensor* const>)>& linears, bool rope_table = false,
-                    FreshKvCopy* f16 = nullptr);
+                    FreshKvCopy* f16 = nullptr, const RowCodes* a_codes = nullptr);
 
 }  // namespace dg

@@ -88,6 +88,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   void embed(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) override;
+  // Buffers where x feeds W8A8 products whose raw sums a chain scales (a8_on_load) and the fused norms are on.
+  RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
+  void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
   void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) override;
@@ -100,8 +103,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) override;
   void qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm, const Tensor& k_norm,
                  std::span<const RopeSpan> spans, const std::vector<float>& inv_freq, Tensor* qn, Tensor& kn,
-                 Tensor& vn, FreshKvCopy* copy) override;
-  void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) override;
+                 Tensor& vn, FreshKvCopy* copy, const RowCodes* a_codes) override;
+  void gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out, const RowCodes* x_codes,
+                    RowCodes* out_codes) override;
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                       std::span<const Tensor* const> w, std::span<Tensor* const> out) override;
   void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
@@ -125,10 +129,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
                     const Tensor& w2, const Tensor& wn, float s, Tensor& out) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
-                             std::span<const Tensor* const> w, std::span<Tensor* const> out) override;
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out,
+                             RowCodes* out0_codes) override;
   void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                            const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
-                           float s, Tensor& out) override;
+                           float s, Tensor& out, const RowCodes* x_codes) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   Tensor fp8_table(const Tensor& table, bool transpose) override;
@@ -157,7 +162,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void place_fp8_side_by_side(std::span<Tensor* const> ts);  // place_side_by_side of fp8 weights
   void move_into(std::span<Tensor* const> ts, const Tensor& all, const std::function<int64_t(const Tensor&)>& stride);
   void launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
-                             std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw);
+                             std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw,
+                             RowCodesOut codes0 = {});
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {

@@ -38,6 +38,22 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) {
                      tensor_rows(x), tensor_cols(x), eps_, stream_));
 }
 
+RowCodes CudaBackend::row_codes(const Tensor& x, std::span<const Tensor* const> w) {
+  if (!kernels_.fused_norms || !a8_on_load(blas_ctx(), x, w)) return {};
+  return RowCodes{device(DType::kU8, Shape{tensor_rows(x), tensor_cols(x)}), device(DType::kF32, Shape{tensor_rows(x)})};
+}
+
+void CudaBackend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
+  codes.filled = !codes.codes.empty() && w != nullptr && w->dtype == DType::kBF16 &&
+                 rmsnorm_codes_fits(x.data, w->data, out.data, codes.codes.data, tensor_cols(x));
+  if (!codes.filled) {
+    rmsnorm(x, w, out);
+    return;
+  }
+  check(rmsnorm_codes_cuda(x.data, w->data, out.data, tensor_rows(x), tensor_cols(x), eps_, codes.codes.data,
+                           codes.scale.f32(), stream_));
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   if (dtype_is_packed(w.dtype)) {
     packed_linear_cuda(blas_ctx(), x, tensor_rows(x), tensor_cols(x), w, out, q4_layout());
@@ -77,19 +93,21 @@ void CudaBackend::linears(const Tensor& x, std::span<const Tensor* const> w, std
 
 void CudaBackend::qkv_heads(const Tensor& a, std::span<const Tensor* const> w, const Tensor* q_norm,
                             const Tensor& k_norm, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq,
-                            Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy) {
+                            Tensor* qn, Tensor& kn, Tensor& vn, FreshKvCopy* copy, const RowCodes* a_codes) {
   const auto products = [&](std::span<Tensor* const> outs) { linears(a, w, outs); };
   if (copy != nullptr) *copy = {};
   // The flash kernels read fresh rows as f16: heads_norm writes that copy too, so attention converts nothing.
   const bool f16 = copy != nullptr && flash_for(kn.shape[2]);
   if (!kernels_.fused_norms ||
       !qkv_heads_cuda(blas_ctx(), eps_, device_inv_freq(inv_freq), a, w, q_norm, k_norm, spans, qn, kn, vn,
-                      products, a.shape[0] >= kernels_.rope_table_rows, f16 ? copy : nullptr))
+                      products, a.shape[0] >= kernels_.rope_table_rows, f16 ? copy : nullptr, a_codes))
     Backend::qkv_heads(a, w, q_norm, k_norm, spans, inv_freq, qn, kn, vn, copy);
 }
 
-void CudaBackend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (!gated_linear_cuda(blas_ctx(), x, gate, up, out)) Backend::gated_linear(x, gate, up, out);
+void CudaBackend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& out,
+                               const RowCodes* x_codes, RowCodes* out_codes) {
+  if (!gated_linear_cuda(blas_ctx(), x, gate, up, out, x_codes, out_codes))
+    Backend::gated_linear(x, gate, up, out, x_codes, out_codes);
 }
 
 void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
@@ -104,7 +122,7 @@ void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_
 // residual_norms_cuda over these tensors; `raw`: attn holds a W8A8 product's raw sums and their scales.
 void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
                                         std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                        RawRowScales raw) {
+                                        RawRowScales raw, RowCodesOut codes0) {
   DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
            out.size());
   const void* ws[3] = {};
@@ -114,7 +132,7 @@ void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, con
     outs[i] = out[i]->data;
   }
   check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
-                            tensor_rows(h), tensor_cols(h), eps_, stream_, raw));
+                            tensor_rows(h), tensor_cols(h), eps_, stream_, raw, codes0));
 }
 
 void CudaBackend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2,
@@ -216,8 +234,10 @@ void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeight
 // The o projection's W8A8 product as raw sums, the post-attention chain applying their scales as it reads them
 // (CudaKernels::a8_scales_on_load); otherwise the product, then the chain.
 void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
-                                        Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
+                                        Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
+                                        RowCodes* out0_codes) {
   const CublasCtx c = blas_ctx();
+  if (out0_codes != nullptr) out0_codes->filled = false;
   const Tensor* wo[1] = {&w_o};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_o.shape[0];
   bool raw = kernels_.fused_norms && w.size() == out.size() && w.size() <= 3 && a8_on_load(c, x, wo) &&
@@ -225,30 +245,36 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   for (size_t i = 0; raw && i < w.size(); ++i)
     raw = residual_vec_fits(N, {w[i] != nullptr ? w[i]->data : nullptr, out[i]->data});
   if (!raw) {
-    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out);
+    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out, out0_codes);
     return;
   }
   const Act8 xq = a8_quantise(c, x);
   Tensor attn = alloc(Shape{rows, N});
   c.fp8->run_bf16(xq.codes.data, rows, K, w_o.data, N, attn.data, N, stream_);
-  launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)});
+  // out[0]'s codes from the same launch where its consumer reads them (row_codes gave buffers).
+  RowCodesOut codes0;
+  if (out0_codes != nullptr && !out0_codes->codes.empty() && !out.empty() &&
+      residual_codes_fit(N, {out[0]->data}, out0_codes->codes.data))
+    codes0 = RowCodesOut{out0_codes->codes.data, out0_codes->scale.f32()};
+  launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}, codes0);
+  if (codes0.codes != nullptr) out0_codes->filled = true;
 }
 
 // The dense down projection's W8A8 product as raw sums, the MoE's feed-forward tail applying their scales as it
 // reads them; otherwise the product, then the MoE and its tail.
 void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                       const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                      const Tensor& wn, float s, Tensor& out) {
+                                      const Tensor& wn, float s, Tensor& out, const RowCodes* x_codes) {
   const CublasCtx c = blas_ctx();
   const Tensor* wd[1] = {&w_down};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_down.shape[0];
   const bool raw = kernels_.fused_norms && a8_on_load(c, x, wd) && N == tensor_cols(h) &&
                    residual_vec_fits(N, {h.data, w1.data, w2.data, wn.data, out.data, fp8_scales(w_down)});
   if (!raw) {
-    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out);
+    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes);
     return;
   }
-  const Act8 xq = a8_quantise(c, x);
+  const Act8 xq = a8_input(c, x, x_codes);
   Tensor m1 = alloc(Shape{rows, N});
   c.fp8->run_bf16(xq.codes.data, rows, K, w_down.data, N, m1.data, N, stream_);
   stage("moe");

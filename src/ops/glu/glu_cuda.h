@@ -23,6 +23,15 @@ Status gelu_mul_split_cuda(const void* gate_up, int64_t rows, int64_t ff, void* 
 Status gelu_mul_split_scaled_cuda(const void* gate_up, int64_t rows, int64_t ff, int64_t ld, int64_t up_col,
                                   const float* x_scale, const float* gate_scale, const float* up_scale, void* out,
                                   cudaStream_t s);
+// gelu_mul_split_scaled_cuda, and out's E4M3 codes [rows, ff] and row scales as moe_act_quant_fp8_cuda writes them from
+// the stored rows (the next W8A8 product's input): the same bytes, one launch. Needs
+// gelu_mul_split_scaled_codes_fits (ff a multiple of 8 up to 4,096, ld and up_col multiples of 8, 16-byte aligned
+// gate_up and out, 8-byte aligned codes); an error otherwise.
+bool gelu_mul_split_scaled_codes_fits(const void* gate_up, int64_t ff, int64_t ld, int64_t up_col, const void* out,
+                                      const void* codes);
+Status gelu_mul_split_scaled_codes_cuda(const void* gate_up, int64_t rows, int64_t ff, int64_t ld, int64_t up_col,
+                                        const float* x_scale, const float* gate_scale, const float* up_scale,
+                                        void* out, void* codes, float* scale, cudaStream_t s);
 
 }  // namespace dg
 #endif

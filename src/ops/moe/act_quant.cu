@@ -4,7 +4,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
-#include "ops/moe/act_quant.cuh"
+#include "core/cuda/e4m3_rows.cuh"
 #include "ops/moe/moe_cuda.h"
 
 namespace dg {

@@ -3,7 +3,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
-#include "ops/moe/act_quant.cuh"
+#include "core/cuda/e4m3_rows.cuh"
 #include "ops/moe/moe_cuda.h"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rmsnorm/warp_norm.cuh"

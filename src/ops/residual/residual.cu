@@ -3,6 +3,7 @@
 // walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/residual/residual.h"
 
@@ -36,9 +37,22 @@ __device__ __forceinline__ float inv_rms(float ss, int64_t dim, float eps) {
   return rsqrtf(ss / static_cast<float>(dim) + eps);
 }
 
+// The block's maximum of per-thread values (block_sum's shape); every thread gets it.
+__device__ float block_max(float v, float* sh) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = sh[0];
+  for (int k = 1; k < kThreads / 32; ++k) r = fmaxf(r, sh[k]);
+  __syncthreads();  // sh is reused by the next reduction
+  return r;
+}
+
 struct NormOuts {
   const bf16* w[3];
   bf16* y[3];
+  uint8_t* codes0;  // y[0]'s E4M3 row codes and scales (RowCodesOut), or null
+  float* scale0;
 };
 
 // The vectorised kernels: a block per row, each thread holds up to kVecPerThread 8-element vectors of the row in
@@ -79,6 +93,29 @@ __device__ __forceinline__ void scale_raw8(const RawRowScales& raw, int64_t row,
 __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
   const int64_t i = 8 * (threadIdx.x + static_cast<int64_t>(q) * kThreads);
   return i < dim ? i : -1;
+}
+
+// The E4M3 codes of row blockIdx.x as stored from f (each value rounded to bf16 first) and the row's scale, with
+// act_quant_row_reg's arithmetic (amax / 448, e4m3_of): the bytes moe_act_quant_fp8_cuda writes from the stored row.
+__device__ __forceinline__ void store_codes(const float (&f)[kVecPerThread][8], int64_t dim, float* sh,
+                                            uint8_t* codes, float* scale) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kVecPerThread; ++q)
+    if (vec_at(q, dim) >= 0)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(rbf(f[q][j])));
+  const float s = block_max(amax, sh) / 448.0f;
+#pragma unroll
+  for (int q = 0; q < kVecPerThread; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      uint2 o;
+      auto* ob = reinterpret_cast<uint8_t*>(&o);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ob[j] = cuda::e4m3_of(rbf(f[q][j]), s);
+      *reinterpret_cast<uint2*>(codes + blockIdx.x * dim + i) = o;
+    }
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
@@ -133,6 +170,7 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
         for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * g[q][j];
         store8(o.y[k] + base + i, f[q]);
       }
+    if (k == 0 && o.codes0 != nullptr) store_codes(f, dim, sh, o.codes0, o.scale0);
   }
 }
 
@@ -320,21 +358,29 @@ Status refuse_raw(RawRowScales raw, const char* what) {
 
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                           RawRowScales attn_raw) {
+                           RawRowScales attn_raw, RowCodesOut codes0) {
   if (Status st = check_shape(rows, dim, "residual_norms_cuda"); !st.is_ok()) return st;
   if (n_out < 0 || n_out > 3) return Status::error("residual_norms_cuda: 0 to 3 normed outputs");
+  if (codes0.codes != nullptr && (n_out == 0 || codes0.scale == nullptr))
+    return Status::error("residual_norms_cuda: codes for out[0] need an out[0] and a scale buffer");
   NormOuts o{};
   for (int j = 0; j < n_out; ++j) {
     o.w[j] = static_cast<const bf16*>(w_out[j]);
     o.y[j] = static_cast<bf16*>(out[j]);
   }
-  if (vec_ok(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2], attn_raw.col})) {
+  o.codes0 = static_cast<uint8_t*>(codes0.codes);
+  o.scale0 = codes0.scale;
+  if (residual_codes_fit(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2], attn_raw.col},
+                         codes0.codes)) {
     cuda::launch(residual_norms_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s,
                  static_cast<const bf16*>(h), static_cast<const bf16*>(attn), static_cast<const bf16*>(w_post),
                  static_cast<bf16*>(h1), o, n_out, dim, eps, attn_raw);
     return cuda_status(cudaGetLastError(), "residual_norms_cuda");
   }
   if (Status st = refuse_raw(attn_raw, "residual_norms_cuda"); !st.is_ok()) return st;
+  if (codes0.codes != nullptr)
+    return Status::error("residual_norms_cuda: out[0]'s codes need rows of a multiple of 8 elements up to 4,096, "
+                         "16-byte aligned buffers and 8-byte aligned codes");
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
       !st.is_ok())
     return st;
@@ -385,6 +431,10 @@ Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const v
     launch(CombinedM2<0>{yb, inv, weight, top_k});
   }
   return cuda_status(cudaGetLastError(), "ffn_tail_moe_cuda");
+}
+
+bool residual_codes_fit(int64_t dim, std::initializer_list<const void*> ptrs, const void* codes) {
+  return vec_ok(dim, ptrs) && (reinterpret_cast<uintptr_t>(codes) & 7) == 0;
 }
 
 bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs) { return vec_ok(dim, ptrs); }

@@ -26,13 +26,21 @@ struct RawRowScales {
   const float* col = nullptr;
 };
 
+// A normed output's E4M3 codes [rows, dim] and per-row f32 scales: the bytes moe_act_quant_fp8_cuda writes from the
+// stored bf16 rows (a W8A8 product's input). codes null: none.
+struct RowCodesOut {
+  void* codes = nullptr;
+  float* scale = nullptr;
+};
+
 // bf16 rows [rows, dim] (weights bf16 [dim]), one block per row. Rows of a multiple of 8 elements up to 4,096
 // (16-byte aligned) move as 16-byte vectors held in registers, their sums of squares in another f32 order than
 // rmsnorm_cuda's; other rows keep rmsnorm_cuda's order, so they equal the unfused kernels bit for bit. n_out <= 3
 // normed copies of h1. attn_raw: attn holds raw sums and their scales (above); m1_raw likewise for ffn_tail's m1.
+// codes0: out[0]'s codes as well (RowCodesOut; needs residual_codes_fit, an error otherwise).
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                           RawRowScales attn_raw = {});
+                           RawRowScales attn_raw = {}, RowCodesOut codes0 = {});
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                      RawRowScales m1_raw = {});
@@ -45,6 +53,9 @@ Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const v
 // Whether rows of dim elements and these buffers (null ones aside) take the vectorised kernels: dim a multiple of 8
 // up to 4,096, every pointer 16-byte aligned.
 bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs);
+// residual_vec_fits, and codes (out[0]'s RowCodesOut, or null) 8-byte aligned: what residual_norms_cuda needs to write
+// them (an error otherwise).
+bool residual_codes_fit(int64_t dim, std::initializer_list<const void*> ptrs, const void* codes);
 bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
                        const void* w, const void* out);
 

@@ -1,5 +1,6 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/e4m3_rows.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/rmsnorm/rmsnorm_cuda.h"
 #include "ops/rmsnorm/warp_norm.cuh"
@@ -78,6 +79,32 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
                              static_cast<float>(pos0 + row / heads), inv_freq, normed[wi]);
 }
 
+// rmsnorm_vec_kernel and rmsnorm_warp_kernel<false> followed by act_quant_fp8_reg_kernel's codes of the rows they
+// wrote: each thread re-reads only the chunks it stored (act_quant_row_reg's chunk c of thread t is chunk t + i kT,
+// as the norm bodies lay them out), so the codes are those of the stored bf16 values.
+__global__ void __launch_bounds__(kVecThreads)
+    rmsnorm_vec_codes_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w, cuda::bf16* y,
+                             int dim, float eps, uint8_t* codes, float* scale) {
+  cuda::pdl_enter();
+  __shared__ float warp_sums[kVecThreads / 32];
+  __shared__ float red[kVecThreads / 32];
+  cuda::bf16* yr = y + blockIdx.x * static_cast<int64_t>(dim);
+  norm::vec_norm_row(x + blockIdx.x * static_cast<int64_t>(dim), w, dim, eps, warp_sums,
+                     [&](int d0, const uint4& raw) { *reinterpret_cast<uint4*>(yr + d0) = raw; });
+  act_quant_row_reg<kVecThreads>(y, gridDim.x, dim / 8, codes, scale, blockIdx.x, static_cast<int>(threadIdx.x), red);
+}
+
+__global__ void rmsnorm_warp_codes_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w,
+                                          cuda::bf16* y, int64_t rows, int dim, float eps, uint8_t* codes,
+                                          float* scale) {
+  cuda::pdl_enter();
+  const int wi = threadIdx.x >> 5;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + wi;
+  if (row >= rows) return;  // a whole warp: act_quant_row_reg<32> synchronises nothing beyond it
+  norm::warp_norm_row<false>(x + row * dim, w, y + row * dim, dim, eps, false, 0.0f, nullptr, nullptr);
+  act_quant_row_reg<32>(y, rows, dim / 8, codes, scale, row, static_cast<int>(threadIdx.x & 31), nullptr);
+}
+
 // Rows of 16-byte chunks (dim a multiple of 8, x, w and y 16-byte aligned; w may be null) of at most max_dim.
 bool chunked_rows(const void* x, const void* w, const void* y, int64_t dim, int64_t max_dim) {
   return dim % 8 == 0 && dim <= max_dim &&
@@ -152,6 +179,31 @@ Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, D
     case DType::kF32: return dispatch_y<float>(x, w, wt, y, yt, rows, dim, eps, stream);
     default: return Status::error("rmsnorm_cuda: input dtype must be bf16, f16 or f32");
   }
+}
+
+bool rmsnorm_codes_fits(const void* x, const void* w, const void* y, const void* codes, int64_t dim) {
+  return w != nullptr && chunked_rows(x, w, y, dim, kVecMaxDim) && (reinterpret_cast<uintptr_t>(codes) & 7) == 0;
+}
+
+Status rmsnorm_codes_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t dim, float eps, void* codes,
+                          float* scale, cudaStream_t stream) {
+  if (rows <= 0 || rows > 0x7fffffff) return Status::error("rmsnorm_codes_cuda: rows must be from 1 to 2^31 - 1");
+  if (!rmsnorm_codes_fits(x, w, y, codes, dim))
+    return Status::error("rmsnorm_codes_cuda: dim " + std::to_string(dim) + " must be a multiple of 8 up to " +
+                         std::to_string(kVecMaxDim) + ", with a weight and 16-byte aligned rows (8-byte codes)");
+  const auto* xx = static_cast<const cuda::bf16*>(x);
+  const auto* ww = static_cast<const cuda::bf16*>(w);
+  auto* yy = static_cast<cuda::bf16*>(y);
+  auto* cc = static_cast<uint8_t*>(codes);
+  if (warp_shape(x, w, y, dim)) {  // the rows rmsnorm_cuda norms a warp each
+    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    cuda::launch(rmsnorm_warp_codes_kernel, blocks, kRowsPerBlock * 32, 0, stream, xx, ww, yy, rows,
+                 static_cast<int>(dim), eps, cc, scale);
+  } else {
+    cuda::launch(rmsnorm_vec_codes_kernel, static_cast<unsigned>(rows), kVecThreads, 0, stream, xx, ww, yy,
+                 static_cast<int>(dim), eps, cc, scale);
+  }
+  return cuda_status(cudaGetLastError(), "rmsnorm_codes_cuda");
 }
 
 Status rmsnorm_rope_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t heads, int64_t dim, float eps,

@@ -18,6 +18,12 @@ namespace dg {
 // bf16 rows of up to 1,024 elements (a multiple of 8, 16-byte aligned) take one warp each.
 Status rmsnorm_cuda(const void* x, DType xt, const void* w, DType wt, void* y, DType yt, int64_t rows, int64_t dim,
                     float eps, cudaStream_t stream);
+// rmsnorm_cuda of bf16 rows with a bf16 weight, and the E4M3 codes and scales of the stored rows that
+// moe_act_quant_fp8_cuda would write from y (codes u8 [rows, dim], scale f32 [rows]): the same bytes, one launch.
+// Needs rmsnorm_codes_fits (dim a multiple of 8 up to 4,096, 16-byte aligned x, w, y; 8-byte aligned codes).
+bool rmsnorm_codes_fits(const void* x, const void* w, const void* y, const void* codes, int64_t dim);
+Status rmsnorm_codes_cuda(const void* x, const void* w, void* y, int64_t rows, int64_t dim, float eps, void* codes,
+                          float* scale, cudaStream_t stream);
 // The composition rmsnorm then rope (src/ops/rope/rope.h) in one kernel: x, y bf16 [rows, heads, dim] (head_dim a
 // multiple of 16 up to 1,024), w bf16 [dim] or null, positions pos0 + row, inv_freq device f32 [dim / 2]. The normed
 // values are rounded to bf16 before the rotation, as the two kernels store them.

@@ -1,5 +1,5 @@
-// The per-row FP8 quantisation of the W8A8 products' activations with the row held in registers (act_quant.cu's
-// kernels, and the fused MoE input kernel of moe.cu).
+// The per-row E4M3 codes (W8A8 inputs) of a row held in registers: act_quant.cu's kernels, and the kernels that
+// write a linear's input and its codes in one launch (the MoE's inputs, the norms, the gated GELU).
 #pragma once
 
 #include <cstdint>
