@@ -190,7 +190,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"dense_stream", o.kernels.dense_stream},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -433,6 +433,11 @@ void register_bench(CLI::App& app) {
                 "CUDA W8A8 q/k/v and dense gate/up (--linear-act): the products' raw sums as bf16, the scales applied "
                 "by the per-head norms and the gated GELU as they read them, instead of f32 sums and a row-scaled "
                 "pass (default on; --a8-scales-pass: the A/B)")
+      ->check(switch_value());
+  cmd->add_flag("--a8-row-codes,!--a8-quantise-apart", o->kernels.a8_row_codes,
+                "CUDA W8A8 q/k/v, dense gate/up and down (--linear-act, with the scales on load): their inputs' E4M3 "
+                "codes written by the norm or gated GELU that writes the input, instead of a launch of their own "
+                "(default on; --a8-quantise-apart: the A/B, the same bytes)")
       ->check(switch_value());
   cmd->add_flag("--dense-stream,!--no-dense-stream", o->kernels.dense_stream,
                 "CUDA bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of "

@@ -122,6 +122,23 @@ TEST(CudaQuantModelVocab, Fp8PackWithFp8VocabularyProducts) {
   check_pack(RefFixture::load("tiny_a"), "fp8", CudaKernels{}, true);
 }
 
+// The fp8-all pack's W8A8 inputs quantised by the launches that write them (RowCodes, the default) or each by a launch
+// of its own before its product (--a8-quantise-apart): the same step-1 logits, bit for bit.
+TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  CudaKernels apart;
+  apart.a8_row_codes = false;
+  ModelRig fused(pack, {}, "cuda", CudaKernels{}), separate(pack, {}, "cuda", apart);
+  std::vector<float> sc;
+  const Steps a = run(fused, prompt, canvas, fused.be.get(), &sc),
+              b = run(separate, prompt, canvas, separate.be.get(), &sc);
+  EXPECT_EQ(a.logits1, b.logits1);  // step 1 runs the untraced ops, where the codes come with their inputs
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4", "fp8-all"));
 
 }  // namespace cuda_quant_model_test

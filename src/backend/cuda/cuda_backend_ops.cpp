@@ -39,7 +39,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) {
 }
 
 RowCodes CudaBackend::row_codes(const Tensor& x, std::span<const Tensor* const> w) {
-  if (!kernels_.fused_norms || !a8_on_load(blas_ctx(), x, w)) return {};
+  if (!kernels_.fused_norms || !kernels_.a8_row_codes || !a8_on_load(blas_ctx(), x, w)) return {};
   return RowCodes{device(DType::kU8, Shape{tensor_rows(x), tensor_cols(x)}), device(DType::kF32, Shape{tensor_rows(x)})};
 }
 

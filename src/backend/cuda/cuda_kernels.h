@@ -80,6 +80,10 @@ struct CudaKernels {
   // 12.97 -> 12.44 ms at one canvas, 32 streams 2,496 -> 2,712 tok/s. a8_linears_stream, its own epilogue, takes
   // every W8A8 linear when set.
   bool a8_scales_on_load = true;
+  // With a8_scales_on_load: the W8A8 inputs of q/k/v, the dense gate/up and the dense down written as E4M3 codes by
+  // the launch that writes the input (the input norm, the pre-feed-forward norm, the gated GELU: RowCodes) instead of
+  // a quantising launch of their own before each product. The same bytes either way.
+  bool a8_row_codes = true;
   // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B, measured
   // slower: docs/NEGATIVE.md).
   bool dense_stream = false;
