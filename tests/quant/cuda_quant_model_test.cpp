@@ -139,6 +139,16 @@ TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
   EXPECT_EQ(a.logits1, b.logits1);  // step 1 runs the untraced ops, where the codes come with their inputs
 }
 
+// The fp8-all pack with its W8A8 linears' scales applied to f32 sums by a pass of their own (--a8-scales-pass), the
+// rounding where the CPU's W8A8 linears round: the same bounds.
+TEST(CudaQuantModelCodes, Fp8AllWithTheScalesInAPass) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  CudaKernels k;
+  k.a8_scales_on_load = false;
+  check_pack(RefFixture::load("tiny_a"), "fp8-all", k);
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4", "fp8-all"));
 
 }  // namespace cuda_quant_model_test
