@@ -60,7 +60,7 @@ struct CudaKernels {
   // The fused per-head norms of calls of at least this many rows read each row's rotation from a table made once per
   // call (rope_table_cuda) instead of every head computing its sincos (the same bits). Measured on the H200: the
   // 32-canvas step's attention stage 38.75 -> 37.65 ms, the single canvas's step 12.24 -> 12.34 (the table's launch
-  // costs more than the sincos it saves at 256 rows); docs/PERFORMANCE.md, fourteenth session
+  // costs more than the sincos it saves at 256 rows); docs/PERFORMANCE-12-04.md, fourteenth session
   int64_t rope_table_rows = 1024;
   // The MoE grouping of more than 8,192 routed pairs (batched steps, prefill) by blocks of 2,048 pairs in three
   // launches instead of one block (the same result): the 32-canvas step's MoE glue 13.1 -> 9.0 ms on the H200

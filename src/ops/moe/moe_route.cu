@@ -108,7 +108,7 @@ __global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_
 // its expert's offset + the expert's pairs in earlier blocks + in earlier warps of its block + earlier in its own
 // part + its rank among equal lanes of its step (__match_any_sync). One block does it all for up to kGroupOneBlock
 // pairs (one canvas: 2,048); more pairs take blocks of kGroupBlockPairs each and three launches (count, scan, place):
-// one block sorted the 32-canvas step's 65,536 pairs in 143.5 µs a layer (docs/PERFORMANCE.md).
+// one block sorted the 32-canvas step's 65,536 pairs in 143.5 µs a layer (docs/PERFORMANCE-12-04.md).
 constexpr int kGroupWarps = 32;
 constexpr int64_t kGroupMaxExperts = 256;
 constexpr int64_t kGroupOneBlock = 8192, kGroupBlockPairs = 2048;
