@@ -113,6 +113,9 @@ class Backend {
   // rmsnorm(), and out's RowCodes when `codes` holds buffers and the backend writes them in the same pass (default:
   // rmsnorm() alone, codes left unfilled).
   virtual void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes);
+  // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
+  // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
+  virtual uint64_t row_codes_filled() const { return 0; }
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) = 0;  // x: [rows, heads, D]
   // rope() of each span's rows [row0, row0 + rows) at positions pos0 + (row - row0): the several sequences of a

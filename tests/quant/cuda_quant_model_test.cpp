@@ -145,6 +145,8 @@ TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
   const Steps a = run(fused, prompt, canvas, fused.be.get(), &sc),
               b = run(separate, prompt, canvas, separate.be.get(), &sc);
   EXPECT_EQ(a.logits1, b.logits1);  // step 1 runs the untraced ops, where the codes come with their inputs
+  EXPECT_GT(fused.be->row_codes_filled(), 0u) << "no producer wrote its input's codes: the test compared nothing";
+  EXPECT_EQ(separate.be->row_codes_filled(), 0u);
 }
 
 // The fp8-all pack with its W8A8 linears' scales applied to f32 sums by a pass of their own (--a8-scales-pass), the

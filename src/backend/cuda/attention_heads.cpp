@@ -86,6 +86,14 @@ Act8 a8_quantise(const CublasCtx& c, const Tensor& x) {
   return q;
 }
 
+bool codes_wanted(const RowCodes* codes, const Tensor& x) {
+  if (codes == nullptr || codes->codes.empty()) return false;
+  DG_CHECK(codes->codes.numel() == x.numel() && codes->scale.numel() == act_rows(x),
+           "W8A8 input codes of {} and {} row scales for an input of {}", codes->codes.shape.str(),
+           codes->scale.numel(), x.shape.str());
+  return true;
+}
+
 Act8 a8_input(const CublasCtx& c, const Tensor& x, const RowCodes* codes) {
   if (codes == nullptr || !codes->filled) return a8_quantise(c, x);
   DG_CHECK(codes->codes.numel() == x.numel() && codes->scale.numel() == act_rows(x),
@@ -132,7 +140,7 @@ bool gated_linear_cuda(const CublasCtx& c, const Tensor& x, const Tensor& gate, 
       c.fp8->run_bf16(xq.codes.data, rows, K, gate.data, I, raw.data, total, c.stream);
       c.fp8->run_bf16(xq.codes.data, rows, K, up.data, I, static_cast<uint16_t*>(raw.data) + I, total, c.stream);
     }
-    if (out_codes != nullptr && !out_codes->codes.empty() &&
+    if (codes_wanted(out_codes, out) &&
         gelu_mul_split_scaled_codes_fits(raw.data, I, total, col[1], out.data, out_codes->codes.data)) {
       check(gelu_mul_split_scaled_codes_cuda(raw.data, rows, I, total, col[1], xq.scale.f32(), fp8_scales(gate),
                                              fp8_scales(up), out.data, out_codes->codes.data,

@@ -37,6 +37,8 @@ struct Act8 {
   Tensor codes, scale;
 };
 Act8 a8_quantise(const CublasCtx& c, const Tensor& x);
+// Whether `codes` holds buffers for a producer to fill for x (an error naming the shapes when they are not x's).
+bool codes_wanted(const RowCodes* codes, const Tensor& x);
 // x's codes from its producer (RowCodes filled, of x's shape) or, without them, a8_quantise.
 Act8 a8_input(const CublasCtx& c, const Tensor& x, const RowCodes* codes);
 

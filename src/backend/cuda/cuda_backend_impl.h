@@ -91,6 +91,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   // Buffers where x feeds W8A8 products whose raw sums a chain scales (a8_on_load) and the fused norms are on.
   RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
+  uint64_t row_codes_filled() const override { return row_codes_filled_; }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
   void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) override;
@@ -182,6 +183,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   float eps_;
   CudaKernels kernels_;
   bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
+  uint64_t row_codes_filled_ = 0;  // RowCodes the producers below filled (row_codes_filled)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;

@@ -40,11 +40,12 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) {
 
 RowCodes CudaBackend::row_codes(const Tensor& x, std::span<const Tensor* const> w) {
   if (!kernels_.fused_norms || !kernels_.a8_row_codes || !a8_on_load(blas_ctx(), x, w)) return {};
-  return RowCodes{device(DType::kU8, Shape{tensor_rows(x), tensor_cols(x)}), device(DType::kF32, Shape{tensor_rows(x)})};
+  return RowCodes{device(DType::kU8, Shape{tensor_rows(x), tensor_cols(x)}),
+                  device(DType::kF32, Shape{tensor_rows(x)})};
 }
 
 void CudaBackend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
-  codes.filled = !codes.codes.empty() && w != nullptr && w->dtype == DType::kBF16 &&
+  codes.filled = codes_wanted(&codes, out) && w != nullptr && w->dtype == DType::kBF16 &&
                  rmsnorm_codes_fits(x.data, w->data, out.data, codes.codes.data, tensor_cols(x));
   if (!codes.filled) {
     rmsnorm(x, w, out);
@@ -52,6 +53,7 @@ void CudaBackend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, R
   }
   check(rmsnorm_codes_cuda(x.data, w->data, out.data, tensor_rows(x), tensor_cols(x), eps_, codes.codes.data,
                            codes.scale.f32(), stream_));
+  ++row_codes_filled_;
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -108,6 +110,7 @@ void CudaBackend::gated_linear(const Tensor& x, const Tensor& gate, const Tensor
                                const RowCodes* x_codes, RowCodes* out_codes) {
   if (!gated_linear_cuda(blas_ctx(), x, gate, up, out, x_codes, out_codes))
     Backend::gated_linear(x, gate, up, out, x_codes, out_codes);
+  if (out_codes != nullptr && out_codes->filled) ++row_codes_filled_;
 }
 
 void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
@@ -253,11 +256,14 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   c.fp8->run_bf16(xq.codes.data, rows, K, w_o.data, N, attn.data, N, stream_);
   // out[0]'s codes from the same launch where its consumer reads them (row_codes gave buffers).
   RowCodesOut codes0;
-  if (out0_codes != nullptr && !out0_codes->codes.empty() && !out.empty() &&
+  if (!out.empty() && codes_wanted(out0_codes, *out[0]) &&
       residual_codes_fit(N, {out[0]->data}, out0_codes->codes.data))
     codes0 = RowCodesOut{out0_codes->codes.data, out0_codes->scale.f32()};
   launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}, codes0);
-  if (codes0.codes != nullptr) out0_codes->filled = true;
+  if (codes0.codes != nullptr) {
+    out0_codes->filled = true;
+    ++row_codes_filled_;
+  }
 }
 
 // The dense down projection's W8A8 product as raw sums, the MoE's feed-forward tail applying their scales as it

@@ -91,7 +91,8 @@ template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(const W
 // in registers), so the tensor cores run through each promotion; the sums and their order are those of one group
 // at a time.
 template <int N>
-__device__ __forceinline__ void issue_group(uint32_t ws, uint32_t xs, int t, int h, float (&part)[(N > 64 ? 64 : N) / 8][4]) {
+__device__ __forceinline__ void issue_group(uint32_t ws, uint32_t xs, int t, int h,
+                                            float (&part)[(N > 64 ? 64 : N) / 8][4]) {
   constexpr int kH = N > 64 ? 64 : N;
   moe_stream::fence_acc(part);
   cuda::wgmma_fence();
