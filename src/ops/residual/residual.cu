@@ -3,7 +3,7 @@
 // walking i = tid, tid + 256, ... Both reduce as rmsnorm_kernel does (warp butterfly, then warp 0 over the warp sums).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "core/cuda/e4m3.cuh"
+#include "core/cuda/e4m3_rows.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/residual/residual.h"
 
@@ -35,17 +35,6 @@ __device__ float block_sum(float v, float* sh) {
 
 __device__ __forceinline__ float inv_rms(float ss, int64_t dim, float eps) {
   return rsqrtf(ss / static_cast<float>(dim) + eps);
-}
-
-// The block's maximum of per-thread values (block_sum's shape); every thread gets it.
-__device__ float block_max(float v, float* sh) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float r = sh[0];
-  for (int k = 1; k < kThreads / 32; ++k) r = fmaxf(r, sh[k]);
-  __syncthreads();  // sh is reused by the next reduction
-  return r;
 }
 
 struct NormOuts {
@@ -93,29 +82,6 @@ __device__ __forceinline__ void scale_raw8(const RawRowScales& raw, int64_t row,
 __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
   const int64_t i = 8 * (threadIdx.x + static_cast<int64_t>(q) * kThreads);
   return i < dim ? i : -1;
-}
-
-// The E4M3 codes of row blockIdx.x as stored from f (each value rounded to bf16 first) and the row's scale, with
-// act_quant_row_reg's arithmetic (amax / 448, e4m3_of): the bytes moe_act_quant_fp8_cuda writes from the stored row.
-__device__ __forceinline__ void store_codes(const float (&f)[kVecPerThread][8], int64_t dim, float* sh,
-                                            uint8_t* codes, float* scale) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int q = 0; q < kVecPerThread; ++q)
-    if (vec_at(q, dim) >= 0)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(rbf(f[q][j])));
-  const float s = block_max(amax, sh) / 448.0f;
-#pragma unroll
-  for (int q = 0; q < kVecPerThread; ++q)
-    if (const int64_t i = vec_at(q, dim); i >= 0) {
-      uint2 o;
-      auto* ob = reinterpret_cast<uint8_t*>(&o);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ob[j] = cuda::e4m3_of(rbf(f[q][j]), s);
-      *reinterpret_cast<uint2*>(codes + blockIdx.x * dim + i) = o;
-    }
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
@@ -170,7 +136,10 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
         for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * g[q][j];
         store8(o.y[k] + base + i, f[q]);
       }
-    if (k == 0 && o.codes0 != nullptr) store_codes(f, dim, sh, o.codes0, o.scale0);
+    // out[0]'s codes from its stored row: thread t stored chunks t + 256 q, the ones act_quant_row_reg reads back.
+    if (k == 0 && o.codes0 != nullptr)
+      act_quant_row_reg<kThreads>(o.y[0], gridDim.x, dim / 8, o.codes0, o.scale0, blockIdx.x,
+                                  static_cast<int>(threadIdx.x), sh);
   }
 }
 
