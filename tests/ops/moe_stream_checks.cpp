@@ -202,14 +202,18 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);  // NaN where never written
   ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
+  // The warp-specialised kernel has the wide passes' arithmetic (bf16, W8A8) or, for q4, the streaming kernel's:
+  // their bits. q4 runs it in the kernel layout only (the one it reads).
+  const bool q4 = c.fmt == DType::kQ4, ws = c.ws && (!q4 || layout == Q4Layout::kKernel);
+  const bool wide = c.wide || (c.ws && !q4);
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
-                                  xsc, c.stages, layout, c.wide || c.ws);
+                                  xsc, c.stages, layout, wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   s = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr, xsc,
-                              c.stages, layout, c.wide || c.ws);
+                              c.stages, layout, wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  if (c.ws) {  // the warp-specialised kernel: the wide passes' arithmetic, so their bits
+  if (ws) {
     const auto wide_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
     const auto wide_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
     ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
@@ -226,8 +230,9 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
     size_t diff_y = 0, diff_a = 0;
     for (size_t i = 0; i < ws_y.size(); ++i) diff_y += ws_y[i] != wide_y[i];
     for (size_t i = 0; i < ws_a.size(); ++i) diff_a += ws_a[i] != wide_a[i];
-    EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of --moe ws that differ from --moe wide's";
-    EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of --moe ws that differ from --moe wide's";
+    const char* other = q4 ? "the streaming kernel's" : "--moe wide's";
+    EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of --moe ws that differ from " << other;
+    EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of --moe ws that differ from " << other;
   }
 
   const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(pairs * N)));
@@ -249,7 +254,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
 
   const test::Diff dp = test::compare(y, std::vector<float>(kernel_w.begin(), kernel_w.end()));
   const test::Diff dg = test::compare(act, act_want);
-  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (c.ws ? "/ws" : c.wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
+  std::cout << "  " << c.name << " " << dtype_name(c.fmt) << (c.act8 ? "/a8" : "") << (ws ? "/ws" : wide ? "/wide" : "") << layout_name(layout) << " (" << pairs << " rows): plain " << dp.str() << "; " << plain.str() << "\n"
             << "    gated " << dg.str() << "; " << gated.str() << "\n";
   EXPECT_TRUE(dp.finite && dg.finite) << c.name;
   EXPECT_EQ(plain.bad, 0) << c.name << " plain: " << plain.str();

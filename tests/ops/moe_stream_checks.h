@@ -49,7 +49,8 @@ struct GemmCase {
   int stages = 0;  // pipeline stages where the format offers a choice (W8A8, q4 kernel layout); 0: its default
   float w_amp = 0.1f;  // weights uniform in [-w_amp, w_amp]
   bool wide = false;  // passes of 128 rows (bf16 only; --moe wide)
-  bool ws = false;    // by the warp-specialised kernel (--moe ws: bf16, W8A8), also checked bit for bit against `wide`
+  bool ws = false;    // by the warp-specialised kernel (--moe ws), also checked bit for bit: bf16 and W8A8 against
+                      // `wide`, q4 (kernel layout) against the streaming kernel
 };
 
 // Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.

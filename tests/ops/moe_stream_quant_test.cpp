@@ -123,6 +123,27 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   run_gemm_case(c);
 }
 
+// q4 (the kernel layout) in the warp-specialised kernel (--moe ws, moe_ws_q4.cu) against f64 and bit for bit
+// against the streaming kernel: passes of 64 rows around their boundaries (150: 64, 64, 22; 65 and 64; 33: n48; 7
+// and 1: n16; experts without rows), K of one group (scale words 4-byte aligned), three groups (a short last
+// stage), 5.5 stages (704: a half-empty last stage, scale words 8-byte aligned) and 22 (2,816: 16-byte aligned),
+// weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
+// full shape with 128 experts at one canvas (2,048 pairs) and at eight (16,384: many passes a slice).
+TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
+  DG_NEED_GPU();
+  auto ws = [](GemmCase c, float amp = 0.1f) {
+    c.ws = true;
+    c.w_amp = amp;
+    run_gemm_case(c);
+  };
+  ws({"K96 N40 gather", 96, 40, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
+  ws({"K32 N40", 32, 40, 5, {64, 65, 0, 1, 16}, 0, 1, false, DType::kQ4});
+  ws({"K704 N200 gather large", 704, 200, 3, {1, 37, 150}, 0, 2, true, DType::kQ4}, 3e4f);
+  ws({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kQ4});
+  ws({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false, DType::kQ4});
+  ws({"26B-A4B gate_up, 8 canvases", 2816, 1408, 128, {}, 2048, 8, true, DType::kQ4});
+}
+
 // Refused before any launch (no GPU needed), each with a message that names the way out.
 TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   alignas(16) static uint8_t fake[64];
@@ -137,7 +158,9 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   };
   refused(nullptr, DType::kFp8, 64, 1, "fp8 weights with bf16 activations");
   refused(scale, DType::kBF16, 64, 1, "BF16 weights with fp8 activations");
-  refused(nullptr, DType::kQ4, 64, 1, "q4 weights");
+  refused(scale, DType::kQ4, 64, 1, "q4 weights with fp8 activations");
+  refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
+  refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");

@@ -1,6 +1,6 @@
-// The tile walk of the warp-specialised W8A8 expert kernel (src/ops/moe/moe_ws_tiles.h), on the CPU: every routed
-// row of every expert falls in exactly one pass of every column tile, passes of at most 128 rows, and neighbouring
-// tiles are the passes of one weight slice.
+// The tile walk of the warp-specialised expert kernels (src/ops/moe/moe_ws_tiles.h), on the CPU: every routed row
+// of every expert falls in exactly one pass of every column tile, passes of at most the kernel's pass rows (128 for
+// W8A8 and bf16, 64 for q4), and neighbouring tiles are the passes of one weight slice.
 #include "ops/moe/moe_ws_tiles.h"
 
 #include <gtest/gtest.h>
@@ -15,21 +15,21 @@
 namespace dg {
 namespace {
 
-void check_ws_walk(const std::vector<int32_t>& counts, int col_tiles) {
+void check_ws_walk(const std::vector<int32_t>& counts, int col_tiles, int pass = kWsPassRows) {
   const int E = static_cast<int>(counts.size());
   std::vector<int32_t> offsets(static_cast<size_t>(E + 1)), tile0(static_cast<size_t>(E + 1));
   for (int e = 0; e < E; ++e) {
     offsets[e + 1] = offsets[e] + counts[e];
-    tile0[e + 1] = tile0[e] + ws_expert_tiles(counts[e], col_tiles);
+    tile0[e + 1] = tile0[e] + ws_expert_tiles(counts[e], col_tiles, pass);
   }
   std::map<std::tuple<int, int>, std::vector<int>> covered;  // (expert, column tile) -> rows seen
   WsTile prev{-1, 0, 0, -1};
   for (int t = 0; t < tile0[E]; ++t) {
-    const WsTile w = ws_tile_at(t, tile0.data(), offsets.data(), E);
+    const WsTile w = ws_tile_at(t, tile0.data(), offsets.data(), E, pass);
     ASSERT_GE(w.e, 0);
     ASSERT_LT(w.e, E);
     ASSERT_GE(w.m, 1);
-    ASSERT_LE(w.m, kWsPassRows);
+    ASSERT_LE(w.m, pass);
     ASSERT_GE(w.r0, offsets[w.e]);
     ASSERT_LE(w.r0 + w.m, offsets[w.e + 1]) << "tile " << t;
     ASSERT_GE(w.ct, 0);
@@ -38,7 +38,7 @@ void check_ws_walk(const std::vector<int32_t>& counts, int col_tiles) {
     for (int i = 0; i < w.m; ++i) rows.push_back(w.r0 + i);
     // passes fastest: a tile after the first of its slice continues the slice's passes
     if (prev.e == w.e && prev.ct == w.ct) {
-      EXPECT_EQ(w.r0, prev.r0 + kWsPassRows) << "tile " << t;
+      EXPECT_EQ(w.r0, prev.r0 + pass) << "tile " << t;
     }
     prev = w;
   }
@@ -62,6 +62,8 @@ TEST(MoeWsTiles, EveryRowOnceInEveryColumnTile) {
   check_ws_walk({0, 0, 5, 0}, 3);
   check_ws_walk({0, 0, 0, 256}, 2);
   check_ws_walk({1}, 1);
+  check_ws_walk({300, 0, 129, 128, 65, 64, 7, 1, 33}, 6, kWsQ4PassRows);
+  check_ws_walk({0, 0, 0, 256}, 2, kWsQ4PassRows);
 }
 
 TEST(MoeWsTiles, RandomRoutingsAtTheFullShape) {
@@ -69,7 +71,7 @@ TEST(MoeWsTiles, RandomRoutingsAtTheFullShape) {
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<int32_t> counts(128);
     for (auto& c : counts) c = rng.uniform() < 0.1 ? 0 : rng.randint(1024);
-    check_ws_walk(counts, trial % 2 == 0 ? 6 : 11);
+    check_ws_walk(counts, trial % 2 == 0 ? 6 : 11, trial % 3 == 0 ? kWsQ4PassRows : kWsPassRows);
   }
 }
 

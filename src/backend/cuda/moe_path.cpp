@@ -53,7 +53,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool act8 = w.act == DType::kFp8;
   const bool ws_auto = big && wide_format && T >= 2 * c.kernels.moe_auto_rows &&
                        moe_ws_takes(act8, H, E, two_ff, T) && moe_ws_takes(act8, ff, E, H, P);
-  const bool ws = c.kernels.moe == MoeKernel::kWs || ws_auto;  // W8A8 and bf16 products warp-specialised
+  const bool ws = c.kernels.moe == MoeKernel::kWs || ws_auto;  // W8A8, bf16 and q4 products warp-specialised
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
@@ -80,6 +80,12 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
                               E, offsets.as<int32_t>(), act.data, s));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kBF16, H, E,
+                           offsets.as<int32_t>(), y.data, s));
+  } else if (ws && w.gate_up.dtype == DType::kQ4 && w.down.dtype == DType::kQ4 && c.q4 == Q4Layout::kKernel) {
+    Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
+    check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
+                              offsets.as<int32_t>(), act.data, s));
+    check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kQ4, H, E,
                            offsets.as<int32_t>(), y.data, s));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});

@@ -139,12 +139,15 @@ __device__ __forceinline__ void wgmma_bf16_m64k16(float (&d)[J][4], uint64_t a, 
 }
 
 // d[64 x N] += A[64 x 16] B[N x 16]^T, bf16, A from each warp's registers (rows 16 w .. +15), B K-major in shared
-// memory. d holds N / 8 n8 tiles of a [4][4] accumulator (N <= 32).
-template <int N> __device__ __forceinline__ void wgmma_bf16_rs_m64k16(float (&d)[4][4], const uint32_t (&a)[4],
-                                                                     uint64_t b) {
-  static_assert(N == 16 || N == 32, "n16 or n32");
+// memory. d holds J n8 tiles (J >= N / 8, the rest untouched).
+template <int N, int J>
+__device__ __forceinline__ void wgmma_bf16_rs_m64k16(float (&d)[J][4], const uint32_t (&a)[4], uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "n16 .. n64 in steps of 16");
+  static_assert(J >= N / 8, "the accumulator holds the N columns");
   if constexpr (N == 16) DG_WG_RS("m64n16k16", DG_WG_D16, "8", "9", "10", "11", "12", DG_WG_ACC16);
-  else DG_WG_RS("m64n32k16", DG_WG_D32, "16", "17", "18", "19", "20", DG_WG_ACC32);
+  else if constexpr (N == 32) DG_WG_RS("m64n32k16", DG_WG_D32, "16", "17", "18", "19", "20", DG_WG_ACC32);
+  else if constexpr (N == 48) DG_WG_RS("m64n48k16", DG_WG_D48, "24", "25", "26", "27", "28", DG_WG_ACC48);
+  else DG_WG_RS("m64n64k16", DG_WG_D64, "32", "33", "34", "35", "36", DG_WG_ACC64);
 }
 
 // S[64 x 64] (+)= A[64 x 16] B[64 x 16]^T, f16, both K-major in shared memory (flash_wgmma.cuh: Q K^T);

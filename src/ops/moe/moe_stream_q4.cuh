@@ -9,6 +9,34 @@
 
 namespace dg::moe_stream {
 
+// Lane t's code words of a row's stage whose 64 bytes start at shared address `row`: the four of a whole stage in
+// one 16-byte load, or the n < 4 of a row's last, shorter stage word by word (the rest zero).
+__device__ __forceinline__ uint4 q4k_code_words(uint32_t row, int n, int t) {
+  if (n == 4) return lds128(row + static_cast<uint32_t>(16 * t));
+  const uint32_t at = row + static_cast<uint32_t>(4 * n * t);
+  return make_uint4(lds32(at), n > 1 ? lds32(at + 4) : 0u, n > 2 ? lds32(at + 8) : 0u, 0u);
+}
+
+// The bf16 A fragments of row half h (row g + 8 h of the m16 tile) from the row's scale words sc and lane t's code
+// words cw of the stage: a[2c + i][h] and a[2c + i][2 + h] for group c, k16 half i.
+__device__ __forceinline__ void q4k_fragments(uint4 sc, uint4 cw, int h, uint32_t (&a)[8][4]) {
+  auto fma2 = [](uint32_t v, uint32_t s, uint32_t m) {
+    return as_u32(__hfma2(as_bf162(v), as_bf162(s), as_bf162(m)));
+  };
+  const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w}, w4[4] = {cw.x, cw.y, cw.z, cw.w};
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const uint32_t w = w4[c];
+    const uint32_t sa = __byte_perm(sw[c], 0, 0x1010), m = __byte_perm(sw[c], 0, 0x3232);  // (s, s), (m, m)
+    const uint32_t sb = as_u32(__hmul2(as_bf162(sa), bf162_bits(0x3D80)));  // 2^-4
+    const uint32_t w8 = w >> 8;
+    a[2 * c][h] = fma2(w & 0x000F000Fu, sa, m);
+    a[2 * c][2 + h] = fma2(w & 0x00F000F0u, sb, m);
+    a[2 * c + 1][h] = fma2(w8 & 0x000F000Fu, sa, m);
+    a[2 * c + 1][2 + h] = fma2(w8 & 0x00F000F0u, sb, m);
+  }
+}
+
 // A group's words: word t holds lane t's eight codes of the group: the elements 2t, 2t + 1 (bits 0-3, 16-19),
 // 2t + 8, 2t + 9 (bits 4-7, 20-23), 2t + 16, 2t + 17 (bits 8-11, 24-27) and 2t + 24, 2t + 25 (bits 12-15, 28-31); a
 // row's 64 bytes of a stage (four groups) hold lane t's four words at bytes 16t .. 16t + 15. A nibble masked in place
@@ -41,9 +69,6 @@ struct WeightQ4Kernel : PackedStage<128, 32, 4> {
       scales.load(dst, k0, K);
     }
   };
-  __device__ static uint32_t fma2(uint32_t v, uint32_t s, uint32_t m) {
-    return as_u32(__hfma2(as_bf162(v), as_bf162(s), as_bf162(m)));
-  }
   // a[f]: the k16 fragment f of the stage (group f / 2, half f % 2).
   __device__ static void load_a(uint32_t src, const StageSrc& s, int row0, int, int lane, uint32_t (&a)[8][4]) {
     const int g = lane >> 2, t = lane & 3;
@@ -51,26 +76,8 @@ struct WeightQ4Kernel : PackedStage<128, 32, 4> {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + g + 8 * h;
-      const uint4 sc = lds128(scale_addr(src, r, 0));
-      uint4 cw;
-      if (n == 4) {
-        cw = lds128(src + static_cast<uint32_t>(r * kRowBytes + 16 * t));
-      } else {
-        const uint32_t at = src + static_cast<uint32_t>(r * kRowBytes + 4 * n * t);
-        cw = make_uint4(lds32(at), n > 1 ? lds32(at + 4) : 0u, n > 2 ? lds32(at + 8) : 0u, 0u);
-      }
-      const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w}, w4[4] = {cw.x, cw.y, cw.z, cw.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const uint32_t w = w4[c];
-        const uint32_t sa = __byte_perm(sw[c], 0, 0x1010), m = __byte_perm(sw[c], 0, 0x3232);  // (s, s), (m, m)
-        const uint32_t sb = as_u32(__hmul2(as_bf162(sa), bf162_bits(0x3D80)));  // 2^-4
-        const uint32_t w8 = w >> 8;
-        a[2 * c][h] = fma2(w & 0x000F000Fu, sa, m);
-        a[2 * c][2 + h] = fma2(w & 0x00F000F0u, sb, m);
-        a[2 * c + 1][h] = fma2(w8 & 0x000F000Fu, sa, m);
-        a[2 * c + 1][2 + h] = fma2(w8 & 0x00F000F0u, sb, m);
-      }
+      q4k_fragments(lds128(scale_addr(src, r, 0)), q4k_code_words(src + static_cast<uint32_t>(r * kRowBytes), n, t),
+                    h, a);
     }
   }
   __device__ static float row_scale(const Planes& w, int64_t mat, int64_t) {

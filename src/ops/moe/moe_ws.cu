@@ -11,8 +11,6 @@
 // in the same order; here a stage's products stay in flight while the next stage's are issued): the same bits.
 // Design and the measurements behind it: docs/CUDA.md ("The warp-specialised expert kernel").
 // Oracle: moe_experts_cpu (tests/ops/moe_stream_quant_test.cpp, MoeWsCuda).
-#include <cudaTypedefs.h>
-
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -22,7 +20,7 @@
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
-#include "ops/moe/moe_ws_tiles.h"
+#include "ops/moe/moe_ws_common.cuh"
 
 namespace dg {
 namespace {
@@ -31,25 +29,20 @@ using cuda::bf16;
 using moe_stream::Planes;
 using moe_stream::TileRows;
 
-constexpr int kConsumers = 2;
-constexpr int kWgThreads = 128;
-constexpr int kThreads = (kConsumers + 1) * kWgThreads;  // consumers are warpgroups 0 and 1, the producer 2
+using namespace moe_ws;
+
 constexpr int kTileK = 128;                              // bytes of a row per stage: 128 codes or 64 bf16
-constexpr int kWRows = 128;                              // weight rows per consumer: two m64 tiles
 constexpr int kRows = kWsPassRows;                       // routed rows per pass
 constexpr int kStages = 3;
 constexpr int kWBytes = kConsumers * kWRows * kTileK;    // a stage's weight tile, consumer 0's rows first
 constexpr int kStageBytes = kWBytes + kRows * kTileK;    // then the pass's activation rows
-constexpr int kMaxExperts = 1024;
 // Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536.
 [[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;
-template <bool kGated> constexpr int kOutCols = kGated ? kWRows / 2 : kWRows;  // a consumer's output columns
-template <bool kGated> constexpr int kOutStride = kOutCols<kGated> + 8;       // bf16 staging rows, padded
 template <bool kGated>
 constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
 // The kernel's static shared memory (offsets, first tiles, activation scales, barriers) and the dynamic part above
 // within the 227 KB a block may have on sm_90.
-static_assert(kSmemBytes<false> + (2 * (kMaxExperts + 1) + kConsumers * kRows) * 4 + 64 <= 227 * 1024,
+static_assert(kSmemBytes<false> + kTableBytes + kConsumers * kRows * 4 + 64 <= 227 * 1024,
               "the stages, the staging rows and the tables fit an SM's shared memory");
 
 struct WsArgs {
@@ -73,14 +66,6 @@ struct WsArgs {
 [[maybe_unused]] __device__ __forceinline__ int pass_rows(int m) { return m > 64 ? 128 : 64; }
 
 using Tile = WsTile;  // where tile t lies: the expert, its pass and the CTA's column tile (moe_ws_tiles.h)
-
-// The weight rows of consumer c in column tile ct: gated, 64 gate rows then the 64 up rows of the same outputs.
-template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(const WsArgs& a, int ct, int c) {
-  const int64_t col = static_cast<int64_t>(ct) * kConsumers * kOutCols<kGated> + c * kOutCols<kGated>;
-  const int64_t left = a.n_out - col;
-  const int valid = static_cast<int>(left < 0 ? 0 : left < kOutCols<kGated> ? left : kOutCols<kGated>);
-  return kGated ? TileRows{col, a.n_out + col, kWRows / 2, valid} : TileRows{col, 0, kWRows, valid};
-}
 
 #if DG_HAS_WGMMA
 
@@ -180,7 +165,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
     if (n_k > 0) cuda::mbar_arrive(empty + 8 * held);
   }
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
-  const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
+  const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
   const int64_t e_row0 = static_cast<int64_t>(tl.e) * a.w_rows;
   float rs[2][2];  // the weight rows' scales (W8A8; 1 for bf16)
 #pragma unroll
@@ -223,41 +208,19 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
   __shared__ int32_t s_tile0[kMaxExperts + 1];  // each expert's first tile; [n_exp]: the tiles in all
   __shared__ float s_xsc[kConsumers][kRows];    // each consumer's copy of the pass rows' activation scales
   __shared__ __align__(8) uint64_t s_full[kStages], s_empty[kStages];
-  const int tid = static_cast<int>(threadIdx.x), wg = tid / kWgThreads, lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / kWgThreads;
   const int E = a.n_exp;
   constexpr int kColsPerCta = kConsumers * kOutCols<kGated>;
   const int n_ct = static_cast<int>((a.n_out + kColsPerCta - 1) / kColsPerCta);
   const uint32_t base = (cuda::smem_u32(smem) + 1023u) & ~1023u;
   const uint32_t full = cuda::smem_u32(s_full), empty = cuda::smem_u32(s_empty);
 
-  for (int i = tid; i <= E; i += kThreads) s_off[i] = a.offsets[i];
   if (tid < kStages) {
     cuda::mbar_init(full + 8 * tid, kWgThreads + 1);  // the producer's threads' copies, and the weights' TMA
     cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);  // every consumer thread
   }
   cuda::mbar_init_fence();
-  __syncthreads();
-  if (tid < 32) {  // the experts' first tiles: a scan over the warp, lane l owning experts l * per ..
-    const int per = (E + 31) / 32;
-    auto tiles = [&](int e) { return ws_expert_tiles(s_off[e + 1] - s_off[e], n_ct); };
-    int own = 0;
-    for (int k = 0; k < per; ++k)
-      if (const int e = lane * per + k; e < E) own += tiles(e);
-    int incl = own;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    int run = incl - own;
-    for (int k = 0; k < per; ++k)
-      if (const int e = lane * per + k; e < E) {
-        s_tile0[e] = run;
-        run += tiles(e);
-      }
-    if (lane == 31) s_tile0[E] = incl;
-  }
-  __syncthreads();
+  scan_tiles(a.offsets, E, n_ct, kWsPassRows, s_off, s_tile0);
   const int n_tiles = s_tile0[E];
   constexpr int kElem = kAct8 ? 1 : 2, kStageK = kTileK / kElem, kChunkK = 16 / kElem;  // elements: stage, chunk
   const int n_k = (a.K + kStageK - 1) / kStageK;
@@ -277,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
       int box_row[kConsumers][2];
 #pragma unroll
       for (int cc = 0; cc < kConsumers; ++cc) {
-        const TileRows tr = consumer_rows<kGated>(a, tl.ct, cc);
+        const TileRows tr = consumer_rows<kGated>(a.n_out, tl.ct, cc);
         const int row0 = static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.first);
         box_row[cc][0] = row0;
         box_row[cc][1] = kGated ? static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.second) : row0 + 64;
@@ -333,49 +296,14 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     }
     if (pass_rows(tl.m) == 64) consume_pass<kGated, kAct8, 64>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
     else consume_pass<kGated, kAct8, 128>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
-    const TileRows rows = consumer_rows<kGated>(a, tl.ct, c);
+    const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
     cuda::named_sync(1 + c, kWgThreads);
-    const int n_cols = rows.valid;
-    bf16* y = a.y + static_cast<int64_t>(tl.r0) * a.n_out + rows.first;
-    if (n_cols % 8 == 0 && a.n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(a.y) & 15) == 0) {
-      const int v = n_cols / 8;
-      for (int id = ctid; id < tl.m * v; id += kWgThreads) {
-        const int i = id / v, cc = id % v;
-        *reinterpret_cast<uint4*>(y + i * a.n_out + 8 * cc) =
-            *reinterpret_cast<const uint4*>(out + i * kOutStride<kGated> + 8 * cc);
-      }
-    } else {
-      for (int id = ctid; id < tl.m * n_cols; id += kWgThreads) {
-        const int i = id / n_cols, cc = id % n_cols;
-        y[i * a.n_out + cc] = out[i * kOutStride<kGated> + cc];
-      }
-    }
+    store_rows<kOutStride<kGated>>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
   }
 #else
   (void)a;
   __trap();  // the launcher refuses devices without sm_90a code
 #endif
-}
-
-bool device_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
-// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
 }
 
 // The TMA map of W's plane 0: rows [rows, row_bytes] of 1-byte codes or bf16, boxes of 64 rows x 128 bytes in the
@@ -412,14 +340,7 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
     return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
                          " elements pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
   if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
-  static const bool sm90 = device_is_sm90();
-  if (!sm90)
-    return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
-                                "--moe wide");
-  if (tensor_map_encoder() == nullptr)
-    return Status::error(name + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
-                                "wide");
-  return Status::ok();
+  return device_status(name);
 }
 
 template <bool kGated>
@@ -428,13 +349,17 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
-  if (!act8 && !(w_dtype == DType::kBF16 && a.x_scale == nullptr))
-    return Status::error(name + ": --moe ws takes fp8 weights with fp8 activations or bf16 weights with bf16 "
+  const bool q4 = w_dtype == DType::kQ4 && a.x_scale == nullptr;
+  if (!act8 && !q4 && !(w_dtype == DType::kBF16 && a.x_scale == nullptr))
+    return Status::error(name + ": --moe ws takes fp8 weights with fp8 activations, bf16 or q4 weights with bf16 "
                                 "activations, not " + std::string(dtype_name(w_dtype)) + " weights with " +
                          (a.x_scale ? "fp8" : "bf16") + " activations (use --moe wide or stream)");
   if (a.offsets == nullptr) return Status::error(name + ": --moe ws needs the experts' offsets");
   if (a.x_rows != nullptr && a.x_rows_div < 1)
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
+  if (q4)
+    return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
+                       a.y, s, what);
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");

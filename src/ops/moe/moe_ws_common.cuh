@@ -1,0 +1,133 @@
+// What the warp-specialised expert kernels share (moe_ws.cu: W8A8 and bf16; moe_ws_q4.cu: q4 in the kernel layout):
+// one CTA an SM of two consumer warpgroups on 128 weight rows each and a producer warpgroup; the experts' first tiles
+// scanned into shared memory; a consumer's weight rows in a column tile; its staged output rows stored to y; the
+// device and driver checks (sm_90a code, TMA's tensor-map encoder).
+// Design: docs/CUDA.md ("The warp-specialised expert kernel").
+#pragma once
+
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda_common.cuh"
+#include "core/status.h"
+#include "ops/moe/moe_stream_formats.cuh"
+#include "ops/moe/moe_ws_tiles.h"
+
+namespace dg::moe_ws {
+
+using cuda::bf16;
+using moe_stream::TileRows;
+
+constexpr int kConsumers = 2;
+constexpr int kWgThreads = 128;
+constexpr int kThreads = (kConsumers + 1) * kWgThreads;  // consumers are warpgroups 0 and 1, the producer 2
+constexpr int kWRows = 128;                              // weight rows per consumer: two m64 tiles
+constexpr int kMaxExperts = 1024;
+template <bool kGated> constexpr int kOutCols = kGated ? kWRows / 2 : kWRows;  // a consumer's output columns
+template <bool kGated> constexpr int kOutStride = kOutCols<kGated> + 8;       // bf16 staging rows, padded
+// The static shared memory of the tables: the experts' offsets and first tiles.
+constexpr int kTableBytes = 2 * (kMaxExperts + 1) * 4;
+
+// The weight rows of consumer c in column tile ct: gated, 64 gate rows then the 64 up rows of the same outputs
+// (n_out rows further).
+template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(int64_t n_out, int ct, int c) {
+  const int64_t col = static_cast<int64_t>(ct) * kConsumers * kOutCols<kGated> + c * kOutCols<kGated>;
+  const int64_t left = n_out - col;
+  const int valid = static_cast<int>(left < 0 ? 0 : left < kOutCols<kGated> ? left : kOutCols<kGated>);
+  return kGated ? TileRows{col, n_out + col, kWRows / 2, valid} : TileRows{col, 0, kWRows, valid};
+}
+
+// The experts' offsets into s_off[0 .. E] and their first tiles (passes of `pass` rows times n_ct column tiles)
+// into s_tile0 (s_tile0[E]: the tiles in all), by every thread of the CTA; a __syncthreads before and after.
+__device__ __forceinline__ void scan_tiles(const int32_t* offsets, int E, int n_ct, int pass, int32_t* s_off,
+                                           int32_t* s_tile0) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  for (int i = tid; i <= E; i += static_cast<int>(blockDim.x)) s_off[i] = offsets[i];
+  __syncthreads();
+  if (tid < 32) {  // a scan over the warp, lane l owning experts l * per ..
+    const int per = (E + 31) / 32;
+    auto tiles = [&](int e) { return ws_expert_tiles(s_off[e + 1] - s_off[e], n_ct, pass); };
+    int own = 0;
+    for (int k = 0; k < per; ++k)
+      if (const int e = lane * per + k; e < E) own += tiles(e);
+    int incl = own;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    int run = incl - own;
+    for (int k = 0; k < per; ++k)
+      if (const int e = lane * per + k; e < E) {
+        s_tile0[e] = run;
+        run += tiles(e);
+      }
+    if (lane == 31) s_tile0[E] = incl;
+  }
+  __syncthreads();
+}
+
+// A consumer's staged rows `out` ([m][kStride] bf16, its valid columns) to y's rows r0 .. r0 + m - 1 at column
+// rows.first, by the warpgroup's threads (ctid), 16 bytes at a time where the row and column allow.
+template <int kStride>
+__device__ __forceinline__ void store_rows(const bf16* out, bf16* y_all, int64_t n_out, int r0, int m,
+                                           const TileRows& rows, int ctid) {
+  const int n_cols = rows.valid;
+  bf16* y = y_all + static_cast<int64_t>(r0) * n_out + rows.first;
+  if (n_cols % 8 == 0 && n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(y_all) & 15) == 0) {
+    const int v = n_cols / 8;
+    for (int id = ctid; id < m * v; id += kWgThreads) {
+      const int i = id / v, cc = id % v;
+      *reinterpret_cast<uint4*>(y + i * n_out + 8 * cc) = *reinterpret_cast<const uint4*>(out + i * kStride + 8 * cc);
+    }
+  } else {
+    for (int id = ctid; id < m * n_cols; id += kWgThreads) {
+      const int i = id / n_cols, cc = id % n_cols;
+      y[i * n_out + cc] = out[i * kStride + cc];
+    }
+  }
+}
+
+inline bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// Whether this device and driver run the kernels: an error naming `name` and the way out otherwise.
+inline Status device_status(const std::string& name) {
+  static const bool sm90 = device_is_sm90();
+  if (!sm90)
+    return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
+                                "--moe wide or stream");
+  if (tensor_map_encoder() == nullptr)
+    return Status::error(name + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
+                                "wide or stream");
+  return Status::ok();
+}
+
+// q4 weights in the kernel layout times bf16 activations (moe_ws_q4.cu), for moe_ws_gemm_cuda (gated false) and
+// moe_ws_gate_up_cuda (gated: n_out = ff); the caller has checked the offsets, the row divisor and empty calls.
+Status q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max, int64_t K,
+                   const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp, const int32_t* offsets, void* y,
+                   cudaStream_t s, const char* what);
+
+}  // namespace dg::moe_ws

@@ -1,0 +1,335 @@
+// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel) with bf16 activations as a persistent,
+// warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, two consumer
+// warpgroups on 128 weight rows each, stage buffers handed over through mbarriers, tiles walked so that neighbouring
+// CTAs share a weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by
+// one thread, their four scale words and the pass's bf16 activation rows by cp.async. The producer keeps kStages
+// stages of 20 KB of weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs
+// each keep one stage ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming
+// kernel's WeightQ4Kernel does (the same bf16 weights) and multiplies them by the activations in shared memory, k16
+// steps in the streaming kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the
+// epilogue: the streaming kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and
+// the accumulators fit beside each other).
+// Design: docs/CUDA.md ("q4 in the warp-specialised kernel"). Oracle: the streaming kernel, bit for bit, and f64
+// loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_common.cuh"
+#include "core/cuda/launch.cuh"
+#include "core/cuda/mbarrier.cuh"
+#include "core/cuda/mma.cuh"
+#include "core/cuda/wgmma.cuh"
+#include "ops/moe/moe_cuda.h"
+#include "ops/moe/moe_stream_formats.cuh"
+#include "ops/moe/moe_stream_q4.cuh"
+#include "ops/moe/moe_stream_stage.cuh"
+#include "ops/moe/moe_ws_common.cuh"
+#include "ops/moe/q4_layout.h"
+
+namespace dg {
+namespace {
+
+using namespace moe_ws;
+using moe_stream::Planes;
+
+[[maybe_unused]] constexpr int kStageK = 128;    // elements of a row per stage: four groups of 32
+constexpr int kCodeRow = 64, kScaleRow = 16;     // a row's bytes of a stage: codes, scale words
+constexpr int kRows = kWsQ4PassRows;             // routed rows per pass
+constexpr int kStages = 4;
+constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // consumer 0's rows first
+constexpr int kScaleBytes = kConsumers * kWRows * kScaleRow;  // then the rows' scale words
+constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byte column blocks (64 elements each)
+constexpr int kStageBytes = kCodeBytes + kScaleBytes + 2 * kXBlock;
+static_assert((kCodeBytes + kScaleBytes) % 1024 == 0 && kStageBytes % 1024 == 0,
+              "the activation blocks 1024-byte aligned (the 128-byte swizzle's period)");
+// Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536.
+[[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;
+template <bool kGated>
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
+static_assert(kSmemBytes<false> + kTableBytes + 64 <= 227 * 1024,
+              "the stages, the staging rows and the tables fit an SM's shared memory");
+
+struct WsQ4Args {
+  CUtensorMap cmap;       // plane 0 as [n_exp * w_rows rows, K / 2 bytes]: boxes of 64 rows x 64 bytes, unswizzled
+  const uint8_t* x;       // bf16 activation rows [*, K]
+  const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
+  int x_rows_div;
+  int K;
+  int scale_align;        // bytes (16, 8 or 4) that every stage's scale words of a row are aligned to
+  Planes W;               // codes (plane 0), scale words (plane 1, K / 32 a row), f32 2^p per matrix (plane 2)
+  int64_t w_rows;
+  int64_t n_out;          // output columns: w_rows, or ff = w_rows / 2 in the gated form
+  const int32_t* offsets;  // [n_exp + 1]
+  int n_exp;
+  bf16* y;                // [pairs, n_out], row i = sorted position i
+};
+
+// The rows a pass of m routed rows multiplies: m rounded up to whole n16 products (the rest zero-filled).
+[[maybe_unused]] __device__ __forceinline__ int pass_rows(int m) { return (m + 15) & ~15; }
+
+#if DG_HAS_WGMMA
+
+// A consumer's pass over one tile: per stage, its two m64 tiles' A fragments converted from the codes, the eight
+// k16 products of each (the streaming kernel's order: step f for both tiles, then f + 1), drained before the stage
+// goes back (the A registers are the next stage's). Then the factor 2^p (and the gated GELU) into bf16 rows in the
+// consumer's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of m64 tile t: weight row
+// 64 t + 16 warp + lane / 4 + 8 (q / 2) of the consumer's rows, routed row 8 j + 2 (lane % 4) + q % 2.
+template <bool kGated, int N>
+__device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
+                                             uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
+  float acc[2][N / 8][4];
+  moe_stream::zero_acc(acc);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
+  const int groups = a.K / 32;
+  for (int kt = 0; kt < n_k; ++kt, ++it) {
+    const uint32_t s = it % kStages;
+    cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
+    cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
+    const uint32_t st = base + s * kStageBytes;
+    const int left = groups - 4 * kt, n = left < 4 ? left : 4;
+    uint32_t af[2][8][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = c * kWRows + 64 * t + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
+        moe_stream::q4k_fragments(moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow)),
+                                  moe_stream::q4k_code_words(st + static_cast<uint32_t>(r * kCodeRow), n, lane & 3),
+                                  h, af[t]);
+      }
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int f = 0; f < 8; ++f)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    moe_stream::fence_acc(acc);
+    cuda::wgmma_fence();
+    const uint32_t xs = st + kCodeBytes + kScaleBytes;
+#pragma unroll
+    for (int f = 0; f < 8; ++f) {
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+    }
+    cuda::wgmma_commit();
+    cuda::wgmma_wait<0>();
+    moe_stream::fence_acc(acc);
+    cuda::mbar_arrive(empty + 8 * s);
+  }
+  const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
+  const float factor = *reinterpret_cast<const float*>(a.W.p[2] + static_cast<int64_t>(tl.e) * 4);
+  float rs[2][2];  // the factor, 0 for rows past the consumer's valid ones
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      int64_t w;
+      rs[t][hh] = rows.row(64 * t + 16 * warp + (lane >> 2) + 8 * hh, w) ? factor : 0.0f;
+    }
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = 8 * j + 2 * (lane & 3) + (q & 1);
+      const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+      const float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
+      if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
+        const float g = cuda::rbf(f0), u = cuda::rbf(f1);
+        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+      } else {
+        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(f0);
+        out[i * kOutStride<kGated> + col + 64] = __float2bfloat16_rn(f1);
+      }
+    }
+}
+
+// Row w's scale words of stage kt (n of them, the rest zero-filled) into dst; w < 0: all zero.
+__device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, int64_t w, int kt, int groups) {
+  const int left = groups - 4 * kt, n = w < 0 ? 0 : left < 4 ? left : 4;
+  const uint8_t* src = a.W.p[1] + (w < 0 ? 0 : (w * groups + 4 * kt) * 4);
+  if (a.scale_align == 16) {
+    cuda::cp_async_ca<16>(dst, src, 4 * n);
+  } else if (a.scale_align == 8) {
+    cuda::cp_async_ca<8>(dst, src, 4 * (n < 2 ? n : 2));
+    cuda::cp_async_ca<8>(dst + 8, n > 2 ? src + 8 : src, 4 * (n > 2 ? n - 2 : 0));
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) cuda::cp_async_ca<4>(dst + 4 * k, k < n ? src + 4 * k : src, k < n ? 4 : 0);
+  }
+}
+
+#endif  // DG_HAS_WGMMA
+
+template <bool kGated>
+__global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
+  cuda::pdl_enter();
+#if DG_HAS_WGMMA
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ int32_t s_off[kMaxExperts + 1];    // the experts' offsets
+  __shared__ int32_t s_tile0[kMaxExperts + 1];  // each expert's first tile; [n_exp]: the tiles in all
+  __shared__ __align__(8) uint64_t s_full[kStages], s_empty[kStages];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / kWgThreads;
+  const int E = a.n_exp;
+  constexpr int kColsPerCta = kConsumers * kOutCols<kGated>;
+  const int n_ct = static_cast<int>((a.n_out + kColsPerCta - 1) / kColsPerCta);
+  const uint32_t base = (cuda::smem_u32(smem) + 1023u) & ~1023u;
+  const uint32_t full = cuda::smem_u32(s_full), empty = cuda::smem_u32(s_empty);
+  if (tid < kStages) {
+    cuda::mbar_init(full + 8 * tid, kWgThreads + 1);  // the producer's threads' copies, and the codes' TMA
+    cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);  // every consumer thread
+  }
+  cuda::mbar_init_fence();
+  scan_tiles(a.offsets, E, n_ct, kRows, s_off, s_tile0);
+  const int n_tiles = s_tile0[E], groups = a.K / 32;
+  const int n_k = (a.K + kStageK - 1) / kStageK;
+  auto tile_at = [&](int t) { return ws_tile_at(t, s_tile0, s_off, E, kRows); };
+
+  if (wg == kConsumers) {  // the producer
+    cuda::regs_dec<kProducerRegs>();
+    const int pt = tid - kConsumers * kWgThreads, chunk = pt & 15, row8 = pt >> 4;  // 8 rows x 16 chunks a sweep
+    const int64_t all_rows = static_cast<int64_t>(E) * a.w_rows;
+    uint32_t it = 0;
+    for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
+      const WsTile tl = tile_at(t);
+      const int n_load = pass_rows(tl.m);
+      // Consumer cc's rows as two TMA boxes of 64 (gated: its 64 gate rows and the 64 up rows of the same outputs);
+      // thread pt copies the scale words of row pt of each consumer's 128. Rows past a consumer's `valid` are read
+      // as they lie (zeros past W's end): their products fall in columns that are never stored.
+      static_assert(kConsumers == 2 && kWRows == 128 && kWgThreads == 128, "two consumers of two 64-row boxes");
+      int box_row[kConsumers][2];
+      int64_t scale_row[kConsumers];
+#pragma unroll
+      for (int cc = 0; cc < kConsumers; ++cc) {
+        const TileRows tr = consumer_rows<kGated>(a.n_out, tl.ct, cc);
+        const int64_t e0 = static_cast<int64_t>(tl.e) * a.w_rows;
+        box_row[cc][0] = static_cast<int>(e0 + tr.first);
+        box_row[cc][1] = static_cast<int>(kGated ? e0 + tr.second : e0 + tr.first + 64);
+        const int64_t w = pt < 64 ? box_row[cc][0] + pt : box_row[cc][1] + pt - 64;
+        scale_row[cc] = w < all_rows ? w : -1;
+      }
+      int32_t xrow[kRows / 8];  // the x row of each pass row this thread copies; -1: zero-filled
+#pragma unroll
+      for (int j = 0; j < kRows / 8; ++j) {
+        const int i = row8 + 8 * j;
+        xrow[j] = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
+      }
+      for (int kt = 0; kt < n_k; ++kt, ++it) {
+        const uint32_t s = it % kStages;
+        if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
+        const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
+        if (pt == 0) {  // the codes: four boxes, their bytes counted on the stage's barrier
+          cuda::mbar_arrive_expect_tx(bar, kCodeBytes);
+#pragma unroll
+          for (int cc = 0; cc < kConsumers; ++cc)
+#pragma unroll
+            for (int b = 0; b < 2; ++b)
+              cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kCodeRow, &a.cmap, kt * kCodeRow, box_row[cc][b], bar);
+        }
+#pragma unroll
+        for (int cc = 0; cc < kConsumers; ++cc)
+          copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_row[cc], kt, groups);
+        const int k0 = kt * kStageK;
+        const bool k_ok = k0 + chunk * 8 < a.K;
+        const uint32_t xs = st + kCodeBytes + kScaleBytes + (chunk >> 3) * kXBlock;
+#pragma unroll
+        for (int j = 0; j < kRows / 8; ++j) {
+          const int i = row8 + 8 * j;
+          if (i >= n_load) break;
+          const bool ok = k_ok && xrow[j] >= 0;
+          const uint8_t* src = ok ? a.x + (static_cast<int64_t>(xrow[j]) * a.K + k0 + chunk * 8) * 2 : a.x;
+          cuda::cp_async16(xs + moe_stream::swizzle<128>(i, chunk & 7), src, ok);
+        }
+        cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
+      }
+    }
+    return;
+  }
+
+  cuda::regs_inc<kConsumerRegs>();
+  const int c = wg, ctid = tid - c * kWgThreads;
+  bf16* out = reinterpret_cast<bf16*>(smem + (base - cuda::smem_u32(smem)) + kStages * kStageBytes) +
+              c * kRows * kOutStride<kGated>;
+  uint32_t it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
+    const WsTile tl = tile_at(t);
+    cuda::named_sync(1 + c, kWgThreads);  // the last tile's reads of the staging rows are done
+    switch (pass_rows(tl.m)) {
+      case 16: consume_pass<kGated, 16>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64>(a, tl, base, full, empty, c, n_k, it, out); break;
+    }
+    const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
+    cuda::named_sync(1 + c, kWgThreads);
+    store_rows<kOutStride<kGated>>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
+  }
+#else
+  (void)a;
+  __trap();  // the launcher refuses devices without sm_90a code
+#endif
+}
+
+// The TMA map of the codes: [rows] rows of K / 2 bytes, boxes of 64 rows x 64 bytes as stored, zeros past the last
+// row and past K (a row's last, shorter stage).
+Status codes_map(const Planes& W, int64_t rows, int64_t K, CUtensorMap& map, const std::string& what) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();  // q4_limits saw it
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K / 2), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
+  const cuuint32_t box[2] = {kCodeRow, 64};
+  const cuuint32_t unit[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(W.p[0]), dims, strides, box,
+                            unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(what + ": cuTensorMapEncodeTiled refused the q4 codes (" + std::to_string(rows) +
+                         " rows of " + std::to_string(W.row_bytes[0]) + " bytes; error " +
+                         std::to_string(static_cast<int>(r)) + ")");
+  return Status::ok();
+}
+
+Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max) {
+  if (K <= 0 || K % 32 != 0)
+    return Status::error(name + ": K = " + std::to_string(K) +
+                         " must be a positive multiple of 32 for --moe ws with q4 weights");
+  if (n_exp > kMaxExperts)
+    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
+                         std::to_string(kMaxExperts) + " (use --moe stream)");
+  if (x_rows_max * K * 2 >= (int64_t{1} << 31))
+    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
+                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe stream)");
+  if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
+  return device_status(name);
+}
+
+template <bool kGated>
+Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
+  const std::string name(what);
+  if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
+  if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
+    return Status::error(name + ": x and W must be 16-byte aligned");
+  a.n_exp = static_cast<int>(n_exp);
+  a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, Q4Layout::kKernel);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(a.W.p[1]) | static_cast<uintptr_t>(a.K / 32 * 4);
+  a.scale_align = at % 16 == 0 ? 16 : at % 8 == 0 ? 8 : 4;
+  if (Status st = codes_map(a.W, n_exp * a.w_rows, a.K, a.cmap, name); !st.is_ok()) return st;
+  auto* kernel = moe_ws_q4_kernel<kGated>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
+  if (err != cudaSuccess) return cuda_status(err, what);
+  cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kThreads, kSmemBytes<kGated>, s, a);
+  return cuda_status(cudaGetLastError(), what);
+}
+
+}  // namespace
+
+bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max) {
+  return q4_limits("", K, n_exp, w_rows, x_rows_max).is_ok();
+}
+
+Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
+                           int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what) {
+  const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16, {}, w_rows,
+                   n_out, offsets, 0, static_cast<bf16*>(y)};
+  return gated ? launch_q4<true>(a, W, n_exp, x_rows_max, s, what) : launch_q4<false>(a, W, n_exp, x_rows_max, s, what);
+}
+
+}  // namespace dg
