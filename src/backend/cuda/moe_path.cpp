@@ -54,6 +54,13 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool ws_auto = big && wide_format && T >= 2 * c.kernels.moe_auto_rows &&
                        moe_ws_takes(act8, H, E, two_ff, T) && moe_ws_takes(act8, ff, E, H, P);
   const bool ws = c.kernels.moe == MoeKernel::kWs || ws_auto;  // W8A8, bf16 and q4 products warp-specialised
+  // q4 in the kernel layout: the warp-specialised kernel wherever it runs (Hopper), at every size (docs/CUDA.md,
+  // "q4 in the warp-specialised kernel"); --moe stream keeps the streaming kernel.
+  const bool q4_ws = w.act != DType::kFp8 && w.gate_up.dtype == DType::kQ4 && w.down.dtype == DType::kQ4 &&
+                     c.q4 == Q4Layout::kKernel &&
+                     (c.kernels.moe == MoeKernel::kWs ||
+                      (c.kernels.moe == MoeKernel::kAuto && moe_ws_q4_takes(H, E, two_ff, T) &&
+                       moe_ws_q4_takes(ff, E, H, P)));
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
@@ -81,7 +88,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                               E, offsets.as<int32_t>(), act.data, s));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kBF16, H, E,
                            offsets.as<int32_t>(), y.data, s));
-  } else if (ws && w.gate_up.dtype == DType::kQ4 && w.down.dtype == DType::kQ4 && c.q4 == Q4Layout::kKernel) {
+  } else if (q4_ws) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
                               offsets.as<int32_t>(), act.data, s));
