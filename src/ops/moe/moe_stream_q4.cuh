@@ -20,15 +20,14 @@ __device__ __forceinline__ uint4 q4k_code_words(uint32_t row, int n, int t) {
 // The bf16 A fragments of row half h (row g + 8 h of the m16 tile) from the row's scale words sc and lane t's code
 // words cw of the stage: a[2c + i][h] and a[2c + i][2 + h] for group c, k16 half i.
 __device__ __forceinline__ void q4k_fragments(uint4 sc, uint4 cw, int h, uint32_t (&a)[8][4]) {
-  auto fma2 = [](uint32_t v, uint32_t s, uint32_t m) {
-    return as_u32(__hfma2(as_bf162(v), as_bf162(s), as_bf162(m)));
-  };
+  auto fma2 = [](uint32_t v, __nv_bfloat162 s, __nv_bfloat162 m) { return as_u32(__hfma2(as_bf162(v), s, m)); };
   const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w}, w4[4] = {cw.x, cw.y, cw.z, cw.w};
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     const uint32_t w = w4[c];
-    const uint32_t sa = __byte_perm(sw[c], 0, 0x1010), m = __byte_perm(sw[c], 0, 0x3232);  // (s, s), (m, m)
-    const uint32_t sb = as_u32(__hmul2(as_bf162(sa), bf162_bits(0x3D80)));  // 2^-4
+    // (s, s) and (m, m) as halves of the word, which the products take as operand selections (no byte permutes)
+    const __nv_bfloat162 sa = __low2bfloat162(as_bf162(sw[c])), m = __high2bfloat162(as_bf162(sw[c]));
+    const __nv_bfloat162 sb = __hmul2(sa, bf162_bits(0x3D80));  // 2^-4
     const uint32_t w8 = w >> 8;
     a[2 * c][h] = fma2(w & 0x000F000Fu, sa, m);
     a[2 * c][2 + h] = fma2(w & 0x00F000F0u, sb, m);

@@ -142,10 +142,11 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
     }
 }
 
-// Row w's scale words of stage kt (n of them, the rest zero-filled) into dst; w < 0: all zero.
-__device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, int64_t w, int kt, int groups) {
-  const int left = groups - 4 * kt, n = w < 0 ? 0 : left < 4 ? left : 4;
-  const uint8_t* src = a.W.p[1] + (w < 0 ? 0 : (w * groups + 4 * kt) * 4);
+// A row's scale words of stage kt (n of them, the rest zero-filled) into dst, from its words at `row` (null: all
+// zero).
+__device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, const uint8_t* row, int kt, int groups) {
+  const int left = groups - 4 * kt, n = row == nullptr ? 0 : left < 4 ? left : 4;
+  const uint8_t* src = row == nullptr ? a.W.p[1] : row + 16 * kt;
   if (a.scale_align == 16) {
     cuda::cp_async_ca<16>(dst, src, 4 * n);
   } else if (a.scale_align == 8) {
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
       // as they lie (zeros past W's end): their products fall in columns that are never stored.
       static_assert(kConsumers == 2 && kWRows == 128 && kWgThreads == 128, "two consumers of two 64-row boxes");
       int box_row[kConsumers][2];
-      int64_t scale_row[kConsumers];
+      const uint8_t* scale_src[kConsumers];  // the row's scale words; null past W's end
 #pragma unroll
       for (int cc = 0; cc < kConsumers; ++cc) {
         const TileRows tr = consumer_rows<kGated>(a.n_out, tl.ct, cc);
@@ -204,14 +205,19 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
         box_row[cc][0] = static_cast<int>(e0 + tr.first);
         box_row[cc][1] = static_cast<int>(kGated ? e0 + tr.second : e0 + tr.first + 64);
         const int64_t w = pt < 64 ? box_row[cc][0] + pt : box_row[cc][1] + pt - 64;
-        scale_row[cc] = w < all_rows ? w : -1;
+        scale_src[cc] = w < all_rows ? a.W.p[1] + w * groups * 4 : nullptr;
       }
-      int32_t xrow[kRows / 8];  // the x row of each pass row this thread copies; -1: zero-filled
+      // Pass row row8 + 8 j's chunk at k = 0 (null: zero-filled); in the stage at x_dst + 1024 j (the swizzle of
+      // row i permutes by i % 8 = row8).
+      const uint8_t* x_src[kRows / 8];
 #pragma unroll
       for (int j = 0; j < kRows / 8; ++j) {
         const int i = row8 + 8 * j;
-        xrow[j] = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
+        const int64_t r = i < tl.m ? (a.x_rows ? a.x_rows[tl.r0 + i] / a.x_rows_div : tl.r0 + i) : -1;
+        x_src[j] = r >= 0 ? a.x + (r * a.K + chunk * 8) * 2 : nullptr;
       }
+      const uint32_t x_dst = kCodeBytes + kScaleBytes + (chunk >> 3) * kXBlock + moe_stream::swizzle<128>(row8, chunk & 7);
+      const int x_loads = (n_load - row8 + 7) / 8;  // this thread's pass rows
       for (int kt = 0; kt < n_k; ++kt, ++it) {
         const uint32_t s = it % kStages;
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
@@ -226,17 +232,14 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
         }
 #pragma unroll
         for (int cc = 0; cc < kConsumers; ++cc)
-          copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_row[cc], kt, groups);
+          copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_src[cc], kt, groups);
         const int k0 = kt * kStageK;
         const bool k_ok = k0 + chunk * 8 < a.K;
-        const uint32_t xs = st + kCodeBytes + kScaleBytes + (chunk >> 3) * kXBlock;
 #pragma unroll
         for (int j = 0; j < kRows / 8; ++j) {
-          const int i = row8 + 8 * j;
-          if (i >= n_load) break;
-          const bool ok = k_ok && xrow[j] >= 0;
-          const uint8_t* src = ok ? a.x + (static_cast<int64_t>(xrow[j]) * a.K + k0 + chunk * 8) * 2 : a.x;
-          cuda::cp_async16(xs + moe_stream::swizzle<128>(i, chunk & 7), src, ok);
+          if (j >= x_loads) break;
+          const bool ok = k_ok && x_src[j] != nullptr;
+          cuda::cp_async16(st + x_dst + 1024 * j, ok ? x_src[j] + 2 * k0 : a.x, ok);
         }
         cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
       }
