@@ -395,10 +395,10 @@ void register_bench(CLI::App& app) {
   add_choice(cmd, "--moe", o->kernels.moe, kMoeKernelNames,
              "CUDA MoE expert GEMMs: cublas (grouped GEMM) | stream (ours, weights streamed once) | "
              "wmma (ours, fragments from global memory) | wide (stream in passes of 128 rows for bf16 and W8A8 "
-             "experts: large batches; other packed experts stream as with stream) | ws (wide, with the W8A8 and "
-             "bf16 experts in the persistent warp-specialised kernel; Hopper) | auto (calls of at least "
-             "--moe-auto-rows tokens: wide for bf16 and W8A8 experts, ws from twice as many on Hopper, cublas for other "
-             "unpacked experts outside graph captures; stream otherwise)");
+             "experts: large batches; other packed experts stream as with stream) | ws (wide, with the W8A8, "
+             "bf16 and q4 experts in the persistent warp-specialised kernels; Hopper) | auto (q4: ws on Hopper at "
+             "every size; calls of at least --moe-auto-rows tokens: wide for bf16 and W8A8 experts, ws from twice "
+             "as many on Hopper, cublas for other unpacked experts outside graph captures; stream otherwise)");
   add_choice(cmd, "--decide", o->kernels.decide, kDecideModeNames,
              "CUDA: where the sampler's per-step decisions run: device (the decide kernel: one small status read "
              "per step) | host (row statistics and draws read every step; A/B, same tokens)");

@@ -16,13 +16,14 @@ namespace dg {
 // flash: fused tensor-core kernel (head dims 16..512, powers of two; others take gemm) | gemm: gathered keys +
 // cuBLAS batched GEMMs + masked softmax | warp: SIMT per row
 enum class AttentionKernel : uint8_t { kFlash, kGemm, kWarp };
-// auto: for calls of at least moe_auto_rows tokens (large batches, prefill chunks) wide where the experts' format
-// has it (bf16, W8A8), and from twice as many ws where it runs (Hopper); cublas for other unpacked experts outside
-// graph captures; stream otherwise | stream: our
+// auto: q4 (kernel layout) in ws where it runs (Hopper), at every size; for calls of at least moe_auto_rows tokens
+// (large batches, prefill chunks) wide where the experts' format has it (bf16, W8A8), and from twice as many ws where
+// it runs; cublas for other unpacked experts outside graph captures; stream otherwise | stream: our
 // weight-streaming kernel, no host sync (docs/CUDA.md) | cublas: cublasGemmGroupedBatchedEx (host sync per layer) |
 // wmma: our first grouped kernel (slower, NEGATIVE.md) | wide: the streaming kernel in passes of 128 rows for bf16
-// and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8 and bf16 experts'
-// products in the persistent warp-specialised kernel (src/ops/moe/moe_ws.cu; Hopper only, an error elsewhere)
+// and W8A8 experts (other packed experts stream as with stream) | ws: wide, with the W8A8, bf16 and q4 experts'
+// products in the persistent warp-specialised kernels (src/ops/moe/moe_ws.cu, moe_ws_q4.cu; Hopper only, an error
+// elsewhere)
 enum class MoeKernel : uint8_t { kAuto, kStream, kCublas, kWmma, kWide, kWs };
 // device: the decide kernel (src/ops/decide; one 32-byte status read per step) | host: the sampler's per-step
 // decisions run on the host (row statistics and draws read each step). Same tokens either way (docs/CUDA.md).
