@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/mbarrier.cuh"
 #include "core/status.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_ws_tiles.h"
@@ -69,6 +70,29 @@ __device__ __forceinline__ void scan_tiles(const int32_t* offsets, int E, int n_
   }
   __syncthreads();
 }
+
+// The column tiles of a product of n_out output columns (a CTA's two consumers' columns a tile).
+template <bool kGated> __host__ __device__ constexpr int col_tiles(int64_t n_out) {
+  return static_cast<int>((n_out + kConsumers * kOutCols<kGated> - 1) / (kConsumers * kOutCols<kGated>));
+}
+
+#if DG_HAS_WGMMA
+// The kernels' prologue: kStages pairs of stage barriers at shared addresses full and empty (full: the producer's
+// threads' copies and its TMA thread's expected bytes; empty: every consumer thread), then scan_tiles. Returns the
+// tiles of the call.
+template <int kStages>
+__device__ __forceinline__ int prologue(uint32_t full, uint32_t empty, const int32_t* offsets, int E, int n_ct,
+                                        int pass, int32_t* s_off, int32_t* s_tile0) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kStages) {
+    cuda::mbar_init(full + 8 * tid, kWgThreads + 1);
+    cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);
+  }
+  cuda::mbar_init_fence();
+  scan_tiles(offsets, E, n_ct, pass, s_off, s_tile0);
+  return s_tile0[E];
+}
+#endif
 
 // A consumer's staged rows `out` ([m][kStride] bf16, its valid columns) to y's rows r0 .. r0 + m - 1 at column
 // rows.first, by the warpgroup's threads (ctid), 16 bytes at a time where the row and column allow.

@@ -170,17 +170,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
   __shared__ __align__(8) uint64_t s_full[kStages], s_empty[kStages];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / kWgThreads;
   const int E = a.n_exp;
-  constexpr int kColsPerCta = kConsumers * kOutCols<kGated>;
-  const int n_ct = static_cast<int>((a.n_out + kColsPerCta - 1) / kColsPerCta);
   const uint32_t base = (cuda::smem_u32(smem) + 1023u) & ~1023u;
   const uint32_t full = cuda::smem_u32(s_full), empty = cuda::smem_u32(s_empty);
-  if (tid < kStages) {
-    cuda::mbar_init(full + 8 * tid, kWgThreads + 1);  // the producer's threads' copies, and the codes' TMA
-    cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);  // every consumer thread
-  }
-  cuda::mbar_init_fence();
-  scan_tiles(a.offsets, E, n_ct, kRows, s_off, s_tile0);
-  const int n_tiles = s_tile0[E], groups = a.K / 32;
+  const int n_tiles =
+      prologue<kStages>(full, empty, a.offsets, E, col_tiles<kGated>(a.n_out), kRows, s_off, s_tile0);
+  const int groups = a.K / 32;
   const int n_k = (a.K + kStageK - 1) / kStageK;
   auto tile_at = [&](int t) { return ws_tile_at(t, s_tile0, s_off, E, kRows); };
 
