@@ -173,21 +173,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       }
     }
     __syncthreads();
-    const int n_cols = rows.valid;
-    bf16* y = a.y + static_cast<int64_t>(p0) * a.n_out + col0;
-    if (n_cols % 8 == 0 && a.n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(a.y) & 15) == 0) {
-      const int v = n_cols / 8;
-      for (int id = tid; id < m * v; id += kThreads) {
-        const int i = id / v, c = id % v;
-        *reinterpret_cast<uint4*>(y + i * a.n_out + 8 * c) =
-            *reinterpret_cast<const uint4*>(out + i * kOutStride + 8 * c);
-      }
-    } else {
-      for (int id = tid; id < m * n_cols; id += kThreads) {
-        const int i = id / n_cols, c = id % n_cols;
-        y[i * a.n_out + c] = out[i * kOutStride + c];
-      }
-    }
+    store_staged_rows<kOutStride, kThreads>(out, a.y, a.n_out, p0, m, rows, tid);
     __syncthreads();  // the staging area and x_off are reused by the next pass
   }
 }

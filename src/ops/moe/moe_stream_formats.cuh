@@ -43,6 +43,27 @@ struct TileRows {
   }
 };
 
+// Staged output rows `out` ([m][kStride] bf16, rows.valid columns) to y's rows r0 .. r0 + m - 1 at column
+// rows.first, by kBy threads (t the caller's index among them), 16 bytes at a time where the row and column allow.
+template <int kStride, int kBy>
+__device__ __forceinline__ void store_staged_rows(const bf16* out, bf16* y_all, int64_t n_out, int r0, int m,
+                                                  const TileRows& rows, int t) {
+  const int n_cols = rows.valid;
+  bf16* y = y_all + static_cast<int64_t>(r0) * n_out + rows.first;
+  if (n_cols % 8 == 0 && n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(y_all) & 15) == 0) {
+    const int v = n_cols / 8;
+    for (int id = t; id < m * v; id += kBy) {
+      const int i = id / v, c = id % v;
+      *reinterpret_cast<uint4*>(y + i * n_out + 8 * c) = *reinterpret_cast<const uint4*>(out + i * kStride + 8 * c);
+    }
+  } else {
+    for (int id = t; id < m * n_cols; id += kBy) {
+      const int i = id / n_cols, c = id % n_cols;
+      y[i * n_out + c] = out[i * kStride + c];
+    }
+  }
+}
+
 // The weight stack [n_exp * w_rows, K] as planes (src/core/packed_layout.h): row w of plane i starts at
 // p[i] + w * row_bytes[i]; a matrix plane (nvfp4's global scales) holds 4 bytes per expert. limit[i]: bytes that
 // may be read from p[i] (the plane's padding included). bf16 weights are plane 0 with row_bytes 2 K.

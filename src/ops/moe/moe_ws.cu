@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
     else consume_pass<kGated, kAct8, 128>(a, tl, base, full, empty, c, n_k, it, out, s_xsc[c]);
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
     cuda::named_sync(1 + c, kWgThreads);
-    store_rows<kOutStride<kGated>>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
+    moe_stream::store_staged_rows<kOutStride<kGated>, kWgThreads>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
   }
 #else
   (void)a;
@@ -298,41 +298,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
 #endif
 }
 
-// The TMA map of W's plane 0: rows [rows, row_bytes] of 1-byte codes or bf16, boxes of 64 rows x 128 bytes in the
-// 128-byte swizzle (the layout the wgmma descriptors read), zeros past the last row and K.
-Status weight_map(const Planes& W, int64_t rows, int64_t K, int elem, CUtensorMap& map, const std::string& what) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();  // ws_limits saw it
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTileK / elem), 64};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = encode(&map, elem == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                            const_cast<uint8_t*>(W.p[0]), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(what + ": cuTensorMapEncodeTiled refused W (" + std::to_string(rows) + " rows of " +
-                         std::to_string(W.row_bytes[0]) + " bytes; error " + std::to_string(static_cast<int>(r)) + ")");
-  return Status::ok();
-}
-
-// The limits of the kernel that do not depend on the pointers: an error naming `name` for a shape or device it does
-// not run (moe_ws_takes asks the same questions for --moe auto).
+// The limits for W8A8 (K % 16) and bf16 (K % 8).
 Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, int64_t n_exp, int64_t w_rows,
                  int64_t x_rows_max) {
-  const int align = act8 ? 16 : 8;
-  if (K <= 0 || K % align != 0)
-    return Status::error(name + ": K = " + std::to_string(K) + " must be a positive multiple of " +
-                         std::to_string(align) + " for --moe ws with " + std::string(dtype_name(w_dtype)) +
-                         " weights");
-  if (n_exp > kMaxExperts)
-    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
-                         std::to_string(kMaxExperts) + " (use --moe wide)");
-  if (x_rows_max * K * (act8 ? 1 : 2) >= (int64_t{1} << 31))
-    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
-                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe wide)");
-  if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
-  return device_status(name);
+  return limits(name, w_dtype, act8 ? 16 : 8, act8 ? 1 : 2, K, n_exp, w_rows, x_rows_max, "--moe wide");
 }
 
 template <bool kGated>
@@ -357,7 +326,12 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return Status::error(name + ": x and W must be 16-byte aligned");
   a.n_exp = static_cast<int>(n_exp);
   a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
-  if (Status st = weight_map(a.W, n_exp * a.w_rows, a.K, act8 ? 1 : 2, a.wmap, name); !st.is_ok()) return st;
+  // W's rows in boxes of 64 rows x 128 bytes in the 128-byte swizzle (the layout the wgmma descriptors read).
+  if (Status st = rows_map(a.W.p[0], act8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.K,
+                           n_exp * a.w_rows, a.W.row_bytes[0], kTileK / (act8 ? 1 : 2), CU_TENSOR_MAP_SWIZZLE_128B,
+                           a.wmap, name, "W");
+      !st.is_ok())
+    return st;
   auto* kernel = act8 ? moe_ws_kernel<kGated, true> : moe_ws_kernel<kGated, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);

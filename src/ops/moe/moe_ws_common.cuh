@@ -1,7 +1,7 @@
 // What the warp-specialised expert kernels share (moe_ws.cu: W8A8 and bf16; moe_ws_q4.cu: q4 in the kernel layout):
 // one CTA an SM of two consumer warpgroups on 128 weight rows each and a producer warpgroup; the experts' first tiles
-// scanned into shared memory; a consumer's weight rows in a column tile; its staged output rows stored to y; the
-// device and driver checks (sm_90a code, TMA's tensor-map encoder).
+// scanned into shared memory; a consumer's weight rows in a column tile; the limits they run within (sm_90a code,
+// TMA's tensor-map encoder) and their weights' TMA maps.
 // Design: docs/CUDA.md ("The warp-specialised expert kernel").
 #pragma once
 
@@ -94,27 +94,6 @@ __device__ __forceinline__ int prologue(uint32_t full, uint32_t empty, const int
 }
 #endif
 
-// A consumer's staged rows `out` ([m][kStride] bf16, its valid columns) to y's rows r0 .. r0 + m - 1 at column
-// rows.first, by the warpgroup's threads (ctid), 16 bytes at a time where the row and column allow.
-template <int kStride>
-__device__ __forceinline__ void store_rows(const bf16* out, bf16* y_all, int64_t n_out, int r0, int m,
-                                           const TileRows& rows, int ctid) {
-  const int n_cols = rows.valid;
-  bf16* y = y_all + static_cast<int64_t>(r0) * n_out + rows.first;
-  if (n_cols % 8 == 0 && n_out % 8 == 0 && (reinterpret_cast<uintptr_t>(y_all) & 15) == 0) {
-    const int v = n_cols / 8;
-    for (int id = ctid; id < m * v; id += kWgThreads) {
-      const int i = id / v, cc = id % v;
-      *reinterpret_cast<uint4*>(y + i * n_out + 8 * cc) = *reinterpret_cast<const uint4*>(out + i * kStride + 8 * cc);
-    }
-  } else {
-    for (int id = ctid; id < m * n_cols; id += kWgThreads) {
-      const int i = id / n_cols, cc = id % n_cols;
-      y[i * n_out + cc] = out[i * kStride + cc];
-    }
-  }
-}
-
 inline bool device_is_sm90() {
   int dev = 0, major = 0, minor = 0;
   cudaGetDevice(&dev);
@@ -136,8 +115,24 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Whether this device and driver run the kernels: an error naming `name` and the way out otherwise.
-inline Status device_status(const std::string& name) {
+// The limits of the kernels that do not depend on the pointers: K a positive multiple of `align`, at most
+// kMaxExperts experts, the activation rows' bytes (x_elem a element) under 2^31 (the kernels' row offsets), the weight
+// rows within int32 with a tile's margin, a device and driver that run them. Otherwise an error naming `name`, the
+// weight format and `way_out` (the --moe choice that takes the shape); moe_ws_takes and moe_ws_q4_takes ask the same
+// for --moe auto.
+inline Status limits(const std::string& name, DType w_dtype, int align, int x_elem, int64_t K, int64_t n_exp,
+                     int64_t w_rows, int64_t x_rows_max, const std::string& way_out) {
+  if (K <= 0 || K % align != 0)
+    return Status::error(name + ": K = " + std::to_string(K) + " must be a positive multiple of " +
+                         std::to_string(align) + " for --moe ws with " + std::string(dtype_name(w_dtype)) +
+                         " weights");
+  if (n_exp > kMaxExperts)
+    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
+                         std::to_string(kMaxExperts) + " (use " + way_out + ")");
+  if (x_rows_max * K * x_elem >= (int64_t{1} << 31))
+    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
+                         " elements pass 2^31 bytes, --moe ws's row offsets (use " + way_out + ")");
+  if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
   static const bool sm90 = device_is_sm90();
   if (!sm90)
     return Status::error(name + ": --moe ws needs a GPU of compute capability 9.0 (Hopper; its sm_90a code); use "
@@ -145,6 +140,26 @@ inline Status device_status(const std::string& name) {
   if (tensor_map_encoder() == nullptr)
     return Status::error(name + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
                                 "wide or stream");
+  return Status::ok();
+}
+
+// The TMA map of `rows` weight rows of `inner` elements (`stride` bytes apart) at `base`, in boxes of 64 rows x
+// box_inner elements with `swizzle`, zeros past the last row and the row's end (limits saw the encoder). `operand`
+// names it in the error.
+inline Status rows_map(const uint8_t* base, CUtensorMapDataType type, int64_t inner, int64_t rows, int64_t stride,
+                       uint32_t box_inner, CUtensorMapSwizzle swizzle, CUtensorMap& map, const std::string& what,
+                       const char* operand) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride)};
+  const cuuint32_t box[2] = {box_inner, 64};
+  const cuuint32_t unit[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, type, 2, const_cast<uint8_t*>(base), dims, strides, box, unit,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(what + ": cuTensorMapEncodeTiled refused " + operand + " (" + std::to_string(rows) +
+                         " rows of " + std::to_string(stride) + " bytes; error " + std::to_string(static_cast<int>(r)) +
+                         ")");
   return Status::ok();
 }
 

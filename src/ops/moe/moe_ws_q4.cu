@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
     cuda::named_sync(1 + c, kWgThreads);
-    store_rows<kOutStride<kGated>>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
+    moe_stream::store_staged_rows<kOutStride<kGated>, kWgThreads>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
   }
 #else
   (void)a;
@@ -265,36 +265,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
 #endif
 }
 
-// The TMA map of the codes: [rows] rows of K / 2 bytes, boxes of 64 rows x 64 bytes as stored, zeros past the last
-// row and past K (a row's last, shorter stage).
-Status codes_map(const Planes& W, int64_t rows, int64_t K, CUtensorMap& map, const std::string& what) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();  // q4_limits saw it
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K / 2), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(W.row_bytes[0])};
-  const cuuint32_t box[2] = {kCodeRow, 64};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(W.p[0]), dims, strides, box,
-                            unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(what + ": cuTensorMapEncodeTiled refused the q4 codes (" + std::to_string(rows) +
-                         " rows of " + std::to_string(W.row_bytes[0]) + " bytes; error " +
-                         std::to_string(static_cast<int>(r)) + ")");
-  return Status::ok();
-}
-
 Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max) {
-  if (K <= 0 || K % 32 != 0)
-    return Status::error(name + ": K = " + std::to_string(K) +
-                         " must be a positive multiple of 32 for --moe ws with q4 weights");
-  if (n_exp > kMaxExperts)
-    return Status::error(name + ": " + std::to_string(n_exp) + " experts; --moe ws takes at most " +
-                         std::to_string(kMaxExperts) + " (use --moe stream)");
-  if (x_rows_max * K * 2 >= (int64_t{1} << 31))
-    return Status::error(name + ": " + std::to_string(x_rows_max) + " activation rows of " + std::to_string(K) +
-                         " elements pass 2^31 bytes, --moe ws's row offsets (use --moe stream)");
-  if (n_exp * w_rows + 256 > 0x7fffffff) return Status::error(name + ": too many weight rows for --moe ws");
-  return device_status(name);
+  return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
 template <bool kGated>
@@ -307,7 +279,12 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
   a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, Q4Layout::kKernel);
   const uintptr_t at = reinterpret_cast<uintptr_t>(a.W.p[1]) | static_cast<uintptr_t>(a.K / 32 * 4);
   a.scale_align = at % 16 == 0 ? 16 : at % 8 == 0 ? 8 : 4;
-  if (Status st = codes_map(a.W, n_exp * a.w_rows, a.K, a.cmap, name); !st.is_ok()) return st;
+  // The codes as stored: [rows] rows of K / 2 bytes in boxes of 64 rows x 64 bytes, zeros past K (a row's last,
+  // shorter stage).
+  if (Status st = rows_map(a.W.p[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, a.K / 2, n_exp * a.w_rows, a.W.row_bytes[0],
+                           kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name, "the q4 codes");
+      !st.is_ok())
+    return st;
   auto* kernel = moe_ws_q4_kernel<kGated>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
