@@ -86,9 +86,12 @@ constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
 
 // The packed format of a tensor of `kind` under `profile`; kBF16 where it stays unpacked.
 DType synthetic_format(const std::string& profile, SyntheticTensor::Kind kind) {
-  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4" || profile == "fp8-all",
-           "unknown synthetic weight profile '{}': expected bf16, q4, fp8, nvfp4 or fp8-all", profile);
+  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4" || profile == "fp8-all" ||
+               profile == "q4-fp8",
+           "unknown synthetic weight profile '{}': expected bf16, q4, fp8, nvfp4, fp8-all or q4-fp8", profile);
   if (profile == "fp8-all" && kind != SyntheticTensor::Kind::kPlain) return DType::kFp8;
+  if (profile == "q4-fp8" && kind != SyntheticTensor::Kind::kPlain)
+    return kind == SyntheticTensor::Kind::kExperts ? DType::kQ4 : DType::kFp8;
   if (profile == "bf16" || kind == SyntheticTensor::Kind::kPlain || kind == SyntheticTensor::Kind::kLinear)
     return DType::kBF16;
   if (kind == SyntheticTensor::Kind::kSelfCondLinear) return DType::kQ8;
@@ -101,8 +104,9 @@ std::optional<std::string> synthetic_profile(const std::string& model) {
   if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
   const std::string rest = model.substr(kSynthetic.size());
   if (rest.empty()) return "bf16";
-  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4" || rest == ":fp8-all",
-           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4|fp8-all]", model, kSynthetic);
+  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4" || rest == ":fp8-all" ||
+               rest == ":q4-fp8",
+           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4|fp8-all|q4-fp8]", model, kSynthetic);
   return rest.substr(1);
 }
 

@@ -45,7 +45,8 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
 // (norms near 1, linears ~ 1/sqrt(fan_in), experts 0.15, embedding 0.8, a wide router).
 // `profile` bf16 keeps every weight bf16; q4 | fp8 | nvfp4 makes the experts that packed format (random codes,
 // finite scales, |w| <= 0.15 sqrt 3) and the self-conditioning MLP q8, as `diffgemma quantize --profile` stores them;
-// fp8-all makes the experts, the attention and dense MLP linears and the self-conditioning MLP fp8.
+// fp8-all makes the experts, the attention and dense MLP linears and the self-conditioning MLP fp8; q4-fp8 the
+// experts q4 and those linears fp8 (quantize --profile q4 --set attn=fp8 --set dense=fp8 --set sc=fp8).
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16");
 // The bytes synthetic_weights makes on a backend whose activations take `act_bytes` per element (packed tensors as
 // their planes).

@@ -172,6 +172,13 @@ TEST(CliEdges, InfoDescribesTheSyntheticFullShape) {
   for (const auto& [f, c] : j["formats"].items()) bytes += c["bytes"].get<int64_t>();
   EXPECT_EQ(bytes, j["weight_bytes"].get<int64_t>()) << r.out;
   EXPECT_TRUE(j["formats"].contains("q4") && j["formats"].contains("BF16")) << r.out;
+  EXPECT_TRUE(!j["formats"].contains("fp8") && j["formats"].contains("q8")) << "q4: the linears raw, sc q8 " << r.out;
+  const ProcessResult mixed = run_stdout("info -m synthetic:26b-a4b:q4-fp8 --json");  // q4 experts, fp8 linears
+  ASSERT_EQ(mixed.code, 0) << mixed.out;
+  const auto m = nlohmann::json::parse(mixed.out);
+  EXPECT_TRUE(m["formats"].contains("q4") && m["formats"].contains("fp8") && !m["formats"].contains("q8")) << mixed.out;
+  EXPECT_EQ(m["formats"]["q4"]["bytes"], j["formats"]["q4"]["bytes"]) << "the same experts";
+  EXPECT_LT(m["weight_bytes"].get<int64_t>(), j["weight_bytes"].get<int64_t>()) << "fp8 linears are smaller";
   const ProcessResult text = run_stdout("info -m synthetic:26b-a4b");
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("weights      47.03 GiB made on the device from a seed (profile bf16; no files)"),
