@@ -13,15 +13,17 @@
 #include "cli/option_checks.h"
 #include "cli/option_hints.h"
 #include "core/error.h"
+#include "model/synthetic.h"
 
 namespace dg::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   o.model = embedded_model_dir();
   cmd->add_option("-m,--model", o.model,
-                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model); "
-                  "synthetic:26b-a4b[:bf16|q4|fp8|nvfp4|fp8-all|q4-fp8] is the full 26B-A4B shape with random "
-                  "weights made on the device (timing; --prompt-ids, no tokenizer, no stop tokens)")
+                  "model directory: a Hugging Face checkpoint or a .dgq pack (default: the embedded model); " +
+                      synthetic_model_pattern() +
+                      " is the full 26B-A4B shape with random weights made on the device (timing; --prompt-ids, no "
+                      "tokenizer, no stop tokens)")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_option("--backend", o.backend, "cpu (the reference) | cuda (NVIDIA GPU; needs the cuda preset build)")

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -353,7 +355,7 @@ void register_bench(CLI::App& app) {
                   "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "
                   "MLP, as the quantize profiles store them) | fp8-all (experts, attention, dense and "
                   "self-conditioning MLP fp8) | q4-fp8 (q4 experts; attention, dense and self-conditioning MLP fp8)")
-      ->check(CLI::IsMember({"bf16", "q4", "fp8", "nvfp4", "fp8-all", "q4-fp8"}))
+      ->check(CLI::IsMember(std::vector<std::string>(kSyntheticProfiles.begin(), kSyntheticProfiles.end())))
       ->capture_default_str();
   cmd->add_option("--prefill", *prefill, "prompt lengths to time (comma separated)")
       ->check(positive_int_list())

@@ -200,9 +200,8 @@ void register_info(CLI::App& app) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "describe a model directory or .dgq pack");
   cmd->add_option("-m,--model", o->model,
-                  "model directory: a Hugging Face checkpoint or a .dgq pack; synthetic:26b-a4b[:bf16|q4|fp8|nvfp4|"
-                  "fp8-all|q4-fp8] describes the full shape with random weights that ask, bench and serve make on a "
-                  "device")
+                  "model directory: a Hugging Face checkpoint or a .dgq pack; " + synthetic_model_pattern() +
+                      " describes the full shape with random weights that ask, bench and serve make on a device")
       ->envname("DG_MODEL")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");

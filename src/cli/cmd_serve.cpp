@@ -290,8 +290,8 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--plan", o->plan,
                 "print what one stream holds and how many fit (-m, --backend, --ctx, --max-batch, --slots, --memory) "
-                "without loading the weights, and exit; -m may be "
-                "synthetic:26b-a4b[:bf16|q4|fp8|nvfp4|fp8-all|q4-fp8]");
+                "without loading the weights, and exit; -m may be " +
+                    synthetic_model_pattern());
   cmd->add_option("--device-memory", o->device_gib,
                   "with --plan: the device's GiB in all, the weights' share included (default: this machine's "
                   "device, which --backend cuda then needs)")

@@ -84,11 +84,17 @@ namespace {
 
 constexpr std::string_view kSynthetic = "synthetic:26b-a4b";
 
+bool known_profile(std::string_view p) {
+  return std::find(kSyntheticProfiles.begin(), kSyntheticProfiles.end(), p) != kSyntheticProfiles.end();
+}
+
+// "bf16|q4|..."
+std::string profile_names() { return fmt::format("{}", fmt::join(kSyntheticProfiles, "|")); }
+
 // The packed format of a tensor of `kind` under `profile`; kBF16 where it stays unpacked.
 DType synthetic_format(const std::string& profile, SyntheticTensor::Kind kind) {
-  DG_CHECK(profile == "bf16" || profile == "q4" || profile == "fp8" || profile == "nvfp4" || profile == "fp8-all" ||
-               profile == "q4-fp8",
-           "unknown synthetic weight profile '{}': expected bf16, q4, fp8, nvfp4, fp8-all or q4-fp8", profile);
+  DG_CHECK(known_profile(profile), "unknown synthetic weight profile '{}': expected one of {}", profile,
+           profile_names());
   if (profile == "fp8-all" && kind != SyntheticTensor::Kind::kPlain) return DType::kFp8;
   if (profile == "q4-fp8" && kind != SyntheticTensor::Kind::kPlain)
     return kind == SyntheticTensor::Kind::kExperts ? DType::kQ4 : DType::kFp8;
@@ -100,13 +106,14 @@ DType synthetic_format(const std::string& profile, SyntheticTensor::Kind kind) {
 
 }  // namespace
 
+std::string synthetic_model_pattern() { return fmt::format("{}[:{}]", kSynthetic, profile_names()); }
+
 std::optional<std::string> synthetic_profile(const std::string& model) {
   if (model.rfind(kSynthetic, 0) != 0) return std::nullopt;
   const std::string rest = model.substr(kSynthetic.size());
   if (rest.empty()) return "bf16";
-  DG_CHECK(rest == ":bf16" || rest == ":q4" || rest == ":fp8" || rest == ":nvfp4" || rest == ":fp8-all" ||
-               rest == ":q4-fp8",
-           "unknown synthetic model '{}': expected {}[:bf16|q4|fp8|nvfp4|fp8-all|q4-fp8]", model, kSynthetic);
+  DG_CHECK(rest[0] == ':' && known_profile(std::string_view(rest).substr(1)),
+           "unknown synthetic model '{}': expected {}", model, synthetic_model_pattern());
   return rest.substr(1);
 }
 

@@ -2,10 +2,12 @@
 // with weights generated on the backend from a seed, so a full-shape run needs no checkpoint files.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/registry.h"
@@ -18,6 +20,12 @@ namespace dg {
 // google/diffusiongemma-26B-A4B-it's structure (SPEC.md §1): 30 layers, hidden 2816, 128 experts top-8, ...
 // `layers` > 0 keeps the first that many layers (the last kept layer is made full, as the reference requires).
 ModelConfig diffusiongemma_26b_config(int layers = 0);
+
+// The weight profiles a synthetic model takes (synthetic_weights says what each stores), and how the command lines
+// spell the model: "synthetic:26b-a4b[:bf16|q4|...]".
+inline constexpr std::array<std::string_view, 6> kSyntheticProfiles{"bf16", "q4", "fp8", "nvfp4", "fp8-all",
+                                                                    "q4-fp8"};
+std::string synthetic_model_pattern();
 
 // "synthetic:26b-a4b[:PROFILE]" -> PROFILE (bf16 when absent); nullopt for anything else (a directory). Throws
 // dg::Error for an unknown profile.
