@@ -128,13 +128,20 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // and 1: n16; experts without rows), K of one group (scale words 4-byte aligned), three groups (a short last
 // stage), 5.5 stages (704: a half-empty last stage, scale words 8-byte aligned) and 22 (2,816: 16-byte aligned),
 // weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
-// full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass).
+// full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass). Each
+// case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
+// gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
+// and the second pair hold no valid rows).
 TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
   DG_NEED_GPU();
   auto ws = [](GemmCase c, float amp = 0.1f) {
     c.ws = true;
     c.w_amp = amp;
-    run_gemm_case(c);
+    for (int consumers : {2, 4}) {
+      SCOPED_TRACE(std::to_string(consumers) + " consumers");
+      c.q4_consumers = consumers;
+      run_gemm_case(c);
+    }
   };
   ws({"K96 N40 gather", 96, 40, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
   ws({"K32 N40", 32, 40, 5, {64, 65, 0, 1, 16}, 0, 1, false, DType::kQ4});
@@ -161,6 +168,10 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(scale, DType::kQ4, 64, 1, "q4 weights with fp8 activations");
   refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
   refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
+  const Status odd =
+      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, 3);
+  EXPECT_FALSE(odd.is_ok());
+  EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");

@@ -55,6 +55,9 @@ struct CudaKernels {
   int moe_a8_stages = 3;
   // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
   int moe_q4_stages = 2;
+  // q4 experts in the warp-specialised kernel (Hopper): consumer warpgroups, 2 (two m64 weight tiles each) or 4 (one
+  // each, twice the converting warps; the same bits). docs/CUDA.md, "q4 in the warp-specialised kernel"
+  int moe_q4_consumers = 2;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -136,6 +139,8 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_a8_stages == 3 || k.moe_a8_stages == 4, "--moe-a8-stages must be 3 or 4, not {}", k.moe_a8_stages);
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);
+  DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
+           k.moe_q4_consumers);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }
 

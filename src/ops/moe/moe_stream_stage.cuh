@@ -59,9 +59,9 @@ __device__ __forceinline__ void fragment_mma(uint32_t xs, int kk0, int lane, int
   }
 }
 
-template <int kRows, int kCols> __device__ __forceinline__ void zero_acc(float (&acc)[2][kRows][kCols]) {
+template <int kT, int kRows, int kCols> __device__ __forceinline__ void zero_acc(float (&acc)[kT][kRows][kCols]) {
 #pragma unroll
-  for (int t = 0; t < 2; ++t)
+  for (int t = 0; t < kT; ++t)
 #pragma unroll
     for (int j = 0; j < kRows; ++j)
 #pragma unroll
@@ -77,9 +77,9 @@ template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float 
 #pragma unroll
     for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[j][q])::"memory");
 }
-template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[2][kRows][kCols]) {
-  fence_acc(acc[0]);
-  fence_acc(acc[1]);
+template <int kT, int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kT][kRows][kCols]) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) fence_acc(acc[t]);
 }
 
 // The stage as wgmma products of the CTA's warpgroup (Fmt::kWgmma): per k step, the weight rows [0, 64) and

@@ -78,15 +78,16 @@ template <bool kGated> __host__ __device__ constexpr int col_tiles(int64_t n_out
 
 #if DG_HAS_WGMMA
 // The kernels' prologue: kStages pairs of stage barriers at shared addresses full and empty (full: the producer's
-// threads' copies and its TMA thread's expected bytes; empty: every consumer thread), then scan_tiles. Returns the
-// tiles of the call.
+// threads' copies and its TMA thread's expected bytes; empty: every consumer thread, consumer_threads of them), then
+// scan_tiles. Returns the tiles of the call.
 template <int kStages>
 __device__ __forceinline__ int prologue(uint32_t full, uint32_t empty, const int32_t* offsets, int E, int n_ct,
-                                        int pass, int32_t* s_off, int32_t* s_tile0) {
+                                        int pass, int32_t* s_off, int32_t* s_tile0,
+                                        int consumer_threads = kConsumers * kWgThreads) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < kStages) {
     cuda::mbar_init(full + 8 * tid, kWgThreads + 1);
-    cuda::mbar_init(empty + 8 * tid, kConsumers * kWgThreads);
+    cuda::mbar_init(empty + 8 * tid, consumer_threads);
   }
   cuda::mbar_init_fence();
   scan_tiles(offsets, E, n_ct, pass, s_off, s_tile0);
@@ -164,9 +165,10 @@ inline Status rows_map(const uint8_t* base, CUtensorMapDataType type, int64_t in
 }
 
 // q4 weights in the kernel layout times bf16 activations (moe_ws_q4.cu), for moe_ws_gemm_cuda (gated false) and
-// moe_ws_gate_up_cuda (gated: n_out = ff); the caller has checked the offsets, the row divisor and empty calls.
+// moe_ws_gate_up_cuda (gated: n_out = ff), by `consumers` (2 or 4) consumer warpgroups; the caller has checked the
+// offsets, the row divisor and empty calls.
 Status q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max, int64_t K,
                    const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp, const int32_t* offsets, void* y,
-                   cudaStream_t s, const char* what);
+                   cudaStream_t s, const char* what, int consumers);
 
 }  // namespace dg::moe_ws

@@ -1,14 +1,16 @@
 // The expert products of q4 weights (the kernel layout, Q4Layout::kKernel) with bf16 activations as a persistent,
-// warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, two consumer
-// warpgroups on 128 weight rows each, stage buffers handed over through mbarriers, tiles walked so that neighbouring
-// CTAs share a weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by
+// warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, consumer
+// warpgroups on 256 weight rows in all, stage buffers handed over through mbarriers, tiles walked so that
+// neighbouring CTAs share a weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by
 // one thread, their four scale words and the pass's bf16 activation rows by cp.async. The producer keeps kStages
 // stages of 20 KB of weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs
 // each keep one stage ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming
 // kernel's WeightQ4Kernel does (the same bf16 weights) and multiplies them by the activations in shared memory, k16
 // steps in the streaming kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the
 // epilogue: the streaming kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and
-// the accumulators fit beside each other).
+// the accumulators fit beside each other). The consumers are two warpgroups of two m64 tiles each, or four of one
+// (kTiles, --moe-q4-consumers): twice the converting warps, the gated form's gate and up rows of one output in a pair
+// of them, joined through the staging rows; the same products and roundings either way.
 // Design: docs/CUDA.md ("q4 in the warp-specialised kernel"). Oracle: the streaming kernel, bit for bit, and f64
 // loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
 #include "core/cuda/cuda_check.h"
@@ -34,14 +36,25 @@ using moe_stream::Planes;
 constexpr int kCodeRow = 64, kScaleRow = 16;     // a row's bytes of a stage: codes, scale words
 constexpr int kRows = kWsQ4PassRows;             // routed rows per pass
 constexpr int kStages = 4;
-constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // consumer 0's rows first
+// A tile's 256 weight rows are kConsumers (= 2) column owners' 128 each, moe_ws.cu's consumers: `pairs` below. Four
+// m64 units of 64 rows: unit u is pair u / 2's gate rows (u even) or up rows (u odd) in the gated form, its first or
+// second 64 columns otherwise. A consumer warpgroup multiplies kTiles units (2: units 2c, 2c + 1; 1: unit c).
+constexpr int kUnits = 2 * kConsumers;
+template <int kTiles> constexpr int kQ4Consumers = kUnits / kTiles;
+template <int kTiles> constexpr int kQ4Threads = (kQ4Consumers<kTiles> + 1) * kWgThreads;
+constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // unit 0's rows first
 constexpr int kScaleBytes = kConsumers * kWRows * kScaleRow;  // then the rows' scale words
 constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byte column blocks (64 elements each)
 constexpr int kStageBytes = kCodeBytes + kScaleBytes + 2 * kXBlock;
 static_assert((kCodeBytes + kScaleBytes) % 1024 == 0 && kStageBytes % 1024 == 0,
               "the activation blocks 1024-byte aligned (the 128-byte swizzle's period)");
-// Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536.
-[[maybe_unused]] constexpr int kProducerRegs = 72, kConsumerRegs = 216;
+// Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536; four consumers
+// 4 x 128 x 112 + 128 x 64 = 65,536.
+template <int kTiles> constexpr int kProducerRegs = kTiles == 2 ? 72 : 64;
+template <int kTiles> constexpr int kConsumerRegs = kTiles == 2 ? 216 : 112;
+static_assert(kQ4Consumers<2> * kWgThreads * kConsumerRegs<2> + kWgThreads * kProducerRegs<2> <= 65536 &&
+              kQ4Consumers<1> * kWgThreads * kConsumerRegs<1> + kWgThreads * kProducerRegs<1> <= 65536,
+              "the warpgroups' registers fit the SM's");
 template <bool kGated>
 constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
 static_assert(kSmemBytes<false> + kTableBytes + 64 <= 227 * 1024,
@@ -67,15 +80,17 @@ struct WsQ4Args {
 
 #if DG_HAS_WGMMA
 
-// A consumer's pass over one tile: per stage, its two m64 tiles' A fragments converted from the codes, the eight
-// k16 products of each (the streaming kernel's order: step f for both tiles, then f + 1), drained before the stage
+// A consumer's pass over one tile: per stage, its kTiles m64 units' A fragments converted from the codes, the eight
+// k16 products of each (the streaming kernel's order: step f for every unit, then f + 1), drained before the stage
 // goes back (the A registers are the next stage's). Then the factor 2^p (and the gated GELU) into bf16 rows in the
-// consumer's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of m64 tile t: weight row
-// 64 t + 16 warp + lane / 4 + 8 (q / 2) of the consumer's rows, routed row 8 j + 2 (lane % 4) + q % 2.
-template <bool kGated, int N>
+// pair's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of unit t: weight row
+// 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
+// (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and `join` (after a barrier
+// of the pair) multiplies it by the up consumer's rows, so the bits of kTiles 2, which has both in registers.
+template <bool kGated, int N, int kTiles>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
-  float acc[2][N / 8][4];
+  float acc[kTiles][N / 8][4];
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const int groups = a.K / 32;
@@ -85,18 +100,18 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
     cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
     const uint32_t st = base + s * kStageBytes;
     const int left = groups - 4 * kt, n = left < 4 ? left : 4;
-    uint32_t af[2][8][4];
+    uint32_t af[kTiles][8][4];
 #pragma unroll
-    for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = c * kWRows + 64 * t + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
+        const int r = 64 * (kTiles * c + t) + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
         moe_stream::q4k_fragments(moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow)),
                                   moe_stream::q4k_code_words(st + static_cast<uint32_t>(r * kCodeRow), n, lane & 3),
                                   h, af[t]);
       }
 #pragma unroll
-    for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int f = 0; f < 8; ++f)
 #pragma unroll
@@ -108,38 +123,63 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
     for (int f = 0; f < 8; ++f) {
       const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
 #pragma unroll
-      for (int t = 0; t < 2; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+      for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
     }
     cuda::wgmma_commit();
     cuda::wgmma_wait<0>();
     moe_stream::fence_acc(acc);
     cuda::mbar_arrive(empty + 8 * s);
   }
-  const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
+  const int pair = kTiles * c / 2;
+  const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
   const float factor = *reinterpret_cast<const float*>(a.W.p[2] + static_cast<int64_t>(tl.e) * 4);
-  float rs[2][2];  // the factor, 0 for rows past the consumer's valid ones
+  float rs[kTiles][2];  // the factor, 0 for rows past the pair's valid ones
 #pragma unroll
-  for (int t = 0; t < 2; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
+      const int u = (kTiles * c + t) & 1;  // the unit's place in its pair
       int64_t w;
-      rs[t][hh] = rows.row(64 * t + 16 * warp + (lane >> 2) + 8 * hh, w) ? factor : 0.0f;
+      rs[t][hh] = rows.row(64 * u + 16 * warp + (lane >> 2) + 8 * hh, w) ? factor : 0.0f;
     }
+  const int u0 = (kTiles * c) & 1;  // the first unit's place in its pair (kTiles 1: gate 0 or up 1)
 #pragma unroll
   for (int j = 0; j < N / 8; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int i = 8 * j + 2 * (lane & 3) + (q & 1);
       const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
-      const float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
-      if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
-        const float g = cuda::rbf(f0), u = cuda::rbf(f1);
-        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+      const float f0 = acc[0][j][q] * rs[0][q >> 1];
+      bf16& o = out[i * kOutStride<kGated> + col];
+      if constexpr (kTiles == 2) {
+        const float f1 = acc[1][j][q] * rs[1][q >> 1];
+        if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
+          const float g = cuda::rbf(f0), u = cuda::rbf(f1);
+          o = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+        } else {
+          o = __float2bfloat16_rn(f0);
+          out[i * kOutStride<kGated> + col + 64] = __float2bfloat16_rn(f1);
+        }
+      } else if constexpr (kGated) {
+        if (u0 == 0) o = __float2bfloat16_rn(cuda::gelu_tanh(cuda::rbf(f0)));  // exact: rounds as rbf
       } else {
-        out[i * kOutStride<kGated> + col] = __float2bfloat16_rn(f0);
-        out[i * kOutStride<kGated> + col + 64] = __float2bfloat16_rn(f1);
+        out[i * kOutStride<kGated> + col + 64 * u0] = __float2bfloat16_rn(f0);
       }
     }
+  if constexpr (kTiles == 1 && kGated) {
+    cuda::named_sync(1 + pair, 2 * kWgThreads);  // the gate consumer's GELU rows are in `out`
+    if (u0 == 1) {
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int i = 8 * j + 2 * (lane & 3) + (q & 1);
+          const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+          bf16& o = out[i * kOutStride<kGated> + col];
+          o = __float2bfloat16_rn(__bfloat162float(o) * cuda::rbf(acc[0][j][q] * rs[0][q >> 1]));
+        }
+    }
+  }
 }
 
 // A row's scale words of stage kt (n of them, the rest zero-filled) into dst, from its words at `row` (null: all
@@ -160,8 +200,8 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated>
-__global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
+template <bool kGated, int kTiles>
+__global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
   extern __shared__ __align__(128) uint8_t smem[];
@@ -172,15 +212,16 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
   const int E = a.n_exp;
   const uint32_t base = (cuda::smem_u32(smem) + 1023u) & ~1023u;
   const uint32_t full = cuda::smem_u32(s_full), empty = cuda::smem_u32(s_empty);
-  const int n_tiles =
-      prologue<kStages>(full, empty, a.offsets, E, col_tiles<kGated>(a.n_out), kRows, s_off, s_tile0);
+  constexpr int kCons = kQ4Consumers<kTiles>;
+  const int n_tiles = prologue<kStages>(full, empty, a.offsets, E, col_tiles<kGated>(a.n_out), kRows, s_off, s_tile0,
+                                        kCons * kWgThreads);
   const int groups = a.K / 32;
   const int n_k = (a.K + kStageK - 1) / kStageK;
   auto tile_at = [&](int t) { return ws_tile_at(t, s_tile0, s_off, E, kRows); };
 
-  if (wg == kConsumers) {  // the producer
-    cuda::regs_dec<kProducerRegs>();
-    const int pt = tid - kConsumers * kWgThreads, chunk = pt & 15, row8 = pt >> 4;  // 8 rows x 16 chunks a sweep
+  if (wg == kCons) {  // the producer
+    cuda::regs_dec<kProducerRegs<kTiles>>();
+    const int pt = tid - kCons * kWgThreads, chunk = pt & 15, row8 = pt >> 4;  // 8 rows x 16 chunks a sweep
     const int64_t all_rows = static_cast<int64_t>(E) * a.w_rows;
     uint32_t it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
@@ -189,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
       // Consumer cc's rows as two TMA boxes of 64 (gated: its 64 gate rows and the 64 up rows of the same outputs);
       // thread pt copies the scale words of row pt of each consumer's 128. Rows past a consumer's `valid` are read
       // as they lie (zeros past W's end): their products fall in columns that are never stored.
-      static_assert(kConsumers == 2 && kWRows == 128 && kWgThreads == 128, "two consumers of two 64-row boxes");
+      static_assert(kConsumers == 2 && kWRows == 128 && kWgThreads == 128, "two pairs of two 64-row boxes");
       int box_row[kConsumers][2];
       const uint8_t* scale_src[kConsumers];  // the row's scale words; null past W's end
 #pragma unroll
@@ -241,23 +282,25 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_q4_kernel(const __grid_con
     return;
   }
 
-  cuda::regs_inc<kConsumerRegs>();
-  const int c = wg, ctid = tid - c * kWgThreads;
+  cuda::regs_inc<kConsumerRegs<kTiles>>();
+  // The warpgroups of pair `pair` (one, or two with kTiles 1) share its staging rows and named barrier 1 + pair.
+  constexpr int kPairThreads = 2 * kWgThreads / kTiles;
+  const int c = wg, pair = kTiles * c / 2, ptid = tid - pair * kPairThreads;
   bf16* out = reinterpret_cast<bf16*>(smem + (base - cuda::smem_u32(smem)) + kStages * kStageBytes) +
-              c * kRows * kOutStride<kGated>;
+              pair * kRows * kOutStride<kGated>;
   uint32_t it = 0;
   for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
     const WsTile tl = tile_at(t);
-    cuda::named_sync(1 + c, kWgThreads);  // the last tile's reads of the staging rows are done
+    cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
-    const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, c);
-    cuda::named_sync(1 + c, kWgThreads);
-    moe_stream::store_staged_rows<kOutStride<kGated>, kWgThreads>(out, a.y, a.n_out, tl.r0, tl.m, rows, ctid);
+    const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
+    cuda::named_sync(1 + pair, kPairThreads);
+    moe_stream::store_staged_rows<kOutStride<kGated>, kPairThreads>(out, a.y, a.n_out, tl.r0, tl.m, rows, ptid);
   }
 #else
   (void)a;
@@ -269,7 +312,7 @@ Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_ro
   return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
-template <bool kGated>
+template <bool kGated, int kTiles>
 Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
   const std::string name(what);
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
@@ -285,10 +328,10 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
                            kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name, "the q4 codes");
       !st.is_ok())
     return st;
-  auto* kernel = moe_ws_q4_kernel<kGated>;
+  auto* kernel = moe_ws_q4_kernel<kGated, kTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
-  cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kThreads, kSmemBytes<kGated>, s, a);
+  cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
   return cuda_status(cudaGetLastError(), what);
 }
 
@@ -300,10 +343,17 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
-                           const int32_t* offsets, void* y, cudaStream_t s, const char* what) {
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers) {
+  if (consumers != 2 && consumers != 4)
+    return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
+                         std::to_string(consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16, {}, w_rows,
                    n_out, offsets, 0, static_cast<bf16*>(y)};
-  return gated ? launch_q4<true>(a, W, n_exp, x_rows_max, s, what) : launch_q4<false>(a, W, n_exp, x_rows_max, s, what);
+  if (consumers == 4)
+    return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
+                 : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);
+  return gated ? launch_q4<true, 2>(a, W, n_exp, x_rows_max, s, what)
+               : launch_q4<false, 2>(a, W, n_exp, x_rows_max, s, what);
 }
 
 }  // namespace dg
