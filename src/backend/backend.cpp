@@ -13,6 +13,17 @@ Tensor Backend::fp8_table(const Tensor&, bool) {
   fail("the {} backend has no fp8 lm_head (use --vocab-act bf16)", name());
 }
 
+OpenLogits Backend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {
+  lm_head(y, embed, softcap, logits);
+  return {};
+}
+
+void Backend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t, float temperature, Tensor& tempered,
+                             RowStats* host_stats, bool) {
+  DG_CHECK(!open.open, "the {} backend cannot finish logits another backend's lm_head left open", name());
+  row_stats(logits, temperature, tempered, host_stats);
+}
+
 void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::span<Tensor* const> out) {
   DG_CHECK(w.size() == out.size(), "linears: {} weights for {} outputs", w.size(), out.size());
   for (size_t i = 0; i < w.size(); ++i)

@@ -31,6 +31,16 @@ struct GraphStats {
   double capture_s = 0, instantiate_s = 0, update_s = 0;
 };
 
+// What lm_head_open left undone in its logits: the softcap (cap), and for a W8A8 product its scales (the input rows'
+// [rows] and the table rows' [vocab]), applied as softcap_cuda / softcap_scaled_cuda would; row_stats_open finishes
+// them as it reads them. Not open: the logits are final.
+struct OpenLogits {
+  bool open = false;
+  Tensor row_scale;                  // [rows] f32, or empty (not a W8A8 product)
+  const float* col_scale = nullptr;  // [vocab] f32 with row_scale
+  float cap = 0.0f;
+};
+
 struct Precision {
   Storage act = Storage::kF32;  // stored activations (the reference model dtype)
   Storage kv = Storage::kF32;   // KV cache storage
@@ -191,6 +201,9 @@ class Backend {
                                    const Tensor& wn, float s, Tensor& out, const RowCodes* x_codes = nullptr);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
+  // lm_head that may leave its last elementwise step to row_stats_open (batched steps, whose statistics read every
+  // logit anyway): the logits hold what OpenLogits says. By default lm_head, nothing left open.
+  [[nodiscard]] virtual OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits);
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the
   // pack's fp8 format (encode_rows), for lm_head (--vocab-act fp8); `transpose`: its transpose [hidden, vocab] as
   // fp8 rows, for soft_embed. By default an error naming the backend.
@@ -206,6 +219,12 @@ class Backend {
   // Sampler row statistics of softmax(logits / temperature) to the host, and the tempered logits in the
   // activation storage (the next step's self-conditioning input; `tempered` from alloc_tempered or alloc).
   virtual void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) = 0;
+  // row_stats of rows [row0, row0 + rows of `logits`) of an lm_head_open result (`logits` those rows), finishing
+  // each logit as it is read; with `finish`, the finished logits stored back (a draw or another reader follows).
+  // The same statistics and tempered logits as row_stats of the finished logits. By default: row_stats, refusing
+  // logits left open (a backend that leaves them open finishes them).
+  virtual void row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature,
+                              Tensor& tempered, RowStats* host_stats, bool finish);
   // Inverse-CDF categorical draws from softmax(logits / temperature), one uniform per row; ids to the host.
   virtual void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) = 0;
 

@@ -105,17 +105,19 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
     while (j < items.size() && rows + static_cast<int64_t>(items[j].step.canvas.size()) <= chunk)
       rows += static_cast<int64_t>(items[j++].step.canvas.size());
     Tensor logits = row_slice(logits_, 0, rows);
-    m_.lm_head_rows(row_slice(y, row0, rows), logits);
+    // The softcap may be left to the statistics (Backend::lm_head_open), which store the finished logits back only
+    // for a sequence that draws from them.
+    const OpenLogits open = m_.lm_head_rows_open(row_slice(y, row0, rows), logits);
     be.stage("sampler");
     int64_t at = 0;
     for (; i < j; ++i) {
       const BatchItem& it = items[i];
       const int64_t n = static_cast<int64_t>(it.step.canvas.size());
-      const Tensor part = row_slice(logits, at, n);
+      Tensor part = row_slice(logits, at, n);
       Tensor& tempered = tempered_[it.seq];
       if (tempered.empty() || tempered.shape[0] != n) tempered = be.alloc_tempered(Shape{n, V});
       if (items.size() == 1 && it.step.kind != ScKind::kLogits) capture_ahead(it, part, tempered);
-      be.row_stats(part, it.step.temperature, tempered, it.stats);
+      be.row_stats_open(part, open, at, it.step.temperature, tempered, it.stats, !it.step.u.empty());
       if (!it.step.u.empty()) be.categorical(part, it.step.temperature, it.step.u, it.drawn);
       at += n;
     }

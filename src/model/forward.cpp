@@ -361,10 +361,19 @@ Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
 }
 
 void Model::lm_head_rows(const Tensor& y, Tensor& logits) const {
+  begin_lm_head(y, logits);
+  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
+}
+
+OpenLogits Model::lm_head_rows_open(const Tensor& y, Tensor& logits) const {
+  begin_lm_head(y, logits);
+  return be_.lm_head_open(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
+}
+
+void Model::begin_lm_head(const Tensor& y, const Tensor& logits) const {
   DG_CHECK(logits.numel() == y.shape[0] * cfg_.vocab, "lm_head_rows: logits buffer is {} for a [{}, {}] result",
            logits.shape.str(), y.shape[0], cfg_.vocab);
   be_.stage("lm_head");
-  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
 }
 
 }  // namespace dg

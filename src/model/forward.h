@@ -93,6 +93,8 @@ class Model {
   Tensor denoise_batch(std::span<const DenoiseSeq> seqs) const;
   // Softcapped logits [rows, vocab] (f32) of final-normed rows y.
   void lm_head_rows(const Tensor& y, Tensor& logits) const;
+  // The same, the softcap possibly left for Backend::row_stats_open (what the result says is left open).
+  [[nodiscard]] OpenLogits lm_head_rows_open(const Tensor& y, Tensor& logits) const;
   // Throws dg::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const int32_t> ids, const char* what) const;
   // Positions up to `end` (exclusive) stay within max_position_embeddings (when config.json states it).
@@ -127,6 +129,8 @@ class Model {
   // The tables of the vocabulary products: the fp8 copies where the engine made them (--vocab-act), else the tied
   // embedding.
   const Tensor& lm_head_table() const { return w_.embed_fp8.empty() ? w_.embed : w_.embed_fp8; }
+  // lm_head_rows' checks of the buffer and its stage mark.
+  void begin_lm_head(const Tensor& y, const Tensor& logits) const;
   const Tensor& soft_embed_table() const { return w_.embed_fp8_t.empty() ? w_.embed : w_.embed_fp8_t; }
 
   const ModelConfig& cfg_;

@@ -199,6 +199,23 @@ void CudaBackend::row_stats(const Tensor& logits, float temperature, Tensor& tem
   check(cudaStreamSynchronize(stream_), "row_stats sync");
 }
 
+void CudaBackend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature,
+                                 Tensor& tempered, RowStats* host_stats, bool finish) {
+  if (!open.open) return row_stats(logits, temperature, tempered, host_stats);
+  const int64_t T = tensor_rows(logits);
+  DG_CHECK(open.row_scale.empty() || row0 + T <= open.row_scale.numel(),
+           "row_stats_open: rows [{}, {}) of an lm_head result of {} rows", row0, row0 + T, open.row_scale.numel());
+  const OpenLogitsIn in{open.row_scale.empty() ? nullptr : open.row_scale.f32() + row0, open.col_scale, open.cap,
+                        finish};
+  Tensor st = device(DType::kU8, Shape{T * static_cast<int64_t>(sizeof(RowStats))});
+  check(row_stats_open_cuda(logits.f32(), T, tensor_cols(logits), in, temperature, tempered.data,
+                            static_cast<RowStats*>(st.data), stream_));
+  check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(T) * sizeof(RowStats), cudaMemcpyDeviceToHost,
+                        stream_),
+        "row_stats copy");
+  check(cudaStreamSynchronize(stream_), "row_stats sync");
+}
+
 void CudaBackend::categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) {
   const int64_t T = tensor_rows(logits);
   Tensor ud = device(DType::kU8, Shape{T * 8}), ids = device(DType::kI32, Shape{T});

@@ -137,10 +137,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
                            float s, Tensor& out, const RowCodes* x_codes) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
+  OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   Tensor fp8_table(const Tensor& table, bool transpose) override;
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override;
 
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override;
+  void row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature, Tensor& tempered,
+                      RowStats* host_stats, bool finish) override;
   void categorical(const Tensor& logits, float temperature, std::span<const double> u, int32_t* host_ids) override;
 
   std::unique_ptr<Decider> make_decider() override;

@@ -293,6 +293,11 @@ void CudaBackend::lm_head(const Tensor& y, const Tensor& embed, float softcap, T
   lm_head_cuda(blas_ctx(), y, embed, softcap, logits);
 }
 
+OpenLogits CudaBackend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {
+  if (!kernels_.softcap_in_stats) return Backend::lm_head_open(y, embed, softcap, logits);
+  return lm_head_open_cuda(blas_ctx(), y, embed, softcap, logits);
+}
+
 Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {
   return fp8_table_cuda(blas_ctx(), table, transpose);
 }

@@ -91,6 +91,10 @@ struct CudaKernels {
   // bf16 linears of 65 rows and more through the streaming kernel in 128-row passes instead of cuBLAS (A/B, measured
   // slower: docs/NEGATIVE.md).
   bool dense_stream = false;
+  // Batched steps: the lm_head's softcap (and an fp8 table's scales) applied by the row statistics as they read the
+  // logits (Backend::lm_head_open, row_stats_open_cuda) instead of a pass of its own: the same bits, one read and
+  // write of the f32 logits less. Off until measured (bench --softcap-in-stats)
+  bool softcap_in_stats = false;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{

@@ -25,20 +25,29 @@ void check_fp8_widths(int64_t hidden, int64_t vocab) {
 
 }  // namespace
 
-void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits) {
+OpenLogits lm_head_open_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap,
+                             Tensor& logits) {
   const int64_t K = y.shape[y.shape.rank - 1], rows = y.numel() / K, V = table.shape[0];
   DG_CHECK(table.shape.rank == 2 && table.shape[1] == K && logits.numel() == rows * V,
            "lm_head: a table {} for rows of width {} into logits {}", table.shape.str(), K, logits.shape.str());
   if (table.dtype != DType::kFp8) {
     gemm_xwt_cublas(c.blas, y.data, rows, K, table.data, V, logits.data, CUDA_R_32F);
-    check(softcap_cuda(logits.f32(), logits.numel(), softcap, c.stream));
-    return;
+    return OpenLogits{true, {}, nullptr, softcap};
   }
   DG_CHECK(c.fp8 != nullptr, "lm_head: the backend has no W8A8 product");
   Tensor yq = c.alloc(DType::kU8, Shape{rows, K}), ys = c.alloc(DType::kF32, Shape{rows});
   check(moe_act_quant_fp8_cuda(y.data, rows, K, yq.data, ys.f32(), c.stream));
   c.fp8->run(yq.data, rows, K, table.data, V, logits.f32(), c.stream);
-  check(softcap_scaled_cuda(logits.f32(), rows, V, ys.f32(), fp8_scales(table), softcap, c.stream));
+  return OpenLogits{true, ys, fp8_scales(table), softcap};
+}
+
+void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits) {
+  const OpenLogits open = lm_head_open_cuda(c, y, table, softcap, logits);
+  if (open.row_scale.empty())
+    check(softcap_cuda(logits.f32(), logits.numel(), open.cap, c.stream));
+  else
+    check(softcap_scaled_cuda(logits.f32(), open.row_scale.numel(), table.shape[0], open.row_scale.f32(),
+                              open.col_scale, open.cap, c.stream));
 }
 
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,

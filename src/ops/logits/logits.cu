@@ -2,15 +2,13 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/logits/logits_cuda.h"
+#include "ops/logits/softcap.cuh"
 
 namespace dg {
 namespace {
 
-// One logit: rounded to bf16 (the reference's storage), then capped (cap <= 0: no cap).
-__device__ __forceinline__ float softcapped(float x, float cap) {
-  const float l = cuda::rbf(x);
-  return cap > 0.0f ? tanhf(l / cap) * cap : l;
-}
+using cuda::softcapped;
+using cuda::softcapped_scaled;
 
 __global__ void softcap_kernel(float* x, int64_t n, float cap) {
   cuda::pdl_enter();
@@ -41,10 +39,10 @@ __global__ void softcap_scaled_kernel(float4* x, int64_t vocab4, const float* ro
   const float rs = row_scale[blockIdx.y];
   const float4 cs = col_scale[c];
   float4 q = x[i];
-  q.x = softcapped(q.x * rs * cs.x, cap);
-  q.y = softcapped(q.y * rs * cs.y, cap);
-  q.z = softcapped(q.z * rs * cs.z, cap);
-  q.w = softcapped(q.w * rs * cs.w, cap);
+  q.x = softcapped_scaled(q.x, rs, cs.x, cap);
+  q.y = softcapped_scaled(q.y, rs, cs.y, cap);
+  q.z = softcapped_scaled(q.z, rs, cs.z, cap);
+  q.w = softcapped_scaled(q.w, rs, cs.w, cap);
   x[i] = q;
 }
 

@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <string>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
+#include "ops/logits/softcap.cuh"
 #include "ops/row_stats/row_stats_cuda.h"
 
 namespace dg {
@@ -78,10 +80,12 @@ __device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) 
   s *= r;
 }
 
-template <bool kVec4>
+// kOpen: raw holds the lm_head's sums with its last step left open (OpenLogitsIn); each entry is finished as the
+// softcap passes finish it before it is used, and stored back in place where open.finish.
+template <bool kVec4, bool kOpen = false>
 __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
                                                              float temperature, cuda::bf16* tempered,
-                                                             Partial* part) {
+                                                             Partial* part, OpenLogitsIn open = {}) {
   cuda::pdl_enter();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
@@ -93,9 +97,21 @@ __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, i
   float m = -INFINITY;
   int mi = 0x7fffffff;
   double s = 0.0, sx = 0.0;
+  const float rs = kOpen && open.row_scale != nullptr ? open.row_scale[row] : 1.0f;
   if (kVec4) {  // vocab and slice are multiples of 4: 16-byte loads, 8-byte stores
     // Two loads in flight before either is used; each thread still takes its entries in increasing order.
-    const auto take = [&](const float4 q, int64_t v) {
+    const auto take = [&](float4 q, int64_t v) {
+      if constexpr (kOpen) {
+        if (open.row_scale != nullptr) {
+          const float4 cs = *reinterpret_cast<const float4*>(open.col_scale + v);
+          q = make_float4(cuda::softcapped_scaled(q.x, rs, cs.x, open.cap), cuda::softcapped_scaled(q.y, rs, cs.y, open.cap),
+                          cuda::softcapped_scaled(q.z, rs, cs.z, open.cap), cuda::softcapped_scaled(q.w, rs, cs.w, open.cap));
+        } else {
+          q = make_float4(cuda::softcapped(q.x, open.cap), cuda::softcapped(q.y, open.cap),
+                          cuda::softcapped(q.z, open.cap), cuda::softcapped(q.w, open.cap));
+        }
+        if (open.finish) *reinterpret_cast<float4*>(const_cast<float*>(x) + v) = q;
+      }
       const float y[4] = {q.x / temperature, q.y / temperature, q.z / temperature, q.w / temperature};
       __nv_bfloat162 b[2] = {__floats2bfloat162_rn(y[0], y[1]), __floats2bfloat162_rn(y[2], y[3])};
       *reinterpret_cast<uint2*>(t + v) = *reinterpret_cast<const uint2*>(b);
@@ -113,7 +129,12 @@ __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, i
     if (v < v1) take(*reinterpret_cast<const float4*>(x + v), v);
   } else {
     for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
-      const float y = x[v] / temperature;
+      float l = x[v];
+      if constexpr (kOpen) {  // unscaled only (the launcher refuses scales here)
+        l = cuda::softcapped(l, open.cap);
+        if (open.finish) const_cast<float*>(x)[v] = l;
+      }
+      const float y = l / temperature;
       t[v] = __float2bfloat16_rn(y);
       online_add(y, static_cast<int>(v), m, mi, s, sx);
     }
@@ -158,30 +179,65 @@ template <bool kVec4> int64_t wave_blocks() {
   return wave;
 }
 
-}  // namespace
-
-Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
-                      RowStats* stats, cudaStream_t s) {
-  if (rows == 0) return Status::ok();
-  if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error("row_stats_cuda: shape too large");
+// The slices of a row and their launch: both forms slice as the plain kernel's wave says, so the same partial sums.
+struct Slicing {
+  int64_t slice;
+  int n;
+};
+Slicing slicing(int64_t rows, int64_t vocab) {
   // Slices of at least 4,096 entries, as many as one wave of resident blocks holds (a second, partial wave left
   // most of the GPU idle: 1,280 blocks at one canvas were 1.6 waves); rows beyond a wave take one slice each.
   const int64_t wave = vocab % 4 == 0 ? wave_blocks<true>() : wave_blocks<false>();
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, wave / rows, vocab / 4096}));
   const int64_t slice = ((vocab + slices - 1) / slices + 3) / 4 * 4;
-  const int n = static_cast<int>((vocab + slice - 1) / slice);
+  return {slice, static_cast<int>((vocab + slice - 1) / slice)};
+}
+
+Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
+                        RowStats* stats, cudaStream_t s, const OpenLogitsIn* open, const char* what) {
+  if (rows == 0) return Status::ok();
+  if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error(std::string(what) + ": shape too large");
+  const Slicing sl = slicing(rows, vocab);
   Partial* part = nullptr;
-  const cudaError_t e = cudaMallocAsync(&part, sizeof(Partial) * static_cast<size_t>(rows * n), s);
-  if (e != cudaSuccess) return cuda_status(e, "row_stats_cuda (slice scratch)");
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n));
+  const cudaError_t e = cudaMallocAsync(&part, sizeof(Partial) * static_cast<size_t>(rows * sl.n), s);
+  if (e != cudaSuccess) return cuda_status(e, what);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(sl.n));
   auto* t = static_cast<cuda::bf16*>(tempered_bf16);
-  if (vocab % 4 == 0)
-    cuda::launch(row_slice_kernel<true>, grid, kThreads, 0, s, raw, vocab, slice, temperature, t, part);
+  if (open != nullptr && vocab % 4 == 0)
+    cuda::launch(row_slice_kernel<true, true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part, *open);
+  else if (open != nullptr)
+    cuda::launch(row_slice_kernel<false, true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
+                 *open);
+  else if (vocab % 4 == 0)
+    cuda::launch(row_slice_kernel<true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
+                 OpenLogitsIn{});
   else
-    cuda::launch(row_slice_kernel<false>, grid, kThreads, 0, s, raw, vocab, slice, temperature, t, part);
-  cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, n, stats);
+    cuda::launch(row_slice_kernel<false>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
+                 OpenLogitsIn{});
+  cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, sl.n, stats);
   cudaFreeAsync(part, s);
-  return cuda_status(cudaGetLastError(), "row_stats_cuda");
+  return cuda_status(cudaGetLastError(), what);
+}
+
+}  // namespace
+
+Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
+                      RowStats* stats, cudaStream_t s) {
+  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, nullptr, "row_stats_cuda");
+}
+
+Status row_stats_open_cuda(float* raw, int64_t rows, int64_t vocab, const OpenLogitsIn& open, float temperature,
+                           void* tempered_bf16, RowStats* stats, cudaStream_t s) {
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  if ((open.row_scale == nullptr) != (open.col_scale == nullptr))
+    return Status::error("row_stats_open_cuda: the row and column scales come together (a W8A8 product's) or not "
+                         "at all");
+  if (open.row_scale != nullptr && (vocab % 4 != 0 || !aligned(raw) || !aligned(open.col_scale)))
+    return Status::error("row_stats_open_cuda: scaled sums need vocab % 4 == 0 (got " + std::to_string(vocab) +
+                         ") and 16-byte aligned sums and column scales");
+  if (vocab % 4 == 0 && !aligned(raw))
+    return Status::error("row_stats_open_cuda: the logits must be 16-byte aligned");
+  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, &open, "row_stats_open_cuda");
 }
 
 }  // namespace dg

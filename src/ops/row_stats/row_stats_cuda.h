@@ -17,6 +17,20 @@ namespace dg {
 // deterministic); each row is split into slices over several blocks so a canvas fills the GPU.
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
                       RowStats* stats, cudaStream_t s);
+// Logits the lm_head left open: raw sums whose last elementwise step row_stats_open_cuda applies as it reads them,
+// as softcap_cuda (row_scale and col_scale null) or softcap_scaled_cuda (a W8A8 product's raw sums, its input rows'
+// scales [rows] and the table rows' [vocab]) would, the same cap.
+struct OpenLogitsIn {
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
+  float cap = 0.0f;
+  bool finish = false;  // store the finished logits back in place (a draw or a later reader needs them)
+};
+// row_stats_cuda of the finished logits, finishing them on the way (one pass instead of the softcap's and the
+// statistics'): the same statistics and tempered logits as the softcap pass followed by row_stats_cuda, bit for
+// bit. Scaled sums need vocab % 4 == 0 and 16-byte aligned raw and col_scale.
+Status row_stats_open_cuda(float* raw, int64_t rows, int64_t vocab, const OpenLogitsIn& open, float temperature,
+                           void* tempered_bf16, RowStats* stats, cudaStream_t s);
 // Inverse-CDF draws (device u [rows] -> ids [rows]) as categorical_draw: f64 sums over softmax(raw / T), in slices
 // over the grid, then one scan of the slice holding u (categorical.cu).
 Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, const double* u,

@@ -1,0 +1,91 @@
+// The lm_head's softcap taken by the row statistics on the CUDA backend (CudaKernels::softcap_in_stats:
+// Backend::lm_head_open, row_stats_open) against lm_head then row_stats, on a batched step's rows: two sequences'
+// rows of one lm_head call finished in two parts from their offsets, one storing the finished logits back (a draw
+// follows) and one not; the bf16 table and the fp8 one (--vocab-act fp8, whose row scales are per input row).
+// Statistics, tempered logits and the stored logits bit for bit. And with the option off nothing is left open.
+// Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#if defined(DG_WITH_CUDA)
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "model/model_harness.h"
+#include "model/weights.h"
+#include "support/paths.h"
+
+namespace dg::test {
+namespace cuda_softcap_stats_test {
+
+void open_matches_the_pass(bool fp8_table) {
+  SCOPED_TRACE(fp8_table ? "fp8 table" : "bf16 table");
+  CudaKernels k;
+  k.softcap_in_stats = true;
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda", k);
+  if (fp8_table) set_vocab_act(e.weights, *e.be, "fp8");
+  const int64_t V = e.ck.config.vocab, C = e.ck.config.canvas;
+  std::vector<KvCache> caches;
+  for (int i = 0; i < 2; ++i) {
+    caches.push_back(e.new_cache(1024));
+    e.model->encode(caches.back(), pattern_ids(7 + 30 * i, i, V));
+  }
+  const std::vector<std::vector<int32_t>> canvases = {pattern_ids(static_cast<int>(C), 4, V),
+                                                      pattern_ids(static_cast<int>(C / 2), 5, V)};
+  const std::vector<DenoiseSeq> seqs = {DenoiseSeq{&caches[0], canvases[0], ScInput{ScKind::kZero}},
+                                        DenoiseSeq{&caches[1], canvases[1], ScInput{ScKind::kSelfEmbed}}};
+  const Tensor y = e.model->denoise_batch(seqs);
+  const int64_t rows = C + C / 2;
+  Tensor open_l = e.be->alloc_f32(Shape{rows, V}), plain_l = e.be->alloc_f32(Shape{rows, V});
+  const OpenLogits open = e.model->lm_head_rows_open(y, open_l);
+  ASSERT_TRUE(open.open);
+  EXPECT_EQ(open.row_scale.empty(), !fp8_table);
+  e.model->lm_head_rows(y, plain_l);
+  int64_t row0 = 0;
+  for (size_t i = 0; i < canvases.size(); ++i) {
+    const auto n = static_cast<int64_t>(canvases[i].size());
+    const bool finish = i == 1;
+    SCOPED_TRACE("sequence " + std::to_string(i) + (finish ? ", finished" : ""));
+    Tensor po = row_slice(open_l, row0, n), pp = row_slice(plain_l, row0, n);
+    Tensor to = e.be->alloc_tempered(Shape{n, V}), tp = e.be->alloc_tempered(Shape{n, V});
+    std::vector<RowStats> so(static_cast<size_t>(n)), sp(static_cast<size_t>(n));
+    e.be->row_stats_open(po, open, row0, 0.8f, to, so.data(), finish);
+    e.be->row_stats(pp, 0.8f, tp, sp.data());
+    for (size_t r = 0; r < so.size(); ++r) {
+      EXPECT_EQ(so[r].argmax, sp[r].argmax) << "row " << r;
+      EXPECT_EQ(std::memcmp(&so[r].entropy, &sp[r].entropy, 4), 0) << "row " << r;
+      EXPECT_EQ(std::memcmp(&so[r].p_max, &sp[r].p_max, 4), 0) << "row " << r;
+    }
+    EXPECT_EQ(to_host(*e.be, to), to_host(*e.be, tp)) << "tempered logits";
+    const std::vector<float> got = to_host(*e.be, po), want = to_host(*e.be, pp);
+    if (finish)
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "finished logits";
+    else
+      EXPECT_NE(got, want) << "sums left open are not the finished logits";
+    row0 += n;
+  }
+}
+
+TEST(CudaSoftcapInStats, GivesTheSoftcapPassesStatisticsBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  open_matches_the_pass(false);
+  open_matches_the_pass(true);
+}
+
+TEST(CudaSoftcapInStats, OffLeavesNothingOpen) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda");
+  const int64_t V = e.ck.config.vocab;
+  KvCache kv = e.new_cache(256);
+  e.model->encode(kv, pattern_ids(9, 1, V));
+  const std::vector<int32_t> canvas = pattern_ids(16, 2, V);
+  const std::vector<DenoiseSeq> seqs = {DenoiseSeq{&kv, canvas, ScInput{ScKind::kZero}}};
+  const Tensor y = e.model->denoise_batch(seqs);
+  Tensor l = e.be->alloc_f32(Shape{16, V});
+  EXPECT_FALSE(e.model->lm_head_rows_open(y, l).open);
+}
+
+}  // namespace cuda_softcap_stats_test
+}  // namespace dg::test
+#endif

@@ -1,0 +1,115 @@
+// row_stats_open_cuda (src/ops/row_stats/row_stats.cu, the lm_head's softcap taken by the row statistics) against
+// what it replaces: the softcap pass (softcap_cuda, or softcap_scaled_cuda for a W8A8 product's raw sums) followed
+// by row_stats_cuda, on the same device: statistics, tempered logits and (with finish) the finished logits bit for
+// bit; without finish the sums stay as they were. Shapes: one slice a row and many (a wave's worth), the vectorised
+// loop's tail (a slice not a multiple of its two-load step), an odd vocabulary (the scalar loop), no cap. The
+// refusals need no GPU.
+#include <gtest/gtest.h>
+
+#include "ops/row_stats/row_stats_cuda.h"
+
+#if defined(DG_WITH_CUDA)
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "ops/logits/logits_cuda.h"
+#include "support/device_buf.h"
+
+namespace dg::test {
+namespace row_stats_open_cuda_test {
+
+struct Case {
+  int64_t rows, vocab;
+  bool scaled;
+  float cap;
+};
+
+void run_case(const Case& c, bool finish) {
+  SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.vocab) + (c.scaled ? ", scaled" : "") +
+               ", cap " + std::to_string(c.cap) + (finish ? ", finish" : ""));
+  constexpr float kT = 0.7f;
+  const size_t n = static_cast<size_t>(c.rows * c.vocab);
+  std::mt19937 rng(static_cast<uint32_t>(c.rows * 131 + c.vocab));
+  // Scaled: raw e4m3 sums in the thousands times scales near 1 and 0.03 (logits up to about 100, past the cap).
+  std::uniform_real_distribution<float> raw_d(c.scaled ? -3000.0f : -90.0f, c.scaled ? 3000.0f : 90.0f);
+  std::uniform_real_distribution<float> rs_d(0.5f, 1.5f), cs_d(0.005f, 0.05f);
+  std::vector<float> raw(n), rs(static_cast<size_t>(c.rows)), cs(static_cast<size_t>(c.vocab));
+  for (float& v : raw) v = raw_d(rng);
+  for (float& v : rs) v = rs_d(rng);
+  for (float& v : cs) v = cs_d(rng);
+  if (c.cap > 0.0f) {  // the cap must bend most logits for the comparison to mean something
+    size_t bent = 0;
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t v = 0; v < c.vocab; ++v) {
+        const float x = raw[static_cast<size_t>(r * c.vocab + v)];
+        const float l = c.scaled ? x * rs[static_cast<size_t>(r)] * cs[static_cast<size_t>(v)] : x;
+        bent += std::fabs(l) > 0.5f * c.cap;
+      }
+    ASSERT_GT(bent, n / 2);
+  }
+  const DeviceBuf plain(raw), open(raw), drs(rs), dcs(cs);
+  const DeviceBuf tp(n * 2), to(n * 2), sp(static_cast<size_t>(c.rows) * sizeof(RowStats)),
+      so(static_cast<size_t>(c.rows) * sizeof(RowStats));
+  Status s = c.scaled ? softcap_scaled_cuda(plain.as<float>(), c.rows, c.vocab, drs.as<float>(), dcs.as<float>(),
+                                            c.cap, nullptr)
+                      : softcap_cuda(plain.as<float>(), static_cast<int64_t>(n), c.cap, nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  s = row_stats_cuda(plain.as<float>(), c.rows, c.vocab, kT, tp.p, sp.as<RowStats>(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  const OpenLogitsIn in{c.scaled ? drs.as<float>() : nullptr, c.scaled ? dcs.as<float>() : nullptr, c.cap, finish};
+  s = row_stats_open_cuda(open.as<float>(), c.rows, c.vocab, in, kT, to.p, so.as<RowStats>(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto rows = static_cast<size_t>(c.rows);
+  const auto stats_p = sp.get<RowStats>(rows), stats_o = so.get<RowStats>(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const RowStats &a = stats_p[r], &b = stats_o[r];
+    EXPECT_EQ(a.argmax, b.argmax) << "row " << r;
+    EXPECT_EQ(std::memcmp(&a.entropy, &b.entropy, sizeof a.entropy), 0) << "row " << r << ": " << a.entropy << ", "
+                                                                          << b.entropy;
+    EXPECT_EQ(std::memcmp(&a.p_max, &b.p_max, sizeof a.p_max), 0) << "row " << r << ": " << a.p_max << ", " << b.p_max;
+  }
+  EXPECT_EQ(tp.get<uint16_t>(n), to.get<uint16_t>(n)) << "tempered logits";
+  const auto finished = plain.get<float>(n), after = open.get<float>(n);
+  if (finish) {
+    EXPECT_EQ(std::memcmp(finished.data(), after.data(), n * sizeof(float)), 0) << "finished logits";
+  } else {
+    EXPECT_EQ(after, raw) << "the sums must stay as they were without finish";
+  }
+}
+
+TEST(RowStatsOpenCuda, MatchesTheSoftcapPassThenRowStatsBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Case cases[] = {
+      {3, 262144, true, 30.0f},   // the 26B-A4B vocabulary, many slices a row
+      {3, 262144, false, 30.0f},  //
+      {256, 8192, true, 30.0f},   // one canvas of rows: few slices a row
+      {300, 4100, false, 30.0f},  // one slice of 4,100: the vectorised loop's single-load tail
+      {5, 1003, false, 30.0f},    // odd vocabulary: the scalar loop
+      {4, 4096, true, 0.0f},      // no cap: only the bf16 rounding
+  };
+  for (const Case& c : cases)
+    for (const bool finish : {false, true}) run_case(c, finish);
+}
+
+TEST(RowStatsOpenCuda, RefusesHalfTheScales) {
+  alignas(16) static float fake[64];
+  auto refused = [](const Status& s, const char* says) {
+    EXPECT_FALSE(s.is_ok()) << says;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  };
+  refused(row_stats_open_cuda(fake, 1, 16, OpenLogitsIn{fake, nullptr, 30.0f}, 1.0f, fake, nullptr, nullptr),
+          "come together");
+  refused(row_stats_open_cuda(fake, 1, 15, OpenLogitsIn{fake, fake, 30.0f}, 1.0f, fake, nullptr, nullptr),
+          "vocab % 4 == 0");
+  refused(row_stats_open_cuda(fake + 1, 1, 16, OpenLogitsIn{fake, fake, 30.0f}, 1.0f, fake, nullptr, nullptr),
+          "16-byte aligned");
+}
+
+}  // namespace row_stats_open_cuda_test
+}  // namespace dg::test
+#endif
