@@ -83,7 +83,9 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   int64_t logit_rows_;
   int next_ = 0;
   std::map<int, Tensor> tempered_;  // per sequence: [rows, vocab] tempered logits in the activation storage
-  Tensor logits_;                   // [>= logit_rows, vocab] f32, reused chunk by chunk
+  // [>= logit_rows, vocab] f32, reused chunk by chunk; after a step a sequence that drew nothing may have left its
+  // rows as the lm_head's open sums (Backend::lm_head_open): nothing reads them later
+  Tensor logits_;
   Tensor last_y_;  // the last denoise's final-normed rows [sum of canvases, hidden], when an item asked keep_rows
   std::map<int, std::pair<int64_t, int64_t>> last_rows_;  // per keep_rows sequence of that call: first row, rows
   Tensor row_;                      // [1, vocab] f32 for row_logits

@@ -2,16 +2,19 @@
 // Backend::lm_head_open, row_stats_open) against lm_head then row_stats, on a batched step's rows: two sequences'
 // rows of one lm_head call finished in two parts from their offsets, one storing the finished logits back (a draw
 // follows) and one not; the bf16 table and the fp8 one (--vocab-act fp8, whose row scales are per input row).
-// Statistics, tempered logits and the stored logits bit for bit. And with the option off nothing is left open.
+// Statistics, tempered logits and the stored logits bit for bit; then the batched denoiser's steps with the option on
+// and off (statistics and draws bit for bit). And with the option off nothing is left open.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
+#include "diffusion/batch.h"
 #include "model/model_harness.h"
 #include "model/weights.h"
 #include "support/paths.h"
@@ -71,6 +74,67 @@ TEST(CudaSoftcapInStats, GivesTheSoftcapPassesStatisticsBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   open_matches_the_pass(false);
   open_matches_the_pass(true);
+}
+
+// Three steps of three sequences (canvases C, C / 2 and C; self-conditioning zero, then on their logits) through
+// the batched denoiser, the second drawing its tokens from the logits, on a rig with the softcap in the statistics
+// and one without: every statistic and draw bit for bit.
+struct Steps {
+  std::vector<RowStats> stats;
+  std::vector<int32_t> drawn;
+};
+Steps batched_steps(bool in_stats) {
+  CudaKernels k;
+  k.softcap_in_stats = in_stats;
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda", k);
+  const int64_t V = e.ck.config.vocab, C = e.ck.config.canvas;
+  ModelBatchDenoiser d(*e.model);
+  const std::vector<int64_t> sizes = {C, C / 2, C};
+  std::vector<KvCache> caches;
+  std::vector<int> seqs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    caches.push_back(e.new_cache(1024));
+    e.model->encode(caches.back(), pattern_ids(11 + 17 * static_cast<int>(i), static_cast<int>(i), V));
+    seqs.push_back(d.open());
+  }
+  Steps out;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<int32_t>> canvases;
+    std::vector<std::vector<RowStats>> stats;
+    std::vector<std::vector<int32_t>> drawn;
+    std::vector<double> u(static_cast<size_t>(sizes[1]));
+    for (size_t r = 0; r < u.size(); ++r) u[r] = (static_cast<double>(r) + 0.5) / static_cast<double>(u.size());
+    std::vector<BatchItem> items;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      canvases.push_back(pattern_ids(static_cast<int>(sizes[i]), 30 + 3 * step + static_cast<int>(i), V));
+      stats.emplace_back(static_cast<size_t>(sizes[i]));
+      drawn.emplace_back(static_cast<size_t>(sizes[i]), -1);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      StepRequest rq{canvases[i], step == 0 ? ScKind::kZero : ScKind::kLogits, 0.8f};
+      if (i == 1) rq.u = u;
+      items.push_back(BatchItem{seqs[i], &caches[i], rq, stats[i].data(), i == 1 ? drawn[i].data() : nullptr});
+    }
+    d.denoise(items);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.stats.insert(out.stats.end(), stats[i].begin(), stats[i].end());
+      if (i == 1) out.drawn.insert(out.drawn.end(), drawn[i].begin(), drawn[i].end());
+    }
+  }
+  return out;
+}
+
+TEST(CudaSoftcapInStats, BatchedStepsGiveTheSameStatisticsAndDraws) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Steps pass = batched_steps(false), in_stats = batched_steps(true);
+  ASSERT_EQ(pass.stats.size(), in_stats.stats.size());
+  for (size_t r = 0; r < pass.stats.size(); ++r) {
+    ASSERT_EQ(pass.stats[r].argmax, in_stats.stats[r].argmax) << "row " << r;
+    ASSERT_EQ(std::memcmp(&pass.stats[r].entropy, &in_stats.stats[r].entropy, 4), 0) << "row " << r;
+    ASSERT_EQ(std::memcmp(&pass.stats[r].p_max, &in_stats.stats[r].p_max, 4), 0) << "row " << r;
+  }
+  EXPECT_EQ(pass.drawn, in_stats.drawn);
+  EXPECT_EQ(std::count(pass.drawn.begin(), pass.drawn.end(), -1), 0) << "every row of the drawing sequence drew";
 }
 
 TEST(CudaSoftcapInStats, OffLeavesNothingOpen) {

@@ -203,7 +203,7 @@ void CudaBackend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t
                                  Tensor& tempered, RowStats* host_stats, bool finish) {
   if (!open.open) return row_stats(logits, temperature, tempered, host_stats);
   const int64_t T = tensor_rows(logits);
-  DG_CHECK(open.row_scale.empty() || row0 + T <= open.row_scale.numel(),
+  DG_CHECK(row0 >= 0 && (open.row_scale.empty() || row0 + T <= open.row_scale.numel()),
            "row_stats_open: rows [{}, {}) of an lm_head result of {} rows", row0, row0 + T, open.row_scale.numel());
   const OpenLogitsIn in{open.row_scale.empty() ? nullptr : open.row_scale.f32() + row0, open.col_scale, open.cap,
                         finish};

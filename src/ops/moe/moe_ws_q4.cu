@@ -1,18 +1,18 @@
-// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel) with bf16 activations as a persistent,
-// warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, consumer
-// warpgroups on 256 weight rows in all, stage buffers handed over through mbarriers, tiles walked so that
-// neighbouring CTAs share a weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by
-// one thread, their four scale words and the pass's bf16 activation rows by cp.async. The producer keeps kStages
-// stages of 20 KB of weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs
-// each keep one stage ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming
-// kernel's WeightQ4Kernel does (the same bf16 weights) and multiplies them by the activations in shared memory, k16
-// steps in the streaming kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the
-// epilogue: the streaming kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and
-// the accumulators fit beside each other). The consumers are two warpgroups of two m64 tiles each, or four of one
-// (kTiles, --moe-q4-consumers): twice the converting warps, the gated form's gate and up rows of one output in a pair
-// of them, joined through the staging rows; the same products and roundings either way.
-// Design: docs/CUDA.md ("q4 in the warp-specialised kernel"). Oracle: the streaming kernel, bit for bit, and f64
-// loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
+// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel) with bf16 activations as a persistent, warp-
+// specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, consumer warpgroups on 256
+// weight rows in all, stage buffers handed over through mbarriers, tiles walked so that neighbouring CTAs share a
+// weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by one thread, their
+// four scale words and the pass's bf16 activation rows by cp.async. The producer keeps kStages stages of 20 KB of
+// weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs each keep one stage
+// ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming kernel's WeightQ4Kernel
+// does (the same bf16 weights) and multiplies them by the activations in shared memory, k16 steps in the streaming
+// kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the epilogue: the streaming
+// kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and the accumulators fit beside
+// each other). The consumers are two warpgroups of two m64 tiles each, or four of one (kTiles, --moe-q4-consumers):
+// twice the converting warps, the gated form's gate and up rows of one output in a pair of them, joined through the
+// staging rows; the same products and roundings either way.
+// Design: docs/CUDA.md ("q4 in the warp-specialised kernel"). Oracle: the streaming kernel, bit for bit, and f64 loops
+// (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -48,13 +48,18 @@ constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byt
 constexpr int kStageBytes = kCodeBytes + kScaleBytes + 2 * kXBlock;
 static_assert((kCodeBytes + kScaleBytes) % 1024 == 0 && kStageBytes % 1024 == 0,
               "the activation blocks 1024-byte aligned (the 128-byte swizzle's period)");
-// Registers per thread after setmaxnreg: 2 x 128 x 216 + 128 x 72 = 64,512 of the SM's 65,536; four consumers
-// 4 x 128 x 112 + 128 x 64 = 65,536.
+// Registers per thread after setmaxnreg. setmaxnreg moves registers within the CTA's launch allocation (threads x
+// the count ptxas gives under __launch_bounds__(threads, 1): 168 at 384 threads, 96 at 640), so the warpgroups'
+// sum must fit that, not the SM's 65,536: a consumer's increase that finds no free registers waits forever.
+// 2 x 128 x 216 + 128 x 72 = 64,512 = 384 x 168; 4 x 128 x 104 + 128 x 64 = 61,440 = 640 x 96.
 template <int kTiles> constexpr int kProducerRegs = kTiles == 2 ? 72 : 64;
-template <int kTiles> constexpr int kConsumerRegs = kTiles == 2 ? 216 : 112;
-static_assert(kQ4Consumers<2> * kWgThreads * kConsumerRegs<2> + kWgThreads * kProducerRegs<2> <= 65536 &&
-              kQ4Consumers<1> * kWgThreads * kConsumerRegs<1> + kWgThreads * kProducerRegs<1> <= 65536,
-              "the warpgroups' registers fit the SM's");
+template <int kTiles> constexpr int kConsumerRegs = kTiles == 2 ? 216 : 104;
+template <int kTiles> constexpr int kLaunchRegs = (65536 / kQ4Threads<kTiles>) & ~7;
+template <int kTiles>
+constexpr bool kRegsFit =
+    kQ4Consumers<kTiles> * kWgThreads * kConsumerRegs<kTiles> + kWgThreads * kProducerRegs<kTiles> <=
+    kQ4Threads<kTiles> * kLaunchRegs<kTiles>;
+static_assert(kRegsFit<2> && kRegsFit<1>, "the warpgroups' registers fit the CTA's launch allocation");
 template <bool kGated>
 constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kConsumers * kRows * kOutStride<kGated> * 2;
 static_assert(kSmemBytes<false> + kTableBytes + 64 <= 227 * 1024,
@@ -85,8 +90,8 @@ struct WsQ4Args {
 // goes back (the A registers are the next stage's). Then the factor 2^p (and the gated GELU) into bf16 rows in the
 // pair's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of unit t: weight row
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
-// (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and `join` (after a barrier
-// of the pair) multiplies it by the up consumer's rows, so the bits of kTiles 2, which has both in registers.
+// (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
+// pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
 template <bool kGated, int N, int kTiles>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {

@@ -104,8 +104,9 @@ __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, i
       if constexpr (kOpen) {
         if (open.row_scale != nullptr) {
           const float4 cs = *reinterpret_cast<const float4*>(open.col_scale + v);
-          q = make_float4(cuda::softcapped_scaled(q.x, rs, cs.x, open.cap), cuda::softcapped_scaled(q.y, rs, cs.y, open.cap),
-                          cuda::softcapped_scaled(q.z, rs, cs.z, open.cap), cuda::softcapped_scaled(q.w, rs, cs.w, open.cap));
+          const float c = open.cap;
+          q = make_float4(cuda::softcapped_scaled(q.x, rs, cs.x, c), cuda::softcapped_scaled(q.y, rs, cs.y, c),
+                          cuda::softcapped_scaled(q.z, rs, cs.z, c), cuda::softcapped_scaled(q.w, rs, cs.w, c));
         } else {
           q = make_float4(cuda::softcapped(q.x, open.cap), cuda::softcapped(q.y, open.cap),
                           cuda::softcapped(q.z, open.cap), cuda::softcapped(q.w, open.cap));
