@@ -180,8 +180,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
   for (int j = 0; j < N / 8; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int i = 8 * j + 2 * (lane & 3) + (q & 1);
-      const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+      const auto [i, col] = acc_pos(j, q, lane, warp);
       float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
       if constexpr (kAct8) {
         f0 *= xsc[i];

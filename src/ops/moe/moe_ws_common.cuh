@@ -41,6 +41,15 @@ template <bool kGated> __device__ __forceinline__ TileRows consumer_rows(int64_t
   return kGated ? TileRows{col, n_out + col, kWRows / 2, valid} : TileRows{col, 0, kWRows, valid};
 }
 
+// Where accumulator element q of n8 tile j of warp `warp`'s share of an m64 tile lies: routed row i, weight row (the
+// output column of a plain product) col of the tile's 64.
+struct AccPos {
+  int i, col;
+};
+__device__ __forceinline__ AccPos acc_pos(int j, int q, int lane, int warp) {
+  return {8 * j + 2 * (lane & 3) + (q & 1), 16 * warp + (lane >> 2) + 8 * (q >> 1)};
+}
+
 // The experts' offsets into s_off[0 .. E] and their first tiles (passes of `pass` rows times n_ct column tiles)
 // into s_tile0 (s_tile0[E]: the tiles in all), by every thread of the CTA; a __syncthreads before and after.
 __device__ __forceinline__ void scan_tiles(const int32_t* offsets, int E, int n_ct, int pass, int32_t* s_off,

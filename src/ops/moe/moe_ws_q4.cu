@@ -152,8 +152,7 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
   for (int j = 0; j < N / 8; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int i = 8 * j + 2 * (lane & 3) + (q & 1);
-      const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+      const auto [i, col] = acc_pos(j, q, lane, warp);
       const float f0 = acc[0][j][q] * rs[0][q >> 1];
       bf16& o = out[i * kOutStride<kGated> + col];
       if constexpr (kTiles == 2) {
@@ -178,8 +177,7 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
       for (int j = 0; j < N / 8; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const int i = 8 * j + 2 * (lane & 3) + (q & 1);
-          const int col = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+          const auto [i, col] = acc_pos(j, q, lane, warp);
           bf16& o = out[i * kOutStride<kGated> + col];
           o = __float2bfloat16_rn(__bfloat162float(o) * cuda::rbf(acc[0][j][q] * rs[0][q >> 1]));
         }

@@ -85,7 +85,7 @@ __device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) 
 template <bool kVec4, bool kOpen = false>
 __global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
                                                              float temperature, cuda::bf16* tempered,
-                                                             Partial* part, OpenLogitsIn open = {}) {
+                                                             Partial* part, OpenLogitsIn open) {
   cuda::pdl_enter();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
