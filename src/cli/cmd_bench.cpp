@@ -447,7 +447,7 @@ void register_bench(CLI::App& app) {
       ->check(switch_value());
   cmd->add_flag("--softcap-in-stats,!--softcap-pass", o->kernels.softcap_in_stats,
                 "CUDA batched steps (--serve): the lm_head's softcap applied by the sampler's row statistics as they "
-                "read the logits instead of a pass of its own (the same bits; default off until measured)")
+                "read the logits (the default; the same bits) or by a pass of its own (--softcap-pass, the A/B)")
       ->check(switch_value());
   cmd->add_option("--moe-a8-stages", o->kernels.moe_a8_stages,
                   "CUDA W8A8 experts: pipeline stages of the streaming kernel, 3 | 4 (the 128-row passes of --moe wide "
@@ -460,7 +460,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--moe-q4-consumers", o->kernels.moe_q4_consumers,
                   "CUDA q4 experts (kernel layout) in the warp-specialised kernel (Hopper): consumer warpgroups, 2 | 4 "
-                  "(four: one 64-row weight tile each; the same bits)")
+                  "(four: one 64-row weight tile each; the same bits, measured slower: the A/B)")
       ->check(CLI::IsMember({2, 4}))
       ->capture_default_str();
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which wide runs (ws from twice as many on Hopper; cublas for experts wide "

@@ -3,7 +3,7 @@
 // rows of one lm_head call finished in two parts from their offsets, one storing the finished logits back (a draw
 // follows) and one not; the bf16 table and the fp8 one (--vocab-act fp8, whose row scales are per input row).
 // Statistics, tempered logits and the stored logits bit for bit; then the batched denoiser's steps with the option on
-// and off (statistics and draws bit for bit). And with the option off nothing is left open.
+// and off (statistics and draws bit for bit). And with the option off (--softcap-pass) nothing is left open.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -139,7 +139,9 @@ TEST(CudaSoftcapInStats, BatchedStepsGiveTheSameStatisticsAndDraws) {
 
 TEST(CudaSoftcapInStats, OffLeavesNothingOpen) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  ModelRig e(source_path("models/dg-tiny"), {}, "cuda");
+  CudaKernels k;
+  k.softcap_in_stats = false;  // --softcap-pass
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda", k);
   const int64_t V = e.ck.config.vocab;
   KvCache kv = e.new_cache(256);
   e.model->encode(kv, pattern_ids(9, 1, V));

@@ -56,7 +56,8 @@ struct CudaKernels {
   // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
   int moe_q4_stages = 2;
   // q4 experts in the warp-specialised kernel (Hopper): consumer warpgroups, 2 (two m64 weight tiles each) or 4 (one
-  // each, twice the converting warps; the same bits). docs/CUDA.md, "q4 in the warp-specialised kernel"
+  // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
+  // one-canvas step; docs/NEGATIVE.md), kept as the A/B
   int moe_q4_consumers = 2;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
@@ -93,8 +94,9 @@ struct CudaKernels {
   bool dense_stream = false;
   // Batched steps: the lm_head's softcap (and an fp8 table's scales) applied by the row statistics as they read the
   // logits (Backend::lm_head_open, row_stats_open_cuda) instead of a pass of its own: the same bits, one read and
-  // write of the f32 logits less. Off until measured (bench --softcap-in-stats)
-  bool softcap_in_stats = false;
+  // write of the f32 logits less. Measured on the H200 (fp8-all): the 32-stream step 145.7 -> 144.1 ms, 8 streams
+  // 41.85 -> 41.45 (docs/CUDA.md); bench --softcap-pass is the A/B
+  bool softcap_in_stats = true;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
