@@ -8,7 +8,7 @@
 # kernel, about 0.5 s each (2026-12-01). DG_PROFILE_SKIP: matching launches to skip before the two detailed ones.
 # DG_PREBUILT=/path/of/the/tree/where/they/were/built: binaries carried from scripts/device_pack.sh, no build.
 # DG_PROFILE_DETAIL entries are weights:kernel-regex[@context] (context 1024 when not given).
-# DG_PROFILE_OPTS: bench options for the step profiles, comma-separated (e.g. --vocab-act,fp8).
+# DG_PROFILE_OPTS: bench options for the step profiles and the detailed runs, comma-separated (e.g. --vocab-act,fp8).
 # DG_PROFILE_METRICS: metrics the detailed runs collect besides their sections, comma-separated (e.g.
 # dram__bytes_read.sum to compare a kernel's DRAM reads with its bytes).
 # DG_PROFILE_SERVE: stream counts (e.g. "8 32"; empty, the default: none) whose batched step `bench --serve` times is
@@ -76,7 +76,7 @@ for d in ${DG_PROFILE_DETAIL-bf16:moe_stream_kernel fp8:moe_stream_kernel q4:moe
   rm -f "$rep.ncu-rep"
   timeout 200 $ncu --kernel-name-base demangled -k "regex:$k" --launch-skip "${DG_PROFILE_SKIP:-0}" --launch-count 2 --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $src_sections ${DG_PROFILE_METRICS:+--metrics "$DG_PROFILE_METRICS"} -o "$rep" $bench --weights "$w" --prefill 512 --context "$ctx" --denoise-steps 1 --profile-range denoise \
+    $src_sections ${DG_PROFILE_METRICS:+--metrics "$DG_PROFILE_METRICS"} -o "$rep" $bench --weights "$w" --prefill 512 --context "$ctx" ${profile_opts//,/ } --denoise-steps 1 --profile-range denoise \
     > /dev/null 2>&1 || echo "rc $?"
   ncu -i "$rep.ncu-rep" --page details > "$OUT/detail-$w-${k//[^a-zA-Z0-9_]/_}.txt" 2>&1
   [ -n "$src_sections" ] && ncu -i "$rep.ncu-rep" --page source --csv --print-source sass \
