@@ -81,9 +81,11 @@ __device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) 
 }
 
 // kOpen: raw holds the lm_head's sums with its last step left open (OpenLogitsIn); each entry is finished as the
-// softcap passes finish it before it is used, and stored back in place where open.finish.
+// softcap passes finish it before it is used, and stored back in place where open.finish. Its bound of six blocks an
+// SM holds it to 40 registers (42 unbounded, no spills either way): the plain kernel's six blocks, whose 36 registers
+// are allocated as 40 (0: no bound, the plain kernels compile as before).
 template <bool kVec4, bool kOpen = false>
-__global__ void __launch_bounds__(kThreads) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
+__global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
                                                              float temperature, cuda::bf16* tempered,
                                                              Partial* part, OpenLogitsIn open) {
   cuda::pdl_enter();
