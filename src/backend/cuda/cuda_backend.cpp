@@ -189,14 +189,10 @@ void CudaBackend::capture_begin() {
 }
 
 void CudaBackend::row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) {
-  const int64_t T = tensor_rows(logits);
-  Tensor st = device(DType::kU8, Shape{T * static_cast<int64_t>(sizeof(RowStats))});
-  check(row_stats_cuda(logits.f32(), T, tensor_cols(logits), temperature, tempered.data,
-                       static_cast<RowStats*>(st.data), stream_));
-  check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(T) * sizeof(RowStats), cudaMemcpyDeviceToHost,
-                        stream_),
-        "row_stats copy");
-  check(cudaStreamSynchronize(stream_), "row_stats sync");
+  stats_to_host(tensor_rows(logits), host_stats, [&](RowStats* st) {
+    return row_stats_cuda(logits.f32(), tensor_rows(logits), tensor_cols(logits), temperature, tempered.data, st,
+                          stream_);
+  });
 }
 
 void CudaBackend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature,
@@ -207,10 +203,15 @@ void CudaBackend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t
            "row_stats_open: rows [{}, {}) of an lm_head result of {} rows", row0, row0 + T, open.row_scale.numel());
   const OpenLogitsIn in{open.row_scale.empty() ? nullptr : open.row_scale.f32() + row0, open.col_scale, open.cap,
                         finish};
-  Tensor st = device(DType::kU8, Shape{T * static_cast<int64_t>(sizeof(RowStats))});
-  check(row_stats_open_cuda(logits.f32(), T, tensor_cols(logits), in, temperature, tempered.data,
-                            static_cast<RowStats*>(st.data), stream_));
-  check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(T) * sizeof(RowStats), cudaMemcpyDeviceToHost,
+  stats_to_host(T, host_stats, [&](RowStats* st) {
+    return row_stats_open_cuda(logits.f32(), T, tensor_cols(logits), in, temperature, tempered.data, st, stream_);
+  });
+}
+
+void CudaBackend::stats_to_host(int64_t rows, RowStats* host_stats, const std::function<Status(RowStats*)>& run) {
+  Tensor st = device(DType::kU8, Shape{rows * static_cast<int64_t>(sizeof(RowStats))});
+  check(run(static_cast<RowStats*>(st.data)));
+  check(cudaMemcpyAsync(host_stats, st.data, static_cast<size_t>(rows) * sizeof(RowStats), cudaMemcpyDeviceToHost,
                         stream_),
         "row_stats copy");
   check(cudaStreamSynchronize(stream_), "row_stats sync");

@@ -25,6 +25,7 @@
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/step_graph.h"
 #include "backend/synthetic_fill.h"
+#include "core/status.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/residual/residual.h"
@@ -168,6 +169,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw,
                              RowCodesOut codes0 = {});
+  // A [rows] RowStats buffer on the device filled by `run`, copied to host_stats; the stream synchronised.
+  void stats_to_host(int64_t rows, RowStats* host_stats, const std::function<Status(RowStats*)>& run);
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {

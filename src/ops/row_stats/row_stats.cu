@@ -85,9 +85,9 @@ __device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) 
 // SM holds it to 40 registers (42 unbounded, no spills either way): the plain kernel's six blocks, whose 36 registers
 // are allocated as 40 (0: no bound, the plain kernels compile as before).
 template <bool kVec4, bool kOpen = false>
-__global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0) row_slice_kernel(const float* raw, int64_t vocab, int64_t slice,
-                                                             float temperature, cuda::bf16* tempered,
-                                                             Partial* part, OpenLogitsIn open) {
+__global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0)
+    row_slice_kernel(const float* raw, int64_t vocab, int64_t slice, float temperature, cuda::bf16* tempered,
+                     Partial* part, OpenLogitsIn open) {
   cuda::pdl_enter();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
@@ -206,17 +206,11 @@ Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float tem
   if (e != cudaSuccess) return cuda_status(e, what);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(sl.n));
   auto* t = static_cast<cuda::bf16*>(tempered_bf16);
-  if (open != nullptr && vocab % 4 == 0)
-    cuda::launch(row_slice_kernel<true, true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part, *open);
-  else if (open != nullptr)
-    cuda::launch(row_slice_kernel<false, true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
-                 *open);
-  else if (vocab % 4 == 0)
-    cuda::launch(row_slice_kernel<true>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
-                 OpenLogitsIn{});
-  else
-    cuda::launch(row_slice_kernel<false>, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
-                 OpenLogitsIn{});
+  const bool vec4 = vocab % 4 == 0;
+  auto* kernel = open != nullptr ? (vec4 ? row_slice_kernel<true, true> : row_slice_kernel<false, true>)
+                                 : (vec4 ? row_slice_kernel<true> : row_slice_kernel<false>);
+  cuda::launch(kernel, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
+               open != nullptr ? *open : OpenLogitsIn{});
   cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, sl.n, stats);
   cudaFreeAsync(part, s);
   return cuda_status(cudaGetLastError(), what);
