@@ -126,6 +126,9 @@ class Backend {
   // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
   // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
   virtual uint64_t row_codes_filled() const { return 0; }
+  // How many W8A8 products this backend has issued through its own few-rows kernel instead of a library's (the CUDA
+  // backend's A8RowsMode), counted as issued; 0 for a backend without one: what tests read to know the kernel ran.
+  virtual uint64_t own_e4m3_products() const { return 0; }
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) = 0;  // x: [rows, heads, D]
   // rope() of each span's rows [row0, row0 + rows) at positions pos0 + (row - row0): the several sequences of a

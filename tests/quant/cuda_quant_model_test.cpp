@@ -10,6 +10,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "model/model_harness.h"
+#include "ops/linear/e4m3_rows_cuda.h"
 #include "quant/quant_test_util.h"
 #include "support/compare.h"
 #include "support/paths.h"
@@ -67,8 +68,9 @@ double step1_bound(const std::string& profile, const CudaKernels& kernels) {
   return profile == "fp8-all" && kernels.a8_scales_on_load ? 0.95 : 0.97;
 }
 
+// own_products: where given, the GPU backend's products through our few-rows e4m3 kernel.
 void check_pack(const RefFixture& fx, const std::string& profile, const CudaKernels& kernels,
-                bool vocab_fp8 = false) {
+                bool vocab_fp8 = false, uint64_t* own_products = nullptr) {
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   ModelRig cpu(pack, Precision{Storage::kBF16, Storage::kF16}, "cpu");
@@ -89,6 +91,7 @@ void check_pack(const RefFixture& fx, const std::string& profile, const CudaKern
   EXPECT_GE(d1.cosine, step1_bound(profile, kernels)) << d1.str();
   EXPECT_LE(off.off, off.total / 20);
   EXPECT_GE(x0.cosine, 0.9999) << x0.str();
+  if (own_products != nullptr) *own_products = gpu.be->own_e4m3_products();
 }
 
 TEST_P(CudaQuantModel, TinyPackMatchesTheCpuRunOfTheSamePack) {
@@ -176,6 +179,19 @@ TEST(CudaQuantModelCodes, Fp8AllWithTheScalesInAPass) {
   CudaKernels k;
   k.a8_scales_on_load = false;
   check_pack(RefFixture::load("tiny_a"), "fp8-all", k);
+}
+
+// The fp8-all pack with fp8 vocabulary products and every W8A8 product of at most 256 rows through our kernel
+// (--a8-rows all: src/ops/linear/e4m3_rows.cu) instead of cuBLASLt's: the same bounds, and the kernel ran.
+TEST(CudaQuantModelRows, Fp8AllThroughOurFewRowsKernel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  if (!e4m3_rows_takes(1, 16, 16, nullptr, nullptr, nullptr, false, 16).is_ok()) GTEST_SKIP() << "not a Hopper GPU";
+  CudaKernels k;
+  k.a8_rows = A8RowsMode::kAll;
+  uint64_t issued = 0;
+  check_pack(RefFixture::load("tiny_a"), "fp8-all", k, true, &issued);
+  EXPECT_GT(issued, 0u) << "no product went through the kernel: the test compared cuBLASLt with itself";
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, CudaQuantModel, ::testing::Values("q4", "fp8", "nvfp4", "fp8-all"));

@@ -58,8 +58,11 @@ CudaBackend::CudaBackend(float eps, int device, const CudaKernels& kernels, bool
   check(cublasSetWorkspace(blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
   // The same workspace: cuBLAS and cuBLASLt run on the one stream, never at once.
   fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);
+  fp8_->use_own_rows(kernels.a8_rows != A8RowsMode::kCublasLt, kernels.a8_rows == A8RowsMode::kAll);
   check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
 }
+
+uint64_t CudaBackend::own_e4m3_products() const { return fp8_->own_products(); }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);

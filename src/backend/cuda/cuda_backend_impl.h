@@ -93,6 +93,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
+  uint64_t own_e4m3_products() const override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
   void rope_spans(Tensor& x, std::span<const RopeSpan> spans, const std::vector<float>& inv_freq) override;

@@ -35,6 +35,12 @@ enum class SegmentsMode : uint8_t { kAuto, kOne, kEach };
 // auto: where the device runs the library's sm_90a code (an H100/H200 with the default build), else the mma.sync
 // blocks | on: always (an error where it cannot run) | off: never
 enum class WgmmaMode : uint8_t { kAuto, kOn, kOff };
+// W8A8 products of at most 256 activation rows (a single sequence's step): cublaslt: cuBLASLt's e4m3 product |
+// own: our kernel (src/ops/linear/e4m3_rows_cuda.h: 128 weight rows a CTA against every activation row, K split over
+// a cluster) for the products with bf16 outputs (q/k/v, o, the dense and self-conditioning gate/up, the dense down) |
+// all: also those with f32 outputs (the fp8 vocabulary products, the self-conditioning down). Hopper only; calls the
+// kernel does not take stay with cuBLASLt.
+enum class A8RowsMode : uint8_t { kCublasLt, kOwn, kAll };
 
 struct CudaKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
@@ -97,6 +103,8 @@ struct CudaKernels {
   // write of the f32 logits less. Measured on the H200 (fp8-all): the 32-stream step 145.7 -> 144.1 ms, 8 streams
   // 41.85 -> 41.45 (docs/CUDA.md); bench --softcap-pass is the A/B
   bool softcap_in_stats = true;
+  // The W8A8 products of at most 256 rows (A8RowsMode above). Not yet measured on a GPU: cuBLASLt until it is
+  A8RowsMode a8_rows = A8RowsMode::kCublasLt;
 };
 
 inline constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> kAttentionKernelNames{
@@ -110,6 +118,8 @@ inline constexpr std::array<std::pair<std::string_view, SegmentsMode>, 3> kSegme
     {{"auto", SegmentsMode::kAuto}, {"one", SegmentsMode::kOne}, {"each", SegmentsMode::kEach}}};
 inline constexpr std::array<std::pair<std::string_view, WgmmaMode>, 3> kWgmmaModeNames{
     {{"auto", WgmmaMode::kAuto}, {"on", WgmmaMode::kOn}, {"off", WgmmaMode::kOff}}};
+inline constexpr std::array<std::pair<std::string_view, A8RowsMode>, 3> kA8RowsModeNames{
+    {{"cublaslt", A8RowsMode::kCublasLt}, {"own", A8RowsMode::kOwn}, {"all", A8RowsMode::kAll}}};
 
 // The name of a choice in one of the tables above.
 template <class E, size_t N>
@@ -123,6 +133,7 @@ inline std::string_view kernel_name(MoeKernel k) { return kernel_name(kMoeKernel
 inline std::string_view kernel_name(DecideMode k) { return kernel_name(kDecideModeNames, k); }
 inline std::string_view kernel_name(SegmentsMode k) { return kernel_name(kSegmentsModeNames, k); }
 inline std::string_view kernel_name(WgmmaMode k) { return kernel_name(kWgmmaModeNames, k); }
+inline std::string_view kernel_name(A8RowsMode k) { return kernel_name(kA8RowsModeNames, k); }
 
 // The choice named `name` in a table; throws dg::Error naming `what` and the names it knows.
 template <class E, size_t N>

@@ -4,6 +4,7 @@
 #include "backend/cuda/fp8_gemm.h"
 
 #include "core/error.h"
+#include "ops/linear/e4m3_rows_cuda.h"
 
 namespace dg {
 namespace {
@@ -110,6 +111,13 @@ void Fp8Gemm::matmul(const void* xq, int64_t rows, int64_t k, const void* wq, in
   DG_CHECK(fp8_gemm_shape_ok(k, n), "fp8 product: widths {} and {} must be multiples of 16 (run with --linear-act "
            "bf16 and --vocab-act bf16)", k, n);
   if (rows == 0) return;
+  if ((type == CUDA_R_32F ? own_f32_ : own_bf16_) && rows <= kE4m3RowsMax &&
+      e4m3_rows_takes(rows, k, n, xq, wq, out, type == CUDA_R_32F, ld).is_ok()) {
+    const Status st = linear_e4m3_rows_cuda(xq, rows, k, wq, n, out, type == CUDA_R_32F, ld, s);
+    DG_CHECK(st.is_ok(), "{}", st.message());
+    ++own_products_;
+    return;
+  }
   Plan& p = plan(rows, k, n, type, ld, wq, xq, out);
   const float one = 1.0f, zero = 0.0f;
   lt_check(cublasLtMatmul(lt_, p.desc, &one, wq, p.a, xq, p.b, &zero, out, p.d, out, p.d, &p.algo, ws_, ws_bytes_, s),

@@ -37,6 +37,14 @@ class Fp8Gemm {
   // The same sums rounded to bf16, row r at out + r * ld (ld >= n: the columns of a wider buffer).
   void run_bf16(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, int64_t ld,
                 cudaStream_t s);
+  // Products of at most kE4m3RowsMax rows through our kernel instead of cuBLASLt (src/ops/linear/e4m3_rows_cuda.h;
+  // CudaKernels::a8_rows): those with bf16 outputs, and with `f32_outputs` the f32 ones too. Calls the kernel does
+  // not take (more rows; an output it cannot store) stay with cuBLASLt.
+  void use_own_rows(bool bf16_outputs, bool f32_outputs) {
+    own_bf16_ = bf16_outputs;
+    own_f32_ = f32_outputs;
+  }
+  uint64_t own_products() const { return own_products_; }  // the products issued through our kernel
 
  private:
   struct Plan {
@@ -52,6 +60,8 @@ class Fp8Gemm {
   void matmul(const void* xq, int64_t rows, int64_t k, const void* wq, int64_t n, void* out, cudaDataType type,
               int64_t ld, cudaStream_t s);
 
+  bool own_bf16_ = false, own_f32_ = false;
+  uint64_t own_products_ = 0;
   cublasLtHandle_t lt_ = nullptr;
   void* ws_;
   size_t ws_bytes_;

@@ -102,6 +102,19 @@ template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 #define DG_WG_RS(SHAPE, DL, A0, A1, A2, A3, B, ...) \
   DG_WG_RS_T(SHAPE, "f32.bf16.bf16", "0", DL, A0, A1, A2, A3, B, __VA_ARGS__)
 
+// Pins the accumulators in program order around a stage's wgmma products (no access between the fence and the
+// products, none moved above the wait).
+template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kRows][kCols]) {
+#pragma unroll
+  for (int j = 0; j < kRows; ++j)
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[j][q])::"memory");
+}
+template <int kT, int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kT][kRows][kCols]) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) fence_acc(acc[t]);
+}
+
 // d[64 x N] (+)= A[64 x 32] B[N x 32]^T, e4m3 codes, for the warpgroup; d holds N / 8 n8 tiles (the rest untouched);
 // kAccumulate false overwrites d. The fp8 products keep fewer bits than f32 while they accumulate (about 14 in
 // Hopper's tensor cores, as DeepSeek-V3's report measured), so a caller sums a few k steps here and adds them to

@@ -69,18 +69,7 @@ template <int kT, int kRows, int kCols> __device__ __forceinline__ void zero_acc
 }
 
 #if DG_HAS_WGMMA
-// Pins the accumulators in program order around a stage's wgmma products (no access between the fence and the
-// products, none moved above the wait).
-template <int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kRows][kCols]) {
-#pragma unroll
-  for (int j = 0; j < kRows; ++j)
-#pragma unroll
-    for (int q = 0; q < kCols; ++q) asm volatile("" : "+f"(acc[j][q])::"memory");
-}
-template <int kT, int kRows, int kCols> __device__ __forceinline__ void fence_acc(float (&acc)[kT][kRows][kCols]) {
-#pragma unroll
-  for (int t = 0; t < kT; ++t) fence_acc(acc[t]);
-}
+using cuda::fence_acc;
 
 // The stage as wgmma products of the CTA's warpgroup (Fmt::kWgmma): per k step, the weight rows [0, 64) and
 // [64, 128) (the two m64 tiles, whose accumulators are laid out as the two m16 tiles of each warp) times the pass's

@@ -17,6 +17,7 @@
 #include "core/cuda/mbarrier.cuh"
 #include "core/cuda/mma.cuh"
 #include "core/cuda/wgmma.cuh"
+#include "core/cuda/wgmma_e4m3_stage.cuh"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
@@ -69,51 +70,6 @@ using Tile = WsTile;  // where tile t lies: the expert, its pass and the CTA's c
 
 #if DG_HAS_WGMMA
 
-// The consumer's products of one stage: its two m64 weight tiles times the pass's N routed rows (in n64 halves:
-// with n128 products and their 64 partial sums beside the 128 accumulators, ptxas serialised the wgmma pipeline,
-// C7511), each summed over the stage's four k32 steps by the tensor cores, then added to the f32 accumulators. The
-// groups (m64 tile, n64 half) go in order, the next one issued before the one before it is added (two partial sums
-// in registers), so the tensor cores run through each promotion; the sums and their order are those of one group
-// at a time.
-template <int N>
-__device__ __forceinline__ void issue_group(uint32_t ws, uint32_t xs, int t, int h,
-                                            float (&part)[(N > 64 ? 64 : N) / 8][4]) {
-  constexpr int kH = N > 64 ? 64 : N;
-  moe_stream::fence_acc(part);
-  cuda::wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint64_t a = cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks);
-    const uint64_t b = cuda::wgmma_desc_sw128(xs + h * kH * kTileK + 32 * ks);
-    if (ks == 0) cuda::wgmma_e4m3_m64k32<kH, false>(part, a, b);
-    else cuda::wgmma_e4m3_m64k32<kH, true>(part, a, b);
-  }
-  cuda::wgmma_commit();
-}
-
-template <int N>
-__device__ __forceinline__ void consume_stage(uint32_t ws, uint32_t xs, float (&acc)[2][kRows / 8][4]) {
-  constexpr int kH = N > 64 ? 64 : N;  // routed rows per product: n64 halves of an n128 pass
-  constexpr int kHalves = N / kH, kGroups = 2 * kHalves;
-  float part[2][kH / 8][4];
-  issue_group<N>(ws, xs, 0, 0, part[0]);
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    if (g + 1 < kGroups) {
-      issue_group<N>(ws, xs, (g + 1) / kHalves, (g + 1) % kHalves, part[(g + 1) & 1]);
-      cuda::wgmma_wait<1>();
-    } else {
-      cuda::wgmma_wait<0>();
-    }
-    moe_stream::fence_acc(part[g & 1]);
-    const int t = g / kHalves, h = g % kHalves;
-#pragma unroll
-    for (int j = 0; j < kH / 8; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[t][h * kH / 8 + j][q] += part[g & 1][j][q];
-  }
-}
-
 // bf16: the stage's products accumulate in the f32 registers themselves, k16 steps in the streaming kernel's order
 // (WeightBf16Wide: each step for both m64 tiles); the caller waits for them a stage later.
 template <int N>
@@ -150,7 +106,7 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
     cuda::fence_proxy_async_shared();  // the producer's cp.async rows, written through the generic proxy
     const uint32_t st = base + s * kStageBytes;
     if constexpr (kAct8) {
-      consume_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
+      cuda::e4m3_stage<N>(st + c * kWRows * kTileK, st + kWBytes, acc);
       cuda::mbar_arrive(empty + 8 * s);
     } else {
       issue_stage_bf16<N>(st + c * kWRows * kTileK, st + kWBytes, acc);

@@ -5,7 +5,6 @@
 // Design: docs/CUDA.md ("The warp-specialised expert kernel").
 #pragma once
 
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,6 +12,7 @@
 
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/mbarrier.cuh"
+#include "core/cuda/tma_map.h"
 #include "core/status.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_ws_tiles.h"
@@ -20,6 +20,9 @@
 namespace dg::moe_ws {
 
 using cuda::bf16;
+using cuda::device_is_sm90;
+using cuda::rows_map;
+using cuda::tensor_map_encoder;
 using moe_stream::TileRows;
 
 constexpr int kConsumers = 2;
@@ -104,27 +107,6 @@ __device__ __forceinline__ int prologue(uint32_t full, uint32_t empty, const int
 }
 #endif
 
-inline bool device_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
-// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null.
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 // The limits of the kernels that do not depend on the pointers: K a positive multiple of `align`, at most
 // kMaxExperts experts, the activation rows' bytes (x_elem a element) under 2^31 (the kernels' row offsets), the weight
 // rows within int32 with a tile's margin, a device and driver that run them. Otherwise an error naming `name`, the
@@ -150,26 +132,6 @@ inline Status limits(const std::string& name, DType w_dtype, int align, int x_el
   if (tensor_map_encoder() == nullptr)
     return Status::error(name + ": the driver has no cuTensorMapEncodeTiled (TMA), which --moe ws needs; use --moe "
                                 "wide or stream");
-  return Status::ok();
-}
-
-// The TMA map of `rows` weight rows of `inner` elements (`stride` bytes apart) at `base`, in boxes of 64 rows x
-// box_inner elements with `swizzle`, zeros past the last row and the row's end (limits saw the encoder). `operand`
-// names it in the error.
-inline Status rows_map(const uint8_t* base, CUtensorMapDataType type, int64_t inner, int64_t rows, int64_t stride,
-                       uint32_t box_inner, CUtensorMapSwizzle swizzle, CUtensorMap& map, const std::string& what,
-                       const char* operand) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride)};
-  const cuuint32_t box[2] = {box_inner, 64};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, type, 2, const_cast<uint8_t*>(base), dims, strides, box, unit,
-                                          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(what + ": cuTensorMapEncodeTiled refused " + operand + " (" + std::to_string(rows) +
-                         " rows of " + std::to_string(stride) + " bytes; error " + std::to_string(static_cast<int>(r)) +
-                         ")");
   return Status::ok();
 }
 
