@@ -83,12 +83,13 @@ std::vector<float> outputs(const test::DeviceBuf& out, const Case& c, int64_t ld
 }
 
 // The worst ratio of |got - f64 sum| to its bound over the outputs: the output's rounding (bf16: 2^-8 of the sum;
-// f32: 2^-22) plus 2^-12 of the products' magnitudes (the tensor cores' sums of a stage).
+// f32: 2^-22) plus 2^-11 of the products' magnitudes (the tensor cores' sums of a stage; full-range codes, whose
+// products span 2^35, put cuBLASLt's e4m3 product at 1.35 of 2^-12 on the H100, and ours with it).
 double worst_ratio(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& mag,
                    bool f32) {
   double worst = 0.0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double bound = (f32 ? 0x1p-22 : 0x1p-8) * std::fabs(ref[i]) + 0x1p-12 * mag[i] + 1e-30;
+    const double bound = (f32 ? 0x1p-22 : 0x1p-8) * std::fabs(ref[i]) + 0x1p-11 * mag[i] + 1e-30;
     EXPECT_TRUE(std::isfinite(got[i])) << "output " << i;
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]) / bound);
   }
