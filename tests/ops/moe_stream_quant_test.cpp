@@ -131,17 +131,15 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass). Each
 // case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
 // gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
-// and the second pair hold no valid rows), and with two whose passes of up to 32 rows convert each stage beside
-// the products of the one before (--moe-q4-overlap: n16 and n32 here, with one-stage and odd stage counts).
+// and the second pair hold no valid rows).
 TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
   DG_NEED_GPU();
   auto ws = [](GemmCase c, float amp = 0.1f) {
     c.ws = true;
     c.w_amp = amp;
-    for (const MoeWsQ4Shape shape : {MoeWsQ4Shape{2, false}, MoeWsQ4Shape{4, false}, MoeWsQ4Shape{2, true}}) {
-      SCOPED_TRACE(std::to_string(shape.consumers) + " consumers" + (shape.overlap ? ", overlapped" : ""));
-      c.q4_consumers = shape.consumers;
-      c.q4_overlap = shape.overlap;
+    for (int consumers : {2, 4}) {
+      SCOPED_TRACE(std::to_string(consumers) + " consumers");
+      c.q4_consumers = consumers;
       run_gemm_case(c);
     }
   };
@@ -171,14 +169,9 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
   refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
   const Status odd =
-      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, {3, false});
+      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, 3);
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
-  const Status four_overlapped =
-      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, {4, true});
-  EXPECT_FALSE(four_overlapped.is_ok());
-  EXPECT_NE(four_overlapped.message().find("--moe-q4-overlap needs two consumers"), std::string::npos)
-      << four_overlapped.message();
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");

@@ -152,34 +152,23 @@ TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
   EXPECT_EQ(separate.be->row_codes_filled(), 0u);
 }
 
-// The q4 pack's two steps with the experts' warp-specialised kernel (Hopper) in another shape than the default
-// against the default: the same step-1 and step-2 logits, bit for bit. Where the kernel does not run (not Hopper)
-// both stream and the comparison holds trivially.
-void check_q4_same_logits(const CudaKernels& other) {
+// The q4 pack's experts in the warp-specialised kernel (Hopper) with four consumer warpgroups of one m64 tile each
+// (--moe-q4-consumers 4) or two of two (the default): the same step-1 and step-2 logits, bit for bit. Where the
+// kernel does not run (not Hopper) both stream and the comparison holds trivially.
+TEST(CudaQuantModelQ4, FourConsumersGiveTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
   const std::string pack = quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4");
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
-  ModelRig plain(pack, {}, "cuda", CudaKernels{}), shaped(pack, {}, "cuda", other);
-  std::vector<float> sc;
-  const Steps a = run(plain, prompt, canvas, plain.be.get(), &sc), b = run(shaped, prompt, canvas, shaped.be.get(), &sc);
-  EXPECT_EQ(a.logits1, b.logits1);
-  EXPECT_EQ(a.logits2, b.logits2);
-}
-
-// Four consumer warpgroups of one m64 tile each (--moe-q4-consumers 4) against two of two.
-TEST(CudaQuantModelQ4, FourConsumersGiveTheSameLogits) {
   CudaKernels four;
   four.moe_q4_consumers = 4;
-  check_q4_same_logits(four);
-}
-
-// Each unit's conversion beside the other unit's products (--moe-q4-overlap) against the plain loop.
-TEST(CudaQuantModelQ4, OverlappedConversionGivesTheSameLogits) {
-  CudaKernels overlap;
-  overlap.moe_q4_overlap = true;
-  check_q4_same_logits(overlap);
+  ModelRig two_rig(pack, {}, "cuda", CudaKernels{}), four_rig(pack, {}, "cuda", four);
+  std::vector<float> sc;
+  const Steps a = run(two_rig, prompt, canvas, two_rig.be.get(), &sc),
+              b = run(four_rig, prompt, canvas, four_rig.be.get(), &sc);
+  EXPECT_EQ(a.logits1, b.logits1);
+  EXPECT_EQ(a.logits2, b.logits2);
 }
 
 // The fp8-all pack with its W8A8 linears' scales applied to f32 sums by a pass of their own (--a8-scales-pass), the

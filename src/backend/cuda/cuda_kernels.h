@@ -65,10 +65,6 @@ struct CudaKernels {
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
   int moe_q4_consumers = 2;
-  // q4 experts in the warp-specialised kernel with two consumers: passes of up to 32 rows (a single canvas' experts)
-  // convert each stage's codes while the products of the stage before run, two sets of A fragments in registers
-  // (the same bits). Not yet measured on a GPU: off until it is
-  bool moe_q4_overlap = false;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -162,8 +158,6 @@ inline void check_kernels(const CudaKernels& k) {
            k.moe_q4_stages);
   DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
            k.moe_q4_consumers);
-  DG_CHECK(!(k.moe_q4_overlap && k.moe_q4_consumers == 4),
-           "--moe-q4-overlap needs two consumers (--moe-q4-consumers 2): four leave no registers for it");
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }
 

@@ -92,139 +92,49 @@ struct WsQ4Args {
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
 // (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
 // pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
-// Keeps A fragments in their registers, unchanged, in program order here (wgmma reads them after its issue).
-template <int kTiles> __device__ __forceinline__ void pin_fragments(uint32_t (&af)[kTiles][8][4]) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int f = 0; f < 8; ++f)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
-}
-
-// Unit `unit`'s A fragments of stage kt (whose buffers start at st), converted from its codes; kPin: pinned here.
-template <bool kPin>
-__device__ __forceinline__ void unit_fragments(const WsQ4Args& a, uint32_t st, int unit, int kt, uint32_t (&af)[8][4]) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
-  const int left = a.K / 32 - 4 * kt, n = left < 4 ? left : 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = 64 * unit + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
-    moe_stream::q4k_fragments(moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow)),
-                              moe_stream::q4k_code_words(st + static_cast<uint32_t>(r * kCodeRow), n, lane & 3), h,
-                              af);
-  }
-  if constexpr (kPin) {
-#pragma unroll
-    for (int f = 0; f < 8; ++f)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[f][q])::"memory");
-  }
-}
-
-// Consumer c's A fragments of stage kt (whose buffers start at st), both units converted, then pinned.
-template <int kTiles>
-__device__ __forceinline__ void stage_fragments(const WsQ4Args& a, uint32_t st, int c, int kt,
-                                                uint32_t (&af)[kTiles][8][4]) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) unit_fragments<false>(a, st, kTiles * c + t, kt, af[t]);
-  pin_fragments(af);
-}
-
-// The stage's eight k16 products of each unit (step f for every unit, then f + 1), committed as one group.
-template <int N, int kTiles>
-__device__ __forceinline__ void issue_stage(uint32_t st, const uint32_t (&af)[kTiles][8][4],
-                                            float (&acc)[kTiles][N / 8][4]) {
-  moe_stream::fence_acc(acc);
-  cuda::wgmma_fence();
-  const uint32_t xs = st + kCodeBytes + kScaleBytes;
-#pragma unroll
-  for (int f = 0; f < 8; ++f) {
-    const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
-  }
-  cuda::wgmma_commit();
-}
-
-// Waits for stage `it`'s buffers to be full (the producer's cp.async rows made visible to wgmma); returns them.
-__device__ __forceinline__ uint32_t stage_wait(uint32_t base, uint32_t full, uint32_t it) {
-  const uint32_t s = it % kStages;
-  cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
-  cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
-  return base + s * kStageBytes;
-}
-
-// One unit's eight k16 products of the stage at st, committed as one group.
-template <int N>
-__device__ __forceinline__ void issue_unit(uint32_t st, const uint32_t (&af)[8][4], float (&acc)[N / 8][4]) {
-  moe_stream::fence_acc(acc);
-  cuda::wgmma_fence();
-  const uint32_t xs = st + kCodeBytes + kScaleBytes;
-#pragma unroll
-  for (int f = 0; f < 8; ++f)
-    cuda::wgmma_bf16_rs_m64k16<N>(acc, af[f], cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3)));
-  cuda::wgmma_commit();
-}
-
-// The main loop. Plain: per stage, both units' fragments converted, their products issued and drained before the
-// stage goes back. Overlapped (--moe-q4-overlap, two units a consumer): each unit's products are a commit group of
-// their own, and each unit's conversion runs while the other unit's products are in flight (unit 0 of stage k + 1
-// beside unit 1 of stage k), with the registers of the plain loop. Each accumulator takes its unit's products in the
-// same order either way (only the two units' groups interleave): the same bits.
-template <int N, int kTiles, bool kOverlap>
-__device__ __forceinline__ void main_loop(const WsQ4Args& a, uint32_t base, uint32_t full, uint32_t empty, int c,
-                                          int n_k, uint32_t& it, float (&acc)[kTiles][N / 8][4]) {
-  if constexpr (kOverlap) {
-    static_assert(kTiles == 2, "the overlap interleaves a consumer's two units");
-    if (n_k == 0) return;
-    uint32_t af0[8][4], af1[8][4];
-    uint32_t st = stage_wait(base, full, it);
-    unit_fragments<true>(a, st, 2 * c, 0, af0);
-    issue_unit<N>(st, af0, acc[0]);
-    unit_fragments<true>(a, st, 2 * c + 1, 0, af1);
-    issue_unit<N>(st, af1, acc[1]);
-    for (int kt = 0; kt < n_k; ++kt, ++it) {
-      const bool more = kt + 1 < n_k;
-      const uint32_t done = it % kStages;
-      if (more) st = stage_wait(base, full, it + 1);
-      cuda::wgmma_wait<1>();  // unit 0's products of stage kt are done: its registers are free
-      moe_stream::fence_acc(acc[0]);
-      if (more) {
-        unit_fragments<true>(a, st, 2 * c, kt + 1, af0);
-        issue_unit<N>(st, af0, acc[0]);
-        cuda::wgmma_wait<1>();  // unit 1's of stage kt
-      } else {
-        cuda::wgmma_wait<0>();
-      }
-      moe_stream::fence_acc(acc[1]);
-      cuda::mbar_arrive(empty + 8 * done);  // stage kt's activation rows are read
-      if (more) {
-        unit_fragments<true>(a, st, 2 * c + 1, kt + 1, af1);
-        issue_unit<N>(st, af1, acc[1]);
-      }
-    }
-    moe_stream::fence_acc(acc);
-  } else {
-    for (int kt = 0; kt < n_k; ++kt, ++it) {
-      const uint32_t st = stage_wait(base, full, it);
-      uint32_t af[kTiles][8][4];
-      stage_fragments<kTiles>(a, st, c, kt, af);
-      issue_stage<N, kTiles>(st, af, acc);
-      cuda::wgmma_wait<0>();
-      moe_stream::fence_acc(acc);
-      cuda::mbar_arrive(empty + 8 * (it % kStages));
-    }
-  }
-}
-
-template <bool kGated, int N, int kTiles, bool kOverlap>
+template <bool kGated, int N, int kTiles>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
   float acc[kTiles][N / 8][4];
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
-  main_loop<N, kTiles, kOverlap>(a, base, full, empty, c, n_k, it, acc);
+  const int groups = a.K / 32;
+  for (int kt = 0; kt < n_k; ++kt, ++it) {
+    const uint32_t s = it % kStages;
+    cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
+    cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
+    const uint32_t st = base + s * kStageBytes;
+    const int left = groups - 4 * kt, n = left < 4 ? left : 4;
+    uint32_t af[kTiles][8][4];
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 64 * (kTiles * c + t) + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
+        moe_stream::q4k_fragments(moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow)),
+                                  moe_stream::q4k_code_words(st + static_cast<uint32_t>(r * kCodeRow), n, lane & 3),
+                                  h, af[t]);
+      }
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int f = 0; f < 8; ++f)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    moe_stream::fence_acc(acc);
+    cuda::wgmma_fence();
+    const uint32_t xs = st + kCodeBytes + kScaleBytes;
+#pragma unroll
+    for (int f = 0; f < 8; ++f) {
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+    }
+    cuda::wgmma_commit();
+    cuda::wgmma_wait<0>();
+    moe_stream::fence_acc(acc);
+    cuda::mbar_arrive(empty + 8 * s);
+  }
   const int pair = kTiles * c / 2;
   const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
   const float factor = *reinterpret_cast<const float*>(a.W.p[2] + static_cast<int64_t>(tl.e) * 4);
@@ -293,10 +203,7 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-// kOverlap: each unit's conversion beside the other unit's products (main_loop), in passes of up to 32 rows (a
-// single canvas' experts); wider passes hold too many accumulators beside the fragments in flight (ptxas
-// serialised the products, C7511), so they keep the plain loop.
-template <bool kGated, int kTiles, bool kOverlap>
+template <bool kGated, int kTiles>
 __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -389,10 +296,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
     const WsTile tl = tile_at(t);
     cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16, kTiles, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32, kTiles, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48, kTiles, false>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64, kTiles, false>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
     cuda::named_sync(1 + pair, kPairThreads);
@@ -408,7 +315,7 @@ Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_ro
   return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
-template <bool kGated, int kTiles, bool kOverlap = false>
+template <bool kGated, int kTiles>
 Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
   const std::string name(what);
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
@@ -424,7 +331,7 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
                            kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name, "the q4 codes");
       !st.is_ok())
     return st;
-  auto* kernel = moe_ws_q4_kernel<kGated, kTiles, kOverlap>;
+  auto* kernel = moe_ws_q4_kernel<kGated, kTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
@@ -439,21 +346,15 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
-                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, MoeWsQ4Shape shape) {
-  if (shape.consumers != 2 && shape.consumers != 4)
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers) {
+  if (consumers != 2 && consumers != 4)
     return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
-                         std::to_string(shape.consumers));
-  if (shape.consumers == 4 && shape.overlap)
-    return Status::error(std::string(what) + ": --moe-q4-overlap needs two consumers (--moe-q4-consumers 2): four "
-                                             "leave no registers for a second set of fragments");
+                         std::to_string(consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16, {}, w_rows,
                    n_out, offsets, 0, static_cast<bf16*>(y)};
-  if (shape.consumers == 4)
+  if (consumers == 4)
     return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
                  : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);
-  if (shape.overlap)
-    return gated ? launch_q4<true, 2, true>(a, W, n_exp, x_rows_max, s, what)
-                 : launch_q4<false, 2, true>(a, W, n_exp, x_rows_max, s, what);
   return gated ? launch_q4<true, 2>(a, W, n_exp, x_rows_max, s, what)
                : launch_q4<false, 2>(a, W, n_exp, x_rows_max, s, what);
 }
