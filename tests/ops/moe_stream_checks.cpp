@@ -219,10 +219,10 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
     ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
     ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
     s = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
-                         nullptr, MoeWsOpts{c.q4_consumers, c.keep_rows});
+                         nullptr, c.q4_consumers);
     ASSERT_TRUE(s.is_ok()) << s.message();
     s = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
-                            nullptr, MoeWsOpts{c.q4_consumers, c.keep_rows});
+                            nullptr, c.q4_consumers);
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));

@@ -52,7 +52,6 @@ struct GemmCase {
   bool ws = false;    // by the warp-specialised kernel (--moe ws), also checked bit for bit: bf16 and W8A8 against
                       // `wide`, q4 (kernel layout) against the streaming kernel
   int q4_consumers = 2;  // ws with q4: the kernel's consumer warpgroups (2 or 4, --moe-q4-consumers)
-  bool keep_rows = false;  // ws: the activation rows' copies kept in L2 (--moe-ws-keep-rows)
 };
 
 // Per-row FP8 codes and scales of x (encode_rows, as moe_act_quant_fp8_cuda computes them) and their values.

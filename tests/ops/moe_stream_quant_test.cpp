@@ -114,15 +114,12 @@ TEST(MoeStreamFp8ActCuda, WidePasses) {
 // (300 rows: 128, 128, 44; 129: 128 and 1; 65 and 64 either side of the n64 / n128 switch; experts without rows),
 // column tiles a consumer only half fills (N 40: gated 20 columns), the full shape's gate_up (1,408 rows: the last
 // CTA's second consumer idle) and down (K 704: a half-empty last stage), and 128 experts with random routing (768
-// tiles: each CTA walks several, the stage ring wrapping across them), that last case also with the routed rows
-// kept in L2 (--moe-ws-keep-rows: the same bits).
+// tiles: each CTA walks several, the stage ring wrapping across them).
 TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
   run_pass_boundaries(true, true);
   GemmCase c{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true};
   c.ws = true;
-  run_gemm_case(c);
-  c.keep_rows = true;
   run_gemm_case(c);
 }
 
@@ -143,7 +140,6 @@ TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
     for (int consumers : {2, 4}) {
       SCOPED_TRACE(std::to_string(consumers) + " consumers");
       c.q4_consumers = consumers;
-      c.keep_rows = consumers == 4;  // the rows kept in L2 (--moe-ws-keep-rows) on one of the two: the same bits
       run_gemm_case(c);
     }
   };
@@ -173,7 +169,7 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
   refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
   const Status odd =
-      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, {3, false});
+      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, 3);
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");

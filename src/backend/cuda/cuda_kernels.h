@@ -65,10 +65,6 @@ struct CudaKernels {
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
   int moe_q4_consumers = 2;
-  // The warp-specialised expert kernels (W8A8, bf16, q4): the routed rows' copies ask L2 to keep them (evict_last),
-  // since every column tile reads them again while the weights stream past once; the same bits. Not yet measured
-  // on a GPU: off until it is
-  bool moe_ws_keep_rows = false;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;

@@ -64,15 +64,14 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
-  const MoeWsOpts ws_opts{c.kernels.moe_q4_consumers, c.kernels.moe_ws_keep_rows};
   if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_ws_gate_up_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
-                              w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, ws_opts));
+                              w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
     check(moe_ws_gemm_cuda(aq.data, as.f32(), nullptr, 1, P, ff, w.down.data, w.down.dtype, H, E,
-                           offsets.as<int32_t>(), y.data, s, ws_opts));
+                           offsets.as<int32_t>(), y.data, s));
   } else if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
@@ -86,15 +85,15 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   } else if (ws && w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16 && H % 8 == 0 && ff % 8 == 0) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // bf16 in the warp-specialised kernel, gathering z's rows
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
-                              E, offsets.as<int32_t>(), act.data, s, ws_opts));
+                              E, offsets.as<int32_t>(), act.data, s));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kBF16, H, E,
-                           offsets.as<int32_t>(), y.data, s, ws_opts));
+                           offsets.as<int32_t>(), y.data, s));
   } else if (q4_ws) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
-                              offsets.as<int32_t>(), act.data, s, ws_opts));
+                              offsets.as<int32_t>(), act.data, s, c.kernels.moe_q4_consumers));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kQ4, H, E,
-                           offsets.as<int32_t>(), y.data, s, ws_opts));
+                           offsets.as<int32_t>(), y.data, s, c.kernels.moe_q4_consumers));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;

@@ -59,7 +59,6 @@ struct WsArgs {
   const int32_t* offsets;  // [n_exp + 1]
   int n_exp;
   bf16* y;                // [pairs, n_out], row i = sorted position i
-  bool keep_rows;         // the routed rows' copies with an L2 evict_last policy (MoeWsOpts::keep_rows)
 };
 
 // The rows a pass of m routed rows multiplies (the rest of them zero-filled): wgmma n64 up to 64, else n128. More
@@ -177,7 +176,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
   if (wg == kConsumers) {  // the producer
     cuda::regs_dec<kProducerRegs>();
     const int pt = tid - kConsumers * kWgThreads, chunk = pt & 7, row8 = pt >> 3;  // 16 rows x 8 chunks per sweep
-    const uint64_t keep = cuda::l2_evict_last();
     uint32_t it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
       const Tile tl = tile_at(t);
@@ -221,8 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
           if (i >= n_load) break;
           const bool ok = k_ok && xrow[j] >= 0;
           const uint8_t* src = ok ? a.x + static_cast<int64_t>(xrow[j]) * a.K * kElem + kb + chunk * 16 : a.x;
-          if (a.keep_rows) cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok, keep);
-          else cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok);
+          cuda::cp_async16(st + kWBytes + moe_stream::swizzle<kTileK>(i, chunk), src, ok);
         }
         cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
       }
@@ -264,7 +261,7 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
 
 template <bool kGated>
 Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
-                 const char* what, MoeWsOpts opts) {
+                 const char* what, int q4_consumers) {
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
@@ -278,7 +275,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
   if (q4)
     return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
-                       a.y, s, what, opts);
+                       a.y, s, what, q4_consumers);
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
@@ -305,18 +302,18 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, MoeWsOpts opts) {
+                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
-                 offsets, 0, static_cast<bf16*>(y), opts.keep_rows};
-  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", opts);
+                 offsets, 0, static_cast<bf16*>(y)};
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4_consumers);
 }
 
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, MoeWsOpts opts) {
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
-                 offsets, 0, static_cast<bf16*>(out), opts.keep_rows};
-  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", opts);
+                 offsets, 0, static_cast<bf16*>(out)};
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4_consumers);
 }
 
 }  // namespace dg

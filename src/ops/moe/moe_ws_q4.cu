@@ -78,7 +78,6 @@ struct WsQ4Args {
   const int32_t* offsets;  // [n_exp + 1]
   int n_exp;
   bf16* y;                // [pairs, n_out], row i = sorted position i
-  bool keep_rows;         // the activation rows' copies with an L2 evict_last policy (MoeWsOpts::keep_rows)
 };
 
 // The rows a pass of m routed rows multiplies: m rounded up to whole n16 products (the rest zero-filled).
@@ -226,7 +225,6 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
   if (wg == kCons) {  // the producer
     cuda::regs_dec<kProducerRegs<kTiles>>();
     const int pt = tid - kCons * kWgThreads, chunk = pt & 15, row8 = pt >> 4;  // 8 rows x 16 chunks a sweep
-    const uint64_t keep = cuda::l2_evict_last();
     const int64_t all_rows = static_cast<int64_t>(E) * a.w_rows;
     uint32_t it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < n_tiles; t += static_cast<int>(gridDim.x)) {
@@ -279,8 +277,7 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
         for (int j = 0; j < kRows / 8; ++j) {
           if (j >= x_loads) break;
           const bool ok = k_ok && x_src[j] != nullptr;
-          if (a.keep_rows) cuda::cp_async16(st + x_dst + 1024 * j, ok ? x_src[j] + 2 * k0 : a.x, ok, keep);
-          else cuda::cp_async16(st + x_dst + 1024 * j, ok ? x_src[j] + 2 * k0 : a.x, ok);
+          cuda::cp_async16(st + x_dst + 1024 * j, ok ? x_src[j] + 2 * k0 : a.x, ok);
         }
         cuda::cp_async_mbar_arrive(bar);  // once this thread's copies of the stage have landed
       }
@@ -349,13 +346,12 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
-                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, MoeWsOpts opts) {
-  const int consumers = opts.q4_consumers;
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers) {
   if (consumers != 2 && consumers != 4)
     return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
                          std::to_string(consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16, {}, w_rows,
-                   n_out, offsets, 0, static_cast<bf16*>(y), opts.keep_rows};
+                   n_out, offsets, 0, static_cast<bf16*>(y)};
   if (consumers == 4)
     return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
                  : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);
