@@ -1,6 +1,7 @@
 // The tile walk of the warp-specialised expert kernels (src/ops/moe/moe_ws_tiles.h), on the CPU: every routed row
 // of every expert falls in exactly one pass of every column tile, passes of at most the kernel's pass rows (128 for
-// W8A8 and bf16, 64 for q4), and neighbouring tiles are the passes of one weight slice.
+// W8A8 and bf16, 64 for q4) and as even as the rows allow (no two of an expert more than one row apart), and
+// neighbouring tiles are the passes of one weight slice.
 #include "ops/moe/moe_ws_tiles.h"
 
 #include <gtest/gtest.h>
@@ -36,9 +37,11 @@ void check_ws_walk(const std::vector<int32_t>& counts, int col_tiles, int pass =
     ASSERT_LT(w.ct, col_tiles);
     auto& rows = covered[{w.e, w.ct}];
     for (int i = 0; i < w.m; ++i) rows.push_back(w.r0 + i);
-    // passes fastest: a tile after the first of its slice continues the slice's passes
+    // passes fastest: a tile after the first of its slice continues the slice's passes, as even as they can be
     if (prev.e == w.e && prev.ct == w.ct) {
-      EXPECT_EQ(w.r0, prev.r0 + pass) << "tile " << t;
+      EXPECT_EQ(w.r0, prev.r0 + prev.m) << "tile " << t;
+      EXPECT_GE(prev.m - w.m, 0) << "tile " << t;
+      EXPECT_LE(prev.m - w.m, 1) << "tile " << t;
     }
     prev = w;
   }
@@ -64,6 +67,8 @@ TEST(MoeWsTiles, EveryRowOnceInEveryColumnTile) {
   check_ws_walk({1}, 1);
   check_ws_walk({300, 0, 129, 128, 65, 64, 7, 1, 33}, 6, kWsQ4PassRows);
   check_ws_walk({0, 0, 0, 256}, 2, kWsQ4PassRows);
+  check_ws_walk({4096, 4097, 5000, 16385, 20000}, 2, kWsQ4PassRows);  // many passes
+  check_ws_walk({16384, 16385, 20000}, 1);
 }
 
 TEST(MoeWsTiles, RandomRoutingsAtTheFullShape) {

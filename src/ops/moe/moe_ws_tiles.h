@@ -2,7 +2,9 @@
 // their CPU test (tests/ops/moe_ws_tiles_test.cpp): an expert with `rows` routed rows has ceil(rows / pass) passes
 // times `col_tiles` column tiles (pass: the kernel's routed rows per pass, kWsPassRows or kWsQ4PassRows); tile t of
 // the whole call is an expert's tile, each expert's in turn, passes fastest (neighbouring tiles read the same weight
-// slice).
+// slice). An expert's passes split its rows evenly (130 rows: 65 and 65, not 128 and 2; no two more than a row
+// apart), so the CTAs that read one weight slice at once multiply alike and stay together, the slice read from HBM
+// once and from L2 by the others.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,9 @@ DG_HOST_DEVICE inline WsTile ws_tile_at(int t, const int32_t* tile0, const int32
     else hi = mid - 1;
   }
   const int rows = offsets[lo + 1] - offsets[lo], passes = (rows + pass - 1) / pass;
-  const int local = t - tile0[lo], p = local % passes, left = rows - p * pass;
-  return WsTile{lo, offsets[lo] + p * pass, left < pass ? left : pass, local / passes};
+  const int base = rows / passes, extra = rows % passes;  // the first `extra` passes take one row more
+  const int local = t - tile0[lo], p = local % passes;
+  return WsTile{lo, offsets[lo] + p * base + (p < extra ? p : extra), base + (p < extra ? 1 : 0), local / passes};
 }
 
 }  // namespace dg
