@@ -17,48 +17,48 @@
 
 namespace dg::cuda {
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialisation when
-// pdl_active(). Errors surface through cudaGetLastError(), as a <<<>>> launch's do.
+// Launches kernel<<<grid, block, smem, stream>>>(args...), in clusters of cluster_x CTAs along x when cluster_x > 0
+// (thread block clusters, sm_90: co-scheduled CTAs that may read each other's shared memory; grid.x a multiple of
+// it), with programmatic stream serialisation when pdl_active(). Errors surface through cudaGetLastError(), as a
+// <<<>>> launch's do.
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (pdl_active()) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-// The same launch with the grid in clusters of `cluster_x` CTAs along x (thread block clusters, sm_90: co-scheduled
-// CTAs that may read each other's shared memory). grid.x must be a multiple of cluster_x.
-template <class... Params, class... Args>
-void launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                    unsigned cluster_x, Args&&... args) {
+void launch_in(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster_x,
+               Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster_x;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (pdl_active()) {
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.numAttrs = 2;
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
   }
+  if (pdl_active()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = n > 0 ? attr : nullptr;
+  cfg.numAttrs = n;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// The plain launch (no clusters).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_in(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
+}
+
+// In clusters of cluster_x CTAs along x.
+template <class... Params, class... Args>
+void launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    unsigned cluster_x, Args&&... args) {
+  launch_in(kernel, grid, block, smem, stream, cluster_x, std::forward<Args>(args)...);
 }
 
 // Waits until the kernels this one depends on have completed and their writes are visible (a no-op when the kernel
