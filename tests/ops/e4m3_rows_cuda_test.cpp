@@ -9,13 +9,13 @@
 #if defined(DG_WITH_CUDA)
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/fp8_gemm.h"
 #include "core/cuda/cuda_check.h"
+#include "core/dtype.h"
 #include "ops/linear/e4m3_rows_cuda.h"
 #include "quant/minifloat.h"
 #include "support/device_buf.h"
@@ -56,13 +56,6 @@ std::vector<uint8_t> random_codes(size_t count, std::mt19937& rng) {
     while ((b & 0x7f) == 0x7f);  // no NaN codes
   }
   return v;
-}
-
-float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 // The outputs [rows, n] as floats, read from a buffer of rows x ld elements at column col0.

@@ -103,7 +103,8 @@ struct CudaKernels {
   // write of the f32 logits less. Measured on the H200 (fp8-all): the 32-stream step 145.7 -> 144.1 ms, 8 streams
   // 41.85 -> 41.45 (docs/CUDA.md); bench --softcap-pass is the A/B
   bool softcap_in_stats = true;
-  // The W8A8 products of at most 256 rows (A8RowsMode above). Not yet measured on a GPU: cuBLASLt until it is
+  // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
+  // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B
   A8RowsMode a8_rows = A8RowsMode::kCublasLt;
 };
 
