@@ -17,7 +17,7 @@ if [ "${DG_PACK_TESTS:-1}" != 0 ]; then
   strip -o "$stage/dg_cuda_tests" "$b/tests/dg_cuda_tests"
   bins+=("$b/tests/dg_cuda_tests")
 fi
-for probe in dg_gemm_probe dg_gemm_lt_probe dg_gemm_fp8_probe; do  # diagnosis tools, when built
+for probe in dg_gemm_probe dg_gemm_lt_probe dg_gemm_fp8_probe dg_read_probe; do  # diagnosis tools, when built
   [ -x "$b/$probe" ] && strip -o "$stage/$probe" "$b/$probe"
 done
 ldd "${bins[@]}" | awk '$3 ~ /^\// {print $3}' | sort -u |

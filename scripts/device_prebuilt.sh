@@ -14,7 +14,7 @@ prebuilt_sum=$(cksum < .carry/prebuilt.tar.xz)
     cp /tmp/prebuilt/diffgemma build/cuda-ci/ || { echo "no diffgemma in .carry/prebuilt.tar.xz"; exit 1; }
     rm -f build/cuda-ci/tests/dg_cuda_tests  # an earlier tarball's must not run as this one's
     [ -e /tmp/prebuilt/dg_cuda_tests ] && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/  # DG_PACK_TESTS=0: none
-    for probe in /tmp/prebuilt/dg_gemm_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
+    for probe in /tmp/prebuilt/dg_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
     cp /tmp/prebuilt/lib/* .carry/lib/
     echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked
   fi

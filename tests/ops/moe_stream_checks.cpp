@@ -138,6 +138,17 @@ DeviceWeights::DeviceWeights(const TestWeights& w, Q4Layout layout) {
   EXPECT_TRUE(got == bytes) << "q4_to_kernel_layout_cuda differs from its host twin";
 }
 
+void DeviceWeights::tile(const Shape& s) {
+  std::vector<uint8_t> want(static_cast<size_t>(q4_kernel_layout_bytes(s)));
+  ASSERT_EQ(cudaMemcpy(want.data(), p, want.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  q4_to_tiled_layout(want.data(), s);
+  const Status st = q4_to_tiled_layout_cuda(p, s, nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  std::vector<uint8_t> got(want.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(got == want) << "q4_to_tiled_layout_cuda differs from its host twin";
+}
+
 const char* layout_name(Q4Layout l) { return l == Q4Layout::kKernel ? "/kernel layout" : ""; }
 
 double weight_rel_error(DType fmt) { return fmt == DType::kQ4 ? std::ldexp(1.0, -9) : 0.0; }
@@ -195,7 +206,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   });
 
   const DeviceBuf dx(x), doff(rt.offsets), dperm(rt.perm), dx8(x8.codes), dsc(x8.scales);
-  const DeviceWeights dw(W, layout);
+  DeviceWeights dw(W, layout);
   const void* xin = c.act8 ? dx8.p : dx.p;
   const float* xsc = c.act8 ? dsc.as<float>() : nullptr;
   const DeviceBuf dy(static_cast<size_t>(pairs * N) * 2), da(static_cast<size_t>(pairs * ff) * 2);
@@ -233,6 +244,28 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
     const char* other = q4 ? "the streaming kernel's" : "--moe wide's";
     EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of --moe ws that differ from " << other;
     EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of --moe ws that differ from " << other;
+    // q4 in stage tiles, where the rows allow them: the same bits again.
+    if (q4 && q4_tiled_ok(W.host.shape)) {
+      dw.tile(W.host.shape);
+      ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
+      s = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                           nullptr, c.q4_consumers, Q4Layout::kTiled);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      s = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
+                              nullptr, c.q4_consumers, Q4Layout::kTiled);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto tiled_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+      const auto tiled_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+      size_t tdiff_y = 0, tdiff_a = 0;
+      for (size_t i = 0; i < tiled_y.size(); ++i) tdiff_y += tiled_y[i] != wide_y[i];
+      for (size_t i = 0; i < tiled_a.size(); ++i) tdiff_a += tiled_a[i] != wide_a[i];
+      EXPECT_EQ(tdiff_y, 0u) << c.name << ": plain outputs of --moe ws on tiles that differ from " << other;
+      EXPECT_EQ(tdiff_a, 0u) << c.name << ": gated outputs of --moe ws on tiles that differ from " << other;
+      std::cout << "  " << c.name << " q4/ws/tiles: " << tdiff_y << " plain and " << tdiff_a
+                << " gated outputs differ from the streaming kernel's\n";
+    }
   }
 
   const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(pairs * N)));

@@ -80,6 +80,9 @@ struct DeviceWeights {
   void* p = nullptr;
   DeviceWeights(const TestWeights& w, Q4Layout layout);
   ~DeviceWeights() { cudaFree(p); }
+  // q4 in the kernel layout of shape s becomes its tiled form on the device (q4_to_tiled_layout_cuda), checked byte
+  // for byte against the host twin.
+  void tile(const Shape& s);
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
 };

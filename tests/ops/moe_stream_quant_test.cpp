@@ -128,7 +128,9 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // and 1: n16; experts without rows), K of one group (scale words 4-byte aligned), three groups (a short last
 // stage), 5.5 stages (704: a half-empty last stage, scale words 8-byte aligned) and 22 (2,816: 16-byte aligned),
 // weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
-// full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass). Each
+// full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass); where
+// the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (Q4Layout::kTiled; at N 128 a
+// column tile's second consumer holds no valid rows, so its boxes are not copied). Each
 // case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
 // gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
 // and the second pair hold no valid rows).
@@ -144,6 +146,7 @@ TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
     }
   };
   ws({"K96 N40 gather", 96, 40, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
+  ws({"K96 N128 gather", 96, 128, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
   ws({"K32 N40", 32, 40, 5, {64, 65, 0, 1, 16}, 0, 1, false, DType::kQ4});
   ws({"K704 N200 gather large", 704, 200, 3, {1, 37, 150}, 0, 2, true, DType::kQ4}, 3e4f);
   ws({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kQ4});

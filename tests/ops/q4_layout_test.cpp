@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "ops/moe/q4_layout.h"
 #include "quant/packed_tensor.h"
 #include "support/seeded.h"
@@ -88,6 +89,57 @@ TEST(Q4KernelLayout, KernelWeightsEqualTheRoundedDiskWeights) {
   check_weights(Shape{2, 16, 64}, 2.0f, 3, false);   // p = 1 .. 2
   check_weights(Shape{2, 16, 64}, 40.0f, 4, true);   // p about 6
   check_weights(Shape{7, 32}, 3e4f, 5, false);       // one matrix, p about 17
+}
+
+// The tiled form (q4_to_tiled_layout): every code and scale word of the kernel layout lands once, a stage of 64 rows
+// is one run of 1,280 bytes a group, and every weight reads as in the kernel layout: K of three groups (one short
+// stage), of 22 (five stages and a short one of two: the 26B-A4B down product's K 704), two and three matrices.
+TEST(Q4TiledLayout, TilesHoldTheKernelLayoutsWords) {
+  const int64_t groups = 22;
+  std::vector<int> seen(static_cast<size_t>(20 * groups * 128), 0);
+  for (int64_t r = 0; r < 128; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int t = 0; t < 4; ++t) ++seen[static_cast<size_t>(q4_tiled_code_offset(r, g, t, groups))];
+      ++seen[static_cast<size_t>(q4_tiled_scale_offset(r, g, groups))];
+    }
+  int64_t once = 0;
+  for (size_t i = 0; i < seen.size(); i += 4) once += seen[i] == 1;
+  EXPECT_EQ(once, 5 * groups * 128) << "every word of the two blocks exactly once";
+  // Block 1, stage 2 starts after block 0's 1,280 G bytes and two stages of 5,120; row 3's words of group 9 (lane 2).
+  EXPECT_EQ(q4_tiled_code_offset(64 + 3, 9, 2, groups), 1280 * groups + 2 * 5120 + 64 * 3 + 4 * (2 * 4 + 1));
+  EXPECT_EQ(q4_tiled_scale_offset(64 + 3, 9, groups), 1280 * groups + 2 * 5120 + 4096 + 16 * 3 + 4);
+  // The short last stage (groups 20, 21): rows of 32 code bytes, then 8 scale bytes a row.
+  EXPECT_EQ(q4_tiled_code_offset(5, 21, 3, groups), 5 * 5120 + 32 * 5 + 4 * (3 * 2 + 1));
+  EXPECT_EQ(q4_tiled_scale_offset(5, 21, groups), 5 * 5120 + 2048 + 8 * 5 + 4);
+  EXPECT_FALSE(q4_tiled_ok(Shape{2, 64, 96}));
+  EXPECT_TRUE(q4_tiled_ok(Shape{2, 128, 96}));
+}
+
+void check_tiled(Shape s, float amp, uint64_t seed) {
+  const int64_t n = s.numel();
+  std::vector<float> v = test::seeded_uniform(static_cast<size_t>(n), seed, -amp, amp, Storage::kBF16);
+  Tensor f = host_tensor(DType::kF32, s);
+  std::copy(v.begin(), v.end(), f.f32());
+  const Tensor packed = pack_tensor(f, DType::kQ4);
+  std::vector<uint8_t> kernel(static_cast<size_t>(q4_kernel_layout_bytes(s)), 0xAB);
+  std::memcpy(kernel.data(), packed.data, packed.nbytes());
+  q4_to_kernel_layout(kernel.data(), s);
+  std::vector<uint8_t> tiled = kernel;
+  q4_to_tiled_layout(tiled.data(), s);
+  const int64_t K = s[s.rank - 1], rows = n / K;
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const float want = q4_kernel_weight(kernel.data(), s, r, k), got = q4_tiled_weight(tiled.data(), s, r, k);
+      if (got != want && bad++ < 5) ADD_FAILURE() << "weight (" << r << ", " << k << ") " << got << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0) << s.str();
+}
+
+TEST(Q4TiledLayout, TiledWeightsEqualTheKernelLayouts) {
+  check_tiled(Shape{3, 128, 96}, 0.1f, 6);
+  check_tiled(Shape{2, 256, 704}, 40.0f, 7);
+  EXPECT_THROW(check_tiled(Shape{2, 64, 96}, 0.1f, 8), Error);
 }
 
 }  // namespace q4_layout_test

@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_decider.h"
 #include "backend/cuda/host_check.h"
+#include "backend/cuda/moe_path.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/pdl.h"
 #include "core/error.h"
@@ -106,8 +107,9 @@ size_t CudaBackend::packed_bytes(DType fmt, const Shape& s) const {
 }
 
 void CudaBackend::to_kernel_layout(Tensor& t) {
-  if (t.dtype == DType::kQ4 && q4_layout() == Q4Layout::kKernel)
-    check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
+  if (t.dtype != DType::kQ4 || q4_layout() != Q4Layout::kKernel) return;
+  check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
+  if (q4_tiled_experts(kernels_, t.shape)) check(q4_to_tiled_layout_cuda(t.data, t.shape, stream_));
 }
 
 void CudaBackend::place_side_by_side(std::span<Tensor* const> group) {

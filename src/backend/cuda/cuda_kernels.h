@@ -79,6 +79,10 @@ struct CudaKernels {
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
+  // q4 experts (rank-3 weights of rows a multiple of 128) for the warp-specialised kernel: the kernel layout's words in
+  // stage tiles, a stage of 64 rows one contiguous run (src/ops/moe/q4_layout.h; docs/CUDA.md, "q4 in stage tiles");
+  // false: the rows as the kernel layout stores them (A/B, the same bits). Off with --moe stream, whose kernel reads rows
+  bool q4_tiles = true;
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;

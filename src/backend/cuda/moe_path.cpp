@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "backend/cuda/host_check.h"
+#include "core/error.h"
 #include "ops/glu/glu_cuda.h"
+#include "ops/moe/q4_layout.h"
 #include "ops/residual/residual.h"
 
 namespace dg {
@@ -61,6 +63,16 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                      (c.kernels.moe == MoeKernel::kWs ||
                       (c.kernels.moe == MoeKernel::kAuto && moe_ws_q4_takes(H, E, two_ff, T) &&
                        moe_ws_q4_takes(ff, E, H, P)));
+  // q4 experts in stage tiles (q4_tiled_experts): only the warp-specialised kernel reads them.
+  const auto q4_form = [&](const Tensor& t) {
+    return t.dtype == DType::kQ4 && c.q4 == Q4Layout::kKernel && q4_tiled_experts(c.kernels, t.shape)
+               ? Q4Layout::kTiled
+               : c.q4;
+  };
+  const Q4Layout q4_gate_up = q4_form(w.gate_up), q4_down = q4_form(w.down);
+  DG_CHECK(q4_ws || (q4_gate_up != Q4Layout::kTiled && q4_down != Q4Layout::kTiled),
+           "MoE of {} rows: the q4 experts are in stage tiles, which only --moe ws's kernel reads, and it does not "
+           "take this call; run with --no-q4-tiles", T);
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
@@ -91,9 +103,9 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   } else if (q4_ws) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
-                              offsets.as<int32_t>(), act.data, s, c.kernels.moe_q4_consumers));
+                              offsets.as<int32_t>(), act.data, s, c.kernels.moe_q4_consumers, q4_gate_up));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kQ4, H, E,
-                           offsets.as<int32_t>(), y.data, s, c.kernels.moe_q4_consumers));
+                           offsets.as<int32_t>(), y.data, s, c.kernels.moe_q4_consumers, q4_down));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;
@@ -137,6 +149,12 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                         out.data, T, H, c.eps, s, tail->m1_raw));
   }
 
+}
+
+bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s) {
+  return kernels.q4_kernel_layout && kernels.q4_tiles &&
+         (kernels.moe == MoeKernel::kAuto || kernels.moe == MoeKernel::kWs) && s.rank == 3 && q4_tiled_ok(s) &&
+         moe_ws_q4_takes(s[2], s[0], s[1], 1);
 }
 
 }  // namespace dg

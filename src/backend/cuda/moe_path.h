@@ -24,6 +24,10 @@ struct MoePathCtx {
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
 };
 
+// Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
+// kernel takes, in the kernel layout, with kernels.q4_tiles and a --moe choice that runs that kernel (auto, ws).
+bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s);
+
 // The feed-forward tail that takes the MoE block's output as its m2 (Backend::moe_ffn_tail): out = ffn_tail(h, m1,
 // w1, moe, w2, w, scalar), the experts' rows combined inside the tail's kernel (ffn_tail_moe_cuda).
 struct MoeTail {

@@ -2,7 +2,7 @@
 // parity; arrivals of cp.async copies and TMA transfers), TMA tile loads, named barriers over part of a CTA, and
 // setmaxnreg (moving registers between warpgroups).
 // Reference: PTX ISA, "mbarrier" (init, arrive, expect_tx, try_wait.parity; phases and their parity),
-// "cp.async.mbarrier.arrive", "cp.async.bulk.tensor", "fence.mbarrier_init", "bar.sync", "setmaxnreg".
+// "cp.async.mbarrier.arrive", "cp.async.bulk", "cp.async.bulk.tensor", "fence.mbarrier_init", "bar.sync", "setmaxnreg".
 //
 // An mbarrier counts arrivals towards its expected count; when they are all in, its current phase completes and the
 // next begins (phase 0 first). A waiter names the phase by its parity: mbar_wait(bar, 0) returns once phase 0 is
@@ -49,6 +49,14 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int x
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
       ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
       : "memory");
+}
+
+// Bulk copy: `bytes` (a multiple of 16) contiguous bytes from global src to shared dst (both 16-byte aligned), counted
+// on `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(dst), "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 // Spins until the phase of parity `parity` of the barrier has completed.

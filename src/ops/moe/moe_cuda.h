@@ -14,11 +14,14 @@ namespace dg {
 
 // How q4 weights lie in device memory for the streaming kernel: kDisk as the pack stores them (docs/FORMATS.md),
 // or kKernel, rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md,
-// "q4 in the kernel layout"; src/ops/moe/q4_layout.h).
-enum class Q4Layout { kDisk, kKernel };
+// "q4 in the kernel layout"; src/ops/moe/q4_layout.h), or kTiled, the kernel layout's words in stage tiles for the
+// warp-specialised kernel only (q4_to_tiled_layout_cuda; docs/CUDA.md, "q4 in stage tiles").
+enum class Q4Layout { kDisk, kKernel, kTiled };
 // In place: a q4 tensor of shape s on the device, its disk layout in the first packed_layout(kQ4, s).total bytes of
 // an allocation of q4_kernel_layout_bytes(s) bytes (16-byte aligned), becomes the kernel layout.
 Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
+// In place: a q4 tensor in the kernel layout becomes its tiled form (q4_layout.h; q4_tiled_ok(s), else an error).
+Status q4_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 
 // The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
 // top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
@@ -88,7 +91,8 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
 // K % 8 == 0), or q4 in the kernel layout (Q4Layout::kKernel, as the CUDA backend uploads it; x bf16, x_scale null;
 // K % 32 == 0; passes of up to 64 rows, moe_ws_q4.cu: the streaming kernel's bits); offsets required; x_rows_max:
 // the rows of x (their bytes under 2^31); at most 1,024 experts; compute capability 9.0 (sm_90a code). q4_consumers:
-// the q4 kernel's consumer warpgroups, 2 (two m64 tiles each) or 4 (one each; --moe-q4-consumers), the same bits.
+// the q4 kernel's consumer warpgroups, 2 (two m64 tiles each) or 4 (one each; --moe-q4-consumers), the same bits;
+// q4_layout: kKernel, or kTiled (q4_to_tiled_layout_cuda), the same bits.
 // Whether moe_ws_* would run a product of K-element rows over n_exp experts of w_rows weight rows with x_rows_max
 // activation rows (W8A8 with act8, bf16 otherwise) on this device, rather than refuse it (--moe auto asks).
 bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max);
@@ -96,10 +100,12 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max);
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers = 2);
+                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers = 2,
+                        Q4Layout q4_layout = Q4Layout::kKernel);
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers = 2);
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers = 2,
+                           Q4Layout q4_layout = Q4Layout::kKernel);
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

@@ -100,6 +100,16 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
   float acc[2][kRows / 8][4];
   moe_stream::zero_acc(acc);
   uint32_t held = 0;  // bf16: the stage whose products may still be in flight
+  if (consumer_rows<kGated>(a.n_out, tl.ct, c).valid == 0) {
+    // No valid rows (a gated product's last column tile; the producer copied none of them): the consumer only keeps
+    // the stages' rhythm, and its staging rows are never stored.
+    for (int kt = 0; kt < n_k; ++kt, ++it) {
+      const uint32_t s = it % kStages;
+      cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
+      cuda::mbar_arrive(empty + 8 * s);
+    }
+    return;
+  }
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
@@ -184,13 +194,17 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
       // same outputs (n_out rows further); otherwise its 128 rows. Rows past a consumer's `valid` are read as they
       // lie (the next columns, or zeros past W's end): their products fall in columns that are never stored.
       static_assert(kConsumers == 2 && kWRows == 128, "two consumers of two 64-row boxes");
+      // A box whose rows all lie past its consumer's valid ones is not copied: its products are never stored (the
+      // buffer keeps an older stage's bytes).
       int box_row[kConsumers][2];
+      uint32_t live = 0;  // bit 2 cc + b: box b of consumer cc is copied
 #pragma unroll
       for (int cc = 0; cc < kConsumers; ++cc) {
         const TileRows tr = consumer_rows<kGated>(a.n_out, tl.ct, cc);
         const int row0 = static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.first);
         box_row[cc][0] = row0;
         box_row[cc][1] = kGated ? static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.second) : row0 + 64;
+        live |= (tr.valid > 0 ? 1u : 0u) << (2 * cc) | (tr.valid > (kGated ? 0 : 64) ? 2u : 0u) << (2 * cc);
       }
       int32_t xrow[kRows / 16];  // the x row of each pass row this thread copies; -1: zero-filled
 #pragma unroll
@@ -203,13 +217,14 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
         const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
         const int k0 = kt * kStageK;
-        if (pt == 0) {  // the weights: four boxes, their bytes counted on the stage's barrier
-          cuda::mbar_arrive_expect_tx(bar, kWBytes);
+        if (pt == 0) {  // the weights: the live boxes, their bytes counted on the stage's barrier
+          cuda::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(__popc(live)) * (kWBytes / 4));
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
 #pragma unroll
             for (int b = 0; b < 2; ++b)
-              cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
+              if (live >> (2 * cc + b) & 1u)
+                cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
         }
         const bool k_ok = k0 + chunk * kChunkK < a.K;
         const int64_t kb = static_cast<int64_t>(k0) * kElem;  // the stage's first byte of a row
@@ -261,7 +276,7 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
 
 template <bool kGated>
 Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
-                 const char* what, int q4_consumers) {
+                 const char* what, int q4_consumers, Q4Layout q4_layout) {
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
@@ -275,7 +290,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
   if (q4)
     return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
-                       a.y, s, what, q4_consumers);
+                       a.y, s, what, q4_consumers, q4_layout);
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
@@ -302,18 +317,20 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers) {
+                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers, Q4Layout q4_layout) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                  offsets, 0, static_cast<bf16*>(y)};
-  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4_consumers);
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4_consumers, q4_layout);
 }
 
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers) {
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers,
+                           Q4Layout q4_layout) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
                  offsets, 0, static_cast<bf16*>(out)};
-  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4_consumers);
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4_consumers,
+                         q4_layout);
 }
 
 }  // namespace dg

@@ -14,6 +14,7 @@
 #include "core/cuda/mbarrier.cuh"
 #include "core/cuda/tma_map.h"
 #include "core/status.h"
+#include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_ws_tiles.h"
 
@@ -140,6 +141,6 @@ inline Status limits(const std::string& name, DType w_dtype, int align, int x_el
 // offsets, the row divisor and empty calls.
 Status q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max, int64_t K,
                    const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp, const int32_t* offsets, void* y,
-                   cudaStream_t s, const char* what, int consumers);
+                   cudaStream_t s, const char* what, int consumers, Q4Layout layout);
 
 }  // namespace dg::moe_ws

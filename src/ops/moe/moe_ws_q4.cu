@@ -45,6 +45,10 @@ template <int kTiles> constexpr int kQ4Threads = (kQ4Consumers<kTiles> + 1) * kW
 constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // unit 0's rows first
 constexpr int kScaleBytes = kConsumers * kWRows * kScaleRow;  // then the rows' scale words
 constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byte column blocks (64 elements each)
+// The tiled form (Q4Layout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the same
+// bytes as the two regions above.
+constexpr int kTileBytes = 64 * (kCodeRow + kScaleRow);
+static_assert(4 * kTileBytes == kCodeBytes + kScaleBytes, "the tiles fill the codes' and scales' regions");
 constexpr int kStageBytes = kCodeBytes + kScaleBytes + 2 * kXBlock;
 static_assert((kCodeBytes + kScaleBytes) % 1024 == 0 && kStageBytes % 1024 == 0,
               "the activation blocks 1024-byte aligned (the 128-byte swizzle's period)");
@@ -72,7 +76,9 @@ struct WsQ4Args {
   int x_rows_div;
   int K;
   int scale_align;        // bytes (16, 8 or 4) that every stage's scale words of a row are aligned to
-  Planes W;               // codes (plane 0), scale words (plane 1, K / 32 a row), f32 2^p per matrix (plane 2)
+  int tiled;              // W in the tiled form (Q4Layout::kTiled): a stage's 64 rows one bulk copy, codes and scales
+  Planes W;               // codes (plane 0), scale words (plane 1, K / 32 a row), f32 2^p per matrix (plane 2); tiled:
+                          // the tiles (plane 0) and the factors (plane 2)
   int64_t w_rows;
   int64_t n_out;          // output columns: w_rows, or ff = w_rows / 2 in the gated form
   const int32_t* offsets;  // [n_exp + 1]
@@ -99,40 +105,56 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const int groups = a.K / 32;
+  // This consumer's units hold no valid rows (their products are never stored): it only keeps the stages' rhythm.
+  const bool idle =
+      consumer_rows<kGated>(a.n_out, tl.ct, kTiles * c / 2).valid <= (kTiles == 1 && !kGated ? 64 * (c & 1) : 0);
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
-    cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
-    const uint32_t st = base + s * kStageBytes;
-    const int left = groups - 4 * kt, n = left < 4 ? left : 4;
-    uint32_t af[kTiles][8][4];
+    if (!idle) {
+      cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
+      const uint32_t st = base + s * kStageBytes;
+      const int left = groups - 4 * kt, n = left < 4 ? left : 4;
+      uint32_t af[kTiles][8][4];
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+      for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 64 * (kTiles * c + t) + 16 * warp + (lane >> 2) + 8 * h;  // of the stage's 256 rows
-        moe_stream::q4k_fragments(moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow)),
-                                  moe_stream::q4k_code_words(st + static_cast<uint32_t>(r * kCodeRow), n, lane & 3),
-                                  h, af[t]);
+        for (int h = 0; h < 2; ++h) {
+          const int rr = 16 * warp + (lane >> 2) + 8 * h, r = 64 * (kTiles * c + t) + rr;  // of the unit, the stage
+          uint32_t code;
+          uint4 sc;
+          if (a.tiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
+            const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
+            code = unit + static_cast<uint32_t>(16 * n * rr);
+            const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
+            sc = n == 4 ? moe_stream::lds128(sa)
+                        : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
+                                     n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
+          } else {
+            code = st + static_cast<uint32_t>(r * kCodeRow);
+            sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
+          }
+          moe_stream::q4k_fragments(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
+        }
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int f = 0; f < 8; ++f)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+      moe_stream::fence_acc(acc);
+      cuda::wgmma_fence();
+      const uint32_t xs = st + kCodeBytes + kScaleBytes;
+#pragma unroll
+      for (int f = 0; f < 8; ++f) {
+        const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
       }
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int f = 0; f < 8; ++f)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
-    moe_stream::fence_acc(acc);
-    cuda::wgmma_fence();
-    const uint32_t xs = st + kCodeBytes + kScaleBytes;
-#pragma unroll
-    for (int f = 0; f < 8; ++f) {
-      const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+      cuda::wgmma_commit();
+      cuda::wgmma_wait<0>();
+      moe_stream::fence_acc(acc);
     }
-    cuda::wgmma_commit();
-    cuda::wgmma_wait<0>();
-    moe_stream::fence_acc(acc);
     cuda::mbar_arrive(empty + 8 * s);
   }
   const int pair = kTiles * c / 2;
@@ -234,7 +256,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
       // thread pt copies the scale words of row pt of each consumer's 128. Rows past a consumer's `valid` are read
       // as they lie (zeros past W's end): their products fall in columns that are never stored.
       static_assert(kConsumers == 2 && kWRows == 128 && kWgThreads == 128, "two pairs of two 64-row boxes");
+      // Tiled: a box whose rows are all past the consumer's valid ones is not copied (its products are never
+      // stored; the buffer keeps an older stage's bytes).
       int box_row[kConsumers][2];
+      bool box_live[kConsumers][2];
       const uint8_t* scale_src[kConsumers];  // the row's scale words; null past W's end
 #pragma unroll
       for (int cc = 0; cc < kConsumers; ++cc) {
@@ -242,6 +267,8 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
         const int64_t e0 = static_cast<int64_t>(tl.e) * a.w_rows;
         box_row[cc][0] = static_cast<int>(e0 + tr.first);
         box_row[cc][1] = static_cast<int>(kGated ? e0 + tr.second : e0 + tr.first + 64);
+        box_live[cc][0] = tr.valid > 0;
+        box_live[cc][1] = tr.valid > (kGated ? 0 : 64);
         const int64_t w = pt < 64 ? box_row[cc][0] + pt : box_row[cc][1] + pt - 64;
         scale_src[cc] = w < all_rows ? a.W.p[1] + w * groups * 4 : nullptr;
       }
@@ -260,7 +287,23 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
         const uint32_t s = it % kStages;
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
         const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
-        if (pt == 0) {  // the codes: four boxes, their bytes counted on the stage's barrier
+        if (pt == 0 && a.tiled) {  // codes and scales: a tile of each live box, their bytes counted on the barrier
+          const int left = groups - 4 * kt;
+          const uint32_t bytes = static_cast<uint32_t>(kTileBytes / 4 * (left < 4 ? left : 4));
+          uint32_t all = 0;
+#pragma unroll
+          for (int cc = 0; cc < kConsumers; ++cc)
+#pragma unroll
+            for (int b = 0; b < 2; ++b) all += box_live[cc][b] ? bytes : 0u;
+          cuda::mbar_arrive_expect_tx(bar, all);
+#pragma unroll
+          for (int cc = 0; cc < kConsumers; ++cc)
+#pragma unroll
+            for (int b = 0; b < 2; ++b)
+              if (box_live[cc][b])
+                cuda::bulk_load(st + (2 * cc + b) * kTileBytes,
+                                a.W.p[0] + q4_tiled_chunk(box_row[cc][b] / kQ4TileRows, kt, groups), bytes, bar);
+        } else if (pt == 0) {  // the codes: four boxes, their bytes counted on the stage's barrier
           cuda::mbar_arrive_expect_tx(bar, kCodeBytes);
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
@@ -268,9 +311,11 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
             for (int b = 0; b < 2; ++b)
               cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kCodeRow, &a.cmap, kt * kCodeRow, box_row[cc][b], bar);
         }
+        if (!a.tiled) {
 #pragma unroll
-        for (int cc = 0; cc < kConsumers; ++cc)
-          copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_src[cc], kt, groups);
+          for (int cc = 0; cc < kConsumers; ++cc)
+            copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_src[cc], kt, groups);
+        }
         const int k0 = kt * kStageK;
         const bool k_ok = k0 + chunk * 8 < a.K;
 #pragma unroll
@@ -321,16 +366,23 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
+  if (a.tiled && !q4_tiled_ok(Shape{n_exp, a.w_rows, a.K}))
+    return Status::error(name + ": q4 weights in the tiled form need rows a multiple of 128, not " +
+                         std::to_string(a.w_rows));
   a.n_exp = static_cast<int>(n_exp);
   a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, Q4Layout::kKernel);
   const uintptr_t at = reinterpret_cast<uintptr_t>(a.W.p[1]) | static_cast<uintptr_t>(a.K / 32 * 4);
   a.scale_align = at % 16 == 0 ? 16 : at % 8 == 0 ? 8 : 4;
-  // The codes as stored: [rows] rows of K / 2 bytes in boxes of 64 rows x 64 bytes, zeros past K (a row's last,
-  // shorter stage).
-  if (Status st = rows_map(a.W.p[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, a.K / 2, n_exp * a.w_rows, a.W.row_bytes[0],
-                           kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name, "the q4 codes");
-      !st.is_ok())
+  if (a.tiled) {
+    a.W.p[0] = static_cast<const uint8_t*>(W);  // the tiles from the blob's start; the factors where they were
+  } else if (Status st = rows_map(a.W.p[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, a.K / 2, n_exp * a.w_rows,
+                                  a.W.row_bytes[0], kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name,
+                                  "the q4 codes");
+             !st.is_ok()) {
+    // The codes as stored: [rows] rows of K / 2 bytes in boxes of 64 rows x 64 bytes, zeros past K (a row's last,
+    // shorter stage).
     return st;
+  }
   auto* kernel = moe_ws_q4_kernel<kGated, kTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
@@ -346,12 +398,16 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
-                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers) {
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers,
+                           Q4Layout layout) {
   if (consumers != 2 && consumers != 4)
     return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
                          std::to_string(consumers));
-  const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16, {}, w_rows,
-                   n_out, offsets, 0, static_cast<bf16*>(y)};
+  if (layout != Q4Layout::kKernel && layout != Q4Layout::kTiled)
+    return Status::error(std::string(what) + ": --moe ws reads q4 weights in the kernel layout or its tiled form, "
+                                             "not the disk layout");
+  const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16,
+                   layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
   if (consumers == 4)
     return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
                  : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);

@@ -1,6 +1,7 @@
 // q4_to_kernel_layout_cuda: a q4 tensor's disk layout into the streaming kernel's layout, in place on the device
 // (definition and host twin: src/ops/moe/q4_layout.h). Two passes: each matrix's largest scale (its power p), then
-// each row's blocks of four groups rewritten by one thread.
+// each row's blocks of four groups rewritten by one thread. q4_to_tiled_layout_cuda: the kernel layout's words into
+// stage tiles, through a scratch copy.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -54,7 +55,46 @@ __global__ void q4_relayout_kernel(uint8_t* codes, int64_t code_row_bytes, uint8
   }
 }
 
+// One thread per (row, stage): the row's code bytes and scale words of the stage into their tile.
+__global__ void q4_tile_kernel(const uint8_t* codes, int64_t code_row_bytes, const uint8_t* scales,
+                               int64_t scale_row_bytes, int64_t groups, int64_t n, uint8_t* tiled) {
+  cuda::pdl_enter();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t stages = (groups + 3) / 4;
+  if (i >= n) return;
+  const int64_t r = i / stages, st = i % stages, left = groups - 4 * st, g = left < 4 ? left : 4;
+  uint8_t* chunk = tiled + q4_tiled_chunk(r / kQ4TileRows, st, groups);
+  const int64_t rr = r % kQ4TileRows;
+  const auto* src = reinterpret_cast<const uint4*>(codes + r * code_row_bytes + 64 * st);
+  auto* dst = reinterpret_cast<uint4*>(chunk + 16 * g * rr);
+  for (int64_t c = 0; c < g; ++c) dst[c] = src[c];
+  const auto* ssrc = reinterpret_cast<const uint32_t*>(scales + r * scale_row_bytes + 16 * st);
+  auto* sdst = reinterpret_cast<uint32_t*>(chunk + 1024 * g + 4 * g * rr);
+  for (int64_t c = 0; c < g; ++c) sdst[c] = ssrc[c];
+}
+
 }  // namespace
+
+Status q4_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
+  if (const char* why = packed_shape_error(DType::kQ4, s))
+    return Status::error(std::string("q4_to_tiled_layout_cuda: ") + why);
+  if (!q4_tiled_ok(s))
+    return Status::error("q4_to_tiled_layout_cuda: " + std::to_string(s[s.rank - 2]) +
+                         " rows a matrix; the tiled form needs a multiple of 128");
+  if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) return Status::error("q4_to_tiled_layout_cuda: W must be 16-byte aligned");
+  const PackedLayout L = packed_layout(DType::kQ4, s);
+  const int64_t groups = L.cols / 32, bytes = 20 * groups * L.rows;
+  auto* base = static_cast<uint8_t*>(W);
+  uint8_t* tiled = nullptr;
+  if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&tiled), static_cast<size_t>(bytes), st); e != cudaSuccess)
+    return cuda_status(e, "q4_to_tiled_layout_cuda");
+  const int64_t n = L.rows * ((groups + 3) / 4);
+  cuda::launch(q4_tile_kernel, cuda::blocks_for(n, 256), 256, 0, st, base + L.offset[0], L.row_bytes[0],
+               base + L.offset[1], L.row_bytes[1], groups, n, tiled);
+  cudaMemcpyAsync(base, tiled, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, st);
+  cudaFreeAsync(tiled, st);
+  return cuda_status(cudaGetLastError(), "q4_to_tiled_layout_cuda");
+}
 
 Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
   if (const char* why = packed_shape_error(DType::kQ4, s))

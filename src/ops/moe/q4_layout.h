@@ -87,6 +87,30 @@ inline int64_t q4_kernel_layout_bytes(const Shape& s) {
   return L.total + (4 * L.matrices + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
 }
 
+// The tiled form of the kernel layout (Q4Layout::kTiled), for the warp-specialised kernel's producer: the same code
+// and scale words, ordered so that a stage of 64 weight rows (128 elements each) is one contiguous run of bytes. A
+// 64-row block b of the tensor's rows (rows counted over all its matrices) holds the row's K / 32 groups in stages of
+// four; chunk (b, s) starts at byte 1280 G b + 5120 s (G = K / 32) and holds, for its n = min(4, G - 4 s) groups,
+// the 64 rows' code bytes of the stage (16 n a row, in the kernel layout's order within the row) and then their
+// scale words (4 n a row). The factors stay where the kernel layout keeps them. Rows of a matrix a multiple of 128
+// (q4_tiled_ok): no block crosses a matrix, and a gated product's up rows (from ff = rows / 2) start a block.
+// Reading 64-byte pieces of 64 rows 1,408 bytes apart ran at 2.3 TB/s on the H100, the same bytes as one run at
+// 3.0 (docs/CUDA.md, "q4 in stage tiles").
+constexpr int64_t kQ4TileRows = 64;
+inline bool q4_tiled_ok(const Shape& s) { return s.rank >= 2 && s[s.rank - 2] % 128 == 0 && s[s.rank - 1] % 32 == 0; }
+DG_Q4_HD inline int64_t q4_tiled_chunk(int64_t block, int64_t stage, int64_t groups) {
+  return 1280 * groups * block + 5120 * stage;
+}
+// Byte of word t of group g of row `row` (codes), and of the row's scale word of group g, in the tiled form.
+DG_Q4_HD inline int64_t q4_tiled_code_offset(int64_t row, int64_t g, int t, int64_t groups) {
+  const int64_t s = g / 4, n = groups - 4 * s < 4 ? groups - 4 * s : 4;
+  return q4_tiled_chunk(row / kQ4TileRows, s, groups) + 16 * n * (row % kQ4TileRows) + 4 * (t * n + g % 4);
+}
+DG_Q4_HD inline int64_t q4_tiled_scale_offset(int64_t row, int64_t g, int64_t groups) {
+  const int64_t s = g / 4, n = groups - 4 * s < 4 ? groups - 4 * s : 4;
+  return q4_tiled_chunk(row / kQ4TileRows, s, groups) + 1024 * n + 4 * n * (row % kQ4TileRows) + 4 * (g % 4);
+}
+
 // Host twin of q4_to_kernel_layout_cuda: `blob` (q4_kernel_layout_bytes(s) bytes, the disk layout in its first
 // packed_layout(kQ4, s).total) becomes the kernel layout in place.
 void q4_to_kernel_layout(uint8_t* blob, const Shape& s);
@@ -94,5 +118,9 @@ void q4_to_kernel_layout(uint8_t* blob, const Shape& s);
 // bf16(v s + m) 2^p with v the masked code's subnormal value (docs/CUDA.md). Equals bf16(scale q + min) of the
 // disk layout (the documented weight rounding of the disk-layout kernel) wherever the conversion is exact.
 float q4_kernel_weight(const uint8_t* blob, const Shape& s, int64_t row, int64_t k);
+// Host twin of q4_to_tiled_layout_cuda: a blob in the kernel layout becomes its tiled form in place (q4_tiled_ok(s)).
+void q4_to_tiled_layout(uint8_t* blob, const Shape& s);
+// q4_kernel_weight of a blob in the tiled form.
+float q4_tiled_weight(const uint8_t* blob, const Shape& s, int64_t row, int64_t k);
 
 }  // namespace dg
