@@ -100,16 +100,6 @@ __device__ __forceinline__ void consume_pass(const WsArgs& a, const Tile& tl, ui
   float acc[2][kRows / 8][4];
   moe_stream::zero_acc(acc);
   uint32_t held = 0;  // bf16: the stage whose products may still be in flight
-  if (consumer_rows<kGated>(a.n_out, tl.ct, c).valid == 0) {
-    // No valid rows (a gated product's last column tile; the producer copied none of them): the consumer only keeps
-    // the stages' rhythm, and its staging rows are never stored.
-    for (int kt = 0; kt < n_k; ++kt, ++it) {
-      const uint32_t s = it % kStages;
-      cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
-      cuda::mbar_arrive(empty + 8 * s);
-    }
-    return;
-  }
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
@@ -194,17 +184,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
       // same outputs (n_out rows further); otherwise its 128 rows. Rows past a consumer's `valid` are read as they
       // lie (the next columns, or zeros past W's end): their products fall in columns that are never stored.
       static_assert(kConsumers == 2 && kWRows == 128, "two consumers of two 64-row boxes");
-      // A box whose rows all lie past its consumer's valid ones is not copied: its products are never stored (the
-      // buffer keeps an older stage's bytes).
       int box_row[kConsumers][2];
-      uint32_t live = 0;  // bit 2 cc + b: box b of consumer cc is copied
 #pragma unroll
       for (int cc = 0; cc < kConsumers; ++cc) {
         const TileRows tr = consumer_rows<kGated>(a.n_out, tl.ct, cc);
         const int row0 = static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.first);
         box_row[cc][0] = row0;
         box_row[cc][1] = kGated ? static_cast<int>(static_cast<int64_t>(tl.e) * a.w_rows + tr.second) : row0 + 64;
-        live |= (tr.valid > 0 ? 1u : 0u) << (2 * cc) | (tr.valid > (kGated ? 0 : 64) ? 2u : 0u) << (2 * cc);
       }
       int32_t xrow[kRows / 16];  // the x row of each pass row this thread copies; -1: zero-filled
 #pragma unroll
@@ -217,14 +203,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
         const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
         const int k0 = kt * kStageK;
-        if (pt == 0) {  // the weights: the live boxes, their bytes counted on the stage's barrier
-          cuda::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(__popc(live)) * (kWBytes / 4));
+        if (pt == 0) {  // the weights: four boxes, their bytes counted on the stage's barrier
+          cuda::mbar_arrive_expect_tx(bar, kWBytes);
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
 #pragma unroll
             for (int b = 0; b < 2; ++b)
-              if (live >> (2 * cc + b) & 1u)
-                cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
+              cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
         }
         const bool k_ok = k0 + chunk * kChunkK < a.K;
         const int64_t kb = static_cast<int64_t>(k0) * kElem;  // the stage's first byte of a row

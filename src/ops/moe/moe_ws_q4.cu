@@ -98,63 +98,58 @@ struct WsQ4Args {
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
 // (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
 // pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
-template <bool kGated, int N, int kTiles>
+template <bool kGated, int N, int kTiles, bool kTiled>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
   float acc[kTiles][N / 8][4];
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const int groups = a.K / 32;
-  // This consumer's units hold no valid rows (their products are never stored): it only keeps the stages' rhythm.
-  const bool idle =
-      consumer_rows<kGated>(a.n_out, tl.ct, kTiles * c / 2).valid <= (kTiles == 1 && !kGated ? 64 * (c & 1) : 0);
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
-    if (!idle) {
-      cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
-      const uint32_t st = base + s * kStageBytes;
-      const int left = groups - 4 * kt, n = left < 4 ? left : 4;
-      uint32_t af[kTiles][8][4];
+    cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
+    const uint32_t st = base + s * kStageBytes;
+    const int left = groups - 4 * kt, n = left < 4 ? left : 4;
+    uint32_t af[kTiles][8][4];
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int rr = 16 * warp + (lane >> 2) + 8 * h, r = 64 * (kTiles * c + t) + rr;  // of the unit, the stage
-          uint32_t code;
-          uint4 sc;
-          if (a.tiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
-            const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
-            code = unit + static_cast<uint32_t>(16 * n * rr);
-            const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
-            sc = n == 4 ? moe_stream::lds128(sa)
-                        : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
-                                     n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
-          } else {
-            code = st + static_cast<uint32_t>(r * kCodeRow);
-            sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
-          }
-          moe_stream::q4k_fragments(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
+      for (int h = 0; h < 2; ++h) {
+        const int rr = 16 * warp + (lane >> 2) + 8 * h, r = 64 * (kTiles * c + t) + rr;  // of the unit, the stage
+        uint32_t code;
+        uint4 sc;
+        if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
+          const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
+          code = unit + static_cast<uint32_t>(16 * n * rr);
+          const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
+          sc = n == 4 ? moe_stream::lds128(sa)
+                      : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
+                                   n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
+        } else {
+          code = st + static_cast<uint32_t>(r * kCodeRow);
+          sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
         }
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-        for (int f = 0; f < 8; ++f)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
-      moe_stream::fence_acc(acc);
-      cuda::wgmma_fence();
-      const uint32_t xs = st + kCodeBytes + kScaleBytes;
-#pragma unroll
-      for (int f = 0; f < 8; ++f) {
-        const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+        moe_stream::q4k_fragments(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
       }
-      cuda::wgmma_commit();
-      cuda::wgmma_wait<0>();
-      moe_stream::fence_acc(acc);
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int f = 0; f < 8; ++f)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    moe_stream::fence_acc(acc);
+    cuda::wgmma_fence();
+    const uint32_t xs = st + kCodeBytes + kScaleBytes;
+#pragma unroll
+    for (int f = 0; f < 8; ++f) {
+      const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
     }
+    cuda::wgmma_commit();
+    cuda::wgmma_wait<0>();
+    moe_stream::fence_acc(acc);
     cuda::mbar_arrive(empty + 8 * s);
   }
   const int pair = kTiles * c / 2;
@@ -225,7 +220,7 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated, int kTiles>
+template <bool kGated, int kTiles, bool kTiled>
 __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -287,7 +282,7 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
         const uint32_t s = it % kStages;
         if (it >= kStages) cuda::mbar_wait(empty + 8 * s, (it / kStages - 1) & 1u);
         const uint32_t st = base + s * kStageBytes, bar = full + 8 * s;
-        if (pt == 0 && a.tiled) {  // codes and scales: a tile of each live box, their bytes counted on the barrier
+        if (kTiled && pt == 0) {  // codes and scales: a tile of each live box, their bytes counted on the barrier
           const int left = groups - 4 * kt;
           const uint32_t bytes = static_cast<uint32_t>(kTileBytes / 4 * (left < 4 ? left : 4));
           uint32_t all = 0;
@@ -311,7 +306,7 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
             for (int b = 0; b < 2; ++b)
               cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kCodeRow, &a.cmap, kt * kCodeRow, box_row[cc][b], bar);
         }
-        if (!a.tiled) {
+        if constexpr (!kTiled) {
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
             copy_scales(a, st + kCodeBytes + (cc * kWRows + pt) * kScaleRow, scale_src[cc], kt, groups);
@@ -341,10 +336,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
     const WsTile tl = tile_at(t);
     cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64, kTiles>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
     cuda::named_sync(1 + pair, kPairThreads);
@@ -383,7 +378,7 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
     // shorter stage).
     return st;
   }
-  auto* kernel = moe_ws_q4_kernel<kGated, kTiles>;
+  auto* kernel = a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true> : moe_ws_q4_kernel<kGated, kTiles, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
