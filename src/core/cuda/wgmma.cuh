@@ -35,6 +35,13 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
          (uint64_t{1} << 62);
 }
 
+// Descriptor d moved `bytes` (a multiple of 16) further in shared memory: its address field plus bytes / 16 (shared
+// addresses stay under 2^18, so the 14-bit field does not carry). One add on the low word where each product
+// encoding its own descriptor costs a mask, a shift and the constant fields.
+__device__ __forceinline__ uint64_t wgmma_desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
 // The descriptor of an MN-major tile at `addr` (1024-byte aligned): 128-byte rows of 64 n for one k, 8-k atoms
 // 1024 bytes apart (SBO), 64-n column blocks `lbo` bytes apart (LBO), 128-byte swizzle.
 __device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t addr, uint32_t lbo) {

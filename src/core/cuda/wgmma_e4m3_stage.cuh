@@ -24,16 +24,17 @@ namespace e4m3_stage_detail {
 
 constexpr int kRowBytes = 128;  // a stage's row: 128 codes
 
+// a_d, b_d: the descriptors of A's and B's first rows (wgmma_desc_sw128).
 template <int N>
-__device__ __forceinline__ void issue_group(uint32_t a_s, uint32_t b_s, int t, int h,
+__device__ __forceinline__ void issue_group(uint64_t a_d, uint64_t b_d, int t, int h,
                                             float (&part)[(N > 64 ? 64 : N) / 8][4]) {
   constexpr int kH = N > 64 ? 64 : N;
   fence_acc(part);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
-    const uint64_t a = wgmma_desc_sw128(a_s + t * 64 * kRowBytes + 32 * ks);
-    const uint64_t b = wgmma_desc_sw128(b_s + h * kH * kRowBytes + 32 * ks);
+    const uint64_t a = wgmma_desc_plus(a_d, t * 64 * kRowBytes + 32 * ks);
+    const uint64_t b = wgmma_desc_plus(b_d, h * kH * kRowBytes + 32 * ks);
     if (ks == 0) wgmma_e4m3_m64k32<kH, false>(part, a, b);
     else wgmma_e4m3_m64k32<kH, true>(part, a, b);
   }
@@ -51,11 +52,12 @@ __device__ __forceinline__ void e4m3_stage(uint32_t a_s, uint32_t b_s, float (&a
   constexpr int kH = N > 64 ? 64 : N;  // B rows per product: n64 halves of an n128 pass
   constexpr int kHalves = N / kH, kGroups = 2 * kHalves;
   float part[2][kH / 8][4];
-  e4m3_stage_detail::issue_group<N>(a_s, b_s, 0, 0, part[0]);
+  const uint64_t a_d = wgmma_desc_sw128(a_s), b_d = wgmma_desc_sw128(b_s);
+  e4m3_stage_detail::issue_group<N>(a_d, b_d, 0, 0, part[0]);
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     if (g + 1 < kGroups) {
-      e4m3_stage_detail::issue_group<N>(a_s, b_s, (g + 1) / kHalves, (g + 1) % kHalves, part[(g + 1) & 1]);
+      e4m3_stage_detail::issue_group<N>(a_d, b_d, (g + 1) / kHalves, (g + 1) % kHalves, part[(g + 1) & 1]);
       wgmma_wait<1>();
     } else {
       wgmma_wait<0>();

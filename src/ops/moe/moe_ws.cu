@@ -75,12 +75,13 @@ using Tile = WsTile;  // where tile t lies: the expert, its pass and the CTA's c
 template <int N>
 __device__ __forceinline__ void issue_stage_bf16(uint32_t ws, uint32_t xs, float (&acc)[2][kRows / 8][4]) {
   cuda::wgmma_fence();
+  const uint64_t w_d = cuda::wgmma_desc_sw128(ws), x_d = cuda::wgmma_desc_sw128(xs);
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
-    const uint64_t b = cuda::wgmma_desc_sw128(xs + 32 * ks);
+    const uint64_t b = cuda::wgmma_desc_plus(x_d, 32 * ks);
 #pragma unroll
     for (int t = 0; t < 2; ++t)
-      cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_sw128(ws + t * 64 * kTileK + 32 * ks), b);
+      cuda::wgmma_bf16_m64k16<N>(acc[t], cuda::wgmma_desc_plus(w_d, t * 64 * kTileK + 32 * ks), b);
   }
   cuda::wgmma_commit();
 }

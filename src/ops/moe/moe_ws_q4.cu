@@ -140,10 +140,10 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
         for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
     moe_stream::fence_acc(acc);
     cuda::wgmma_fence();
-    const uint32_t xs = st + kCodeBytes + kScaleBytes;
+    const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
 #pragma unroll
     for (int f = 0; f < 8; ++f) {
-      const uint64_t b = cuda::wgmma_desc_sw128(xs + (f >> 2) * kXBlock + 32 * (f & 3));
+      const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
     }
