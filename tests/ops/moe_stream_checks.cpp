@@ -227,44 +227,33 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   if (ws) {
     const auto wide_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
     const auto wide_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
-    ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
-    ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
-    s = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
-                         nullptr, c.q4_consumers);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    s = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
-                            nullptr, c.q4_consumers);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
-    const auto ws_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
-    size_t diff_y = 0, diff_a = 0;
-    for (size_t i = 0; i < ws_y.size(); ++i) diff_y += ws_y[i] != wide_y[i];
-    for (size_t i = 0; i < ws_a.size(); ++i) diff_a += ws_a[i] != wide_a[i];
     const char* other = q4 ? "the streaming kernel's" : "--moe wide's";
-    EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of --moe ws that differ from " << other;
-    EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of --moe ws that differ from " << other;
+    // Both products through --moe ws with q4 weights in `form`: the outputs that differ from the others' bits.
+    auto ws_run = [&](Q4Layout form, const char* what) {
+      ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
+      Status st = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(),
+                                   dy.p, nullptr, c.q4_consumers, form);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      st = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
+                               nullptr, c.q4_consumers, form);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+      const auto ws_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+      size_t diff_y = 0, diff_a = 0;
+      for (size_t i = 0; i < ws_y.size(); ++i) diff_y += ws_y[i] != wide_y[i];
+      for (size_t i = 0; i < ws_a.size(); ++i) diff_a += ws_a[i] != wide_a[i];
+      EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of " << what << " that differ from " << other;
+      EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of " << what << " that differ from " << other;
+      std::cout << "  " << c.name << " " << what << ": " << diff_y << " plain and " << diff_a
+                << " gated outputs differ from " << other << "\n";
+    };
+    ws_run(Q4Layout::kKernel, "--moe ws");
     // q4 in stage tiles, where the rows allow them: the same bits again.
     if (q4 && q4_tiled_ok(W.host.shape)) {
       dw.tile(W.host.shape);
-      ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
-      ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
-      s = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
-                           nullptr, c.q4_consumers, Q4Layout::kTiled);
-      ASSERT_TRUE(s.is_ok()) << s.message();
-      s = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
-                              nullptr, c.q4_consumers, Q4Layout::kTiled);
-      ASSERT_TRUE(s.is_ok()) << s.message();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const auto tiled_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
-      const auto tiled_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
-      size_t tdiff_y = 0, tdiff_a = 0;
-      for (size_t i = 0; i < tiled_y.size(); ++i) tdiff_y += tiled_y[i] != wide_y[i];
-      for (size_t i = 0; i < tiled_a.size(); ++i) tdiff_a += tiled_a[i] != wide_a[i];
-      EXPECT_EQ(tdiff_y, 0u) << c.name << ": plain outputs of --moe ws on tiles that differ from " << other;
-      EXPECT_EQ(tdiff_a, 0u) << c.name << ": gated outputs of --moe ws on tiles that differ from " << other;
-      std::cout << "  " << c.name << " q4/ws/tiles: " << tdiff_y << " plain and " << tdiff_a
-                << " gated outputs differ from the streaming kernel's\n";
+      ws_run(Q4Layout::kTiled, "--moe ws on tiles");
     }
   }
 
