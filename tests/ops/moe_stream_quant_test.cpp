@@ -130,7 +130,8 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
 // full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass); where
 // the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (Q4Layout::kTiled; at N 128 a
-// column tile's second consumer holds no valid rows, so its boxes are not copied). Each
+// column tile's second consumer holds no valid rows, so its boxes are not copied); with two consumers also with each
+// stage's halves split (--moe-q4-split), in both layouts. Each
 // case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
 // gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
 // and the second pair hold no valid rows).
@@ -172,9 +173,17 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
   refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
   const Status odd =
-      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, 3);
+      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, MoeWsQ4{3});
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
+  const Status split4 = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
+                                         nullptr, MoeWsQ4{4, Q4Layout::kKernel, true});
+  EXPECT_FALSE(split4.is_ok());
+  EXPECT_NE(split4.message().find("--moe-q4-split"), std::string::npos) << split4.message();
+  const Status disk = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
+                                       nullptr, MoeWsQ4{2, Q4Layout::kDisk});
+  EXPECT_FALSE(disk.is_ok());
+  EXPECT_NE(disk.message().find("disk layout"), std::string::npos) << disk.message();
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");

@@ -65,6 +65,9 @@ struct CudaKernels {
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
   int moe_q4_consumers = 2;
+  // q4 experts in the warp-specialised kernel, two consumers: each stage's second half of groups converted while the
+  // first half's products run (ptxas keeps the products asynchronous; the same bits). Not yet measured: off
+  bool moe_q4_split = false;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -163,6 +166,8 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);
   DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
+           k.moe_q4_consumers);
+  DG_CHECK(!k.moe_q4_split || k.moe_q4_consumers == 2, "--moe-q4-split runs with --moe-q4-consumers 2, not {}",
            k.moe_q4_consumers);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }

@@ -90,9 +90,17 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
 // weight slice. W8A8 (fp8 weights, x E4M3 codes with x_scale; K % 16 == 0), bf16 (x bf16, x_scale null;
 // K % 8 == 0), or q4 in the kernel layout (Q4Layout::kKernel, as the CUDA backend uploads it; x bf16, x_scale null;
 // K % 32 == 0; passes of up to 64 rows, moe_ws_q4.cu: the streaming kernel's bits); offsets required; x_rows_max:
-// the rows of x (their bytes under 2^31); at most 1,024 experts; compute capability 9.0 (sm_90a code). q4_consumers:
-// the q4 kernel's consumer warpgroups, 2 (two m64 tiles each) or 4 (one each; --moe-q4-consumers), the same bits;
-// q4_layout: kKernel, or kTiled (q4_to_tiled_layout_cuda), the same bits.
+// the rows of x (their bytes under 2^31); at most 1,024 experts; compute capability 9.0 (sm_90a code); q4: how the
+// q4 kernel runs (MoeWsQ4).
+// How moe_ws_*'s q4 kernel runs, the same bits every way: consumers, its consumer warpgroups, 2 (two m64 tiles each)
+// or 4 (one each; --moe-q4-consumers); layout, the weights in the kernel layout or its tiled form
+// (q4_to_tiled_layout_cuda); split, each stage's second half converted while the first half's products run
+// (--moe-q4-split; two consumers only).
+struct MoeWsQ4 {
+  int consumers = 2;
+  Q4Layout layout = Q4Layout::kKernel;
+  bool split = false;
+};
 // Whether moe_ws_* would run a product of K-element rows over n_exp experts of w_rows weight rows with x_rows_max
 // activation rows (W8A8 with act8, bf16 otherwise) on this device, rather than refuse it (--moe auto asks).
 bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max);
@@ -100,12 +108,10 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max);
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers = 2,
-                        Q4Layout q4_layout = Q4Layout::kKernel);
+                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsQ4& q4 = {});
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers = 2,
-                           Q4Layout q4_layout = Q4Layout::kKernel);
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, const MoeWsQ4& q4 = {});
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

@@ -262,7 +262,7 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
 
 template <bool kGated>
 Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
-                 const char* what, int q4_consumers, Q4Layout q4_layout) {
+                 const char* what, const MoeWsQ4& q4_form) {
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
@@ -276,7 +276,7 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
   if (q4)
     return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
-                       a.y, s, what, q4_consumers, q4_layout);
+                       a.y, s, what, q4_form);
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
@@ -303,20 +303,18 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, int q4_consumers, Q4Layout q4_layout) {
+                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsQ4& q4) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                  offsets, 0, static_cast<bf16*>(y)};
-  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4_consumers, q4_layout);
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4);
 }
 
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, int q4_consumers,
-                           Q4Layout q4_layout) {
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, const MoeWsQ4& q4) {
   const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
                  offsets, 0, static_cast<bf16*>(out)};
-  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4_consumers,
-                         q4_layout);
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4);
 }
 
 }  // namespace dg

@@ -137,10 +137,10 @@ inline Status limits(const std::string& name, DType w_dtype, int align, int x_el
 }
 
 // q4 weights in the kernel layout times bf16 activations (moe_ws_q4.cu), for moe_ws_gemm_cuda (gated false) and
-// moe_ws_gate_up_cuda (gated: n_out = ff), by `consumers` (2 or 4) consumer warpgroups; the caller has checked the
+// moe_ws_gate_up_cuda (gated: n_out = ff), run as `form` says; the caller has checked the
 // offsets, the row divisor and empty calls.
 Status q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max, int64_t K,
                    const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp, const int32_t* offsets, void* y,
-                   cudaStream_t s, const char* what, int consumers, Q4Layout layout);
+                   cudaStream_t s, const char* what, const MoeWsQ4& form);
 
 }  // namespace dg::moe_ws

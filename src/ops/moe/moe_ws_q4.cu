@@ -98,7 +98,7 @@ struct WsQ4Args {
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
 // (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
 // pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
-template <bool kGated, int N, int kTiles, bool kTiled>
+template <bool kGated, int N, int kTiles, bool kTiled, bool kSplit>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
   float acc[kTiles][N / 8][4];
@@ -112,40 +112,57 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
     const uint32_t st = base + s * kStageBytes;
     const int left = groups - 4 * kt, n = left < 4 ? left : 4;
     uint32_t af[kTiles][8][4];
+    // Groups [kC0, kC1) of the stage into their fragments.
+    auto convert = [&](auto c0) {
+      constexpr int kC0 = decltype(c0)::value, kC1 = kSplit ? kC0 + 2 : 4;
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+      for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int rr = 16 * warp + (lane >> 2) + 8 * h, r = 64 * (kTiles * c + t) + rr;  // of the unit, the stage
-        uint32_t code;
-        uint4 sc;
-        if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
-          const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
-          code = unit + static_cast<uint32_t>(16 * n * rr);
-          const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
-          sc = n == 4 ? moe_stream::lds128(sa)
-                      : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
-                                   n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
-        } else {
-          code = st + static_cast<uint32_t>(r * kCodeRow);
-          sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
+        for (int h = 0; h < 2; ++h) {
+          const int rr = 16 * warp + (lane >> 2) + 8 * h;  // the row of the unit
+          uint32_t code;
+          uint4 sc;
+          if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
+            const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
+            code = unit + static_cast<uint32_t>(16 * n * rr);
+            const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
+            sc = n == 4 ? moe_stream::lds128(sa)
+                        : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
+                                     n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
+          } else {
+            const int r = 64 * (kTiles * c + t) + rr;  // of the stage
+            code = st + static_cast<uint32_t>(r * kCodeRow);
+            sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
+          }
+          moe_stream::q4k_fragments<kC0, kC1>(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
         }
-        moe_stream::q4k_fragments(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int f = 2 * kC0; f < 2 * kC1; ++f)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    };
+    const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
+    auto issue = [&](int f0, int f1) {
+#pragma unroll
+      for (int f = f0; f < f1; ++f) {
+        const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
       }
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int f = 0; f < 8; ++f)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+    };
+    convert(std::integral_constant<int, 0>{});
     moe_stream::fence_acc(acc);
     cuda::wgmma_fence();
-    const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
-#pragma unroll
-    for (int f = 0; f < 8; ++f) {
-      const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+    if constexpr (kSplit) {  // the second half's conversion while the first half's products run
+      issue(0, 4);
+      cuda::wgmma_commit();
+      convert(std::integral_constant<int, 2>{});
+      cuda::wgmma_fence();
+      issue(4, 8);
+    } else {
+      issue(0, 8);
     }
     cuda::wgmma_commit();
     cuda::wgmma_wait<0>();
@@ -220,7 +237,7 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated, int kTiles, bool kTiled>
+template <bool kGated, int kTiles, bool kTiled, bool kSplit>
 __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -336,10 +353,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
     const WsTile tl = tile_at(t);
     cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
     cuda::named_sync(1 + pair, kPairThreads);
@@ -355,7 +372,7 @@ Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_ro
   return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
-template <bool kGated, int kTiles>
+template <bool kGated, int kTiles, bool kSplit>
 Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
   const std::string name(what);
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
@@ -378,7 +395,8 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
     // shorter stage).
     return st;
   }
-  auto* kernel = a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true> : moe_ws_q4_kernel<kGated, kTiles, false>;
+  auto* kernel =
+      a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true, kSplit> : moe_ws_q4_kernel<kGated, kTiles, false, kSplit>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
@@ -393,21 +411,27 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
-                           const int32_t* offsets, void* y, cudaStream_t s, const char* what, int consumers,
-                           Q4Layout layout) {
-  if (consumers != 2 && consumers != 4)
+                           const int32_t* offsets, void* y, cudaStream_t s, const char* what,
+                           const MoeWsQ4& form) {
+  if (form.consumers != 2 && form.consumers != 4)
     return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
-                         std::to_string(consumers));
-  if (layout != Q4Layout::kKernel && layout != Q4Layout::kTiled)
+                         std::to_string(form.consumers));
+  if (form.layout != Q4Layout::kKernel && form.layout != Q4Layout::kTiled)
     return Status::error(std::string(what) + ": --moe ws reads q4 weights in the kernel layout or its tiled form, "
                                              "not the disk layout");
+  if (form.split && form.consumers != 2)
+    return Status::error(std::string(what) + ": --moe-q4-split runs with two q4 consumers, not " +
+                         std::to_string(form.consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16,
-                   layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
-  if (consumers == 4)
-    return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
-                 : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);
-  return gated ? launch_q4<true, 2>(a, W, n_exp, x_rows_max, s, what)
-               : launch_q4<false, 2>(a, W, n_exp, x_rows_max, s, what);
+                   form.layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
+  if (form.consumers == 4)
+    return gated ? launch_q4<true, 1, false>(a, W, n_exp, x_rows_max, s, what)
+                 : launch_q4<false, 1, false>(a, W, n_exp, x_rows_max, s, what);
+  if (form.split)
+    return gated ? launch_q4<true, 2, true>(a, W, n_exp, x_rows_max, s, what)
+                 : launch_q4<false, 2, true>(a, W, n_exp, x_rows_max, s, what);
+  return gated ? launch_q4<true, 2, false>(a, W, n_exp, x_rows_max, s, what)
+               : launch_q4<false, 2, false>(a, W, n_exp, x_rows_max, s, what);
 }
 
 }  // namespace dg
