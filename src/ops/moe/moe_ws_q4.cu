@@ -1,18 +1,19 @@
-// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel) with bf16 activations as a persistent, warp-
-// specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer warpgroup, consumer warpgroups on 256
-// weight rows in all, stage buffers handed over through mbarriers, tiles walked so that neighbouring CTAs share a
-// weight slice) with q4's stage of 128 elements a row: the rows' 64 code bytes as TMA boxes issued by one thread, their
-// four scale words and the pass's bf16 activation rows by cp.async. The producer keeps kStages stages of 20 KB of
-// weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs each keep one stage
-// ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming kernel's WeightQ4Kernel
-// does (the same bf16 weights) and multiplies them by the activations in shared memory, k16 steps in the streaming
-// kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the epilogue: the streaming
-// kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and the accumulators fit beside
-// each other). The consumers are two warpgroups of two m64 tiles each, or four of one (kTiles, --moe-q4-consumers):
-// twice the converting warps, the gated form's gate and up rows of one output in a pair of them, joined through the
-// staging rows; the same products and roundings either way.
-// Design: docs/CUDA.md ("q4 in the warp-specialised kernel"). Oracle: the streaming kernel, bit for bit, and f64 loops
-// (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
+// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel, or its stage tiles, kTiled) with bf16
+// activations as a persistent, warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer
+// warpgroup, consumer warpgroups on 256 weight rows in all, stage buffers handed over through mbarriers, tiles walked
+// so that neighbouring CTAs share a weight slice) with q4's stage of 128 elements a row: in the kernel layout the rows'
+// 64 code bytes as TMA boxes issued by one thread and their four scale words by cp.async; in stage tiles one bulk copy
+// a 64-row unit, codes and scales together; the pass's bf16 activation rows by cp.async. The producer keeps kStages
+// stages of 20 KB of weights in flight whatever the consumers hold in registers, where the streaming kernel's CTAs each
+// keep one stage ahead. A consumer turns its rows' codes into wgmma A fragments in registers as the streaming kernel's
+// WeightQ4Kernel does (the same bf16 weights) and multiplies them by the activations in shared memory, k16 steps in
+// the streaming kernel's order into f32 accumulators, the matrix's factor 2^p and the gated GELU in the epilogue: the
+// streaming kernel's bits. Passes of up to 64 routed rows (n16 .. n64: the stage's 64 A registers and the
+// accumulators fit beside each other). The consumers are two warpgroups of two m64 tiles each, or four of one (kTiles,
+// --moe-q4-consumers): twice the converting warps, the gated form's gate and up rows of one output in a pair of them,
+// joined through the staging rows; the same products and roundings either way.
+// Design: docs/CUDA.md ("q4 in the warp-specialised kernel", "q4 in stage tiles"). Oracle: the streaming kernel, bit
+// for bit, and f64 loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
