@@ -65,9 +65,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                        moe_ws_q4_takes(ff, E, H, P)));
   // q4 experts in stage tiles (q4_tiled_experts): only the warp-specialised kernel reads them.
   const auto q4_form = [&](const Tensor& t) {
-    return t.dtype == DType::kQ4 && c.q4 == Q4Layout::kKernel && q4_tiled_experts(c.kernels, t.shape)
-               ? Q4Layout::kTiled
-               : c.q4;
+    return t.dtype == DType::kQ4 && q4_tiled_experts(c.kernels, t.shape) ? Q4Layout::kTiled : c.q4;
   };
   const Q4Layout q4_gate_up = q4_form(w.gate_up), q4_down = q4_form(w.down);
   DG_CHECK(q4_ws || (q4_gate_up != Q4Layout::kTiled && q4_down != Q4Layout::kTiled),

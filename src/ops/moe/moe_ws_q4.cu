@@ -49,7 +49,8 @@ constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byt
 // The tiled form (Q4Layout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the same
 // bytes as the two regions above.
 constexpr int kTileBytes = 64 * (kCodeRow + kScaleRow);
-static_assert(4 * kTileBytes == kCodeBytes + kScaleBytes, "the tiles fill the codes' and scales' regions");
+static_assert(4 * kTileBytes == kCodeBytes + kScaleBytes && kTileBytes == q4_tiled_chunk(0, 1, 0),
+              "the tiles fill the codes' and scales' regions, one stage of the tiled form's 64 rows each");
 constexpr int kStageBytes = kCodeBytes + kScaleBytes + 2 * kXBlock;
 static_assert((kCodeBytes + kScaleBytes) % 1024 == 0 && kStageBytes % 1024 == 0,
               "the activation blocks 1024-byte aligned (the 128-byte swizzle's period)");
@@ -125,8 +126,8 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
           uint4 sc;
           if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
             const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
-            code = unit + static_cast<uint32_t>(16 * n * rr);
-            const uint32_t sa = unit + static_cast<uint32_t>(1024 * n + 4 * n * rr);
+            code = unit + static_cast<uint32_t>(q4_tile_codes_at(rr, n));
+            const uint32_t sa = unit + static_cast<uint32_t>(q4_tile_scales_at(rr, n));
             sc = n == 4 ? moe_stream::lds128(sa)
                         : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
                                      n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
@@ -386,15 +387,13 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
   a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, Q4Layout::kKernel);
   const uintptr_t at = reinterpret_cast<uintptr_t>(a.W.p[1]) | static_cast<uintptr_t>(a.K / 32 * 4);
   a.scale_align = at % 16 == 0 ? 16 : at % 8 == 0 ? 8 : 4;
-  if (a.tiled) {
-    a.W.p[0] = static_cast<const uint8_t*>(W);  // the tiles from the blob's start; the factors where they were
-  } else if (Status st = rows_map(a.W.p[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, a.K / 2, n_exp * a.w_rows,
-                                  a.W.row_bytes[0], kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name,
-                                  "the q4 codes");
-             !st.is_ok()) {
-    // The codes as stored: [rows] rows of K / 2 bytes in boxes of 64 rows x 64 bytes, zeros past K (a row's last,
-    // shorter stage).
-    return st;
+  // Tiled: the tiles start where plane 0 does (the blob's start), the factors stay in plane 2. Otherwise the codes
+  // as stored: [rows] rows of K / 2 bytes in boxes of 64 rows x 64 bytes, zeros past K (a row's last, shorter stage).
+  if (!a.tiled) {
+    if (Status st = rows_map(a.W.p[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, a.K / 2, n_exp * a.w_rows, a.W.row_bytes[0],
+                             kCodeRow, CU_TENSOR_MAP_SWIZZLE_NONE, a.cmap, name, "the q4 codes");
+        !st.is_ok())
+      return st;
   }
   auto* kernel =
       a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true, kSplit> : moe_ws_q4_kernel<kGated, kTiles, false, kSplit>;

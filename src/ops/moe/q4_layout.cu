@@ -62,15 +62,15 @@ __global__ void q4_tile_kernel(const uint8_t* codes, int64_t code_row_bytes, con
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t stages = (groups + 3) / 4;
   if (i >= n) return;
-  const int64_t r = i / stages, st = i % stages, left = groups - 4 * st, g = left < 4 ? left : 4;
+  const int64_t r = i / stages, st = i % stages;
+  const int g = q4_stage_groups(st, groups), rr = static_cast<int>(r % kQ4TileRows);
   uint8_t* chunk = tiled + q4_tiled_chunk(r / kQ4TileRows, st, groups);
-  const int64_t rr = r % kQ4TileRows;
   const auto* src = reinterpret_cast<const uint4*>(codes + r * code_row_bytes + 64 * st);
-  auto* dst = reinterpret_cast<uint4*>(chunk + 16 * g * rr);
-  for (int64_t c = 0; c < g; ++c) dst[c] = src[c];
+  auto* dst = reinterpret_cast<uint4*>(chunk + q4_tile_codes_at(rr, g));
+  for (int c = 0; c < g; ++c) dst[c] = src[c];
   const auto* ssrc = reinterpret_cast<const uint32_t*>(scales + r * scale_row_bytes + 16 * st);
-  auto* sdst = reinterpret_cast<uint32_t*>(chunk + 1024 * g + 4 * g * rr);
-  for (int64_t c = 0; c < g; ++c) sdst[c] = ssrc[c];
+  auto* sdst = reinterpret_cast<uint32_t*>(chunk + q4_tile_scales_at(rr, g));
+  for (int c = 0; c < g; ++c) sdst[c] = ssrc[c];
 }
 
 }  // namespace
@@ -93,7 +93,8 @@ Status q4_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st) {
   const int64_t n = L.rows * ((groups + 3) / 4);
   cuda::launch(q4_tile_kernel, cuda::blocks_for(n, 256), 256, 0, st, base + L.offset[0], L.row_bytes[0],
                base + L.offset[1], L.row_bytes[1], groups, n, tiled);
-  cudaError_t e = cudaMemcpyAsync(base, tiled, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, st);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpyAsync(base, tiled, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, st);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   const cudaError_t freed = cudaFree(tiled);
   return cuda_status(e != cudaSuccess ? e : freed, "q4_to_tiled_layout_cuda");

@@ -98,17 +98,25 @@ inline int64_t q4_kernel_layout_bytes(const Shape& s) {
 // 3.0 (docs/CUDA.md, "q4 in stage tiles").
 constexpr int64_t kQ4TileRows = 64;
 inline bool q4_tiled_ok(const Shape& s) { return s.rank >= 2 && s[s.rank - 2] % 128 == 0 && s[s.rank - 1] % 32 == 0; }
-DG_Q4_HD inline int64_t q4_tiled_chunk(int64_t block, int64_t stage, int64_t groups) {
+DG_Q4_HD constexpr int64_t q4_tiled_chunk(int64_t block, int64_t stage, int64_t groups) {
   return 1280 * groups * block + 5120 * stage;
 }
+// The groups of stage s of a row of `groups`: four, or the row's remainder.
+DG_Q4_HD inline int q4_stage_groups(int64_t s, int64_t groups) {
+  return static_cast<int>(groups - 4 * s < 4 ? groups - 4 * s : 4);
+}
+// Within a chunk of n groups, where row rr (of its 64) keeps its code bytes and its scale words: the one definition
+// the conversion, its host twin and the kernel's consumers read.
+DG_Q4_HD constexpr int q4_tile_codes_at(int rr, int n) { return 16 * n * rr; }
+DG_Q4_HD constexpr int q4_tile_scales_at(int rr, int n) { return 1024 * n + 4 * n * rr; }
 // Byte of word t of group g of row `row` (codes), and of the row's scale word of group g, in the tiled form.
 DG_Q4_HD inline int64_t q4_tiled_code_offset(int64_t row, int64_t g, int t, int64_t groups) {
-  const int64_t s = g / 4, n = groups - 4 * s < 4 ? groups - 4 * s : 4;
-  return q4_tiled_chunk(row / kQ4TileRows, s, groups) + 16 * n * (row % kQ4TileRows) + 4 * (t * n + g % 4);
+  const int n = q4_stage_groups(g / 4, groups), rr = static_cast<int>(row % kQ4TileRows);
+  return q4_tiled_chunk(row / kQ4TileRows, g / 4, groups) + q4_tile_codes_at(rr, n) + 4 * (t * n + g % 4);
 }
 DG_Q4_HD inline int64_t q4_tiled_scale_offset(int64_t row, int64_t g, int64_t groups) {
-  const int64_t s = g / 4, n = groups - 4 * s < 4 ? groups - 4 * s : 4;
-  return q4_tiled_chunk(row / kQ4TileRows, s, groups) + 1024 * n + 4 * n * (row % kQ4TileRows) + 4 * (g % 4);
+  const int n = q4_stage_groups(g / 4, groups), rr = static_cast<int>(row % kQ4TileRows);
+  return q4_tiled_chunk(row / kQ4TileRows, g / 4, groups) + q4_tile_scales_at(rr, n) + 4 * (g % 4);
 }
 
 // Host twin of q4_to_kernel_layout_cuda: `blob` (q4_kernel_layout_bytes(s) bytes, the disk layout in its first
