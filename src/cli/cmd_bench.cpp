@@ -192,7 +192,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"moe_q4_split", o.kernels.moe_q4_split}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"moe_q4_overlap", std::string(kernel_name(o.kernels.moe_q4_overlap))}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -471,10 +471,10 @@ void register_bench(CLI::App& app) {
                   "(four: one 64-row weight tile each; the same bits, measured slower: the A/B)")
       ->check(CLI::IsMember({2, 4}))
       ->capture_default_str();
-  cmd->add_flag("--moe-q4-split,!--no-moe-q4-split", o->kernels.moe_q4_split,
-                "CUDA q4 experts in the warp-specialised kernel, two consumers: each stage's second half converted "
-                "while the first half's products run (the same bits; not yet measured, off by default)")
-      ->check(switch_value());
+  add_choice(cmd, "--moe-q4-overlap", o->kernels.moe_q4_overlap, kQ4OverlapModeNames,
+             "CUDA q4 experts in the warp-specialised kernel, two consumers: none (default) | halves (each stage's "
+             "second half converted while the first half's products run) | quarters (each group of 32 converted while "
+             "the previous one's products run). The same bits; not yet measured");
   cmd->add_option("--moe-auto-rows", o->kernels.moe_auto_rows, "--moe auto: the token count from which wide runs (ws from twice as many on Hopper; cublas for experts wide "
                  "does not take)")
       ->check(positive_int())

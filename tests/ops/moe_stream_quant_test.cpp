@@ -131,7 +131,8 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass); where
 // the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (Q4Layout::kTiled; at N 128 a
 // column tile's second consumer holds no valid rows, so its boxes are not copied); with two consumers also with each
-// stage's halves split (--moe-q4-split), in both layouts. Each
+// overlap of conversion and products (--moe-q4-overlap; K 352: three stages, the last of three groups, so its last
+// quarter converts no codes), in both layouts. Each
 // case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
 // gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
 // and the second pair hold no valid rows).
@@ -149,6 +150,7 @@ TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
   ws({"K96 N40 gather", 96, 40, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
   ws({"K96 N128 gather", 96, 128, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true, DType::kQ4});
   ws({"K32 N40", 32, 40, 5, {64, 65, 0, 1, 16}, 0, 1, false, DType::kQ4});
+  ws({"K352 N128 gather", 352, 128, 6, {20, 3, 0, 40, 17, 64}, 0, 2, true, DType::kQ4});
   ws({"K704 N200 gather large", 704, 200, 3, {1, 37, 150}, 0, 2, true, DType::kQ4}, 3e4f);
   ws({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kQ4});
   ws({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false, DType::kQ4});
@@ -176,10 +178,12 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
       moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, MoeWsQ4{3});
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
-  const Status split4 = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
-                                         nullptr, MoeWsQ4{4, Q4Layout::kKernel, true});
-  EXPECT_FALSE(split4.is_ok());
-  EXPECT_NE(split4.message().find("--moe-q4-split"), std::string::npos) << split4.message();
+  for (const Q4Overlap overlap : {Q4Overlap::kHalves, Q4Overlap::kQuarters}) {
+    const Status overlap4 = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
+                                             nullptr, MoeWsQ4{4, Q4Layout::kKernel, overlap});
+    EXPECT_FALSE(overlap4.is_ok());
+    EXPECT_NE(overlap4.message().find("--moe-q4-overlap"), std::string::npos) << overlap4.message();
+  }
   const Status disk = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
                                        nullptr, MoeWsQ4{2, Q4Layout::kDisk});
   EXPECT_FALSE(disk.is_ok());

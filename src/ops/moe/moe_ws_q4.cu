@@ -14,6 +14,8 @@
 // joined through the staging rows; the same products and roundings either way.
 // Design: docs/CUDA.md ("q4 in the warp-specialised kernel", "q4 in stage tiles"). Oracle: the streaming kernel, bit
 // for bit, and f64 loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
+#include <type_traits>
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -93,80 +95,100 @@ struct WsQ4Args {
 
 #if DG_HAS_WGMMA
 
+// Groups [kC0, kC1) of a consumer's stage at `st` (n groups of the row) into its kTiles units' A fragments.
+template <int kTiles, bool kTiled, int kC0, int kC1>
+__device__ __forceinline__ void convert_stage(uint32_t st, int n, int c, int warp, int lane,
+                                              uint32_t (&af)[kTiles][8][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * warp + (lane >> 2) + 8 * h;  // the row of the unit
+      uint32_t code;
+      uint4 sc;
+      if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
+        const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
+        code = unit + static_cast<uint32_t>(q4_tile_codes_at(rr, n));
+        const uint32_t sa = unit + static_cast<uint32_t>(q4_tile_scales_at(rr, n));
+        sc = n == 4 ? moe_stream::lds128(sa)
+                    : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
+                                 n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
+      } else {
+        const int r = 64 * (kTiles * c + t) + rr;  // of the stage
+        code = st + static_cast<uint32_t>(r * kCodeRow);
+        sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
+      }
+      moe_stream::q4k_fragments<kC0, kC1>(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
+    }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int f = 2 * kC0; f < 2 * kC1; ++f)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
+}
+
+// The k16 products [f0, f1) of a stage: its activations at `st`'s blocks times the units' fragments.
+template <int N, int kTiles>
+__device__ __forceinline__ void issue_products(float (&acc)[kTiles][N / 8][4], const uint32_t (&af)[kTiles][8][4],
+                                               uint32_t st, int f0, int f1) {
+  const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
+#pragma unroll
+  for (int f = f0; f < f1; ++f) {
+    const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
+  }
+}
+
+// f(std::integral_constant<int, i>) for i = I .. N - 1, in order.
+template <int I, int N, class F> __device__ __forceinline__ void for_parts(F&& f) {
+  if constexpr (I < N) {
+    f(std::integral_constant<int, I>{});
+    for_parts<I + 1, N>(f);
+  }
+}
+
+// The groups of stage kt: four, fewer in a row's last stage.
+__device__ __forceinline__ int stage_groups(int groups, int kt) {
+  const int left = groups - 4 * kt;
+  return left < 4 ? left : 4;
+}
+
 // A consumer's pass over one tile: per stage, its kTiles m64 units' A fragments converted from the codes, the eight
 // k16 products of each (the streaming kernel's order: step f for every unit, then f + 1), drained before the stage
-// goes back (the A registers are the next stage's). Then the factor 2^p (and the gated GELU) into bf16 rows in the
+// goes back (the A registers are the next stage's); with kHalves (kQuarters), each half (quarter) of the stage's
+// groups converted while the previous one's products run. Then the factor 2^p (and the gated GELU) into bf16 rows in the
 // pair's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of unit t: weight row
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
 // (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
 // pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
-template <bool kGated, int N, int kTiles, bool kTiled, bool kSplit>
+template <bool kGated, int N, int kTiles, bool kTiled, Q4Overlap kOverlap>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
   float acc[kTiles][N / 8][4];
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const int groups = a.K / 32;
+  // The stage in kParts parts of 4 / kParts groups: each part's products issued and committed before the next
+  // part is converted, so that conversion runs beside them (ptxas keeps the products asynchronous: each part's
+  // fragments are registers no earlier product of the stage reads).
+  constexpr int kParts = kOverlap == Q4Overlap::kNone ? 1 : kOverlap == Q4Overlap::kHalves ? 2 : 4;
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
     cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
     const uint32_t st = base + s * kStageBytes;
-    const int left = groups - 4 * kt, n = left < 4 ? left : 4;
+    const int n = stage_groups(groups, kt);
     uint32_t af[kTiles][8][4];
-    // Groups [kC0, kC1) of the stage into their fragments.
-    auto convert = [&](auto c0) {
-      constexpr int kC0 = decltype(c0)::value, kC1 = kSplit ? kC0 + 2 : 4;
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int rr = 16 * warp + (lane >> 2) + 8 * h;  // the row of the unit
-          uint32_t code;
-          uint4 sc;
-          if constexpr (kTiled) {  // the unit's tile: its rows' 16 n code bytes, then their 4 n scale bytes
-            const uint32_t unit = st + static_cast<uint32_t>(kTileBytes * (kTiles * c + t));
-            code = unit + static_cast<uint32_t>(q4_tile_codes_at(rr, n));
-            const uint32_t sa = unit + static_cast<uint32_t>(q4_tile_scales_at(rr, n));
-            sc = n == 4 ? moe_stream::lds128(sa)
-                        : make_uint4(moe_stream::lds32(sa), n > 1 ? moe_stream::lds32(sa + 4) : 0u,
-                                     n > 2 ? moe_stream::lds32(sa + 8) : 0u, 0u);
-          } else {
-            const int r = 64 * (kTiles * c + t) + rr;  // of the stage
-            code = st + static_cast<uint32_t>(r * kCodeRow);
-            sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
-          }
-          moe_stream::q4k_fragments<kC0, kC1>(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
-        }
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-        for (int f = 2 * kC0; f < 2 * kC1; ++f)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
-    };
-    const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
-    auto issue = [&](int f0, int f1) {
-#pragma unroll
-      for (int f = f0; f < f1; ++f) {
-        const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
-      }
-    };
-    convert(std::integral_constant<int, 0>{});
     moe_stream::fence_acc(acc);
-    cuda::wgmma_fence();
-    if constexpr (kSplit) {  // the second half's conversion while the first half's products run
-      issue(0, 4);
-      cuda::wgmma_commit();
-      convert(std::integral_constant<int, 2>{});
+    for_parts<0, kParts>([&](auto part) {
+      constexpr int kC0 = 4 / kParts * decltype(part)::value, kC1 = kC0 + 4 / kParts;
+      convert_stage<kTiles, kTiled, kC0, kC1>(st, n, c, warp, lane, af);
       cuda::wgmma_fence();
-      issue(4, 8);
-    } else {
-      issue(0, 8);
-    }
-    cuda::wgmma_commit();
+      issue_products<N, kTiles>(acc, af, st, 2 * kC0, 2 * kC1);
+      cuda::wgmma_commit();
+    });
     cuda::wgmma_wait<0>();
     moe_stream::fence_acc(acc);
     cuda::mbar_arrive(empty + 8 * s);
@@ -239,7 +261,7 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated, int kTiles, bool kTiled, bool kSplit>
+template <bool kGated, int kTiles, bool kTiled, Q4Overlap kOverlap>
 __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -355,10 +377,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
     const WsTile tl = tile_at(t);
     cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64, kTiles, kTiled, kSplit>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
     cuda::named_sync(1 + pair, kPairThreads);
@@ -374,7 +396,7 @@ Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_ro
   return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
-template <bool kGated, int kTiles, bool kSplit>
+template <bool kGated, int kTiles, Q4Overlap kOverlap>
 Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
   const std::string name(what);
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
@@ -396,7 +418,7 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
       return st;
   }
   auto* kernel =
-      a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true, kSplit> : moe_ws_q4_kernel<kGated, kTiles, false, kSplit>;
+      a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true, kOverlap> : moe_ws_q4_kernel<kGated, kTiles, false, kOverlap>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
@@ -419,19 +441,25 @@ Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int
   if (form.layout != Q4Layout::kKernel && form.layout != Q4Layout::kTiled)
     return Status::error(std::string(what) + ": --moe ws reads q4 weights in the kernel layout or its tiled form, "
                                              "not the disk layout");
-  if (form.split && form.consumers != 2)
-    return Status::error(std::string(what) + ": --moe-q4-split runs with two q4 consumers, not " +
+  if (form.overlap != Q4Overlap::kNone && form.consumers != 2)
+    return Status::error(std::string(what) + ": --moe-q4-overlap runs with two q4 consumers, not " +
                          std::to_string(form.consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16,
                    form.layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
   if (form.consumers == 4)
-    return gated ? launch_q4<true, 1, false>(a, W, n_exp, x_rows_max, s, what)
-                 : launch_q4<false, 1, false>(a, W, n_exp, x_rows_max, s, what);
-  if (form.split)
-    return gated ? launch_q4<true, 2, true>(a, W, n_exp, x_rows_max, s, what)
-                 : launch_q4<false, 2, true>(a, W, n_exp, x_rows_max, s, what);
-  return gated ? launch_q4<true, 2, false>(a, W, n_exp, x_rows_max, s, what)
-               : launch_q4<false, 2, false>(a, W, n_exp, x_rows_max, s, what);
+    return gated ? launch_q4<true, 1, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what)
+                 : launch_q4<false, 1, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what);
+  switch (form.overlap) {
+    case Q4Overlap::kHalves:
+      return gated ? launch_q4<true, 2, Q4Overlap::kHalves>(a, W, n_exp, x_rows_max, s, what)
+                   : launch_q4<false, 2, Q4Overlap::kHalves>(a, W, n_exp, x_rows_max, s, what);
+    case Q4Overlap::kQuarters:
+      return gated ? launch_q4<true, 2, Q4Overlap::kQuarters>(a, W, n_exp, x_rows_max, s, what)
+                   : launch_q4<false, 2, Q4Overlap::kQuarters>(a, W, n_exp, x_rows_max, s, what);
+    default:
+      return gated ? launch_q4<true, 2, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what)
+                   : launch_q4<false, 2, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what);
+  }
 }
 
 }  // namespace dg
