@@ -229,14 +229,14 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
     const auto wide_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
     const char* other = q4 ? "the streaming kernel's" : "--moe wide's";
     // Both products through --moe ws with q4 weights in `form`: the outputs that differ from the others' bits.
-    auto ws_run = [&](Q4Layout form, Q4Overlap overlap, const char* what) {
+    auto ws_run = [&](Q4Layout form, const char* what) {
       ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
       ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
       Status st = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(),
-                                   dy.p, nullptr, MoeWsQ4{c.q4_consumers, form, overlap});
+                                   dy.p, nullptr, MoeWsQ4{c.q4_consumers, form});
       ASSERT_TRUE(st.is_ok()) << st.message();
       st = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
-                               nullptr, MoeWsQ4{c.q4_consumers, form, overlap});
+                               nullptr, MoeWsQ4{c.q4_consumers, form});
       ASSERT_TRUE(st.is_ok()) << st.message();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
@@ -249,19 +249,11 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
       std::cout << "  " << c.name << " " << what << ": " << diff_y << " plain and " << diff_a
                 << " gated outputs differ from " << other << "\n";
     };
-    // q4 with two consumers also with each overlap of conversion and products (--moe-q4-overlap), then in stage
-    // tiles where the rows allow them: the same bits every way.
-    const bool overlaps = q4 && c.q4_consumers == 2;
-    auto each_overlap = [&](Q4Layout form, const std::string& what) {
-      ws_run(form, Q4Overlap::kNone, what.c_str());
-      if (!overlaps) return;
-      ws_run(form, Q4Overlap::kHalves, (what + ", halves").c_str());
-      ws_run(form, Q4Overlap::kQuarters, (what + ", quarters").c_str());
-    };
-    each_overlap(Q4Layout::kKernel, "--moe ws");
+    // q4 also in stage tiles where the rows allow them: the same bits.
+    ws_run(Q4Layout::kKernel, "--moe ws");
     if (q4 && q4_tiled_ok(W.host.shape)) {
       dw.tile(W.host.shape);
-      each_overlap(Q4Layout::kTiled, "--moe ws on tiles");
+      ws_run(Q4Layout::kTiled, "--moe ws on tiles");
     }
   }
 

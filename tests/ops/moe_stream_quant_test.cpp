@@ -130,12 +130,10 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
 // full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass); where
 // the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (Q4Layout::kTiled; at N 128 a
-// column tile's second consumer holds no valid rows, so its boxes are not copied); with two consumers also with each
-// overlap of conversion and products (--moe-q4-overlap; K 352: three stages, the last of three groups, so its last
-// quarter converts no codes), in both layouts. Each
-// case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4: the gated form's
-// gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's second 64 columns
-// and the second pair hold no valid rows).
+// column tile's second consumer holds no valid rows, so its boxes are not copied; K 352: three stages, the last of
+// three groups). Each case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4:
+// the gated form's gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's
+// second 64 columns and the second pair hold no valid rows).
 TEST(MoeWsQ4Cuda, MatchesTheStreamingKernelBitForBit) {
   DG_NEED_GPU();
   auto ws = [](GemmCase c, float amp = 0.1f) {
@@ -178,12 +176,6 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
       moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, MoeWsQ4{3});
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
-  for (const Q4Overlap overlap : {Q4Overlap::kHalves, Q4Overlap::kQuarters}) {
-    const Status overlap4 = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
-                                             nullptr, MoeWsQ4{4, Q4Layout::kKernel, overlap});
-    EXPECT_FALSE(overlap4.is_ok());
-    EXPECT_NE(overlap4.message().find("--moe-q4-overlap"), std::string::npos) << overlap4.message();
-  }
   const Status disk = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
                                        nullptr, MoeWsQ4{2, Q4Layout::kDisk});
   EXPECT_FALSE(disk.is_ok());

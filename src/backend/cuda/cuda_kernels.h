@@ -41,11 +41,6 @@ enum class WgmmaMode : uint8_t { kAuto, kOn, kOff };
 // all: also those with f32 outputs (the fp8 vocabulary products, the self-conditioning down). Hopper only; calls the
 // kernel does not take stay with cuBLASLt.
 enum class A8RowsMode : uint8_t { kCublasLt, kOwn, kAll };
-// q4 experts in the warp-specialised kernel, two consumers: how a consumer's conversion of a stage's codes overlaps
-// products (the same bits every way). none: converted, then multiplied | halves: each stage's second half converted
-// while the first half's products run | quarters: each quarter (a group of 32 elements) converted while the previous
-// one's products run.
-enum class Q4OverlapMode : uint8_t { kNone, kHalves, kQuarters };
 
 struct CudaKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
@@ -70,9 +65,6 @@ struct CudaKernels {
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
   int moe_q4_consumers = 2;
-  // q4 experts in the warp-specialised kernel, two consumers: the conversion's overlap with the products
-  // (Q4OverlapMode above; ptxas keeps the products asynchronous in each). Not yet measured: none
-  Q4OverlapMode moe_q4_overlap = Q4OverlapMode::kNone;
   // The residual chains (residual_norms, ffn_tail) and the per-head norm + RoPE as one kernel each; false: the
   // composed ops (A/B)
   bool fused_norms = true;
@@ -134,8 +126,7 @@ inline constexpr std::array<std::pair<std::string_view, WgmmaMode>, 3> kWgmmaMod
     {{"auto", WgmmaMode::kAuto}, {"on", WgmmaMode::kOn}, {"off", WgmmaMode::kOff}}};
 inline constexpr std::array<std::pair<std::string_view, A8RowsMode>, 3> kA8RowsModeNames{
     {{"cublaslt", A8RowsMode::kCublasLt}, {"own", A8RowsMode::kOwn}, {"all", A8RowsMode::kAll}}};
-inline constexpr std::array<std::pair<std::string_view, Q4OverlapMode>, 3> kQ4OverlapModeNames{
-    {{"none", Q4OverlapMode::kNone}, {"halves", Q4OverlapMode::kHalves}, {"quarters", Q4OverlapMode::kQuarters}}};
+
 
 // The name of a choice in one of the tables above.
 template <class E, size_t N>
@@ -150,7 +141,6 @@ inline std::string_view kernel_name(DecideMode k) { return kernel_name(kDecideMo
 inline std::string_view kernel_name(SegmentsMode k) { return kernel_name(kSegmentsModeNames, k); }
 inline std::string_view kernel_name(WgmmaMode k) { return kernel_name(kWgmmaModeNames, k); }
 inline std::string_view kernel_name(A8RowsMode k) { return kernel_name(kA8RowsModeNames, k); }
-inline std::string_view kernel_name(Q4OverlapMode k) { return kernel_name(kQ4OverlapModeNames, k); }
 
 // The choice named `name` in a table; throws dg::Error naming `what` and the names it knows.
 template <class E, size_t N>
@@ -174,9 +164,6 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_q4_stages >= 2 && k.moe_q4_stages <= 4, "--moe-q4-stages must be 2, 3 or 4, not {}",
            k.moe_q4_stages);
   DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
-           k.moe_q4_consumers);
-  DG_CHECK(k.moe_q4_overlap == Q4OverlapMode::kNone || k.moe_q4_consumers == 2,
-           "--moe-q4-overlap {} runs with --moe-q4-consumers 2, not {}", kernel_name(k.moe_q4_overlap),
            k.moe_q4_consumers);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
 }

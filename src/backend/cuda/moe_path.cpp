@@ -14,18 +14,6 @@ namespace dg {
 
 using cuda_host::check;
 
-namespace {
-
-// How the warp-specialised kernel runs q4 experts in `layout`, as the kernel options say.
-MoeWsQ4 ws_q4(const CudaKernels& k, Q4Layout layout) {
-  const Q4Overlap overlap = k.moe_q4_overlap == Q4OverlapMode::kHalves    ? Q4Overlap::kHalves
-                            : k.moe_q4_overlap == Q4OverlapMode::kQuarters ? Q4Overlap::kQuarters
-                                                                           : Q4Overlap::kNone;
-  return MoeWsQ4{k.moe_q4_consumers, layout, overlap};
-}
-
-}  // namespace
-
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
                    Tensor& out, const MoeTail* tail) {
   const cudaStream_t s = c.blas.stream;
@@ -113,11 +101,9 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   } else if (q4_ws) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
-                              offsets.as<int32_t>(), act.data, s,
-                              ws_q4(c.kernels, q4_gate_up)));
+                              offsets.as<int32_t>(), act.data, s, MoeWsQ4{c.kernels.moe_q4_consumers, q4_gate_up}));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kQ4, H, E,
-                           offsets.as<int32_t>(), y.data, s,
-                           ws_q4(c.kernels, q4_down)));
+                           offsets.as<int32_t>(), y.data, s, MoeWsQ4{c.kernels.moe_q4_consumers, q4_down}));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;

@@ -94,14 +94,10 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
 // q4 kernel runs (MoeWsQ4).
 // How moe_ws_*'s q4 kernel runs, the same bits every way: consumers, its consumer warpgroups, 2 (two m64 tiles each)
 // or 4 (one each; --moe-q4-consumers); layout, the weights in the kernel layout or its tiled form
-// (q4_to_tiled_layout_cuda); overlap, how a consumer's conversion overlaps its products (--moe-q4-overlap; two
-// consumers only): kNone, a stage converted, then multiplied; kHalves, a stage's second half converted while its
-// first half's products run; kQuarters, each quarter (group) of a stage converted while the previous one's run.
-enum class Q4Overlap { kNone, kHalves, kQuarters };
+// (q4_to_tiled_layout_cuda).
 struct MoeWsQ4 {
   int consumers = 2;
   Q4Layout layout = Q4Layout::kKernel;
-  Q4Overlap overlap = Q4Overlap::kNone;
 };
 // Whether moe_ws_* would run a product of K-element rows over n_exp experts of w_rows weight rows with x_rows_max
 // activation rows (W8A8 with act8, bf16 otherwise) on this device, rather than refuse it (--moe auto asks).

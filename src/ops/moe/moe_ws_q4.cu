@@ -14,8 +14,6 @@
 // joined through the staging rows; the same products and roundings either way.
 // Design: docs/CUDA.md ("q4 in the warp-specialised kernel", "q4 in stage tiles"). Oracle: the streaming kernel, bit
 // for bit, and f64 loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
-#include <type_traits>
-
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -141,14 +139,6 @@ __device__ __forceinline__ void issue_products(float (&acc)[kTiles][N / 8][4], c
   }
 }
 
-// f(std::integral_constant<int, i>) for i = I .. N - 1, in order.
-template <int I, int N, class F> __device__ __forceinline__ void for_parts(F&& f) {
-  if constexpr (I < N) {
-    f(std::integral_constant<int, I>{});
-    for_parts<I + 1, N>(f);
-  }
-}
-
 // The groups of stage kt: four, fewer in a row's last stage.
 __device__ __forceinline__ int stage_groups(int groups, int kt) {
   const int left = groups - 4 * kt;
@@ -157,38 +147,29 @@ __device__ __forceinline__ int stage_groups(int groups, int kt) {
 
 // A consumer's pass over one tile: per stage, its kTiles m64 units' A fragments converted from the codes, the eight
 // k16 products of each (the streaming kernel's order: step f for every unit, then f + 1), drained before the stage
-// goes back (the A registers are the next stage's); with kHalves (kQuarters), each half (quarter) of the stage's
-// groups converted while the previous one's products run. Then the factor 2^p (and the gated GELU) into bf16 rows in the
+// goes back (the A registers are the next stage's). Then the factor 2^p (and the gated GELU) into bf16 rows in the
 // pair's staging area `out` [routed row][column]. Accumulator element q of n8 tile j of unit t: weight row
 // 16 warp + lane / 4 + 8 (q / 2) of the unit, routed row 8 j + 2 (lane % 4) + q % 2. With one unit a consumer
 // (kTiles 1), the gated form's gate consumer leaves bf16(GELU(gate)) in the staging rows and, after a barrier of the
 // pair, the up consumer multiplies it by its own rows: the bits of kTiles 2, which has both in registers.
-template <bool kGated, int N, int kTiles, bool kTiled, Q4Overlap kOverlap>
+template <bool kGated, int N, int kTiles, bool kTiled>
 __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl, uint32_t base, uint32_t full,
                                              uint32_t empty, int c, int n_k, uint32_t& it, bf16* out) {
   float acc[kTiles][N / 8][4];
   moe_stream::zero_acc(acc);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) >> 5) & 3;
   const int groups = a.K / 32;
-  // The stage in kParts parts of 4 / kParts groups: each part's products issued and committed before the next
-  // part is converted, so that conversion runs beside them (ptxas keeps the products asynchronous: each part's
-  // fragments are registers no earlier product of the stage reads).
-  constexpr int kParts = kOverlap == Q4Overlap::kNone ? 1 : kOverlap == Q4Overlap::kHalves ? 2 : 4;
   for (int kt = 0; kt < n_k; ++kt, ++it) {
     const uint32_t s = it % kStages;
     cuda::mbar_wait(full + 8 * s, (it / kStages) & 1u);
     cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
     const uint32_t st = base + s * kStageBytes;
-    const int n = stage_groups(groups, kt);
     uint32_t af[kTiles][8][4];
+    convert_stage<kTiles, kTiled, 0, 4>(st, stage_groups(groups, kt), c, warp, lane, af);
     moe_stream::fence_acc(acc);
-    for_parts<0, kParts>([&](auto part) {
-      constexpr int kC0 = 4 / kParts * decltype(part)::value, kC1 = kC0 + 4 / kParts;
-      convert_stage<kTiles, kTiled, kC0, kC1>(st, n, c, warp, lane, af);
-      cuda::wgmma_fence();
-      issue_products<N, kTiles>(acc, af, st, 2 * kC0, 2 * kC1);
-      cuda::wgmma_commit();
-    });
+    cuda::wgmma_fence();
+    issue_products<N, kTiles>(acc, af, st, 0, 8);
+    cuda::wgmma_commit();
     cuda::wgmma_wait<0>();
     moe_stream::fence_acc(acc);
     cuda::mbar_arrive(empty + 8 * s);
@@ -261,7 +242,7 @@ __device__ __forceinline__ void copy_scales(const WsQ4Args& a, uint32_t dst, con
 
 #endif  // DG_HAS_WGMMA
 
-template <bool kGated, int kTiles, bool kTiled, Q4Overlap kOverlap>
+template <bool kGated, int kTiles, bool kTiled>
 __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const __grid_constant__ WsQ4Args a) {
   cuda::pdl_enter();
 #if DG_HAS_WGMMA
@@ -377,10 +358,10 @@ __global__ void __launch_bounds__(kQ4Threads<kTiles>, 1) moe_ws_q4_kernel(const 
     const WsTile tl = tile_at(t);
     cuda::named_sync(1 + pair, kPairThreads);  // the last tile's reads of the staging rows are done
     switch (pass_rows(tl.m)) {
-      case 16: consume_pass<kGated, 16, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 32: consume_pass<kGated, 32, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
-      case 48: consume_pass<kGated, 48, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
-      default: consume_pass<kGated, 64, kTiles, kTiled, kOverlap>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 16: consume_pass<kGated, 16, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 32: consume_pass<kGated, 32, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      case 48: consume_pass<kGated, 48, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
+      default: consume_pass<kGated, 64, kTiles, kTiled>(a, tl, base, full, empty, c, n_k, it, out); break;
     }
     const TileRows rows = consumer_rows<kGated>(a.n_out, tl.ct, pair);
     cuda::named_sync(1 + pair, kPairThreads);
@@ -396,7 +377,7 @@ Status q4_limits(const std::string& name, int64_t K, int64_t n_exp, int64_t w_ro
   return limits(name, DType::kQ4, 32, 2, K, n_exp, w_rows, x_rows_max, "--moe stream");
 }
 
-template <bool kGated, int kTiles, Q4Overlap kOverlap>
+template <bool kGated, int kTiles>
 Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, cudaStream_t s, const char* what) {
   const std::string name(what);
   if (Status st = q4_limits(name, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
@@ -418,7 +399,7 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
       return st;
   }
   auto* kernel =
-      a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true, kOverlap> : moe_ws_q4_kernel<kGated, kTiles, false, kOverlap>;
+      a.tiled ? moe_ws_q4_kernel<kGated, kTiles, true> : moe_ws_q4_kernel<kGated, kTiles, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
   cuda::launch(kernel, dim3(static_cast<unsigned>(cuda::sm_count())), kQ4Threads<kTiles>, kSmemBytes<kGated>, s, a);
@@ -441,25 +422,13 @@ Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int
   if (form.layout != Q4Layout::kKernel && form.layout != Q4Layout::kTiled)
     return Status::error(std::string(what) + ": --moe ws reads q4 weights in the kernel layout or its tiled form, "
                                              "not the disk layout");
-  if (form.overlap != Q4Overlap::kNone && form.consumers != 2)
-    return Status::error(std::string(what) + ": --moe-q4-overlap runs with two q4 consumers, not " +
-                         std::to_string(form.consumers));
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16,
                    form.layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
   if (form.consumers == 4)
-    return gated ? launch_q4<true, 1, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what)
-                 : launch_q4<false, 1, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what);
-  switch (form.overlap) {
-    case Q4Overlap::kHalves:
-      return gated ? launch_q4<true, 2, Q4Overlap::kHalves>(a, W, n_exp, x_rows_max, s, what)
-                   : launch_q4<false, 2, Q4Overlap::kHalves>(a, W, n_exp, x_rows_max, s, what);
-    case Q4Overlap::kQuarters:
-      return gated ? launch_q4<true, 2, Q4Overlap::kQuarters>(a, W, n_exp, x_rows_max, s, what)
-                   : launch_q4<false, 2, Q4Overlap::kQuarters>(a, W, n_exp, x_rows_max, s, what);
-    default:
-      return gated ? launch_q4<true, 2, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what)
-                   : launch_q4<false, 2, Q4Overlap::kNone>(a, W, n_exp, x_rows_max, s, what);
-  }
+    return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
+                 : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);
+  return gated ? launch_q4<true, 2>(a, W, n_exp, x_rows_max, s, what)
+               : launch_q4<false, 2>(a, W, n_exp, x_rows_max, s, what);
 }
 
 }  // namespace dg
