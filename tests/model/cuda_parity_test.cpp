@@ -201,10 +201,13 @@ TEST(CudaParity, GenerationIsDeterministicPerSeed) {
 }
 
 // Steps replayed through CUDA graphs (one capture per block, ids refreshed between replays) give the tokens of
-// the same steps issued one by one, over several blocks so that captures are redone as the cache grows.
-TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
+// the same steps issued one by one, over several blocks so that captures are redone as the cache grows: with the
+// MoE kernels the model runs by default (auto: the streaming kernel at these sizes) and with the wmma kernel.
+class CudaGraphReplays : public ::testing::TestWithParam<MoeKernel> {};
+
+TEST_P(CudaGraphReplays, GiveTheSameTokens) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, MoeKernel::kWmma});
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, GetParam()});
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 192;
@@ -217,10 +220,18 @@ TEST(CudaParity, GraphReplaysGiveTheSameTokens) {
     return generate(d, kv, std::vector<int32_t>{2, 105, 30, 40, 50, 60, 70}, o);
   };
   const GenerateResult eager = run(false), graphed = run(true);
+  std::cout << "  moe " << kernel_name(GetParam()) << ": eager " << eager.committed.size() << " tokens in "
+            << eager.forwards << " forwards, graphed " << graphed.committed.size() << " in " << graphed.forwards
+            << "\n";
   EXPECT_EQ(eager.committed, graphed.committed);
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
 }
+
+INSTANTIATE_TEST_SUITE_P(Moe, CudaGraphReplays, ::testing::Values(MoeKernel::kAuto, MoeKernel::kWmma),
+                         [](const ::testing::TestParamInfo<MoeKernel>& i) {
+                           return std::string(kernel_name(i.param));
+                         });
 
 // A block's graphed steps are captured while its first step runs (Model::early_capture): when the first step's
 // decision is known, the first block's graph is already captured; without early capture the second step captures
