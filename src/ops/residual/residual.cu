@@ -45,11 +45,7 @@ struct NormOuts {
 };
 
 // The vectorised kernels: a block per row, each thread holds up to kVecPerThread 8-element vectors of the row in
-// registers (rows up to 256 * 8 * kVecPerThread elements), every load of a pass issued before its first use. Their
-// passes wait on block sums and gathered rows, so at many rows they are bound by latency, not bytes: kVecMinBlocks
-// resident blocks an SM (80 and 96 registers unbounded gave two; bounded to 85, ptxas spills 4 bytes in the fused
-// combine with top-k 8, 16-32 in the tail's other forms, none in the residual chain).
-constexpr int kVecMinBlocks = 3;
+// registers (rows up to 256 * 8 * kVecPerThread elements), every load of a pass issued before its first use.
 constexpr int kVecPerThread = 2;
 constexpr int64_t kVecMaxDim = int64_t{kThreads} * 8 * kVecPerThread;
 
@@ -88,9 +84,8 @@ __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
   return i < dim ? i : -1;
 }
 
-__global__ void __launch_bounds__(kThreads, kVecMinBlocks)
-    residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o, int n_out,
-                              int64_t dim, float eps, RawRowScales attn_raw) {
+__global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
+                                          int n_out, int64_t dim, float eps, RawRowScales attn_raw) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -191,9 +186,9 @@ struct CombinedM2 {
 };
 
 template <class M2>
-__global__ void __launch_bounds__(kThreads, kVecMinBlocks)
-    ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2, const bf16* w,
-                        float scalar, bf16* out, int64_t dim, float eps, RawRowScales m1_raw) {
+__global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2,
+                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps,
+                                    RawRowScales m1_raw) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
