@@ -202,35 +202,47 @@ TEST(CudaParity, GenerationIsDeterministicPerSeed) {
 
 // Steps replayed through CUDA graphs (one capture per block, ids refreshed between replays) give the tokens of
 // the same steps issued one by one, over several blocks so that captures are redone as the cache grows: with the
-// MoE kernels the model runs by default (auto: the streaming kernel at these sizes) and with the wmma kernel.
-class CudaGraphReplays : public ::testing::TestWithParam<MoeKernel> {};
+// MoE kernels the model runs by default (auto: the streaming kernel at these sizes) and with the wmma kernel, after
+// a prompt inside dg-tiny's 32-token window and after one past it.
+struct GraphCase {
+  MoeKernel moe;
+  int prompt;  // tokens
+};
+void PrintTo(const GraphCase& c, std::ostream* os) { *os << kernel_name(c.moe) << ", prompt " << c.prompt; }
+
+class CudaGraphReplays : public ::testing::TestWithParam<GraphCase> {};
 
 TEST_P(CudaGraphReplays, GiveTheSameTokens) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, GetParam()});
+  const GraphCase c = GetParam();
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", CudaKernels{AttentionKernel::kFlash, c.moe});
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 192;
   o.steps = 10;
   o.seed = 9;
+  std::vector<int32_t> prompt{2, 105, 30, 40, 50, 60, 70};
+  for (int i = static_cast<int>(prompt.size()); i < c.prompt; ++i) prompt.push_back(10 + (i * 53) % 4000);
   auto run = [&](bool graphs) {
     KvCache kv = gpu.new_cache(1024);
     ModelDenoiser d(*gpu.model);
     d.set_graphs(graphs);
-    return generate(d, kv, std::vector<int32_t>{2, 105, 30, 40, 50, 60, 70}, o);
+    return generate(d, kv, prompt, o);
   };
   const GenerateResult eager = run(false), graphed = run(true);
-  std::cout << "  moe " << kernel_name(GetParam()) << ": eager " << eager.committed.size() << " tokens in "
-            << eager.forwards << " forwards, graphed " << graphed.committed.size() << " in " << graphed.forwards
-            << "\n";
+  std::cout << "  moe " << kernel_name(c.moe) << ", prompt " << c.prompt << ": eager " << eager.committed.size()
+            << " tokens in " << eager.forwards << " forwards, graphed " << graphed.committed.size() << " in "
+            << graphed.forwards << "\n";
   EXPECT_EQ(eager.committed, graphed.committed);
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(Moe, CudaGraphReplays, ::testing::Values(MoeKernel::kAuto, MoeKernel::kWmma),
-                         [](const ::testing::TestParamInfo<MoeKernel>& i) {
-                           return std::string(kernel_name(i.param));
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGraphReplays,
+                         ::testing::Values(GraphCase{MoeKernel::kAuto, 7}, GraphCase{MoeKernel::kWmma, 7},
+                                           GraphCase{MoeKernel::kAuto, 300}),
+                         [](const ::testing::TestParamInfo<GraphCase>& i) {
+                           return std::string(kernel_name(i.param.moe)) + "_prompt" + std::to_string(i.param.prompt);
                          });
 
 // A block's graphed steps are captured while its first step runs (Model::early_capture): when the first step's
