@@ -127,7 +127,6 @@ inline constexpr std::array<std::pair<std::string_view, WgmmaMode>, 3> kWgmmaMod
 inline constexpr std::array<std::pair<std::string_view, A8RowsMode>, 3> kA8RowsModeNames{
     {{"cublaslt", A8RowsMode::kCublasLt}, {"own", A8RowsMode::kOwn}, {"all", A8RowsMode::kAll}}};
 
-
 // The name of a choice in one of the tables above.
 template <class E, size_t N>
 std::string_view kernel_name(const std::array<std::pair<std::string_view, E>, N>& names, E e) {
