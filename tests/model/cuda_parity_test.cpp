@@ -230,9 +230,10 @@ TEST_P(CudaGraphReplays, GiveTheSameTokens) {
     return generate(d, kv, prompt, o);
   };
   const GenerateResult eager = run(false), graphed = run(true);
-  std::cout << "  moe " << kernel_name(c.moe) << ", prompt " << c.prompt << ": eager " << eager.committed.size()
-            << " tokens in " << eager.forwards << " forwards, graphed " << graphed.committed.size() << " in "
-            << graphed.forwards << "\n";
+  std::cout << "  ";
+  PrintTo(c, &std::cout);
+  std::cout << ": eager " << eager.committed.size() << " tokens in " << eager.forwards << " forwards, graphed "
+            << graphed.committed.size() << " in " << graphed.forwards << "\n";
   EXPECT_EQ(eager.committed, graphed.committed);
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";

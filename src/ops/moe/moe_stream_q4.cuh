@@ -19,13 +19,11 @@ __device__ __forceinline__ uint4 q4k_code_words(uint32_t row, int n, int t) {
 
 // The bf16 A fragments of row half h (row g + 8 h of the m16 tile) from the row's scale words sc and lane t's code
 // words cw of the stage: a[2c + i][h] and a[2c + i][2 + h] for group c, k16 half i.
-// kC0, kC1: the groups [kC0, kC1) only (their fragments a[2 kC0 ..]; the rest untouched).
-template <int kC0 = 0, int kC1 = 4>
 __device__ __forceinline__ void q4k_fragments(uint4 sc, uint4 cw, int h, uint32_t (&a)[8][4]) {
   auto fma2 = [](uint32_t v, __nv_bfloat162 s, __nv_bfloat162 m) { return as_u32(__hfma2(as_bf162(v), s, m)); };
   const uint32_t sw[4] = {sc.x, sc.y, sc.z, sc.w}, w4[4] = {cw.x, cw.y, cw.z, cw.w};
 #pragma unroll
-  for (int c = kC0; c < kC1; ++c) {
+  for (int c = 0; c < 4; ++c) {
     const uint32_t w = w4[c];
     // (s, s) and (m, m) as halves of the word, which the products take as operand selections (no byte permutes)
     const __nv_bfloat162 sa = __low2bfloat162(as_bf162(sw[c])), m = __high2bfloat162(as_bf162(sw[c]));

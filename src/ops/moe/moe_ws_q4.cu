@@ -93,8 +93,8 @@ struct WsQ4Args {
 
 #if DG_HAS_WGMMA
 
-// Groups [kC0, kC1) of a consumer's stage at `st` (n groups of the row) into its kTiles units' A fragments.
-template <int kTiles, bool kTiled, int kC0, int kC1>
+// A consumer's stage at `st` (n groups of the row) into its kTiles units' A fragments.
+template <int kTiles, bool kTiled>
 __device__ __forceinline__ void convert_stage(uint32_t st, int n, int c, int warp, int lane,
                                               uint32_t (&af)[kTiles][8][4]) {
 #pragma unroll
@@ -116,33 +116,27 @@ __device__ __forceinline__ void convert_stage(uint32_t st, int n, int c, int war
         code = st + static_cast<uint32_t>(r * kCodeRow);
         sc = moe_stream::lds128(st + kCodeBytes + static_cast<uint32_t>(r * kScaleRow));
       }
-      moe_stream::q4k_fragments<kC0, kC1>(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
+      moe_stream::q4k_fragments(sc, moe_stream::q4k_code_words(code, n, lane & 3), h, af[t]);
     }
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-    for (int f = 2 * kC0; f < 2 * kC1; ++f)
+    for (int f = 0; f < 8; ++f)
 #pragma unroll
       for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(af[t][f][q])::"memory");
 }
 
-// The k16 products [f0, f1) of a stage: its activations at `st`'s blocks times the units' fragments.
+// The eight k16 products of a stage: its activations at `st`'s blocks times the units' fragments.
 template <int N, int kTiles>
 __device__ __forceinline__ void issue_products(float (&acc)[kTiles][N / 8][4], const uint32_t (&af)[kTiles][8][4],
-                                               uint32_t st, int f0, int f1) {
+                                               uint32_t st) {
   const uint64_t xd = cuda::wgmma_desc_sw128(st + kCodeBytes + kScaleBytes);
 #pragma unroll
-  for (int f = f0; f < f1; ++f) {
+  for (int f = 0; f < 8; ++f) {
     const uint64_t b = cuda::wgmma_desc_plus(xd, (f >> 2) * kXBlock + 32 * (f & 3));
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) cuda::wgmma_bf16_rs_m64k16<N>(acc[t], af[t][f], b);
   }
-}
-
-// The groups of stage kt: four, fewer in a row's last stage.
-__device__ __forceinline__ int stage_groups(int groups, int kt) {
-  const int left = groups - 4 * kt;
-  return left < 4 ? left : 4;
 }
 
 // A consumer's pass over one tile: per stage, its kTiles m64 units' A fragments converted from the codes, the eight
@@ -165,10 +159,10 @@ __device__ __forceinline__ void consume_pass(const WsQ4Args& a, const WsTile& tl
     cuda::fence_proxy_async_shared();  // the producer's cp.async activation rows, which wgmma reads
     const uint32_t st = base + s * kStageBytes;
     uint32_t af[kTiles][8][4];
-    convert_stage<kTiles, kTiled, 0, 4>(st, stage_groups(groups, kt), c, warp, lane, af);
+    convert_stage<kTiles, kTiled>(st, q4_stage_groups(kt, groups), c, warp, lane, af);
     moe_stream::fence_acc(acc);
     cuda::wgmma_fence();
-    issue_products<N, kTiles>(acc, af, st, 0, 8);
+    issue_products<N, kTiles>(acc, af, st);
     cuda::wgmma_commit();
     cuda::wgmma_wait<0>();
     moe_stream::fence_acc(acc);
