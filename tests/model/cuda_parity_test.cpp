@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/pdl.h"
@@ -223,17 +227,45 @@ TEST_P(CudaGraphReplays, GiveTheSameTokens) {
   o.seed = 9;
   std::vector<int32_t> prompt{2, 105, 30, 40, 50, 60, 70};
   for (int i = static_cast<int>(prompt.size()); i < c.prompt; ++i) prompt.push_back(10 + (i * 53) % 4000);
+  // Each step's block, step, accepted rows and mean entropy, and each block's canvas and re-rolls: where the two
+  // runs part, when they do.
+  struct Trace {
+    GenerateResult r;
+    std::vector<std::string> lines;
+  };
   auto run = [&](bool graphs) {
     KvCache kv = gpu.new_cache(1024);
     ModelDenoiser d(*gpu.model);
     d.set_graphs(graphs);
-    return generate(d, kv, prompt, o);
+    Trace t;
+    GenerateEvents ev;
+    ev.on_step = [&](const StepInfo& s, const StepView&) {
+      t.lines.push_back("block " + std::to_string(s.block) + " step " + std::to_string(s.step) + ": accepted " +
+                        std::to_string(s.accepted) + ", mean entropy " + std::to_string(s.mean_entropy));
+    };
+    ev.on_block = [&](const BlockInfo& b, std::span<const int32_t> ids) {
+      t.lines.push_back("block " + std::to_string(b.block) + " committed: canvas " + std::to_string(b.canvas) +
+                        ", re-rolls " + std::to_string(b.rerolls) + ", first id " +
+                        (ids.empty() ? std::string("none") : std::to_string(ids[0])));
+    };
+    t.r = generate(d, kv, prompt, o, &ev);
+    return t;
   };
-  const GenerateResult eager = run(false), graphed = run(true);
+  const Trace eager_t = run(false), graphed_t = run(true);
+  const GenerateResult &eager = eager_t.r, &graphed = graphed_t.r;
   std::cout << "  ";
   PrintTo(c, &std::cout);
   std::cout << ": eager " << eager.committed.size() << " tokens in " << eager.forwards << " forwards, graphed "
             << graphed.committed.size() << " in " << graphed.forwards << "\n";
+  const size_t n = std::min(eager_t.lines.size(), graphed_t.lines.size());
+  size_t k = 0;
+  while (k < n && eager_t.lines[k] == graphed_t.lines[k]) ++k;
+  if (k < eager_t.lines.size() || k < graphed_t.lines.size()) {
+    for (size_t i = k >= 2 ? k - 2 : 0; i < std::min(n, k + 3); ++i)
+      std::cout << "    eager   " << eager_t.lines[i] << "\n    graphed " << graphed_t.lines[i] << "\n";
+    ADD_FAILURE() << "the runs part at event " << k << " of " << eager_t.lines.size() << " / "
+                  << graphed_t.lines.size();
+  }
   EXPECT_EQ(eager.committed, graphed.committed);
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
