@@ -19,6 +19,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The allocations a capture recorded (cudaMallocAsync inside it: memory nodes), address and size in node order.
+std::vector<std::pair<void*, size_t>> graph_allocations(cudaGraph_t g) {
+  size_t n = 0;
+  check(cudaGraphGetNodes(g, nullptr, &n), "cudaGraphGetNodes");
+  std::vector<cudaGraphNode_t> nodes(n);
+  check(cudaGraphGetNodes(g, nodes.data(), &n), "cudaGraphGetNodes");
+  std::vector<std::pair<void*, size_t>> out;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType");
+    if (type != cudaGraphNodeTypeMemAlloc) continue;
+    cudaMemAllocNodeParams p{};
+    check(cudaGraphMemAllocNodeGetParams(node, &p), "cudaGraphMemAllocNodeGetParams");
+    out.emplace_back(p.dptr, p.bytesize);
+  }
+  return out;
+}
+
 }  // namespace
 
 void StepGraph::begin(cudaStream_t s) {
@@ -35,6 +53,15 @@ void StepGraph::end(cudaStream_t s) {
   stats_.capture_s += seconds_since(begun_);
   const auto t0 = std::chrono::steady_clock::now();
   bool updated = false;
+  // An in-place update keeps the instantiated graph's allocations: only a capture whose allocations have the same
+  // addresses and sizes may take it (a smaller canvas's capture allocates elsewhere, and its kernels would read
+  // memory the instantiated graph does not hold).
+  std::vector<std::pair<void*, size_t>> allocations = graph_allocations(g);
+  if (exec_ != nullptr && allocations != allocations_) {
+    check(cudaGraphExecDestroy(exec_), "cudaGraphExecDestroy");
+    exec_ = nullptr;
+  }
+  allocations_ = std::move(allocations);
   if (exec_ != nullptr) {
     cudaGraphExecUpdateResultInfo info{};
     updated = cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess;

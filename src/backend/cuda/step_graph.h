@@ -35,6 +35,7 @@ class StepGraph {
   GraphStats stats_;
   std::chrono::steady_clock::time_point begun_;
   cudaGraphExec_t exec_ = nullptr;
+  std::vector<std::pair<void*, size_t>> allocations_;  // the instantiated graph's memory nodes
 };
 
 // Events recorded between the stages of a step while profiling is on (none inside a capture); take() sums the
