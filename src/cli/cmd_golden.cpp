@@ -1,6 +1,7 @@
 // `diffgemma golden`: runs the golden path matrix (engine/golden.h) and compares it with the blessed file, or with
 // --bless writes the file anew (after a deliberate change). Exit 4 when a byte differs. Run from the source tree:
 //   diffgemma golden -m models/dg-tiny [--backend cuda] [--bless]
+// (a GPU backend's file is its card's: tests/fixtures/golden/cuda-nvidia-h200.json on an H200)
 #include <fstream>
 #include <sstream>
 
@@ -15,14 +16,14 @@ namespace {
 
 struct GoldenOptions {
   ModelOptions model;
-  std::string file;  // "": golden_file(backend)
+  std::string file;  // "": golden_file(backend, device)
   std::vector<std::string> only;
   bool bless = false;
 };
 
 void run_golden_cmd(GoldenOptions o) {
-  if (o.file.empty()) o.file = golden_file(o.model.backend);
   const auto engine = EngineCore::open(engine_options(o.model));
+  if (o.file.empty()) o.file = golden_file(o.model.backend, engine->backend().device_name());
   const Json got = run_golden(*engine, o.only);
   if (o.bless) {
     std::ofstream out(o.file, std::ios::binary);
@@ -51,7 +52,8 @@ void register_golden(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "golden", "run the golden path matrix (token ids and KV fingerprints); exit 4 when a byte differs");
   add_model_options(cmd, o->model);
-  cmd->add_option("--file", o->file, "the blessed results (default tests/fixtures/golden/BACKEND.json)");
+  cmd->add_option("--file", o->file, "the blessed results (default tests/fixtures/golden/cpu.json; a GPU's: BACKEND-DEVICE.json, e.g. "
+                  "cuda-nvidia-h200.json, each card model its own)");
   CLI::Option* only = cmd->add_option("--only", o->only, "run only these cases (repeatable)")
                           ->check(CLI::IsMember(golden_case_names()));
   cmd->add_flag("--bless", o->bless, "write the results as the new golden file (after a deliberate change; the "

@@ -1,5 +1,6 @@
 #include "engine/golden.h"
 
+#include <cctype>
 #include <functional>
 
 #include <fmt/format.h>
@@ -168,7 +169,19 @@ std::string golden_text(const Json& results) {
   return s + "]}\n";
 }
 
-std::string golden_file(const std::string& backend) { return "tests/fixtures/golden/" + backend + ".json"; }
+std::string golden_file(const std::string& backend, const std::string& device) {
+  std::string name = backend;
+  if (backend != "cpu") {
+    name += '-';
+    for (const char c : device) {
+      const bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0;
+      if (keep) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      else if (name.back() != '-') name += '-';
+    }
+    while (name.back() == '-') name.pop_back();
+  }
+  return "tests/fixtures/golden/" + name + ".json";
+}
 
 std::vector<std::string> compare_golden(const Json& got, const Json& want) {
   std::vector<std::string> diffs;

@@ -26,8 +26,10 @@ std::vector<std::string> golden_case_names();
 // The results as the blessed file holds them: one line per checkpoint, so a re-bless reads as a small diff.
 std::string golden_text(const Json& results);
 
-// The blessed file of a backend, relative to the source tree: tests/fixtures/golden/<backend>.json (each backend
-// pins its own bytes: the CPU reference and CUDA differ in the last bits).
-std::string golden_file(const std::string& backend);
+// The blessed file of a backend, relative to the source tree: tests/fixtures/golden/cpu.json for the CPU reference;
+// on a GPU backend one file per device model, tests/fixtures/golden/<backend>-<device>.json (`device` the backend's
+// device_name() in lower case, runs of other characters as one '-': cuda-nvidia-h200.json), because the library
+// products' algorithms, and so their last bits, are chosen per card. Each backend and card pins its own bytes.
+std::string golden_file(const std::string& backend, const std::string& device);
 
 }  // namespace dg

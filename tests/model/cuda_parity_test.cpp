@@ -278,6 +278,57 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaGraphReplays,
                            return std::string(kernel_name(i.param.moe)) + "_prompt" + std::to_string(i.param.prompt);
                          });
 
+// A step captured after a capture of another canvas size (an empty-reply re-roll halves the canvas; the next block
+// restores it) replays the bits of the same step issued op by op, at every size of the sequence, with exact and
+// sparse self-conditioning: the replaced graph's in-place update must not keep the old capture's memory.
+TEST(CudaParity, ACaptureAfterAnotherSizeReplaysTheOpByOpStep) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda");
+  Backend& be = *gpu.be;
+  const int64_t V = gpu.model->config().vocab;
+  for (const float cutoff : {0.0f, static_cast<float>(kSparseScCutoff)}) {
+    for (const int rows : {32, 16, 8, 4, 32}) {
+      KvCache kv = gpu.new_cache(1024);
+      gpu.model->encode(kv, std::vector<int32_t>{2, 105, 30, 40, 50, 60, 70});
+      const std::vector<int32_t> canvas = pattern_ids(rows, rows, V);
+      Tensor ids = be.ids(canvas);
+      Tensor logits = be.alloc_f32(Shape{rows, V});
+      Tensor tempered = be.alloc_tempered(Shape{rows, V});
+      std::vector<RowStats> st(static_cast<size_t>(rows));
+      gpu.model->denoise_ids(kv, ids, ScInput{ScKind::kSelfEmbed, nullptr, cutoff}, logits);
+      be.row_stats(logits, 1.0f, tempered, st.data());
+      const ScInput sc{ScKind::kLogits, &tempered, cutoff};
+      gpu.model->denoise_ids(kv, ids, sc, logits);
+      const std::vector<float> eager = to_host(be, logits);
+      Tensor logits2 = be.alloc_f32(Shape{rows, V});
+      // Early, as the generation loop does: step 1 again, the capture, then step 1's statistics, then the replay.
+      gpu.model->denoise_ids(kv, ids, ScInput{ScKind::kSelfEmbed, nullptr, cutoff}, logits);
+      be.capture_begin();
+      gpu.model->denoise_ids(kv, ids, sc, logits2);
+      be.capture_end();
+      be.row_stats(logits, 1.0f, tempered, st.data());
+      be.launch_captured();
+      const std::vector<float> graphed = to_host(be, logits2);
+      be.launch_captured();
+      const std::vector<float> graphed2 = to_host(be, logits2);
+      double worst = 0;
+      int64_t differ = 0, differ2 = 0, first = -1;
+      for (size_t i = 0; i < eager.size(); ++i) {
+        if (eager[i] != graphed[i]) {
+          ++differ;
+          if (first < 0) first = static_cast<int64_t>(i);
+        }
+        if (graphed2[i] != graphed[i]) ++differ2;
+        worst = std::max(worst, static_cast<double>(std::fabs(eager[i] - graphed[i])));
+      }
+      EXPECT_EQ(differ, 0) << "cutoff " << cutoff << ", " << rows << " rows: " << differ << " of " << eager.size()
+                           << " logits differ from the op-by-op step (the first in row "
+                           << (first < 0 ? -1 : first / V) << "), by up to " << worst;
+      EXPECT_EQ(differ2, 0) << "cutoff " << cutoff << ", " << rows << " rows: a second replay differs";
+    }
+  }
+}
+
 // A block's graphed steps are captured while its first step runs (Model::early_capture): when the first step's
 // decision is known, the first block's graph is already captured; without early capture the second step captures
 // it. The same tokens either way, with decisions on the device and on the host.

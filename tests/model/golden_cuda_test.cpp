@@ -1,6 +1,7 @@
-// The golden gate on the CUDA backend (engine/golden.h): the same path matrix as Golden.* pinned by its own file,
-// tests/fixtures/golden/cuda.json (the GPU's bytes differ from the CPU reference's). Blessed on the GPU machine with
-// `diffgemma golden -m models/dg-tiny --backend cuda --bless`; skipped without a GPU or before that file exists.
+// The golden gate on the CUDA backend (engine/golden.h): the same path matrix as Golden.* pinned by a file per card
+// model, tests/fixtures/golden/cuda-<device>.json (the GPU's bytes differ from the CPU reference's, and between card
+// models). Blessed on the GPU machine with `diffgemma golden -m models/dg-tiny --backend cuda --bless`; skipped
+// without a GPU or before the card's file exists.
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
@@ -19,13 +20,15 @@ namespace golden_cuda_test {
 
 TEST(GoldenCuda, TheProductionPathsAreByteIdentical) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string file = source_path(golden_file("cuda"));
-  if (!std::filesystem::exists(file))
-    GTEST_SKIP() << file << " is not blessed yet: `diffgemma golden -m models/dg-tiny --backend cuda --bless`";
   EngineOptions o;
   o.model_dir = source_path("models/dg-tiny");
   o.backend = "cuda";
   const auto engine = EngineCore::open(o);
+  const std::string device = engine->backend().device_name();
+  const std::string file = source_path(golden_file("cuda", device));
+  if (!std::filesystem::exists(file))
+    GTEST_SKIP() << file << " (" << device << ") is not blessed yet: on this card, `diffgemma golden -m "
+                 << "models/dg-tiny --backend cuda --bless`";
   std::ifstream in(file);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -16,7 +16,7 @@ namespace dg::test {
 namespace golden_test {
 
 Json blessed() {
-  std::ifstream in(source_path(golden_file("cpu")));
+  std::ifstream in(source_path(golden_file("cpu", "cpu")));
   std::stringstream ss;
   ss << in.rdbuf();
   return Json::parse(ss.str());
@@ -29,6 +29,15 @@ TEST(Golden, TheProductionPathsAreByteIdentical) {
   const std::vector<std::string> diffs = compare_golden(got, want);
   EXPECT_TRUE(diffs.empty()) << fmt::format("{}", fmt::join(diffs, "\n"))
                              << "\n(a deliberate change: `diffgemma golden -m models/dg-tiny --bless` in the source tree)";
+}
+
+// The CPU reference keeps one file; a GPU backend one per card model, named from the device's name.
+TEST(Golden, EachCardModelHasItsOwnFile) {
+  EXPECT_EQ(golden_file("cpu", "cpu"), "tests/fixtures/golden/cpu.json");
+  EXPECT_EQ(golden_file("cuda", "NVIDIA H200"), "tests/fixtures/golden/cuda-nvidia-h200.json");
+  EXPECT_EQ(golden_file("cuda", "NVIDIA H100 80GB HBM3"), "tests/fixtures/golden/cuda-nvidia-h100-80gb-hbm3.json");
+  EXPECT_EQ(golden_file("cuda", " NVIDIA  A100-SXM4-40GB (MIG) "),
+            "tests/fixtures/golden/cuda-nvidia-a100-sxm4-40gb-mig.json");
 }
 
 // The sanitizer run's share of the gate (the whole matrix is plain_only, docs/CI.md): one case, the tool round.
