@@ -52,8 +52,9 @@ void register_golden(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "golden", "run the golden path matrix (token ids and KV fingerprints); exit 4 when a byte differs");
   add_model_options(cmd, o->model);
-  cmd->add_option("--file", o->file, "the blessed results (default tests/fixtures/golden/cpu.json; a GPU's: BACKEND-DEVICE.json, e.g. "
-                  "cuda-nvidia-h200.json, each card model its own)");
+  cmd->add_option("--file", o->file,
+                  "the blessed results (default tests/fixtures/golden/cpu.json; a GPU's: BACKEND-DEVICE.json, "
+                  "e.g. cuda-nvidia-h200.json, each card model its own)");
   CLI::Option* only = cmd->add_option("--only", o->only, "run only these cases (repeatable)")
                           ->check(CLI::IsMember(golden_case_names()));
   cmd->add_flag("--bless", o->bless, "write the results as the new golden file (after a deliberate change; the "

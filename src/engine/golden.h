@@ -28,8 +28,8 @@ std::string golden_text(const Json& results);
 
 // The blessed file of a backend, relative to the source tree: tests/fixtures/golden/cpu.json for the CPU reference;
 // on a GPU backend one file per device model, tests/fixtures/golden/<backend>-<device>.json (`device` the backend's
-// device_name() in lower case, runs of other characters as one '-': cuda-nvidia-h200.json), because the library
-// products' algorithms, and so their last bits, are chosen per card. Each backend and card pins its own bytes.
+// device_name() in lower case, runs of other characters as one '-': cuda-nvidia-h200.json), since the library
+// products choose their algorithms, and so may move last bits, per card. Each backend and card pins its own bytes.
 std::string golden_file(const std::string& backend, const std::string& device);
 
 }  // namespace dg

@@ -311,20 +311,12 @@ TEST(CudaParity, ACaptureAfterAnotherSizeReplaysTheOpByOpStep) {
       const std::vector<float> graphed = to_host(be, logits2);
       be.launch_captured();
       const std::vector<float> graphed2 = to_host(be, logits2);
-      double worst = 0;
-      int64_t differ = 0, differ2 = 0, first = -1;
-      for (size_t i = 0; i < eager.size(); ++i) {
-        if (eager[i] != graphed[i]) {
-          ++differ;
-          if (first < 0) first = static_cast<int64_t>(i);
-        }
-        if (graphed2[i] != graphed[i]) ++differ2;
-        worst = std::max(worst, static_cast<double>(std::fabs(eager[i] - graphed[i])));
-      }
-      EXPECT_EQ(differ, 0) << "cutoff " << cutoff << ", " << rows << " rows: " << differ << " of " << eager.size()
-                           << " logits differ from the op-by-op step (the first in row "
-                           << (first < 0 ? -1 : first / V) << "), by up to " << worst;
-      EXPECT_EQ(differ2, 0) << "cutoff " << cutoff << ", " << rows << " rows: a second replay differs";
+      // Bit for bit: no |difference| above zero, every value finite, and a second replay the same again.
+      const Diff d = compare(graphed, eager, 0.0);
+      EXPECT_TRUE(d.finite && d.max_abs == 0.0)
+          << "cutoff " << cutoff << ", " << rows << " rows: the replay differs from the op-by-op step (first in row "
+          << (d.first_bad < 0 ? -1 : d.first_bad / V) << "): " << d.str();
+      EXPECT_EQ(graphed2, graphed) << "cutoff " << cutoff << ", " << rows << " rows: a second replay differs";
     }
   }
 }
