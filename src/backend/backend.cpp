@@ -2,6 +2,8 @@
 // and what a backend without a fused kernel falls back to), and the refusals of optional features.
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "backend/synthetic_fill.h"
 #include "core/error.h"
 
@@ -72,14 +74,24 @@ void Backend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post
 }
 
 void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
-                       float s, Tensor& out) {
+                       RowScalar s, Tensor& out) {
   rmsnorm(m1, &w1, m1);
   rmsnorm(m2, &w2, m2);
   Tensor f = alloc(m1.shape);
   add(m1, m2, f);
   rmsnorm(f, &w, f);
   add(h1, f, out);
-  scale(out, s);
+  const int64_t rows = out.numel() / out.shape[out.shape.rank - 1], split = std::min(s.split, rows);
+  if (split == rows) {
+    scale(out, s.first);
+    return;
+  }
+  if (split > 0) {
+    Tensor head = row_slice(out, 0, split);
+    scale(head, s.first);
+  }
+  Tensor tail = row_slice(out, split, rows - split);
+  scale(tail, s.rest);
 }
 
 void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
@@ -93,7 +105,7 @@ void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Te
 
 void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                  const Tensor& wn, float s, Tensor& out, const RowCodes*) {
+                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*) {
   Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
   linear(x, w_down, m1);
   stage("moe");
@@ -101,7 +113,7 @@ void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const T
 }
 
 void Backend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                           const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out) {
+                           const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) {
   Tensor m2 = alloc(h.shape);
   moe(h, z, w, top_k, m2);
   ffn_tail(h, m1, w1, m2, w2, wn, s, out);

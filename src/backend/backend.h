@@ -19,6 +19,7 @@
 #include "ops/attention/attention_topk.h"
 #include "ops/decide/decide.h"
 #include "ops/moe/moe.h"
+#include "ops/residual/row_scalar.h"
 #include "ops/rope/rope.h"
 #include "ops/row_stats/row_stats.h"
 
@@ -146,11 +147,12 @@ class Backend {
                             const RowCodes* x_codes = nullptr, RowCodes* out_codes = nullptr);
   // The residual chains of src/ops/residual/residual.h; the defaults are their compositions of rmsnorm, add and
   // scale (attn, m1 and m2 may be overwritten). residual_norms: h1 = h + rmsnorm(attn) w_post, out[i] =
-  // rmsnorm(h1) w[i] (w[i] null: no scale). ffn_tail: out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) s.
+  // rmsnorm(h1) w[i] (w[i] null: no scale). ffn_tail: out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) s
+  // (s: RowScalar, one scalar for the rows before its split and another after).
   virtual void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                               std::span<const Tensor* const> w, std::span<Tensor* const> out);
   virtual void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
-                        float s, Tensor& out);
+                        RowScalar s, Tensor& out);
   // residual_norms of attn = x w_o^T (the attention's output projection): the default is linear(), then
   // residual_norms(). A backend may apply a W8A8 product's scales as the chain reads its raw sums.
   // out0_codes: out[0]'s RowCodes, which a backend may fill (or null).
@@ -195,13 +197,13 @@ class Backend {
   // overwritten). The default is the two ops; a backend may skip storing the MoE's output (CUDA combines the
   // experts' rows inside the tail's kernel).
   virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                            const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out);
+                            const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out);
   // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
   // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums. x_codes:
   // x's RowCodes when filled (or null).
   virtual void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                    const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                   const Tensor& wn, float s, Tensor& out, const RowCodes* x_codes = nullptr);
+                                   const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes = nullptr);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // lm_head that may leave its last elementwise step to row_stats_open (batched steps, whose statistics read every

@@ -56,6 +56,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
                 "CUDA: capture a block's graphed steps while its first step runs on the device (default); "
                 "--no-early-capture captures them after it (A/B, the same tokens)")
       ->check(switch_value());
+  cmd->add_flag("--fused-commit,!--no-fused-commit", o.fused_commit,
+                "encode each committed block in the forward of the next block's first step, the weights read once for "
+                "both (one stream: ask, chat, serve --max-batch 1); --no-fused-commit (default) encodes it alone")
+      ->check(switch_value());
   cmd->add_option("--expert-act", o.expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "
                   "otherwise) | bf16 | fp8")
@@ -92,6 +96,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   e.verify = o.verify;
   e.graphs = o.graphs;
   e.early_capture = o.early_capture;
+  e.fused_commit = o.fused_commit;
   e.expert_act = o.expert_act;
   e.linear_act = o.linear_act;
   e.vocab_act = o.vocab_act;

@@ -230,6 +230,7 @@ void run_ask(const AskOptions& o) {
     j["finish_reason"] = res.finish == FinishReason::kStop ? "stop" : "length";
     j["stop_token"] = res.stop_token;
     j["forwards"] = res.forwards;
+    j["fused_commits"] = res.fused_commits;
     j["seconds"] = seconds;  // prefill and generation
     j["first_block_seconds"] = first_block;
     // Where a one-shot request's first block goes (docs/PERFORMANCE.md, "First-use costs"): its steps' ends, and

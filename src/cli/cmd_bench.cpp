@@ -42,6 +42,7 @@ struct BenchOptions {
   int64_t prefill_chunk = 4096;
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
   bool early_capture = true;  // a block's graph captured while its first step runs (as ask, chat and serve do)
+  bool fused_commit = false;   // a committed block encoded in the next block's first step (--fused-commit)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   std::string linear_act = "auto";  // fp8 linears' activation operand (linear_act_fp8)
   std::string vocab_act = "bf16";   // the vocabulary products' operands (vocab_act_fp8)
@@ -178,6 +179,7 @@ void run_bench(const BenchOptions& o) {
   eo.prefill_chunk = o.prefill_chunk;
   eo.graphs = o.graphs;
   eo.early_capture = o.early_capture;
+  eo.fused_commit = o.fused_commit;
   eo.expert_act = o.expert_act;
   eo.linear_act = o.linear_act;
   eo.vocab_act = o.vocab_act;
@@ -194,7 +196,7 @@ void run_bench(const BenchOptions& o) {
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
                    {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
-                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
+                   {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"fused_commit", o.fused_commit}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
                    {"decisions", o.host_decisions || (o.backend == "cuda" && o.kernels.decide == DecideMode::kHost) ? "host" : "backend"}});
   rep.emit({{"event", "loaded"}, {"seconds", now_s() - t_load}, {"weight_gib", be->peak_memory() / 1073741824.0}});
@@ -282,7 +284,8 @@ void run_bench(const BenchOptions& o) {
     be->synchronize();
     const double total = now_s() - t0;
     rep.emit({{"event", "generate"}, {"prompt_tokens", o.prompt_tokens}, {"new_tokens", r.tokens.size()},
-              {"steps_per_block", o.steps}, {"forwards", r.forwards}, {"seconds", total},
+              {"steps_per_block", o.steps}, {"forwards", r.forwards},
+              {"fused_commits", r.fused_commits}, {"seconds", total},
               {"committed_tok_per_s", static_cast<double>(r.tokens.size()) / total},
               {"time_to_first_block_s", first_block}});
   }
@@ -334,6 +337,10 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--early-capture,!--no-early-capture", o->early_capture,
                 "capture a block's graphed steps while its first step runs on the device, as ask, chat and serve do "
                 "(default); --no-early-capture captures them after it (A/B)")
+      ->check(switch_value());
+  cmd->add_flag("--fused-commit,!--no-fused-commit", o->fused_commit,
+                "encode each committed block in the forward of the next block's first step, as ask, chat and serve "
+                "do with --fused-commit; --no-fused-commit (default) encodes it alone")
       ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "diffusion/stepper.h"
@@ -31,11 +32,19 @@ void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kin
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc_tempered(Shape{rows, V});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
+  // A deferred encode rides in this step's forward; a graphed step (never an attempt's first) takes none.
+  if (deferred_kv_ != nullptr && (graphed(kind) || deferred_kv_ != &kv)) flush_encode();
   if (graphed(kind)) {
     graph_.run(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, sc, logits_); });
     return;
   }
-  m_.denoise_ids(kv, ids, sc, logits_);
+  if (deferred_kv_ != nullptr) {
+    KvCache* target = std::exchange(deferred_kv_, nullptr);
+    m_.commit_denoise_ids(*target, deferred_, ids, sc, logits_);
+    ++fused_encodes_;
+  } else {
+    m_.denoise_ids(kv, ids, sc, logits_);
+  }
   if (m_.early_capture() && graphed(ScKind::kLogits)) {  // the block's next steps, captured while this one runs
     const ScInput next{ScKind::kLogits, &tempered_, sparse_cutoff};
     graph_.prepare(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, next, logits_); });
@@ -110,6 +119,21 @@ void Denoiser::encode_reporting(KvCache& kv, std::span<const int32_t> ids, const
   if (progress) progress(n, n);
 }
 
+void ModelDenoiser::defer_encode(KvCache& kv, std::span<const int32_t> ids) {
+  flush_encode();
+  if (ids.empty()) return;
+  deferred_.assign(ids.begin(), ids.end());
+  deferred_kv_ = &kv;
+}
+
+void ModelDenoiser::flush_encode() {
+  if (deferred_kv_ == nullptr) return;
+  KvCache* target = std::exchange(deferred_kv_, nullptr);
+  m_.encode(*target, deferred_);
+}
+
+void Denoiser::defer_encode(KvCache& kv, std::span<const int32_t> ids) { encode(kv, ids); }
+
 void Denoiser::denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                             float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn) {
   denoise(kv, canvas, kind, sparse_cutoff, temperature, stats);
@@ -173,26 +197,20 @@ int confidence_trim(std::span<const int32_t> argmax, std::span<const float> p_ma
   return n;
 }
 
-GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
-                        const GenerateEvents* events) {
-  opt.validate();
-  DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
-  const SamplerOptions bounded = within_positions(opt, kv.len() + static_cast<int64_t>(prompt.size()),
-                                                  model.canvas(), model.max_positions());
-  Generation g(model.canvas(), model.vocab(), prompt, bounded, events);
-  // Device decisions unless a step observer needs each step's rows on the host (both paths give the same tokens).
-  const bool rows_observed = events != nullptr && events->on_step && events->step_rows;
-  const bool on_device = !opt.host_decisions && !rows_observed && model.can_decide();
-  g.set_device_decisions(on_device);
-  if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
+namespace {
+
+// The block loop of generate(): g's model calls on `model` until it is done.
+void drive(Denoiser& model, KvCache& kv, Generation& g, const GenerateEvents* events, bool on_device,
+           bool prompt_next) {
   std::vector<RowStats> stats;
   std::vector<int32_t> drawn;
-  bool prompt_next = !prompt.empty();  // the first encode is the prompt's
   while (!g.done()) {
     if (g.phase() == Generation::Phase::kEncode) {
       const std::span<const int32_t> ids = g.pending_encode();
       if (prompt_next && events != nullptr && events->on_prefill)
         model.encode_reporting(kv, ids, events->on_prefill);
+      else if (!prompt_next && model.can_defer_encode())
+        model.defer_encode(kv, ids);  // a committed block: encoded in the next step's forward
       else
         model.encode(kv, ids);
       prompt_next = false;
@@ -218,7 +236,33 @@ GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> p
     }
     g.end_step(stats.data(), drawn.data());
   }
-  return g.take_result();
+}
+
+}  // namespace
+
+GenerateResult generate(Denoiser& model, KvCache& kv, std::span<const int32_t> prompt, const SamplerOptions& opt,
+                        const GenerateEvents* events) {
+  opt.validate();
+  DG_CHECK(!prompt.empty() || kv.len() > 0, "generate: empty prompt and empty cache");
+  const SamplerOptions bounded = within_positions(opt, kv.len() + static_cast<int64_t>(prompt.size()),
+                                                  model.canvas(), model.max_positions());
+  Generation g(model.canvas(), model.vocab(), prompt, bounded, events);
+  // Device decisions unless a step observer needs each step's rows on the host (both paths give the same tokens).
+  const bool rows_observed = events != nullptr && events->on_step && events->step_rows;
+  const bool on_device = !opt.host_decisions && !rows_observed && model.can_decide();
+  g.set_device_decisions(on_device);
+  if (g.constrained()) g.set_row_logits([&model](int row, std::vector<float>& out) { model.row_logits(row, out); });
+  const int fused_before = model.fused_encodes();
+  try {
+    drive(model, kv, g, events, on_device, !prompt.empty());  // the first encode is the prompt's when there is one
+  } catch (...) {
+    model.drop_encode();  // the caller decides what the cache holds after a failure; a deferred block is not in it
+    throw;
+  }
+  model.flush_encode();  // a block deferred but no step after it (a cancelled generation): the cache holds it
+  GenerateResult res = g.take_result();
+  res.fused_commits = model.fused_encodes() - fused_before;
+  return res;
 }
 
 }  // namespace dg

@@ -75,6 +75,7 @@ struct GenerateResult {
   int32_t stop_token = -1;
   std::vector<BlockInfo> blocks;
   int forwards = 0;  // denoise forwards in total
+  int fused_commits = 0;  // committed blocks encoded in the next step's forward (Model::fused_commit)
 };
 
 // What the block loop needs from a model: encode committed tokens, and one denoise forward reduced to per-row
@@ -88,6 +89,15 @@ class Denoiser {
   // Positions the model takes (max_position_embeddings); 0: no limit stated.
   virtual int64_t max_positions() const { return 0; }
   virtual void encode(KvCache& kv, std::span<const int32_t> ids) = 0;
+  // A committed block's encode may wait for the next denoise step and run in its forward (one pass over the weights
+  // for both; Model::commit_denoise_ids) where can_defer_encode(); flush_encode() encodes a waiting block alone. The
+  // ids are copied; drop_encode() forgets a waiting block (a failed generation). By default: no deferral
+  // (defer_encode encodes at once).
+  virtual bool can_defer_encode() const { return false; }
+  virtual void defer_encode(KvCache& kv, std::span<const int32_t> ids);
+  virtual void flush_encode() {}
+  virtual void drop_encode() {}
+  virtual int fused_encodes() const { return 0; }  // deferred encodes run in a step's forward so far
   // The prompt's encode, reporting its progress. By default: one encode, reported before and after.
   virtual void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress);
   // Denoises `canvas` at positions kv.len()...; `kind` says what self-conditions this step (kLogits: the previous
@@ -121,10 +131,20 @@ class ModelDenoiser final : public Denoiser {
   int canvas() const override { return m_.config().canvas; }
   int64_t vocab() const override { return m_.config().vocab; }
   int64_t max_positions() const override { return m_.config().max_positions; }
-  void encode(KvCache& kv, std::span<const int32_t> ids) override { m_.encode(kv, ids); }
+  void encode(KvCache& kv, std::span<const int32_t> ids) override {
+    flush_encode();
+    m_.encode(kv, ids);
+  }
   void encode_reporting(KvCache& kv, std::span<const int32_t> ids, const PrefillProgress& progress) override {
+    flush_encode();
     m_.encode(kv, ids, nullptr, progress);
   }
+  // The model's choice (Model::fused_commit): a committed block rides in the next attempt's first step.
+  bool can_defer_encode() const override { return m_.fused_commit(); }
+  void defer_encode(KvCache& kv, std::span<const int32_t> ids) override;
+  void flush_encode() override;
+  void drop_encode() override { deferred_kv_ = nullptr; }
+  int fused_encodes() const override { return fused_encodes_; }
   void denoise(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                float temperature, RowStats* stats) override;
   void draw(std::span<const double> u, int32_t* out) override;
@@ -156,6 +176,9 @@ class ModelDenoiser final : public Denoiser {
   Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits
   Tensor tempered_;  // [rows, vocab]: logits / T in the activation storage, self-conditioning the next step
   float temperature_ = 1.0f;
+  KvCache* deferred_kv_ = nullptr;  // a committed block waiting for the next step's forward (defer_encode)
+  std::vector<int32_t> deferred_;
+  int fused_encodes_ = 0;
 };
 
 // Encodes `prompt` (tokens not yet in `kv`), then generates. The last committed block is not encoded into `kv`.

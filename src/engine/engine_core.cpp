@@ -80,6 +80,7 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
   model_->set_prefill_chunk(opt.prefill_chunk);
   model_->set_graphs(opt.graphs);
   model_->set_early_capture(opt.early_capture);
+  model_->set_fused_commit(opt.fused_commit);
   model_->set_attention_topk(topk);
 }
 

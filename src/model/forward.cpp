@@ -45,6 +45,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
   const int64_t rows = h.shape[0], hidden = cfg_.hidden, D = spec.head_dim;
   const int64_t n_heads = cfg_.n_heads, n_kv = spec.n_kv_heads;
+  DG_CHECK(phase != Phase::kMixed || trace == nullptr || !*trace, "layer: a traced forward is of one phase");
   const std::string p = layer_prefix(phase == Phase::kEncode, l);
   const std::vector<float>& inv_freq = inv_freq_[static_cast<size_t>(l)];
 
@@ -101,34 +102,37 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     return h;
   }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
-  const bool causal = phase == Phase::kEncode;
-  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token; sliding layers the
-  // window before the first row (the causal window mask does the rest) for the encoder, and the last window-1
-  // cached tokens for every canvas row in the decoder.
-  // Dense attention takes every sequence in one call (a batched step: one launch on the GPU); full layers with
-  // top-k take one call per sequence.
-  const int64_t window = spec.sliding && causal ? cfg_.window : 0;
-  std::vector<KvLayer> layers;
-  std::vector<AttnSegment> parts;
-  layers.reserve(segs.size());
-  for (const Segment& sg : segs) {
-    Tensor q_part = row_slice(qn, sg.row0, sg.rows);
-    const KvCache& kv = *sg.kv;
-    const int64_t len = kv.len();
-    int64_t cache_from = 0;
-    if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
-    layers.push_back(kv.layer(l));
-    if (!topk) {
-      parts.push_back(AttnSegment{sg.row0, sg.rows, sg.pos0, &layers.back(), cache_from, len});
-      continue;
+  // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token before the sequence's rows;
+  // sliding layers the window before the first row (the causal window mask does the rest) for the encoder, and the
+  // last window-1 tokens before the canvas for every canvas row in the decoder. Dense attention takes every
+  // sequence of one phase in one call (a batched step: one launch on the GPU); full layers with top-k take one call
+  // per sequence. In a mixed forward the encoder's rows attend first, their K/V go to the caches, then the decoder's
+  // rows attend: a canvas that follows a block encoded in this forward sees it as cached.
+  const auto attend = [&](bool encoder) {
+    const bool causal = encoder;
+    const int64_t window = spec.sliding && causal ? cfg_.window : 0;
+    std::vector<KvLayer> layers;
+    std::vector<AttnSegment> parts;
+    layers.reserve(segs.size());
+    for (const Segment& sg : segs) {
+      if (encodes(sg, phase) != encoder) continue;
+      Tensor q_part = row_slice(qn, sg.row0, sg.rows);
+      const KvCache& kv = *sg.kv;
+      const int64_t len = sg.pos0;  // the cached positions before the rows
+      int64_t cache_from = 0;
+      if (spec.sliding) cache_from = std::max<int64_t>({0, len - (cfg_.window - 1), kv.oldest(l)});
+      layers.push_back(kv.layer(l));
+      if (!topk) {
+        parts.push_back(AttnSegment{sg.row0, sg.rows, sg.pos0, &layers.back(), cache_from, len});
+        continue;
+      }
+      Tensor o_part = row_slice(o, sg.row0, sg.rows);
+      be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
+      be_.attention_topk(q_part, sg.pos0, layers.back(), cache_from, len, row_slice(kn, sg.row0, sg.rows),
+                         row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, window, attn_topk_, o_part);
+      be_.stage("attention");
     }
-    Tensor o_part = row_slice(o, sg.row0, sg.rows);
-    be_.stage("attention_core");  // the attention kernel alone; projections and norms stay in "attention"
-    be_.attention_topk(q_part, sg.pos0, layers.back(), cache_from, len, row_slice(kn, sg.row0, sg.rows),
-                       row_slice(vn, sg.row0, sg.rows), sg.pos0, causal, window, attn_topk_, o_part);
-    be_.stage("attention");
-  }
-  if (!parts.empty()) {
+    if (parts.empty()) return;
     be_.stage("attention_core");
     const Tensor& kf = fresh.k.data != nullptr ? fresh.k : kn;
     const Tensor& vf = fresh.v.data != nullptr ? fresh.v : vn;
@@ -141,8 +145,15 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
       be_.attention_segments(qn, parts, kf, vf, causal, window, o);
     }
     be_.stage("attention");
+  };
+  if (phase == Phase::kMixed) {
+    attend(true);
+    kv_write();
+    attend(false);
+  } else {
+    attend(phase == Phase::kEncode);
+    kv_write();
   }
-  kv_write();
   // A traced forward issues the products and the residual chains op by op, so every intermediate has its name;
   // otherwise each chain is one op with the product that feeds it (linear_residual_norms, linear_moe_ffn_tail: the
   // same composition, src/ops/residual/residual.h).
@@ -176,7 +187,9 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   }
   be_.gated_linear(u, w.gate, w.up, gate, &uq, &gq);
   // layer_scalar multiplies the whole residual stream; the encoder has its own scalars (SPEC.md §2.6).
-  const float scalar = phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar;
+  // A mixed forward's encoder rows come first (mixed_rows): theirs for rows before the split, the decoder's after.
+  RowScalar scalar(phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar);
+  if (phase == Phase::kMixed) scalar = RowScalar(w.encoder_scalar, encoder_rows(segs), w.decoder_scalar);
   Tensor out = be_.alloc(Shape{rows, hidden});
   if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output
     be_.linear_moe_ffn_tail(gate, w.down, h1, z, w.moe(), cfg_.top_k, w.post_ff_norm_1, w.post_ff_norm_2,
@@ -198,7 +211,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     be_.rmsnorm(f, &w.post_ff_norm, f);
     emit(trace, p + "post_feedforward_layernorm", f);
     be_.add(h1, f, out);
-    be_.scale(out, scalar);
+    be_.scale(out, scalar.first);
   }
   emit(trace, p + "out", out);
   return out;
@@ -332,31 +345,97 @@ void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const
   emit(trace, "dec.x0", x);
 }
 
-Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const {
-  DG_CHECK(!seqs.empty(), "denoise_batch: no sequences");
-  std::vector<Segment> segs;
+Tensor Model::denoise_batch(std::span<const DenoiseSeq> seqs) const { return encode_denoise_batch({}, seqs); }
+
+Tensor Model::encode_denoise_batch(std::span<const EncodeSeq> enc, std::span<const DenoiseSeq> dec) const {
+  DG_CHECK(!dec.empty(), "denoise_batch: no sequences");
   std::vector<int32_t> all_ids;
-  int64_t rows = 0;
-  for (const DenoiseSeq& s : seqs) {
-    DG_CHECK(s.kv != nullptr && !s.canvas.empty(), "denoise_batch: sequence {} has no cache or an empty canvas",
-             segs.size());
-    check_ids(s.canvas, "canvas");
-    check_positions(s.kv->len() + static_cast<int64_t>(s.canvas.size()), "canvas");
-    segs.push_back(Segment{rows, static_cast<int64_t>(s.canvas.size()), s.kv->len(), s.kv});
-    all_ids.insert(all_ids.end(), s.canvas.begin(), s.canvas.end());
-    rows += static_cast<int64_t>(s.canvas.size());
+  for (size_t i = 0; i < dec.size(); ++i) {
+    DG_CHECK(dec[i].kv != nullptr && !dec[i].canvas.empty(),
+             "denoise_batch: sequence {} has no cache or an empty canvas", i);
+    check_ids(dec[i].canvas, "canvas");
+    all_ids.insert(all_ids.end(), dec[i].canvas.begin(), dec[i].canvas.end());
   }
   const Tensor ids = be_.ids(all_ids);
-  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
-  // The embedding and self-conditioning run per sequence: their inputs differ in kind (zero, self-embed, logits).
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Tensor xi = row_slice(x, segs[i].row0, segs[i].rows);
-    denoise_input(row_slice(ids, segs[i].row0, segs[i].rows), seqs[i].sc, xi, nullptr);
+  std::vector<DecodeRows> rows;
+  int64_t at = 0;
+  for (const DenoiseSeq& s : dec) {
+    const auto n = static_cast<int64_t>(s.canvas.size());
+    rows.push_back(DecodeRows{s.kv, row_slice(ids, at, n), s.sc});
+    at += n;
   }
-  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, Phase::kDecode, false, nullptr);
+  return mixed_forward(enc, rows);
+}
+
+void Model::commit_denoise_ids(KvCache& kv, std::span<const int32_t> commit, const Tensor& ids, const ScInput& sc,
+                               Tensor& logits) const {
+  DG_CHECK(ids.numel() > 0, "denoise: empty canvas");
+  DG_CHECK(logits.numel() == ids.numel() * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
+           logits.shape.str(), ids.numel(), cfg_.vocab);
+  const EncodeSeq enc{&kv, commit};
+  const DecodeRows dec{&kv, ids, sc};
+  const Tensor y = mixed_forward(std::span<const EncodeSeq>(&enc, 1), std::span<const DecodeRows>(&dec, 1));
+  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
+}
+
+int64_t Model::encoder_rows(std::span<const Segment> segs) {
+  int64_t n = 0;
+  for (const Segment& sg : segs) {
+    if (sg.write == nullptr) break;
+    n += sg.rows;
+  }
+  return n;
+}
+
+Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const DecodeRows> dec) const {
+  std::vector<Segment> segs;
+  std::vector<int32_t> text;
+  int64_t rows = 0;
+  for (const EncodeSeq& s : enc) {
+    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
+    if (s.ids.empty()) continue;
+    for (const Segment& sg : segs)
+      DG_CHECK(sg.write != s.kv, "encode_denoise_batch: a cache encoded twice in one forward");
+    check_ids(s.ids, "prompt");
+    const auto n = static_cast<int64_t>(s.ids.size());
+    check_positions(s.kv->len() + n, "context");
+    segs.push_back(Segment{rows, n, s.kv->len(), s.kv, s.kv});
+    text.insert(text.end(), s.ids.begin(), s.ids.end());
+    rows += n;
+  }
+  const int64_t enc_rows = rows;
+  for (const DecodeRows& d : dec) {
+    int64_t pos0 = d.kv->len();  // a canvas follows the ids this forward encodes into its cache
+    for (size_t i = 0; i < segs.size() && segs[i].write != nullptr; ++i)
+      if (segs[i].write == d.kv) pos0 += segs[i].rows;
+    const int64_t n = d.ids.numel();
+    DG_CHECK(n > 0, "denoise: empty canvas");
+    check_positions(pos0 + n, "canvas");
+    segs.push_back(Segment{rows, n, pos0, d.kv});
+    rows += n;
+  }
+  Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
+  if (enc_rows > 0) {
+    for (int32_t& id : text)  // the encoder embeds image-token ids as pad (no vision input in a text engine)
+      if (id == cfg_.image_token_id) id = cfg_.pad_id;
+    be_.stage("embed");
+    Tensor xe = row_slice(x, 0, enc_rows);
+    be_.embed(be_.ids(text), w_.embed, xe);
+  }
+  // The embedding and self-conditioning of the canvases run per sequence: their inputs differ in kind (zero,
+  // self-embed, logits).
+  for (size_t i = 0; i < dec.size(); ++i) {
+    const Segment& sg = segs[segs.size() - dec.size() + i];
+    Tensor xi = row_slice(x, sg.row0, sg.rows);
+    denoise_input(dec[i].ids, dec[i].sc, xi, nullptr);
+  }
+  const Phase phase = enc_rows > 0 ? Phase::kMixed : Phase::kDecode;
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, phase, false, nullptr);
+  for (const Segment& sg : segs)
+    if (sg.write != nullptr) sg.write->commit(sg.rows);
   be_.stage("lm_head");
-  Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
-  be_.rmsnorm(x, &w_.final_norm, y);
+  Tensor y = be_.alloc(Shape{rows - enc_rows, cfg_.hidden});
+  be_.rmsnorm(row_slice(x, enc_rows, rows - enc_rows), &w_.final_norm, y);
   return y;
 }
 

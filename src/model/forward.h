@@ -74,6 +74,10 @@ class Model {
   // instead of after it (docs/CUDA.md, "Early capture"); --no-early-capture turns it off (A/B, the same tokens).
   void set_early_capture(bool on) { early_capture_ = on; }
   bool early_capture() const { return early_capture_; }
+  // Whether those denoisers encode a committed block in the forward of the next block's first step
+  // (commit_denoise_ids) instead of in a pass of its own; --fused-commit turns it on.
+  void set_fused_commit(bool on) { fused_commit_ = on; }
+  bool fused_commit() const { return fused_commit_; }
   // Top-k sparse attention on the full-attention layers, prefill and denoise alike (src/ops/attention/
   // attention_topk.h; --attention-topk); off (dense) by default. Sliding layers are never affected.
   void set_attention_topk(const AttnTopk& topk);
@@ -91,6 +95,15 @@ class Model {
   // Returns final_norm(x) [sum of canvases, hidden]; the caller applies lm_head in bounded row chunks
   // (lm_head_rows), since the logits of every row at once would not fit at full shape.
   Tensor denoise_batch(std::span<const DenoiseSeq> seqs) const;
+  // encode_batch(enc) and denoise_batch(dec) in one forward, the weights read once for both; returns denoise_batch's
+  // rows. A sequence may be in both: its canvas then follows the ids encoded here (the next block's first step with
+  // the block committed before it). Each sequence's K/V and rows as from the two calls, on the CPU reference bit for
+  // bit (a GPU's products may sum in another order for another row count).
+  Tensor encode_denoise_batch(std::span<const EncodeSeq> enc, std::span<const DenoiseSeq> dec) const;
+  // The same for one sequence from ids on the backend: `commit` encoded into kv, then the canvas `ids` at the
+  // positions after it denoised into softcapped logits [canvas, vocab] (f32), as encode() then denoise_ids().
+  void commit_denoise_ids(KvCache& kv, std::span<const int32_t> commit, const Tensor& ids, const ScInput& sc,
+                          Tensor& logits) const;
   // Softcapped logits [rows, vocab] (f32) of final-normed rows y.
   void lm_head_rows(const Tensor& y, Tensor& logits) const;
   // The same, the softcap possibly left for Backend::row_stats_open (what the result says is left open).
@@ -109,19 +122,34 @@ class Model {
   Backend& backend() const { return be_; }
 
  private:
-  enum class Phase { kEncode, kDecode };
+  // kMixed: the encoder's segments (those with a cache to write) first, then the decoder's (mixed_forward).
+  enum class Phase { kEncode, kDecode, kMixed };
   // Rows [row0, row0 + rows) of a layer's input belong to one sequence at positions pos0... over cache kv.
   struct Segment {
     int64_t row0 = 0, rows = 0, pos0 = 0;
     const KvCache* kv = nullptr;
     KvCache* write = nullptr;  // encoder: where this sequence's K/V go
   };
+  static bool encodes(const Segment& sg, Phase phase) {
+    return phase == Phase::kEncode || (phase == Phase::kMixed && sg.write != nullptr);
+  }
+  // The rows of a mixed forward's encoder segments (they lead).
+  static int64_t encoder_rows(std::span<const Segment> segs);
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
                bool kv_only, const ForwardTrace* trace) const;
   // The same over several sequences' rows.
   Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
                const ForwardTrace* trace) const;
+  // A canvas of encode_denoise_batch: ids on the backend.
+  struct DecodeRows {
+    const KvCache* kv = nullptr;
+    Tensor ids;
+    ScInput sc;
+  };
+  // The encoder's rows of `enc` and the decoder's of `dec` through every layer; commits enc's caches; returns
+  // final_norm of the decoder's rows.
+  Tensor mixed_forward(std::span<const EncodeSeq> enc, std::span<const DecodeRows> dec) const;
   // x0 rows of one sequence (embedding and self-conditioning) into x.
   void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
 
@@ -140,6 +168,7 @@ class Model {
   int64_t prefill_chunk_ = 4096;
   bool graphs_ = true;
   bool early_capture_ = true;
+  bool fused_commit_ = false;
   AttnTopk attn_topk_;
 };
 

@@ -111,8 +111,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
                     RowCodes* out_codes) override;
   void residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_post, Tensor& h1,
                       std::span<const Tensor* const> w, std::span<Tensor* const> out) override;
-  void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w, float s,
-                Tensor& out) override;
+  void ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2, const Tensor& w,
+                RowScalar s, Tensor& out) override;
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
 
   void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
@@ -130,13 +130,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override;
 
   void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
-                    const Tensor& w2, const Tensor& wn, float s, Tensor& out) override;
+                    const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out,
                              RowCodes* out0_codes) override;
   void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                            const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
-                           float s, Tensor& out, const RowCodes* x_codes) override;
+                           RowScalar s, Tensor& out, const RowCodes* x_codes) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;

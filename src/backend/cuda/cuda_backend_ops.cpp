@@ -139,7 +139,7 @@ void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, con
 }
 
 void CudaBackend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2,
-                           const Tensor& w, float s, Tensor& out) {
+                           const Tensor& w, RowScalar s, Tensor& out) {
   if (!kernels_.fused_norms) {
     Backend::ffn_tail(h1, m1, w1, m2, w2, w, s, out);
     return;
@@ -223,7 +223,7 @@ void CudaBackend::moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int
 }
 
 void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                               const Tensor& w1, const Tensor& w2, const Tensor& wn, float s, Tensor& out) {
+                               const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) {
   if (!kernels_.fused_norms) {
     Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
     return;
@@ -270,7 +270,7 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
 // reads them; otherwise the product, then the MoE and its tail.
 void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                       const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                      const Tensor& wn, float s, Tensor& out, const RowCodes* x_codes) {
+                                      const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes) {
   const CublasCtx c = blas_ctx();
   const Tensor* wd[1] = {&w_down};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_down.shape[0];

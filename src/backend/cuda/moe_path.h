@@ -35,7 +35,7 @@ struct MoeTail {
   const Tensor& w1;
   const Tensor& w2;
   const Tensor& w;
-  float scalar;
+  RowScalar scalar;
   RawRowScales m1_raw = {};  // m1 holds a W8A8 product's raw sums: their scales, applied as the tail reads them
 };
 

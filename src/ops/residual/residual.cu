@@ -187,9 +187,10 @@ struct CombinedM2 {
 
 template <class M2>
 __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2,
-                                    const bf16* w, float scalar, bf16* out, int64_t dim, float eps,
+                                    const bf16* w, RowScalar rs, bf16* out, int64_t dim, float eps,
                                     RawRowScales m1_raw) {
   cuda::pdl_enter();
+  const float scalar = static_cast<int64_t>(blockIdx.x) < rs.split ? rs.first : rs.rest;
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
   constexpr int kV = kVecPerThread;
@@ -276,8 +277,9 @@ __global__ void residual_norms_kernel(const bf16* h, const bf16* attn, const bf1
 }
 
 __global__ void ffn_tail_kernel(const bf16* h1, const bf16* m1, const bf16* w1, const bf16* m2, const bf16* w2,
-                                const bf16* w, float scalar, bf16* out, int64_t dim, float eps) {
+                                const bf16* w, RowScalar rs, bf16* out, int64_t dim, float eps) {
   cuda::pdl_enter();
+  const float scalar = static_cast<int64_t>(blockIdx.x) < rs.split ? rs.first : rs.rest;
   extern __shared__ float row[];  // [dim] f32: f
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
@@ -360,7 +362,7 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
 }
 
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
-                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                     RowScalar scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                      RawRowScales m1_raw) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
   if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out, m1_raw.col})) {
@@ -381,7 +383,7 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
 }
 
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
-                         const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
+                         const float* weight, int top_k, const void* w2, const void* w, RowScalar scalar, void* out,
                          int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw) {
   if (Status st = check_shape(rows, dim, "ffn_tail_moe_cuda"); !st.is_ok()) return st;
   if (!vec_ok(dim, {h1, m1, w1, y, w2, w, out, m1_raw.col}))

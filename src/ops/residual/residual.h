@@ -2,7 +2,8 @@
 // is the composition of rmsnorm, add and scale that src/model/forward.cpp would otherwise issue one by one, and the
 // Backend's default implementations are exactly that composition, which the CPU reference runs):
 //   residual_norms: a = rmsnorm(attn) * w_post; h1 = h + a; out_i = rmsnorm(h1) * w_i (w_i null: no scale)
-//   ffn_tail:       f = rmsnorm(m1) * w1 + rmsnorm(m2) * w2; out = (h1 + rmsnorm(f) * w) * scalar
+//   ffn_tail:       f = rmsnorm(m1) * w1 + rmsnorm(m2) * w2; out = (h1 + rmsnorm(f) * w) * scalar (RowScalar: one
+//                   for the rows before its split, another for the rows after)
 // Every intermediate is rounded to the activation storage where the composition stores it.
 // Reference: DiffusionGemmaDecoderLayer.forward (post_attention_layernorm, the residual, pre_feedforward_layernorm,
 // pre_feedforward_layernorm_2, post_feedforward_layernorm{,_1,_2}, layer_scalar).
@@ -15,6 +16,7 @@
 #include <initializer_list>
 
 #include "core/status.h"
+#include "ops/residual/row_scalar.h"
 
 namespace dg {
 
@@ -42,13 +44,13 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                            RawRowScales attn_raw = {}, RowCodesOut codes0 = {});
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
-                     float scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
+                     RowScalar scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                      RawRowScales m1_raw = {});
 // ffn_tail with m2 combined from the MoE's expert rows inside the kernel, as moe_combine_cuda would store it (y: the
 // expert products' rows, inv and weight [rows, top_k]; src/ops/moe/moe_cuda.h): the same bits as the two calls, one
 // launch and no m2. Needs the vectorised rows (ffn_tail_moe_fits); otherwise an error.
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
-                         const float* weight, int top_k, const void* w2, const void* w, float scalar, void* out,
+                         const float* weight, int top_k, const void* w2, const void* w, RowScalar scalar, void* out,
                          int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw = {});
 // Whether rows of dim elements and these buffers (null ones aside) take the vectorised kernels: dim a multiple of 8
 // up to 4,096, every pointer 16-byte aligned.

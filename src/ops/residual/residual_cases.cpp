@@ -1,9 +1,10 @@
 // Cases of the residual chains (src/ops/residual/residual.h), against the twin's composition of rmsnorm, add and
 // scale: residual_norms (rows, dim; three normed copies of h1, the last without scale) and ffn_tail (rows, dim,
-// scalar). Rows of a multiple of 8 up to 4,096 take the CUDA kernels' 16-byte vector path, other rows the
-// shared-memory one. The products that feed a chain as one op: linear_residual_norms (rows, in, dim: the o
-// projection) and linear_moe_ffn_tail (rows, hidden, ff, experts, top_k: the MoE; in: the dense down projection's
-// input; scalar), their weight in the case's format (fp8 with act8: W8A8; on_load: the chain applies the scales).
+// scalar; with split and scalar2, one scalar for the rows before the split and another after). Rows of a multiple
+// of 8 up to 4,096 take the CUDA kernels' 16-byte vector path, other rows the shared-memory one. The products that
+// feed a chain as one op: linear_residual_norms (rows, in, dim: the o projection) and linear_moe_ffn_tail (rows,
+// hidden, ff, experts, top_k: the MoE; in: the dense down projection's input; scalar), their weight in the case's
+// format (fp8 with act8: W8A8; on_load: the chain applies the scales).
 #include "ops/op_cases.h"
 
 namespace dg {
@@ -62,6 +63,11 @@ std::vector<OpCase> residual_cases() {
       chain("ffn_tail", "65 x 1000", {{"rows", 65}, {"dim", 1000}, {"scalar", 2.5}}),
       chain("ffn_tail", "111 x 64", {{"rows", 111}, {"dim", 64}, {"scalar", 0.8}}),
       chain("ffn_tail", "2 x 4104", {{"rows", 2}, {"dim", 4104}, {"scalar", 1.5}}),
+      // Encoder rows then decoder rows (a committed block in the next step's forward): two layer scalars.
+      chain("ffn_tail", "26B-A4B commit + canvas", {{"rows", 512}, {"dim", 2816}, {"scalar", 0.37}, {"split", 256},
+                                                    {"scalar2", 1.9}}),
+      chain("ffn_tail", "65 x 1000, split at 20", {{"rows", 65}, {"dim", 1000}, {"scalar", 2.5}, {"split", 20},
+                                                   {"scalar2", 0.6}}),
       fed("linear_residual_norms", "7 x 64 -> 72", {{"rows", 7}, {"in", 64}, {"dim", 72}}),
       fed("linear_residual_norms", "26B-A4B sliding o_proj", {{"rows", 256}, {"in", 4096}, {"dim", 2816}},
           DType::kBF16, true),
@@ -73,6 +79,9 @@ std::vector<OpCase> residual_cases() {
           {{"rows", 256}, {"in", 4096}, {"dim", 2816}, {"act8", 1}, {"on_load", 1}}, DType::kFp8, true),
       fed("linear_moe_ffn_tail", "37 rows, top 3 of 5",
           {{"rows", 37}, {"hidden", 96}, {"ff", 64}, {"experts", 5}, {"top_k", 3}, {"in", 48}, {"scalar", 0.8}}),
+      fed("linear_moe_ffn_tail", "37 rows, top 3 of 5, split at 11",
+          {{"rows", 37}, {"hidden", 96}, {"ff", 64}, {"experts", 5}, {"top_k", 3}, {"in", 48}, {"scalar", 0.8},
+           {"split", 11}, {"scalar2", 1.3}}),
       fed("linear_moe_ffn_tail", "fp8 W8A8 37 rows, top 3 of 5",
           {{"rows", 37}, {"hidden", 96}, {"ff", 64}, {"experts", 5}, {"top_k", 3}, {"in", 64}, {"scalar", 0.8},
            {"act8", 1}}, DType::kFp8),

@@ -54,6 +54,24 @@ Tensor norm_weight(const Side& s, const OpCase& c, uint64_t input, int64_t dim, 
   return weight(s, c, input, Shape{dim}, lo, hi, DType::kBF16, WeightUse::kPlain);
 }
 
+RowScalar case_scalar(const OpCase& c) {
+  const auto first = static_cast<float>(c.p.f("scalar"));
+  if (!c.p.has("split")) return RowScalar(first);
+  return RowScalar(first, c.p.n("split"), static_cast<float>(c.p.f("scalar2")));
+}
+
+void scale_rows(const Side& s, Tensor& t, const RowScalar& r) {
+  const int64_t rows = t.shape[0], split = std::min(r.split, rows);
+  if (split > 0) {
+    Tensor head = row_slice(t, 0, split);
+    s.be.scale(head, r.first);
+  }
+  if (split < rows) {
+    Tensor tail = row_slice(t, split, rows - split);
+    s.be.scale(tail, r.rest);
+  }
+}
+
 uint64_t case_seed(const OpCase& c, uint64_t input) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the case's id
   for (char ch : c.id()) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;

@@ -44,6 +44,10 @@ std::vector<float> to_host(const Side& s, const Tensor& t);
 // the side's backend (dg::Error where it refuses); `host` receives the host tensor (packed formats: the planes).
 Tensor weight(const Side& s, const OpCase& c, uint64_t input, Shape shape, float lo, float hi, DType fmt, WeightUse use,
               Tensor* host = nullptr);
+// The case's layer scalar: "scalar" for every row, or with "split" and "scalar2" one for the rows before the split
+// and another after (a forward of encoder and decoder rows); scale_rows applies it as the twin's last step.
+RowScalar case_scalar(const OpCase& c);
+void scale_rows(const Side& s, Tensor& t, const RowScalar& r);
 // A bf16 norm weight [dim] of the case's values, uniform in [lo, hi].
 Tensor norm_weight(const Side& s, const OpCase& c, uint64_t input, int64_t dim, float lo, float hi);
 // S[r, o] = sum_i |x[r, i] w[o, i]| of a host weight (any format: decoded).

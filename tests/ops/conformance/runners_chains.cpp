@@ -32,12 +32,12 @@ std::vector<Output> run_linear_residual_norms(const OpCase& c, const Side& s) {
           Output{"out1", to_host(s, z), {}, {}}};
 }
 
-// rows, hidden, ff, experts, top_k (the MoE), in, scalar: m1 = x w_down^T [rows, hidden], then
+// rows, hidden, ff, experts, top_k (the MoE), in, scalar (split, scalar2): m1 = x w_down^T [rows, hidden], then
 // out = (h + rmsnorm(rmsnorm(m1) w1 + rmsnorm(moe(h, z)) w2) w) scalar.
 std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), in = c.p.n("in"), H = c.p.n("hidden");
   const int top_k = static_cast<int>(c.p.n("top_k"));
-  const auto scalar = static_cast<float>(c.p.f("scalar"));
+  const RowScalar scalar = case_scalar(c);
   const MoeInputs m = moe_inputs(c, s, DType::kBF16);
   const Tensor x = activation(s, Shape{rows, in}, case_values(c, 8, rows * in, -2, 2, s.act));
   const Tensor w_down = weight(s, c, 9, Shape{H, in}, -0.1f, 0.1f, c.weights, WeightUse::kLinear);
@@ -53,7 +53,7 @@ std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s) {
     s.be.add(m1, m2, f);
     s.be.rmsnorm(f, &wn, f);
     s.be.add(m.h, f, out);
-    s.be.scale(out, scalar);
+    scale_rows(s, out, scalar);
   } else {
     s.be.linear_moe_ffn_tail(x, w_down, m.h, m.z, m.weights(), top_k, w1, w2, wn, scalar, out);
   }

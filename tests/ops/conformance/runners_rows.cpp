@@ -163,11 +163,12 @@ std::vector<Output> run_residual_norms(const OpCase& c, const Side& s) {
   return {out("h1", s, h1), out("out0", s, u), out("out1", s, z), out("out2 (no scale)", s, r)};
 }
 
-// rows, dim, scalar: out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) scalar; the twin composes.
+// rows, dim, scalar (split, scalar2): out = (h1 + rmsnorm(rmsnorm(m1) w1 + rmsnorm(m2) w2) w) scalar; the twin
+// composes.
 std::vector<Output> run_ffn_tail(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), dim = c.p.n("dim");
   const Shape shape{rows, dim};
-  const auto scalar = static_cast<float>(c.p.f("scalar"));
+  const RowScalar scalar = case_scalar(c);
   const Tensor h1 = activation(s, shape, case_values(c, 1, shape.numel(), -4, 4, s.act));
   Tensor m1 = activation(s, shape, case_values(c, 2, shape.numel(), -2, 2, s.act));
   Tensor m2 = activation(s, shape, case_values(c, 3, shape.numel(), -50, 50, s.act));
@@ -181,7 +182,7 @@ std::vector<Output> run_ffn_tail(const OpCase& c, const Side& s) {
     s.be.add(m1, m2, f);
     s.be.rmsnorm(f, &w, f);
     s.be.add(h1, f, y);
-    s.be.scale(y, scalar);
+    scale_rows(s, y, scalar);
   } else {
     s.be.ffn_tail(h1, m1, w1, m2, w2, w, scalar, y);
   }
