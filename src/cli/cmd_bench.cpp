@@ -339,8 +339,9 @@ void register_bench(CLI::App& app) {
                 "(default); --no-early-capture captures them after it (A/B)")
       ->check(switch_value());
   cmd->add_flag("--fused-commit,!--no-fused-commit", o->fused_commit,
-                "encode each committed block in the forward of the next block's first step, as ask, chat and serve "
-                "do with --fused-commit; --no-fused-commit (default) encodes it alone")
+                "encode each committed block in the forward of the next block's first step (--serve: in the round's "
+                "denoise forward), as ask, chat and serve do with --fused-commit; --no-fused-commit (default) "
+                "encodes it alone")
       ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")

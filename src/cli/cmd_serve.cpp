@@ -128,9 +128,6 @@ void run_serve(ServeCliOptions& o) {
     run_plan(o);
     return;
   }
-  DG_CHECK(!o.model.fused_commit || o.server.max_batch == 1,
-           "--fused-commit runs in the one-request worker only: add --max-batch 1 (the batched worker encodes "
-           "committed blocks in its own pass)");
   o.server.tool_check = o.tool_check.resolve();
   if (!o.api_key_file.empty()) read_api_keys(o.api_key_file, o.server.api_keys);
   std::erase(o.server.api_keys, std::string());  // `--api-key ""` (or an empty DG_API_KEY): no key

@@ -60,9 +60,17 @@ void ModelBatchDenoiser::capture_ahead(const BatchItem& it, const Tensor& logits
   capture(it, logits, tempered);
 }
 
-void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
+void ModelBatchDenoiser::denoise_encoding(std::span<const BatchItem> items, std::span<const EncodeSeq> enc) {
+  if (!fuses_encodes()) {
+    BatchDenoiser::denoise_encoding(items, enc);
+    return;
+  }
+  step(items, enc);
+}
+
+void ModelBatchDenoiser::step(std::span<const BatchItem> items, std::span<const EncodeSeq> enc) {
   DG_CHECK(!items.empty(), "batched denoise: no sequences");
-  if (graphed(items)) {
+  if (enc.empty() && graphed(items)) {
     denoise_graphed(items[0]);
     return;
   }
@@ -83,7 +91,7 @@ void ModelBatchDenoiser::denoise(std::span<const BatchItem> items) {
     seqs.push_back(DenoiseSeq{it.kv, it.step.canvas,
                               ScInput{it.step.kind, sc_logits ? &t->second : nullptr, it.step.sparse_cutoff}});
   }
-  const Tensor y = m_.denoise_batch(seqs);
+  const Tensor y = m_.encode_denoise_batch(enc, seqs);
   last_y_ = Tensor{};
   last_rows_.clear();
   for (int64_t at = 0; const BatchItem& it : items) {
@@ -212,7 +220,12 @@ int BatchRunner::round() {
   admit();
   // One encoder pass: the committed blocks of running requests (at most a canvas each), and prompt tokens within
   // the round's budget, shared in turns (PrefillRotation); a prompt the budget cuts continues in a later round.
-  std::vector<EncodeSeq> seqs;
+  // With fused commits (BatchDenoiser::fuses_encodes) the blocks wait for the round's denoise forward instead, from
+  // copies of their ids (a Generation's pending ids change once it hears they are encoded).
+  const bool fuse = d_.fuses_encodes();
+  std::vector<EncodeSeq> seqs, blocks;
+  std::vector<std::vector<int32_t>> held;
+  held.reserve(active_.size());
   std::vector<std::pair<Request*, size_t>> encoding;
   std::vector<Request*> prompts;
   std::vector<uint64_t> ids;
@@ -220,7 +233,10 @@ int BatchRunner::round() {
   for (const auto& r : active_) {
     if (r->gen->phase() != Generation::Phase::kEncode) continue;
     const std::span<const int32_t> pending = r->gen->pending_encode();
-    if (r->gen->started()) {
+    if (r->gen->started() && fuse) {
+      blocks.push_back(EncodeSeq{r->kv, held.emplace_back(pending.begin(), pending.end())});
+      encoding.emplace_back(r.get(), pending.size());
+    } else if (r->gen->started()) {
       seqs.push_back(EncodeSeq{r->kv, pending});
       encoding.emplace_back(r.get(), pending.size());
     } else if (pending.empty()) {
@@ -247,8 +263,9 @@ int BatchRunner::round() {
     r->drawn.resize(req.u.size());
     items.push_back(BatchItem{r->seq, r->kv, req, r->stats.data(), r->drawn.data(), r->gen->constrained()});
   }
+  if (items.empty() && !blocks.empty()) d_.encode_batch(blocks);
   if (!items.empty()) {
-    d_.denoise(items);
+    d_.denoise_encoding(items, blocks);
     size_t k = 0;
     for (const auto& r : active_)
       if (k < items.size() && items[k].seq == r->seq) {

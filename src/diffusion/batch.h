@@ -46,6 +46,14 @@ class BatchDenoiser {
   virtual int open() = 0;  // a handle for a new sequence
   virtual void close(int seq) = 0;
   virtual void denoise(std::span<const BatchItem> items) = 0;
+  // Whether denoise_encoding runs its encodes in the step's forward (Model::fused_commit); by default not.
+  virtual bool fuses_encodes() const { return false; }
+  // encode_batch(enc), then denoise(items); a denoiser that fuses_encodes() runs both in one forward, the weights
+  // read once (Model::encode_denoise_batch: a sequence may be in both, its canvas after the ids encoded).
+  virtual void denoise_encoding(std::span<const BatchItem> items, std::span<const EncodeSeq> enc) {
+    if (!enc.empty()) encode_batch(enc);
+    denoise(items);
+  }
   // JSON mode: the softcapped logits [vocab] of one row of a sequence's canvas in the last denoise() call.
   virtual void row_logits(int seq, int row, std::vector<float>& out);
 };
@@ -65,11 +73,16 @@ class ModelBatchDenoiser final : public BatchDenoiser {
   void encode_batch(std::span<const EncodeSeq> seqs) override { m_.encode_batch(seqs); }
   int open() override;
   void close(int seq) override { tempered_.erase(seq); }
-  void denoise(std::span<const BatchItem> items) override;
+  void denoise(std::span<const BatchItem> items) override { step(items, {}); }
+  bool fuses_encodes() const override { return m_.fused_commit(); }
+  void denoise_encoding(std::span<const BatchItem> items, std::span<const EncodeSeq> enc) override;
   // From the last forward's hidden states: lm_head over that one row only.
   void row_logits(int seq, int row, std::vector<float>& out) override;
 
  private:
+  // The step of `items`, with `enc` encoded in its forward (empty: none; a lone self-conditioned step may then run
+  // through the graph).
+  void step(std::span<const BatchItem> items, std::span<const EncodeSeq> enc);
   bool graphed(std::span<const BatchItem> items) const;
   void denoise_graphed(const BatchItem& it);  // one sequence through CapturedStep, then its statistics and draws
   // A lone sequence's ungraphed step (a block's first) issued, its next steps' graph captured before the statistics

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "chat/chat_tokens.h"
 #include "engine/engine_core.h"
@@ -67,7 +68,17 @@ class Worker {
   bool batched() const { return opt_.max_batch > 1 && !opt_.denoiser; }
   void loop();
   void loop_batched();
-  void encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding);
+  // A round's committed blocks held for its denoise forward (BatchDenoiser::fuses_encodes): their ids, copied, and
+  // their jobs.
+  struct HeldEncode {
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<EncodeSeq> seqs;
+    std::vector<Flight*> blocks;
+  };
+  // held: null encodes the committed blocks in the pass; otherwise they are left in *held and their jobs get their
+  // turn at once. Prompt tokens are encoded in the pass either way.
+  void encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding,
+                    HeldEncode* held = nullptr);
   bool refuse(Job& job);  // answers a job that must not run (shutdown, cancelled or expired in the queue)
   void run(Job& job);
   // Routes and acquires a session slot: the slot whose tool turn the job continues (its prompt becomes that

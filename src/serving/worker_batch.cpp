@@ -6,6 +6,7 @@
 // one encoder pass over the committed blocks and the prompt tokens within the round's budget (shared in turns,
 // PrefillRotation), give the jobs whose encode is done their turn again, run one batched forward over every
 // waiting canvas.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -169,7 +170,8 @@ class Worker::Flight final : public Denoiser {
 
 // One encoder pass: every committed block waiting, and prompt tokens within the round's budget, shared in turns.
 // Jobs whose ids are all in the cache get their turn again (a prompt the budget cut waits for a later round).
-void Worker::encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding) {
+void Worker::encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::span<Flight* const> encoding,
+                          HeldEncode* held) {
   std::vector<EncodeSeq> seqs;
   std::vector<Flight*> taken, done, prompts;  // taken: every job in the pass; done: those it finishes
   std::vector<uint64_t> order;
@@ -179,6 +181,12 @@ void Worker::encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::spa
       prompts.push_back(f);
       order.push_back(f->admitted());
       waiting.push_back(f->waiting());
+    } else if (held != nullptr) {  // a committed block, for the round's denoise forward: its ids copied (the job's
+      const EncodeSeq s = f->take(f->waiting());  // change once it hears they are encoded), its turn at once
+      held->seqs.push_back(EncodeSeq{s.kv, held->ids.emplace_back(s.ids.begin(), s.ids.end())});
+      held->blocks.push_back(f);
+      f->stepped(nullptr);
+      f->turn();
     } else {
       seqs.push_back(f->take(f->waiting()));
       taken.push_back(f);
@@ -198,6 +206,7 @@ void Worker::encode_round(BatchDenoiser& bd, PrefillRotation& rotation, std::spa
     stats_.prefill_prompts.observe(static_cast<double>(picked.size()));
     stats_.prefill_tokens.observe(static_cast<double>(prompt_tokens));
   }
+  if (seqs.empty()) return;
   std::exception_ptr error;
   try {
     bd.encode_batch(seqs);
@@ -241,7 +250,9 @@ void Worker::loop_batched() {
       if (f->state() == Flight::State::kReady) f->turn();
       if (f->state() == Flight::State::kEncode) encoding.push_back(f.get());
     }
-    if (!encoding.empty()) encode_round(bd, rotation, encoding);
+    // With fused commits the pass waits for the denoise forward (alone where no canvas asked for a step).
+    HeldEncode held;
+    if (!encoding.empty()) encode_round(bd, rotation, encoding, bd.fuses_encodes() ? &held : nullptr);
     std::vector<Flight*> batch;
     for (const auto& f : flights)
       if (f->state() == Flight::State::kDenoise) batch.push_back(f.get());
@@ -251,7 +262,7 @@ void Worker::loop_batched() {
       const auto t0 = Clock::now();
       std::exception_ptr error;
       try {
-        bd.denoise(items);
+        bd.denoise_encoding(items, held.seqs);
       } catch (...) {
         error = std::current_exception();
       }
@@ -259,6 +270,14 @@ void Worker::loop_batched() {
       stats_.batch_occupancy.observe(static_cast<double>(batch.size()));
       ++stats_.denoise_steps;
       for (Flight* f : batch) f->stepped(error);
+    } else if (!held.seqs.empty()) {
+      // Blocks alone (their jobs ended in their turn, none asked for a step). If the pass fails, each cache is left
+      // without its block and says so by its length, so a session's next turn encodes it again.
+      try {
+        bd.encode_batch(held.seqs);
+      } catch (const std::exception& e) {
+        say(fmt::format("the encoder pass of {} committed block(s) failed: {}", held.seqs.size(), e.what()));
+      }
     }
     for (auto it = flights.begin(); it != flights.end();) {
       if ((*it)->state() != Flight::State::kDone) {

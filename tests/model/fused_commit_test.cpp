@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "diffusion/batch.h"
 #include "diffusion/generate.h"
 #include "diffusion/options.h"
 #include "model/model_harness.h"
@@ -121,6 +122,71 @@ TEST_P(FusedCommit, GenerateCommitsTheSameTokensAndLeavesTheSameCache) {
     EXPECT_EQ(fused.len(), apart.len()) << sampler_profile_name(profile);
     EXPECT_EQ(fused.fingerprint(), apart.fingerprint()) << sampler_profile_name(profile);
   }
+}
+
+// A ModelBatchDenoiser that counts the committed blocks' rows encoded in its own passes and in its steps' forwards.
+class Counting final : public BatchDenoiser {
+ public:
+  explicit Counting(const Model& m) : d_(m) {}
+  int canvas() const override { return d_.canvas(); }
+  int64_t vocab() const override { return d_.vocab(); }
+  int64_t max_positions() const override { return d_.max_positions(); }
+  void encode(KvCache& kv, std::span<const int32_t> ids) override { d_.encode(kv, ids); }
+  void encode_batch(std::span<const EncodeSeq> seqs) override {
+    ++passes;
+    d_.encode_batch(seqs);
+  }
+  int open() override { return d_.open(); }
+  void close(int seq) override { d_.close(seq); }
+  void denoise(std::span<const BatchItem> items) override { d_.denoise(items); }
+  bool fuses_encodes() const override { return d_.fuses_encodes(); }
+  void denoise_encoding(std::span<const BatchItem> items, std::span<const EncodeSeq> enc) override {
+    fused += static_cast<int>(enc.size());
+    d_.denoise_encoding(items, enc);
+  }
+
+  int passes = 0, fused = 0;
+
+ private:
+  ModelBatchDenoiser d_;
+};
+
+// bench --serve's runner: with the fused commit every committed block rides in a step's forward (the prompts keep
+// their passes), and each request's tokens and cache are those of the runs without it.
+TEST(FusedCommitBatched, TheRunnerEncodesBlocksInItsStepsWithTheSameTokensAndCaches) {
+  ModelRig e(source_path("models/dg-tiny"));
+  const ModelConfig& cfg = e.ck.config;
+  std::vector<std::vector<GenerateResult>> results;
+  std::vector<std::vector<uint64_t>> prints;
+  std::vector<int> passes, fused;
+  for (const bool on : {false, true}) {
+    e.model->set_fused_commit(on);
+    std::vector<KvCache> caches;
+    for (int i = 0; i < 3; ++i) caches.push_back(e.new_cache());
+    std::vector<BatchJob> jobs;
+    for (int i = 0; i < 3; ++i) {
+      SamplerOptions o = make_sampler_options(SamplerProfile::kContract, e.ck.generation, cfg.pad_id, cfg.bos_id);
+      o.seed = 40 + i;
+      o.steps = 3 + i;  // blocks end in different rounds
+      o.max_new_tokens = 3 * cfg.canvas;
+      o.stop_ids.clear();
+      o.confidence_threshold = 1e-30;
+      o.commit_trim_tau = 0;  // whole blocks: three a request
+      jobs.push_back(BatchJob{&caches[static_cast<size_t>(i)], pattern_ids(20 + 9 * i, 50 + i, cfg.vocab), o});
+    }
+    Counting d(*e.model);
+    results.push_back(generate_batch(d, jobs));
+    prints.emplace_back();
+    for (const KvCache& kv : caches) prints.back().push_back(kv.fingerprint());
+    passes.push_back(d.passes);
+    fused.push_back(d.fused);
+  }
+  e.model->set_fused_commit(false);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(results[1][i].committed, results[0][i].committed) << "request " << i;
+  EXPECT_EQ(prints[1], prints[0]);
+  EXPECT_EQ(fused[0], 0);
+  EXPECT_EQ(fused[1], 6) << "two committed blocks of each request in a step's forward";
+  EXPECT_LT(passes[1], passes[0]) << "the blocks' own passes are gone";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, FusedCommit,

@@ -1,6 +1,6 @@
 // The batched worker (--max-batch > 1, the default) on the embedded model: concurrent requests are denoised
 // together (the batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial
-// worker (--max-batch 1) gives; a client that hangs up leaves the batch while the others finish unchanged; stopping
+// worker (--max-batch 1) gives, with and without --fused-commit; a client that hangs up leaves the batch while the others finish unchanged; stopping
 // answers everything; a batch that does not fit the memory is refused at start.
 #include <gtest/gtest.h>
 
@@ -68,6 +68,26 @@ TEST(ServerBatch, ConcurrentRequestsAreDenoisedTogetherByDefaultAndAnswerAsAlone
   EXPECT_EQ(s.metric("diffgemma_jobs_total{outcome=\"completed\"}"), static_cast<double>(kN));
   // A chat job settles its cache after the answer went out.
   EXPECT_TRUE(eventually([&] { return s.metric("diffgemma_jobs_running") == 0; }));
+}
+
+// With --fused-commit the batched worker encodes each committed block in the round's denoise forward: the answers
+// stay the serial worker's (the CPU reference gives the two passes' bits).
+TEST(ServerBatch, FusedCommitsAnswerAsTheSerialWorker) {
+  constexpr size_t kN = 4;
+  std::vector<std::string> alone;
+  {
+    TestServer s(serial());
+    for (size_t i = 0; i < kN; ++i) alone.push_back(content(s.post("/v1/chat/completions", long_request(i))));
+  }
+  ServerProcess p("-m " + source_path("models/dg-tiny") + " --ctx 8192 -q --max-batch 4 --fused-commit");
+  ASSERT_GT(p.port, 0) << "the server did not start; see " << p.log_path;
+  std::vector<std::future<httplib::Result>> futures;
+  for (size_t i = 0; i < kN; ++i)
+    futures.push_back(std::async(std::launch::async, [&p, i] {
+      return p.client().Post("/v1/chat/completions", long_request(i).dump(), "application/json");
+    }));
+  for (size_t i = 0; i < kN; ++i) EXPECT_EQ(content(futures[i].get()), alone[i]) << "request " << i;
+  EXPECT_EQ(p.stop(), 0);
 }
 
 TEST(ServerBatch, AHangUpLeavesTheBatchAndTheOthersFinishUnchanged) {

@@ -4,7 +4,7 @@
 // server_tenant_test.cpp.) A --ctx beyond the model's positions is held to them, said once at start (the default
 // silently), and a request past them is a 400 context_length_exceeded, not an engine error. A --port past 65535 and
 // a bound out of its range (a negative queue length, a zero body size or timeout) are usage errors, never another
-// port or no bound; --fused-commit without --max-batch 1 is refused.
+// port or no bound.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -53,16 +53,6 @@ TEST(ServerCli, ABoundGivenOutOfRangeIsAUsageErrorNotNoBound) {
         << bad << "\n" << r.out;
     EXPECT_EQ(r.out.find("listening on"), std::string::npos) << bad << "\n" << r.out;
   }
-}
-
-// The fused commit runs in the one-request worker only: without --max-batch 1 it is refused before a model loads,
-// never silently left off.
-TEST(ServerCli, TheFusedCommitAsksForTheOneRequestWorker) {
-  const ProcessResult r = run_command(cli_path() + " serve --port 0 --fused-commit -m /nonexistent/model", true);
-  EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("--fused-commit runs in the one-request worker only: add --max-batch 1"), std::string::npos)
-      << r.out;
-  EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.out;
 }
 
 TEST(ServerCli, APortBeyondTheRangeIsAUsageErrorNotAnotherPort) {
