@@ -15,9 +15,18 @@ Tensor Backend::fp8_table(const Tensor&, bool) {
   fail("the {} backend has no fp8 lm_head (use --vocab-act bf16)", name());
 }
 
-OpenLogits Backend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {
+OpenLogits Backend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits, Tensor*) {
   lm_head(y, embed, softcap, logits);
   return {};
+}
+
+void Backend::finish_logits(Tensor&, const OpenLogits& open, int64_t) {
+  DG_CHECK(!open.open, "the {} backend cannot finish logits another backend's lm_head left open", name());
+}
+
+DecideStatus Decider::step_open(Tensor& logits, const OpenLogits& open, float temperature, Tensor& tempered) {
+  DG_CHECK(!open.open, "this backend's decider cannot finish logits an lm_head left open");
+  return step(logits, temperature, tempered);
 }
 
 void Backend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t, float temperature, Tensor& tempered,

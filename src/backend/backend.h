@@ -89,6 +89,9 @@ class Decider {
   // After a denoise wrote `logits` [rows, vocab] f32: the row statistics of softmax(logits / T) (the tempered
   // logits to `tempered`, as Backend::row_stats), the categorical draws where p.categorical, then the decisions.
   virtual DecideStatus step(const Tensor& logits, float temperature, Tensor& tempered) = 0;
+  // The same from logits an lm_head_open left open (Backend::row_stats_open finishes them as they are read; stored
+  // back finished where this step's draws read them, else left open). By default: refuses logits left open.
+  virtual DecideStatus step_open(Tensor& logits, const OpenLogits& open, float temperature, Tensor& tempered);
   // The last step's row statistics and the canvas, on the host.
   virtual void read_stats(RowStats* host) = 0;
   virtual void read_canvas(int32_t* host) = 0;
@@ -208,7 +211,15 @@ class Backend {
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // lm_head that may leave its last elementwise step to row_stats_open (batched steps, whose statistics read every
   // logit anyway): the logits hold what OpenLogits says. By default lm_head, nothing left open.
-  [[nodiscard]] virtual OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits);
+  // row_scale: where a W8A8 product's input-row scales go ([rows] f32, allocated before a graph capture; null: the
+  // backend allocates them).
+  [[nodiscard]] virtual OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits,
+                                                Tensor* row_scale = nullptr);
+  // Whether a single sequence's steps take lm_head_open (ModelDenoiser): false by default.
+  virtual bool open_single_logits() const { return false; }
+  // Finishes logits an lm_head_open left open (rows [row0, ...) of its result), in place, as the softcap pass would.
+  // By default: refuses logits left open.
+  virtual void finish_logits(Tensor& logits, const OpenLogits& open, int64_t row0);
   // The tied table [vocab, hidden] (a weight of this backend) as fp8 rows: E4M3 codes with a per-row f32 scale, the
   // pack's fp8 format (encode_rows), for lm_head (--vocab-act fp8); `transpose`: its transpose [hidden, vocab] as
   // fp8 rows, for soft_embed. By default an error naming the backend.

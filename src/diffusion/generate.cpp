@@ -31,24 +31,35 @@ void ModelDenoiser::forward_ids(const KvCache& kv, const Tensor& ids, ScKind kin
     DG_CHECK(!tempered_.empty() && tempered_.shape[0] == rows, "self-conditioning needs the previous step's logits");
   if (logits_.empty() || logits_.shape[0] != rows) logits_ = be.alloc_f32(Shape{rows, V});
   if (tempered_.empty() || tempered_.shape[0] != rows) tempered_ = be.alloc_tempered(Shape{rows, V});
+  if (row_scale_.empty() || row_scale_.numel() != rows) row_scale_ = be.alloc_f32(Shape{rows});
   const ScInput sc{kind, kind == ScKind::kLogits ? &tempered_ : nullptr, sparse_cutoff};
   // A deferred encode rides in this step's forward; a graphed step (never an attempt's first) takes none.
   if (deferred_kv_ != nullptr && (graphed(kind) || deferred_kv_ != &kv)) flush_encode();
+  // The lm_head may leave its softcap to the statistics (Backend::lm_head_open): what it left open is the capture's
+  // for a graphed step (its replays leave the same), the step's own otherwise.
   if (graphed(kind)) {
-    graph_.run(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, sc, logits_); });
+    graph_.run(be, graph_key(kv, ids, sparse_cutoff), [&] { graph_open_ = forward_open(kv, ids, sc); });
+    step_open_ = graph_open_;
     return;
   }
   if (deferred_kv_ != nullptr) {
     KvCache* target = std::exchange(deferred_kv_, nullptr);
     m_.commit_denoise_ids(*target, deferred_, ids, sc, logits_);
+    step_open_ = OpenLogits{};
     ++fused_encodes_;
   } else {
-    m_.denoise_ids(kv, ids, sc, logits_);
+    step_open_ = forward_open(kv, ids, sc);
   }
   if (m_.early_capture() && graphed(ScKind::kLogits)) {  // the block's next steps, captured while this one runs
     const ScInput next{ScKind::kLogits, &tempered_, sparse_cutoff};
-    graph_.prepare(be, graph_key(kv, ids, sparse_cutoff), [&] { m_.denoise_ids(kv, ids, next, logits_); });
+    graph_.prepare(be, graph_key(kv, ids, sparse_cutoff), [&] { graph_open_ = forward_open(kv, ids, next); });
   }
+}
+
+OpenLogits ModelDenoiser::forward_open(const KvCache& kv, const Tensor& ids, const ScInput& sc) {
+  if (m_.backend().open_single_logits()) return m_.denoise_ids_open(kv, ids, sc, logits_, row_scale_);
+  m_.denoise_ids(kv, ids, sc, logits_);
+  return {};
 }
 
 bool ModelDenoiser::graphed(ScKind kind) const {
@@ -71,7 +82,8 @@ void ModelDenoiser::denoise(const KvCache& kv, std::span<const int32_t> canvas, 
   }
   forward_ids(kv, ids_, kind, sparse_cutoff);
   be.stage("sampler");
-  be.row_stats(logits_, temperature, tempered_, stats);
+  be.row_stats_open(logits_, step_open_, 0, temperature, tempered_, stats, true);  // draw() may read them
+  logits_open_ = false;
   be.stage("host");
   temperature_ = temperature;
 }
@@ -89,6 +101,7 @@ void ModelDenoiser::decide_start(const DecideParams& p, std::span<const int32_t>
   DG_CHECK(can_decide(), "the {} backend keeps no sampler decisions", m_.backend().name());
   m_.check_ids(canvas, "canvas");
   decider_->start(p, canvas, lcg, jump);
+  decide_draws_ = p.categorical;
 }
 
 DecideStatus ModelDenoiser::denoise_decide(const KvCache& kv, ScKind kind, float sparse_cutoff, float temperature) {
@@ -96,7 +109,8 @@ DecideStatus ModelDenoiser::denoise_decide(const KvCache& kv, ScKind kind, float
   Backend& be = m_.backend();
   forward_ids(kv, decider_->ids(), kind, sparse_cutoff);
   be.stage("sampler");
-  const DecideStatus st = decider_->step(logits_, temperature, tempered_);
+  const DecideStatus st = decider_->step_open(logits_, step_open_, temperature, tempered_);
+  logits_open_ = step_open_.open && !decide_draws_;  // the step stored them back finished for its draws
   be.stage("host");
   temperature_ = temperature;
   return st;
@@ -109,6 +123,7 @@ void ModelDenoiser::decided_stats(RowStats* out) {
 
 void ModelDenoiser::draw(std::span<const double> u, int32_t* out) {
   DG_CHECK(!logits_.empty() && static_cast<int64_t>(u.size()) == logits_.shape[0], "draw before denoise");
+  finish_logits();
   m_.backend().categorical(logits_, temperature_, u, out);
 }
 
@@ -134,6 +149,12 @@ void ModelDenoiser::flush_encode() {
 
 void Denoiser::defer_encode(KvCache& kv, std::span<const int32_t> ids) { encode(kv, ids); }
 
+void ModelDenoiser::finish_logits() {
+  if (!logits_open_) return;
+  m_.backend().finish_logits(logits_, step_open_, 0);
+  logits_open_ = false;
+}
+
 void Denoiser::denoise_draw(const KvCache& kv, std::span<const int32_t> canvas, ScKind kind, float sparse_cutoff,
                             float temperature, RowStats* stats, std::span<const double> u, int32_t* drawn) {
   denoise(kv, canvas, kind, sparse_cutoff, temperature, stats);
@@ -156,6 +177,7 @@ void ModelDenoiser::row_logits(int row, std::vector<float>& out) {
   DG_CHECK(!logits_.empty() && row >= 0 && row < logits_.shape[0], "logits row {} before a denoise step of that size",
            row);
   out.resize(static_cast<size_t>(logits_.shape[1]));
+  finish_logits();
   m_.backend().copy_to_host(row_slice(logits_, row, 1), out.data());
 }
 

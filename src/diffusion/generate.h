@@ -176,6 +176,16 @@ class ModelDenoiser final : public Denoiser {
   Tensor logits_;    // [rows, vocab] f32: the last step's softcapped logits
   Tensor tempered_;  // [rows, vocab]: logits / T in the activation storage, self-conditioning the next step
   float temperature_ = 1.0f;
+  // What the last step's lm_head left open for the statistics (step_open_; graph_open_: the captured graph's), its
+  // W8A8 input-row scales, and whether logits_ still hold it open (the statistics did not store them back): a
+  // reader of the logits finishes them first (finish_logits).
+  OpenLogits step_open_, graph_open_;
+  Tensor row_scale_;
+  bool logits_open_ = false;
+  bool decide_draws_ = false;  // the decider's attempt draws categorically: its steps store the logits back
+  void finish_logits();
+  // The step's forward into logits_, the lm_head left open where the backend leaves single sequences' open.
+  OpenLogits forward_open(const KvCache& kv, const Tensor& ids, const ScInput& sc);
   KvCache* deferred_kv_ = nullptr;  // a committed block waiting for the next step's forward (defer_encode)
   std::vector<int32_t> deferred_;
   int fused_encodes_ = 0;

@@ -296,9 +296,24 @@ void Model::denoise(const KvCache& kv, std::span<const int32_t> canvas, const Sc
 
 void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
                         const ForwardTrace* trace) const {
+  const Tensor y = denoise_rows(kv, ids, sc, logits, trace);
+  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
+  emit(trace, "dec.logits", logits);
+}
+
+OpenLogits Model::denoise_ids_open(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                                   Tensor& row_scale) const {
+  const Tensor y = denoise_rows(kv, ids, sc, logits, nullptr);
+  return be_.lm_head_open(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits, &row_scale);
+}
+
+Tensor Model::denoise_rows(const KvCache& kv, const Tensor& ids, const ScInput& sc, const Tensor& logits,
+                           const ForwardTrace* trace) const {
   const int64_t rows = ids.numel();
   DG_CHECK(rows > 0, "denoise: empty canvas");
   check_positions(kv.len() + rows, "canvas");
+  DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
+           logits.shape.str(), rows, cfg_.vocab);
   Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   denoise_input(ids, sc, x, trace);
   for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
@@ -306,10 +321,7 @@ void Model::denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc,
   Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
   be_.rmsnorm(x, &w_.final_norm, y);
   emit(trace, "dec.final_norm", y);
-  DG_CHECK(logits.numel() == rows * cfg_.vocab, "denoise: logits buffer is {} for a [{}, {}] result",
-           logits.shape.str(), rows, cfg_.vocab);
-  be_.lm_head(y, lm_head_table(), static_cast<float>(cfg_.softcap), logits);
-  emit(trace, "dec.logits", logits);
+  return y;
 }
 
 void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const {

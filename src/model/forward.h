@@ -90,6 +90,10 @@ class Model {
   // The same with the canvas ids already in a backend tensor (graph replays refill it between steps).
   void denoise_ids(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
                    const ForwardTrace* trace = nullptr) const;
+  // The same with the lm_head's last elementwise step possibly left open (Backend::lm_head_open; a W8A8 product's
+  // input-row scales to row_scale [canvas] f32): what the result says is left for the row statistics to finish.
+  [[nodiscard]] OpenLogits denoise_ids_open(const KvCache& kv, const Tensor& ids, const ScInput& sc, Tensor& logits,
+                                            Tensor& row_scale) const;
   // Batched denoise: the canvases of several sequences in one forward. Embedding, self-conditioning, dense, MoE
   // and norms run over the concatenated rows; RoPE and attention run per sequence (own cache, own positions).
   // Returns final_norm(x) [sum of canvases, hidden]; the caller applies lm_head in bounded row chunks
@@ -150,6 +154,9 @@ class Model {
   // The encoder's rows of `enc` and the decoder's of `dec` through every layer; commits enc's caches; returns
   // final_norm of the decoder's rows.
   Tensor mixed_forward(std::span<const EncodeSeq> enc, std::span<const DecodeRows> dec) const;
+  // denoise_ids up to the final norm: y [canvas, hidden] (logits: the buffer the lm_head will fill, checked).
+  Tensor denoise_rows(const KvCache& kv, const Tensor& ids, const ScInput& sc, const Tensor& logits,
+                      const ForwardTrace* trace) const;
   // x0 rows of one sequence (embedding and self-conditioning) into x.
   void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
 

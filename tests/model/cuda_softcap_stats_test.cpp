@@ -3,7 +3,8 @@
 // rows of one lm_head call finished in two parts from their offsets, one storing the finished logits back (a draw
 // follows) and one not; the bf16 table and the fp8 one (--vocab-act fp8, whose row scales are per input row).
 // Statistics, tempered logits and the stored logits bit for bit; then the batched denoiser's steps with the option on
-// and off (statistics and draws bit for bit). And with the option off (--softcap-pass) nothing is left open.
+// and off (statistics and draws bit for bit); single sequences' generations with it on and off (the same tokens).
+// And with the option off (--softcap-pass) nothing is left open.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,8 @@
 
 #include "core/cuda/cuda_check.h"
 #include "diffusion/batch.h"
+#include "diffusion/generate.h"
+#include "diffusion/options.h"
 #include "model/model_harness.h"
 #include "model/weights.h"
 #include "support/paths.h"
@@ -135,6 +138,35 @@ TEST(CudaSoftcapInStats, BatchedStepsGiveTheSameStatisticsAndDraws) {
   }
   EXPECT_EQ(pass.drawn, in_stats.drawn);
   EXPECT_EQ(std::count(pass.drawn.begin(), pass.drawn.end(), -1), 0) << "every row of the drawing sequence drew";
+}
+
+// Single sequences (ModelDenoiser: ask, chat, the serial worker) leave the softcap to the statistics too, their
+// graphed steps included: generate() with the option on and off, on the device's decisions and on the host's, with
+// argmax and with categorical draws, commits the same tokens.
+std::vector<int32_t> single_run(bool in_stats, SamplerProfile profile, bool host) {
+  CudaKernels k;
+  k.softcap_in_stats_single = in_stats;
+  ModelRig e(source_path("models/dg-tiny"), {}, "cuda", k);
+  EXPECT_EQ(e.be->open_single_logits(), in_stats);
+  const ModelConfig& cfg = e.ck.config;
+  SamplerOptions o = make_sampler_options(profile, e.ck.generation, cfg.pad_id, cfg.bos_id);
+  o.seed = 5;
+  o.steps = 6;
+  o.max_new_tokens = 3 * cfg.canvas;
+  o.stop_ids.clear();
+  o.host_decisions = host;
+  KvCache kv = e.new_cache(1024);
+  return generate(*e.model, kv, pattern_ids(40, 3, cfg.vocab), o).committed;
+}
+
+TEST(CudaSoftcapInStats, SingleSequenceGenerationsGiveTheSameTokens) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const SamplerProfile profile : {SamplerProfile::kContract, SamplerProfile::kReference})
+    for (const bool host : {false, true}) {
+      const std::vector<int32_t> pass = single_run(false, profile, host);
+      EXPECT_FALSE(pass.empty());
+      EXPECT_EQ(single_run(true, profile, host), pass) << sampler_profile_name(profile) << (host ? ", host" : "");
+    }
 }
 
 TEST(CudaSoftcapInStats, OffLeavesNothingOpen) {

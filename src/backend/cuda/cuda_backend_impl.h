@@ -139,7 +139,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
                            RowScalar s, Tensor& out, const RowCodes* x_codes) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
-  OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
+  OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits,
+                          Tensor* row_scale) override;
+  void finish_logits(Tensor& logits, const OpenLogits& open, int64_t row0) override;
+  bool open_single_logits() const override { return kernels_.softcap_in_stats && kernels_.softcap_in_stats_single; }
   Tensor fp8_table(const Tensor& table, bool transpose) override;
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override;
 

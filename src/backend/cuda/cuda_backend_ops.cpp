@@ -293,9 +293,15 @@ void CudaBackend::lm_head(const Tensor& y, const Tensor& embed, float softcap, T
   lm_head_cuda(blas_ctx(), y, embed, softcap, logits);
 }
 
-OpenLogits CudaBackend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {
+OpenLogits CudaBackend::lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits,
+                                     Tensor* row_scale) {
   if (!kernels_.softcap_in_stats) return Backend::lm_head_open(y, embed, softcap, logits);
-  return lm_head_open_cuda(blas_ctx(), y, embed, softcap, logits);
+  return lm_head_open_cuda(blas_ctx(), y, embed, softcap, logits, row_scale);
+}
+
+void CudaBackend::finish_logits(Tensor& logits, const OpenLogits& open, int64_t row0) {
+  if (!open.open) return;
+  finish_logits_cuda(blas_ctx(), logits, open, row0);
 }
 
 Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {

@@ -49,10 +49,28 @@ class CudaDecider final : public Decider {
   const Tensor& ids() const override { return ids_; }
 
   DecideStatus step(const Tensor& logits, float temperature, Tensor& tempered) override {
+    return run(logits, nullptr, temperature, tempered);
+  }
+  DecideStatus step_open(Tensor& logits, const OpenLogits& open, float temperature, Tensor& tempered) override {
+    return run(logits, open.open ? &open : nullptr, temperature, tempered);
+  }
+  void read_stats(RowStats* host) override { read(host, stats_.data, static_cast<size_t>(p_.rows) * sizeof(RowStats)); }
+  void read_canvas(int32_t* host) override { read(host, ids_.data, static_cast<size_t>(p_.rows) * 4); }
+
+ private:
+  // The statistics (finishing open logits as they are read, stored back where the draws read them), the draws, the
+  // decisions.
+  DecideStatus run(const Tensor& logits, const OpenLogits* open, float temperature, Tensor& tempered) {
     const int64_t rows = logits.shape[0], V = logits.shape[1];
     DG_CHECK(rows == p_.rows, "decide: logits of {} rows for a canvas of {}", rows, p_.rows);
     RowStats* st = static_cast<RowStats*>(stats_.data);
-    check(row_stats_cuda(logits.f32(), rows, V, temperature, tempered.data, st, s_));
+    if (open != nullptr) {
+      const OpenLogitsIn in{open->row_scale.empty() ? nullptr : open->row_scale.f32(), open->col_scale, open->cap,
+                            p_.categorical};
+      check(row_stats_open_cuda(static_cast<float*>(logits.data), rows, V, in, temperature, tempered.data, st, s_));
+    } else {
+      check(row_stats_cuda(logits.f32(), rows, V, temperature, tempered.data, st, s_));
+    }
     if (p_.categorical) {
       check(decide_uniforms_cuda(p_, buffers(), static_cast<double*>(u_.data), s_));
       check(categorical_cuda(logits.f32(), rows, V, temperature, static_cast<const double*>(u_.data),
@@ -65,10 +83,6 @@ class CudaDecider final : public Decider {
     check(cudaStreamSynchronize(s_), "decide sync");
     return *status_host_;
   }
-  void read_stats(RowStats* host) override { read(host, stats_.data, static_cast<size_t>(p_.rows) * sizeof(RowStats)); }
-  void read_canvas(int32_t* host) override { read(host, ids_.data, static_cast<size_t>(p_.rows) * 4); }
-
- private:
   Tensor bytes(int64_t n) { return alloc_(DType::kU8, Shape{n}); }
   void read(void* host, const void* dev, size_t n) {
     check(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, s_), "decide read");

@@ -108,6 +108,10 @@ struct CudaKernels {
   // write of the f32 logits less. Measured on the H200 (fp8-all): the 32-stream step 145.7 -> 144.1 ms, 8 streams
   // 41.85 -> 41.45 (docs/CUDA.md); bench --softcap-pass is the A/B
   bool softcap_in_stats = true;
+  // The same for single sequences (ModelDenoiser: ask, chat, the serial worker; their graphed steps included), with
+  // softcap_in_stats: the decider's or the host's statistics finish the logits, stored back where draws read them,
+  // finished on demand for JSON rows. Off until measured (bench --single-softcap-in-stats).
+  bool softcap_in_stats_single = false;
   // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
   // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B
   A8RowsMode a8_rows = A8RowsMode::kCublasLt;

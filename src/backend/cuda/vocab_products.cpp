@@ -26,7 +26,7 @@ void check_fp8_widths(int64_t hidden, int64_t vocab) {
 }  // namespace
 
 OpenLogits lm_head_open_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap,
-                             Tensor& logits) {
+                             Tensor& logits, Tensor* row_scale) {
   const int64_t K = y.shape[y.shape.rank - 1], rows = y.numel() / K, V = table.shape[0];
   DG_CHECK(table.shape.rank == 2 && table.shape[1] == K && logits.numel() == rows * V,
            "lm_head: a table {} for rows of width {} into logits {}", table.shape.str(), K, logits.shape.str());
@@ -35,7 +35,10 @@ OpenLogits lm_head_open_cuda(const CublasCtx& c, const Tensor& y, const Tensor& 
     return OpenLogits{true, {}, nullptr, softcap};
   }
   DG_CHECK(c.fp8 != nullptr, "lm_head: the backend has no W8A8 product");
-  Tensor yq = c.alloc(DType::kU8, Shape{rows, K}), ys = c.alloc(DType::kF32, Shape{rows});
+  Tensor yq = c.alloc(DType::kU8, Shape{rows, K});
+  DG_CHECK(row_scale == nullptr || (row_scale->dtype == DType::kF32 && row_scale->numel() == rows),
+           "lm_head: a row-scale buffer of {} for {} rows", row_scale == nullptr ? 0 : row_scale->numel(), rows);
+  Tensor ys = row_scale != nullptr ? *row_scale : c.alloc(DType::kF32, Shape{rows});
   check(moe_act_quant_fp8_cuda(y.data, rows, K, yq.data, ys.f32(), c.stream));
   c.fp8->run(yq.data, rows, K, table.data, V, logits.f32(), c.stream);
   return OpenLogits{true, ys, fp8_scales(table), softcap};
@@ -43,11 +46,19 @@ OpenLogits lm_head_open_cuda(const CublasCtx& c, const Tensor& y, const Tensor& 
 
 void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits) {
   const OpenLogits open = lm_head_open_cuda(c, y, table, softcap, logits);
-  if (open.row_scale.empty())
+  finish_logits_cuda(c, logits, open, 0);
+}
+
+void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& open, int64_t row0) {
+  if (!open.open) return;
+  const int64_t V = logits.shape[logits.shape.rank - 1], rows = logits.numel() / V;
+  if (open.row_scale.empty()) {
     check(softcap_cuda(logits.f32(), logits.numel(), open.cap, c.stream));
-  else
-    check(softcap_scaled_cuda(logits.f32(), open.row_scale.numel(), table.shape[0], open.row_scale.f32(),
-                              open.col_scale, open.cap, c.stream));
+    return;
+  }
+  DG_CHECK(row0 >= 0 && row0 + rows <= open.row_scale.numel(), "finish_logits: rows [{}, {}) of a result of {}", row0,
+           row0 + rows, open.row_scale.numel());
+  check(softcap_scaled_cuda(logits.f32(), rows, V, open.row_scale.f32() + row0, open.col_scale, open.cap, c.stream));
 }
 
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,

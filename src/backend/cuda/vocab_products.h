@@ -13,9 +13,12 @@ namespace dg {
 // logits [rows, vocab] f32 = softcap(bf16(y table^T)); table bf16 [vocab, hidden] or fp8 [vocab, hidden].
 void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap, Tensor& logits);
 // The same product with the softcap (and an fp8 table's scales) left open for row_stats_open_cuda: logits holds
-// f32(y table^T) (bf16 table) or the raw e4m3 sums (fp8 table; the input rows' scales in the result's row_scale).
+// f32(y table^T) (bf16 table) or the raw e4m3 sums (fp8 table; the input rows' scales in the result's row_scale,
+// written to `row_scale` when given, else to a buffer of its own).
 [[nodiscard]] OpenLogits lm_head_open_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, float softcap,
-                                           Tensor& logits);
+                                           Tensor& logits, Tensor* row_scale = nullptr);
+// Finishes rows [row0, ...) of such a result in place, as lm_head_cuda's softcap pass does.
+void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& open, int64_t row0);
 // out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab, hidden], or fp8
 // [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the vocabulary).
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
