@@ -1,7 +1,7 @@
 // The batched worker (--max-batch > 1, the default) on the embedded model: concurrent requests are denoised
 // together (the batch-occupancy histogram sees steps of more than one job) and each answer is the one the serial
-// worker (--max-batch 1) gives, with and without --fused-commit; a client that hangs up leaves the batch while the others finish unchanged; stopping
-// answers everything; a batch that does not fit the memory is refused at start.
+// worker (--max-batch 1) gives, with and without --fused-commit; a client that hangs up leaves the batch while the
+// others finish unchanged; stopping answers everything; a batch that does not fit the memory is refused at start.
 #include <gtest/gtest.h>
 
 #include <fstream>
