@@ -91,16 +91,14 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
   rmsnorm(f, &w, f);
   add(h1, f, out);
   const int64_t rows = out.numel() / out.shape[out.shape.rank - 1], split = std::min(s.split, rows);
-  if (split == rows) {
-    scale(out, s.first);
-    return;
-  }
   if (split > 0) {
     Tensor head = row_slice(out, 0, split);
     scale(head, s.first);
   }
-  Tensor tail = row_slice(out, split, rows - split);
-  scale(tail, s.rest);
+  if (split < rows) {
+    Tensor tail = row_slice(out, split, rows - split);
+    scale(tail, s.rest);
+  }
 }
 
 void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,

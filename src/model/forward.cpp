@@ -248,35 +248,44 @@ void Model::encode(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace
 void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
   std::vector<Segment> segs;
   std::vector<int32_t> text;
-  int64_t rows = 0;
-  for (const EncodeSeq& s : seqs) {
-    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
-    if (s.ids.empty()) continue;
-    check_ids(s.ids, "prompt");
-    check_positions(s.kv->len() + static_cast<int64_t>(s.ids.size()), "context");
-    segs.push_back(Segment{rows, static_cast<int64_t>(s.ids.size()), s.kv->len(), s.kv, s.kv});
-    text.insert(text.end(), s.ids.begin(), s.ids.end());
-    rows += static_cast<int64_t>(s.ids.size());
-  }
+  const int64_t rows = encoder_segments(seqs, segs, text);
   if (segs.empty()) return;
-  for (int32_t& id : text)
-    if (id == cfg_.image_token_id) id = cfg_.pad_id;
-  be_.stage("embed");
   Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
-  be_.embed(be_.ids(text), w_.embed, h);
+  encoder_embed(text, h);
   for (int l = 0; l < cfg_.n_layers; ++l) h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr);
   for (const Segment& sg : segs) sg.write->commit(sg.rows);
 }
 
-void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
-  const int64_t rows = static_cast<int64_t>(ids.size());
+int64_t Model::encoder_segments(std::span<const EncodeSeq> seqs, std::vector<Segment>& segs,
+                                std::vector<int32_t>& text) const {
+  int64_t rows = 0;
+  for (const EncodeSeq& s : seqs) {
+    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
+    if (s.ids.empty()) continue;
+    for (const Segment& sg : segs) DG_CHECK(sg.write != s.kv, "encode_batch: a cache encoded twice in one forward");
+    check_ids(s.ids, "prompt");
+    const auto n = static_cast<int64_t>(s.ids.size());
+    check_positions(s.kv->len() + n, "context");
+    segs.push_back(Segment{rows, n, s.kv->len(), s.kv, s.kv});
+    text.insert(text.end(), s.ids.begin(), s.ids.end());
+    rows += n;
+  }
+  return rows;
+}
+
+void Model::encoder_embed(std::span<const int32_t> ids, Tensor& h) const {
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
   std::vector<int32_t> text(ids.begin(), ids.end());
   for (int32_t& id : text)
     if (id == cfg_.image_token_id) id = cfg_.pad_id;
   be_.stage("embed");
-  Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
   be_.embed(be_.ids(text), w_.embed, h);
+}
+
+void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
+  encoder_embed(ids, h);
   emit(trace, "enc.embed", h);
   const int64_t pos0 = kv.len();
   const bool want_all = trace != nullptr && *trace;
@@ -402,20 +411,8 @@ int64_t Model::encoder_rows(std::span<const Segment> segs) {
 Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const DecodeRows> dec) const {
   std::vector<Segment> segs;
   std::vector<int32_t> text;
-  int64_t rows = 0;
-  for (const EncodeSeq& s : enc) {
-    DG_CHECK(s.kv != nullptr, "encode_batch: sequence {} has no cache", segs.size());
-    if (s.ids.empty()) continue;
-    for (const Segment& sg : segs)
-      DG_CHECK(sg.write != s.kv, "encode_denoise_batch: a cache encoded twice in one forward");
-    check_ids(s.ids, "prompt");
-    const auto n = static_cast<int64_t>(s.ids.size());
-    check_positions(s.kv->len() + n, "context");
-    segs.push_back(Segment{rows, n, s.kv->len(), s.kv, s.kv});
-    text.insert(text.end(), s.ids.begin(), s.ids.end());
-    rows += n;
-  }
-  const int64_t enc_rows = rows;
+  const int64_t enc_rows = encoder_segments(enc, segs, text);
+  int64_t rows = enc_rows;
   for (const DecodeRows& d : dec) {
     int64_t pos0 = d.kv->len();  // a canvas follows the ids this forward encodes into its cache
     for (size_t i = 0; i < segs.size() && segs[i].write != nullptr; ++i)
@@ -428,11 +425,8 @@ Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const Deco
   }
   Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   if (enc_rows > 0) {
-    for (int32_t& id : text)  // the encoder embeds image-token ids as pad (no vision input in a text engine)
-      if (id == cfg_.image_token_id) id = cfg_.pad_id;
-    be_.stage("embed");
     Tensor xe = row_slice(x, 0, enc_rows);
-    be_.embed(be_.ids(text), w_.embed, xe);
+    encoder_embed(text, xe);
   }
   // The embedding and self-conditioning of the canvases run per sequence: their inputs differ in kind (zero,
   // self-embed, logits).

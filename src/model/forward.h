@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "io/model_config.h"
@@ -137,6 +138,12 @@ class Model {
   static bool encodes(const Segment& sg, Phase phase) {
     return phase == Phase::kEncode || (phase == Phase::kMixed && sg.write != nullptr);
   }
+  // The encoder's segments of `seqs` from row 0 (empty ones skipped; a cache at most once) into segs, their ids into
+  // text; returns their rows.
+  int64_t encoder_segments(std::span<const EncodeSeq> seqs, std::vector<Segment>& segs,
+                           std::vector<int32_t>& text) const;
+  // The encoder's embedding of ids (image-token ids as pad) into h.
+  void encoder_embed(std::span<const int32_t> ids, Tensor& h) const;
   // The rows of a mixed forward's encoder segments (they lead).
   static int64_t encoder_rows(std::span<const Segment> segs);
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.

@@ -15,7 +15,6 @@ struct RowScalar {
 
   RowScalar(float s) : first(s), rest(s) {}  // NOLINT(google-explicit-constructor): a float is one scalar
   RowScalar(float first_rows, int64_t n, float rest_rows) : first(first_rows), split(n), rest(rest_rows) {}
-  bool uniform() const { return first == rest; }
 };
 
 }  // namespace dg
