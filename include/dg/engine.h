@@ -33,7 +33,7 @@ struct EngineOptions {
   bool verify = false;           // check a .dgq pack's per-tensor checksums before use
   bool graphs = true;            // CUDA: denoise steps replay captured graphs
   bool early_capture = true;     // CUDA: a block's graph captured while its first step runs
-  bool fused_commit = false;     // a committed block encoded in the next block's first step's forward
+  bool fused_commit = true;      // a committed block encoded in the next block's first step's forward
   std::string expert_act = "auto";      // the experts' activation operand: auto | bf16 | fp8
   std::string linear_act = "auto";      // fp8 linears' activation operand: auto | bf16 | fp8
   std::string vocab_act = "bf16";  // the vocabulary products' operands: bf16 | fp8 | fp8-lm-head (E4M3 table copies)

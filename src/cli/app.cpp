@@ -58,8 +58,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(switch_value());
   cmd->add_flag("--fused-commit,!--no-fused-commit", o.fused_commit,
                 "encode each committed block in the forward of the next block's first step (serve's batched worker: in "
-                "the round's denoise forward), the weights read once for both; --no-fused-commit (default) encodes "
-                "it alone")
+                "the round's denoise forward), the weights read once for both (default); --no-fused-commit encodes "
+                "it alone (the same tokens)")
       ->check(switch_value());
   cmd->add_option("--expert-act", o.expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8 tensor-core products; bf16 "

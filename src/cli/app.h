@@ -26,7 +26,7 @@ struct ModelOptions {
   bool verify = false;
   bool graphs = true;
   bool early_capture = true;
-  bool fused_commit = false;
+  bool fused_commit = true;
   std::string expert_act = "auto";
   std::string linear_act = "auto";
   std::string vocab_act = "bf16";

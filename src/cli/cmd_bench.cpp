@@ -42,7 +42,7 @@ struct BenchOptions {
   int64_t prefill_chunk = 4096;
   bool graphs = true;      // replay denoise steps through CUDA graphs (as ask, chat and serve do)
   bool early_capture = true;  // a block's graph captured while its first step runs (as ask, chat and serve do)
-  bool fused_commit = false;   // a committed block encoded in the next block's first step (--fused-commit)
+  bool fused_commit = true;    // a committed block encoded in the next block's first step (--no-fused-commit: apart)
   std::string expert_act = "auto";  // the experts' activation operand (set_expert_act)
   std::string linear_act = "auto";  // fp8 linears' activation operand (linear_act_fp8)
   std::string vocab_act = "bf16";   // the vocabulary products' operands (vocab_act_fp8)
@@ -340,8 +340,8 @@ void register_bench(CLI::App& app) {
       ->check(switch_value());
   cmd->add_flag("--fused-commit,!--no-fused-commit", o->fused_commit,
                 "encode each committed block in the forward of the next block's first step (--serve: in the round's "
-                "denoise forward), as ask, chat and serve do with --fused-commit; --no-fused-commit (default) "
-                "encodes it alone")
+                "denoise forward), as ask, chat and serve do (default); --no-fused-commit encodes it alone (A/B, the "
+                "same tokens)")
       ->check(switch_value());
   cmd->add_option("--expert-act", o->expert_act,
                   "activations of the MoE experts: auto (fp8 for fp8 experts: W8A8) | bf16 | fp8")

@@ -182,7 +182,7 @@ class Model {
   int64_t prefill_chunk_ = 4096;
   bool graphs_ = true;
   bool early_capture_ = true;
-  bool fused_commit_ = false;
+  bool fused_commit_ = true;
   AttnTopk attn_topk_;
 };
 
