@@ -194,7 +194,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"fused_commit", o.fused_commit}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -465,6 +465,15 @@ void register_bench(CLI::App& app) {
                 "CUDA single-sequence steps (as ask runs them): the softcap applied by the row statistics too, with "
                 "--softcap-in-stats (the same bits; default off until measured)")
       ->check(switch_value());
+  cmd->add_flag("--row-stats-groups,!--row-stats-each", o->kernels.row_stats_groups,
+                "CUDA sampler statistics summed four entries at a time with four loads in flight (the same argmax and "
+                "tempered logits, entropies within about 1e-7) or entry by entry (--row-stats-each, the default "
+                "until measured)")
+      ->check(switch_value());
+  cmd->add_option("--soft-probs-loads", o->kernels.soft_probs_loads,
+                  "CUDA self-conditioning probability passes: 16-byte loads each thread keeps in flight, 1 (default "
+                  "until measured) or 4 (the same bits)")
+      ->check(CLI::IsMember({1, 4}));
   add_choice(cmd, "--a8-rows", o->kernels.a8_rows, kA8RowsModeNames,
              "CUDA W8A8 products of at most 256 rows (fp8 linears with --linear-act fp8, --vocab-act fp8; Hopper): "
              "cublaslt (default), own (our kernel, K split over a cluster, for the bf16 outputs: q/k/v, o, gate/up, "

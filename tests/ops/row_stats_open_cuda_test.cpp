@@ -2,8 +2,9 @@
 // what it replaces: the softcap pass (softcap_cuda, or softcap_scaled_cuda for a W8A8 product's raw sums) followed
 // by row_stats_cuda, on the same device: statistics, tempered logits and (with finish) the finished logits bit for
 // bit; without finish the sums stay as they were. Shapes: one slice a row and many (a wave's worth), the vectorised
-// loop's tail (a slice not a multiple of its two-load step), an odd vocabulary (the scalar loop), no cap. The
-// refusals need no GPU.
+// loop's tail (a slice not a multiple of its two-load step), an odd vocabulary (the scalar loop), no cap; in both
+// summation forms (RowStatsForm). The grouped form against the entry-by-entry one and the CPU twin: argmax and
+// tempered logits equal, entropy and p_max within 1e-6. The refusals need no GPU.
 #include <gtest/gtest.h>
 
 #include "ops/row_stats/row_stats_cuda.h"
@@ -28,9 +29,10 @@ struct Case {
   float cap;
 };
 
-void run_case(const Case& c, bool finish) {
+void run_case(const Case& c, bool finish, RowStatsForm form) {
   SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.vocab) + (c.scaled ? ", scaled" : "") +
-               ", cap " + std::to_string(c.cap) + (finish ? ", finish" : ""));
+               ", cap " + std::to_string(c.cap) + (finish ? ", finish" : "") +
+               (form == RowStatsForm::kGroups ? ", groups" : ""));
   constexpr float kT = 0.7f;
   const size_t n = static_cast<size_t>(c.rows * c.vocab);
   std::mt19937 rng(static_cast<uint32_t>(c.rows * 131 + c.vocab));
@@ -58,10 +60,10 @@ void run_case(const Case& c, bool finish) {
                                             c.cap, nullptr)
                       : softcap_cuda(plain.as<float>(), static_cast<int64_t>(n), c.cap, nullptr);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  s = row_stats_cuda(plain.as<float>(), c.rows, c.vocab, kT, tp.p, sp.as<RowStats>(), nullptr);
+  s = row_stats_cuda(plain.as<float>(), c.rows, c.vocab, kT, tp.p, sp.as<RowStats>(), nullptr, form);
   ASSERT_TRUE(s.is_ok()) << s.message();
   const OpenLogitsIn in{c.scaled ? drs.as<float>() : nullptr, c.scaled ? dcs.as<float>() : nullptr, c.cap, finish};
-  s = row_stats_open_cuda(open.as<float>(), c.rows, c.vocab, in, kT, to.p, so.as<RowStats>(), nullptr);
+  s = row_stats_open_cuda(open.as<float>(), c.rows, c.vocab, in, kT, to.p, so.as<RowStats>(), nullptr, form);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto rows = static_cast<size_t>(c.rows);
@@ -93,7 +95,57 @@ TEST(RowStatsOpenCuda, MatchesTheSoftcapPassThenRowStatsBitForBit) {
       {4, 4096, true, 0.0f},      // no cap: only the bf16 rounding
   };
   for (const Case& c : cases)
-    for (const bool finish : {false, true}) run_case(c, finish);
+    for (const bool finish : {false, true})
+      for (const RowStatsForm form : {RowStatsForm::kEach, RowStatsForm::kGroups}) run_case(c, finish, form);
+}
+
+// Statistics of `raw` on the device in `form`, and the tempered logits' bits.
+std::vector<RowStats> device_stats(const std::vector<float>& raw, int64_t rows, int64_t vocab, float t,
+                                   RowStatsForm form, std::vector<uint16_t>& tempered) {
+  const size_t n = raw.size();
+  const DeviceBuf x(raw), dt(n * 2), st(static_cast<size_t>(rows) * sizeof(RowStats));
+  const Status s = row_stats_cuda(x.as<float>(), rows, vocab, t, dt.p, st.as<RowStats>(), nullptr, form);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  tempered = dt.get<uint16_t>(n);
+  return st.get<RowStats>(static_cast<size_t>(rows));
+}
+
+TEST(RowStatsGroupsCuda, AgreeWithEachEntryAndTheCpuTwin) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  struct Shape {
+    int64_t rows, vocab;
+  };
+  // The 26B-A4B vocabulary; one canvas at dg-tiny's; a vocabulary whose slices end past the last four-load step.
+  const Shape shapes[] = {{4, 262144}, {256, 4096}, {37, 8200}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(std::to_string(sh.rows) + " x " + std::to_string(sh.vocab));
+    const size_t n = static_cast<size_t>(sh.rows * sh.vocab);
+    std::mt19937 rng(static_cast<uint32_t>(sh.vocab + 7));
+    std::uniform_real_distribution<float> d(-30.0f, 30.0f);
+    std::vector<float> raw(n);
+    for (float& v : raw) v = d(rng);
+    for (size_t i = 0; i < n; i += 97) raw[i] = -INFINITY;  // masked entries weigh nothing
+    raw[5] = raw[9] = 40.0f;                                  // a tie for the max: the lower index wins
+    constexpr float kT = 0.85f;
+    std::vector<uint16_t> t_each, t_groups;
+    const auto each = device_stats(raw, sh.rows, sh.vocab, kT, RowStatsForm::kEach, t_each);
+    const auto groups = device_stats(raw, sh.rows, sh.vocab, kT, RowStatsForm::kGroups, t_groups);
+    std::vector<RowStats> cpu(static_cast<size_t>(sh.rows));
+    std::vector<float> tempered(n);
+    row_stats_cpu(raw.data(), sh.rows, sh.vocab, kT, tempered.data(), cpu.data());
+    EXPECT_EQ(t_each, t_groups) << "tempered logits";
+    EXPECT_EQ(groups[0].argmax, 5);
+    for (size_t r = 0; r < cpu.size(); ++r) {
+      EXPECT_EQ(groups[r].argmax, each[r].argmax) << "row " << r;
+      EXPECT_EQ(groups[r].argmax, cpu[r].argmax) << "row " << r;
+      EXPECT_NEAR(groups[r].entropy, each[r].entropy, 1e-6) << "row " << r;
+      EXPECT_NEAR(groups[r].entropy, cpu[r].entropy, 1e-5) << "row " << r;
+      EXPECT_NEAR(groups[r].p_max, each[r].p_max, 1e-6 * each[r].p_max) << "row " << r;
+      EXPECT_NEAR(groups[r].p_max, cpu[r].p_max, 1e-5 * cpu[r].p_max) << "row " << r;
+      EXPECT_GT(groups[r].entropy, 0.1f) << "row " << r << ": the rows must be far from one-hot";
+    }
+  }
 }
 
 TEST(RowStatsOpenCuda, RefusesHalfTheScales) {

@@ -1,10 +1,12 @@
 // The self-conditioning row softmax on the GPU (soft_probs_cuda: slices over blocks, merged per row in slice order)
 // against f64 softmax of the same bf16 logits, rounded to bf16 as the CPU reference stores them; with and without
-// the sparse cutoff; vocab sizes that are and are not multiples of 8, one slice and many. Skipped without a GPU.
+// the sparse cutoff; vocab sizes that are and are not multiples of 8, one slice and many. Four loads in flight
+// (CudaKernels::soft_probs_loads) against one: the same bits. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #if defined(DG_WITH_CUDA)
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include "core/dtype.h"
 #include "ops/self_cond/self_cond_cuda.h"
 #include "support/compare.h"
+#include "support/device_buf.h"
 #include "support/seeded.h"
 
 namespace dg {
@@ -77,6 +80,57 @@ TEST(SoftProbsCuda, MatchesF64Softmax) {
   run_case(256, 262144, 4.54e-5f);    // the survivor cutoff e^-10
   run_case(5, 4096, 4.54e-5f);        // dg-tiny's vocab
   run_case(4096, 1000, 0.0f);         // many rows: one slice each
+}
+
+// Both outputs (bf16 probabilities; E4M3 codes and row scales) with `loads` 16-byte loads in flight.
+struct SoftOut {
+  std::vector<uint16_t> probs;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+SoftOut soft_out(const std::vector<uint16_t>& x, int64_t rows, int64_t vocab, float cutoff, int loads) {
+  const size_t n = x.size();
+  const test::DeviceBuf dx(x), dp(n * 2), dq(n), ds(static_cast<size_t>(rows) * 4),
+      part(static_cast<size_t>(2 * rows * soft_probs_slices(rows, vocab)) * 4);
+  Status s = soft_probs_cuda(dx.p, rows, vocab, cutoff, dp.p, part.p, nullptr, loads);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  s = soft_probs_fp8_cuda(dx.p, rows, vocab, cutoff, dq.p, ds.as<float>(), part.p, nullptr, loads);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {dp.get<uint16_t>(n), dq.get<uint8_t>(n), ds.get<float>(static_cast<size_t>(rows))};
+}
+
+TEST(SoftProbsCuda, FourLoadsInFlightGiveTheSameBits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU op tests run on the GPU machine";
+  struct Case {
+    int64_t rows, vocab;
+    float cutoff;
+  };
+  const Case cases[] = {
+      {256, 262144, 0.0f},      // the 26B-A4B canvas: slices of many four-load steps
+      {3, 262144, 4.54e-5f},    // the survivor cutoff
+      {5, 4096, 0.0f},          // dg-tiny's vocab: one step or fewer a thread
+      {300, 8200, 0.0f},        // a slice past the last four-load step: the one-load tail
+      {3, 1003, 0.0f},          // not a multiple of 8: the scalar loop
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.vocab));
+    const std::vector<uint16_t> x = test::seeded_uniform_bf16(static_cast<size_t>(c.rows * c.vocab),
+                                                              97 + static_cast<uint64_t>(c.vocab), -6.0f, 6.0f);
+    const SoftOut one = soft_out(x, c.rows, c.vocab, c.cutoff, 1), four = soft_out(x, c.rows, c.vocab, c.cutoff, 4);
+    EXPECT_EQ(one.probs, four.probs) << "bf16 probabilities";
+    EXPECT_EQ(one.codes, four.codes) << "E4M3 codes";
+    EXPECT_EQ(one.scales, four.scales) << "row scales";
+    size_t nonzero = 0;
+    for (const uint16_t b : one.probs) nonzero += (b & 0x7fff) != 0;
+    EXPECT_GT(nonzero, one.probs.size() / 2) << "the comparison must see real probabilities";
+  }
+}
+
+TEST(SoftProbsCuda, RefusesOtherLoadCounts) {
+  const Status s = soft_probs_cuda(nullptr, 1, 8, 0.0f, nullptr, nullptr, nullptr, 2);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("1 or 4"), std::string::npos) << s.message();
 }
 
 }  // namespace self_cond_cuda_test

@@ -27,6 +27,7 @@ struct CublasCtx {
   bool dense_stream = false;  // CudaKernels::dense_stream
   bool act8 = false;          // fp8 linears take fp8 activations: W8A8 products (BackendOptions::linear_act8)
   bool a8_on_load = false;    // CudaKernels::a8_scales_on_load
+  int soft_loads = 1;         // CudaKernels::soft_probs_loads
 };
 
 // q: bf16 [rows, n_heads, D]; keys: `cached` then the fresh bf16 rows; out: bf16 [rows, n_heads * D].

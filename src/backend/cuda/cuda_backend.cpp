@@ -196,7 +196,7 @@ void CudaBackend::capture_begin() {
 void CudaBackend::row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) {
   stats_to_host(tensor_rows(logits), host_stats, [&](RowStats* st) {
     return row_stats_cuda(logits.f32(), tensor_rows(logits), tensor_cols(logits), temperature, tempered.data, st,
-                          stream_);
+                          stream_, row_stats_form());
   });
 }
 
@@ -209,7 +209,8 @@ void CudaBackend::row_stats_open(Tensor& logits, const OpenLogits& open, int64_t
   const OpenLogitsIn in{open.row_scale.empty() ? nullptr : open.row_scale.f32() + row0, open.col_scale, open.cap,
                         finish};
   stats_to_host(T, host_stats, [&](RowStats* st) {
-    return row_stats_open_cuda(logits.f32(), T, tensor_cols(logits), in, temperature, tempered.data, st, stream_);
+    return row_stats_open_cuda(logits.f32(), T, tensor_cols(logits), in, temperature, tempered.data, st, stream_,
+                               row_stats_form());
   });
 }
 
@@ -235,7 +236,7 @@ void CudaBackend::categorical(const Tensor& logits, float temperature, std::span
 
 std::unique_ptr<Decider> CudaBackend::make_decider() {
   if (kernels_.decide != DecideMode::kDevice) return nullptr;  // the host decides (CudaKernels::decide)
-  return make_cuda_decider(stream_, [this](DType t, Shape sh) { return device(t, sh); });
+  return make_cuda_decider(stream_, [this](DType t, Shape sh) { return device(t, sh); }, row_stats_form());
 }
 
 void CudaBackend::configure_kv(KvOptions& o, int64_t context) {

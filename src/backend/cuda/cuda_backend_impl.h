@@ -29,6 +29,7 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/residual/residual.h"
+#include "ops/row_stats/row_stats_cuda.h"
 
 namespace dg {
 
@@ -143,6 +144,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
                           Tensor* row_scale) override;
   void finish_logits(Tensor& logits, const OpenLogits& open, int64_t row0) override;
   bool open_single_logits() const override { return kernels_.softcap_in_stats && kernels_.softcap_in_stats_single; }
+  RowStatsForm row_stats_form() const {
+    return kernels_.row_stats_groups ? RowStatsForm::kGroups : RowStatsForm::kEach;
+  }
   Tensor fp8_table(const Tensor& table, bool transpose) override;
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override;
 
@@ -179,7 +183,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   static int64_t tensor_cols(const Tensor& t) { return t.shape[t.shape.rank - 1]; }
   CublasCtx blas_ctx() {
     return CublasCtx{blas_,       stream_, [this](DType t, Shape sh) { return device(t, sh); }, fp8_.get(),
-                     kernels_.a8_linears_stream, kernels_.dense_stream, linear_act8_, kernels_.a8_scales_on_load};
+                     kernels_.a8_linears_stream, kernels_.dense_stream, linear_act8_, kernels_.a8_scales_on_load,
+                     kernels_.soft_probs_loads};
   }
   // Whether dense attention at this head dim runs the flash kernels (and so reads fresh rows as f16).
   bool flash_for(int64_t head_dim) const {

@@ -15,7 +15,8 @@ using cuda_host::check;
 
 class CudaDecider final : public Decider {
  public:
-  CudaDecider(cudaStream_t s, std::function<Tensor(DType, Shape)> alloc) : s_(s), alloc_(std::move(alloc)) {
+  CudaDecider(cudaStream_t s, std::function<Tensor(DType, Shape)> alloc, RowStatsForm form)
+      : s_(s), alloc_(std::move(alloc)), form_(form) {
     check(cudaMallocHost(&status_host_, sizeof(DecideStatus)), "cudaMallocHost");
   }
   ~CudaDecider() override {
@@ -67,9 +68,10 @@ class CudaDecider final : public Decider {
     if (open != nullptr) {
       const OpenLogitsIn in{open->row_scale.empty() ? nullptr : open->row_scale.f32(), open->col_scale, open->cap,
                             p_.categorical};
-      check(row_stats_open_cuda(static_cast<float*>(logits.data), rows, V, in, temperature, tempered.data, st, s_));
+      check(row_stats_open_cuda(static_cast<float*>(logits.data), rows, V, in, temperature, tempered.data, st, s_,
+                                form_));
     } else {
-      check(row_stats_cuda(logits.f32(), rows, V, temperature, tempered.data, st, s_));
+      check(row_stats_cuda(logits.f32(), rows, V, temperature, tempered.data, st, s_, form_));
     }
     if (p_.categorical) {
       check(decide_uniforms_cuda(p_, buffers(), static_cast<double*>(u_.data), s_));
@@ -95,6 +97,7 @@ class CudaDecider final : public Decider {
 
   cudaStream_t s_;
   std::function<Tensor(DType, Shape)> alloc_;
+  RowStatsForm form_;
   DecideParams p_;
   Tensor ids_, stats_, u_, drawn_, jump_, history_, prev_accept_, state_, status_;
   DecideStatus* status_host_ = nullptr;  // pinned
@@ -102,8 +105,9 @@ class CudaDecider final : public Decider {
 
 }  // namespace
 
-std::unique_ptr<Decider> make_cuda_decider(cudaStream_t stream, std::function<Tensor(DType, Shape)> alloc) {
-  return std::make_unique<CudaDecider>(stream, std::move(alloc));
+std::unique_ptr<Decider> make_cuda_decider(cudaStream_t stream, std::function<Tensor(DType, Shape)> alloc,
+                                           RowStatsForm form) {
+  return std::make_unique<CudaDecider>(stream, std::move(alloc), form);
 }
 
 }  // namespace dg

@@ -112,6 +112,14 @@ struct CudaKernels {
   // softcap_in_stats: the decider's or the host's statistics finish the logits, stored back where draws read them,
   // finished on demand for JSON rows. Off until measured (bench --single-softcap-in-stats).
   bool softcap_in_stats_single = false;
+  // The sampler statistics summed four entries at a time with four loads in flight (RowStatsForm::kGroups: the same
+  // argmax and tempered logits, entropy and p_max within about 1e-7 relative) instead of entry by entry with two.
+  // The plain pass issued 54 instructions an entry at one canvas (docs/NEGATIVE.md, the single softcap fold). Off
+  // until measured (bench --row-stats-groups).
+  bool row_stats_groups = false;
+  // 16-byte loads each thread of the self-conditioning probability passes keeps in flight: 1 or 4 (the same bits;
+  // one left them at 60-66 % of the DRAM's rate at one canvas). 1 until measured (bench --soft-probs-loads 4).
+  int soft_probs_loads = 1;
   // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
   // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B
   A8RowsMode a8_rows = A8RowsMode::kCublasLt;

@@ -73,13 +73,14 @@ void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& 
   if (fp8) {
     DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
     Tensor pq = c.alloc(DType::kU8, Shape{T, V}), ps = c.alloc(DType::kF32, Shape{T});
-    check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, pq.data, ps.f32(), part.data, c.stream));
+    check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, pq.data, ps.f32(), part.data, c.stream,
+                              c.soft_loads));
     Tensor acc = c.alloc(DType::kF32, Shape{T, H});
     c.fp8->run(pq.data, T, V, table.data, H, acc.f32(), c.stream);
     check(rowscaled_epilogue_cuda(acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, ps.f32()));
   } else {
     Tensor probs = c.alloc(DType::kBF16, Shape{T, V});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream));
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream, c.soft_loads));
     const float one = 1.0f, zero = 0.0f;
     check(cublasGemmEx(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T),
                        static_cast<int>(V), &one, table.data, CUDA_R_16BF, static_cast<int>(H), probs.data,

@@ -80,12 +80,38 @@ __device__ __forceinline__ void rebase(float m, float M, double& s, double& sx) 
   s *= r;
 }
 
+// Four consecutive entries v .. v + 3 at once: the running max moves at most once (to the group's max, the argmax its
+// first entry there), and the four terms are summed in f32 before the f64 sums take them. Fewer instructions an entry
+// than online_add (one rescale test and two f64 adds a group, not a branch, two conversions and two f64 operations an
+// entry: the vocabulary passes were issue-bound); the sums differ from online_add's by the f32 rounding of a 4-term
+// sum (about 1e-7 relative, under row_stats' 1e-5 bound); -inf entries weigh nothing, a NaN still poisons the row.
+__device__ __forceinline__ void group_add(const float (&y)[4], int64_t v, float& m, int& mi, double& s, double& sx) {
+  const float g = fmaxf(fmaxf(y[0], y[1]), fmaxf(y[2], y[3]));
+  if (g > m) {
+    rebase(m, g, s, sx);
+    m = g;
+    mi = static_cast<int>(v) + (y[0] == g ? 0 : y[1] == g ? 1 : y[2] == g ? 2 : 3);
+  }
+  float gs = 0.0f, gsx = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const bool none = y[k] == -INFINITY;  // and m may still be -inf
+    const float d = none ? 0.0f : y[k] - m, e = none ? 0.0f : expf(d);
+    gs += e;
+    gsx = fmaf(e, d, gsx);
+  }
+  s += static_cast<double>(gs);
+  sx += static_cast<double>(gsx);
+}
+
 // kOpen: raw holds the lm_head's sums with its last step left open (OpenLogitsIn); each entry is finished as the
-// softcap passes finish it before it is used, and stored back in place where open.finish. Its bound of six blocks an
-// SM holds it to 40 registers (42 unbounded, no spills either way): the plain kernel's six blocks, whose 36 registers
-// are allocated as 40 (0: no bound, the plain kernels compile as before).
-template <bool kVec4, bool kOpen = false>
-__global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0)
+// softcap passes finish it before it is used, and stored back in place where open.finish. kGroups (RowStatsForm::
+// kGroups): four loads in flight and group_add instead of two and online_add; bound to five blocks an SM (48
+// registers: the open form spilled under six's 40). Otherwise the open form is bound to six blocks (40 registers, no
+// spills), the plain one not at all (40 registers).
+constexpr int bound_blocks(bool open, bool groups) { return groups ? 5 : open ? 6 : 0; }
+template <bool kVec4, bool kOpen = false, bool kGroups = false>
+__global__ void __launch_bounds__(kThreads, bound_blocks(kOpen, kGroups))
     row_slice_kernel(const float* raw, int64_t vocab, int64_t slice, float temperature, cuda::bf16* tempered,
                      Partial* part, OpenLogitsIn open) {
   cuda::pdl_enter();
@@ -101,7 +127,6 @@ __global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0)
   double s = 0.0, sx = 0.0;
   const float rs = kOpen && open.row_scale != nullptr ? open.row_scale[row] : 1.0f;
   if (kVec4) {  // vocab and slice are multiples of 4: 16-byte loads, 8-byte stores
-    // Two loads in flight before either is used; each thread still takes its entries in increasing order.
     const auto take = [&](float4 q, int64_t v) {
       if constexpr (kOpen) {
         if (open.row_scale != nullptr) {
@@ -118,18 +143,26 @@ __global__ void __launch_bounds__(kThreads, kOpen ? 6 : 0)
       const float y[4] = {q.x / temperature, q.y / temperature, q.z / temperature, q.w / temperature};
       __nv_bfloat162 b[2] = {__floats2bfloat162_rn(y[0], y[1]), __floats2bfloat162_rn(y[2], y[3])};
       *reinterpret_cast<uint2*>(t + v) = *reinterpret_cast<const uint2*>(b);
+      if constexpr (kGroups) {
+        group_add(y, v, m, mi, s, sx);
+      } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) online_add(y[k], static_cast<int>(v + k), m, mi, s, sx);
+        for (int k = 0; k < 4; ++k) online_add(y[k], static_cast<int>(v + k), m, mi, s, sx);
+      }
     };
+    // kLoads loads in flight before any is used (two left the pass waiting on them a third of its cycles at one
+    // canvas); each thread still takes its entries in increasing order.
+    constexpr int kLoads = kGroups ? 4 : 2;
     constexpr int64_t kStep = 4 * kThreads;
     int64_t v = v0 + 4 * threadIdx.x;
-    for (; v + kStep < v1; v += 2 * kStep) {
-      const float4 q0 = *reinterpret_cast<const float4*>(x + v);
-      const float4 q1 = *reinterpret_cast<const float4*>(x + v + kStep);
-      take(q0, v);
-      take(q1, v + kStep);
+    for (; v + (kLoads - 1) * kStep < v1; v += kLoads * kStep) {
+      float4 q[kLoads];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) q[k] = *reinterpret_cast<const float4*>(x + v + k * kStep);
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) take(q[k], v + k * kStep);
     }
-    if (v < v1) take(*reinterpret_cast<const float4*>(x + v), v);
+    for (; v < v1; v += kStep) take(*reinterpret_cast<const float4*>(x + v), v);
   } else {
     for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
       float l = x[v];
@@ -175,40 +208,45 @@ __global__ void stats_merge_kernel(const Partial* part, int64_t rows, int slices
   stats[row].p_max = static_cast<float>(1.0 / s);
 }
 
-// The blocks of row_slice_kernel<kVec4> that one wave holds on the device first asked (read once per variant).
-template <bool kVec4> int64_t wave_blocks() {
+// The blocks of row_slice_kernel<kVec4, false, kGroups> that one wave holds on the device first asked (read once per
+// variant).
+template <bool kVec4, bool kGroups = false> int64_t wave_blocks() {
   static const int64_t wave =
-      static_cast<int64_t>(cuda::resident_per_sm(row_slice_kernel<kVec4>, kThreads, 0)) * cuda::sm_count();
+      static_cast<int64_t>(cuda::resident_per_sm(row_slice_kernel<kVec4, false, kGroups>, kThreads, 0)) *
+      cuda::sm_count();
   return wave;
 }
 
-// The slices of a row and their launch: both forms slice as the plain kernel's wave says, so the same partial sums.
+// The slices of a row and their launch: the plain and open forms slice as the plain kernel's wave says, so the same
+// partial sums.
 struct Slicing {
   int64_t slice;
   int n;
 };
-Slicing slicing(int64_t rows, int64_t vocab) {
+Slicing slicing(int64_t rows, int64_t vocab, bool groups) {
   // Slices of at least 4,096 entries, as many as one wave of resident blocks holds (a second, partial wave left
   // most of the GPU idle: 1,280 blocks at one canvas were 1.6 waves); rows beyond a wave take one slice each.
-  const int64_t wave = vocab % 4 == 0 ? wave_blocks<true>() : wave_blocks<false>();
+  const int64_t wave = vocab % 4 != 0 ? wave_blocks<false>() : groups ? wave_blocks<true, true>() : wave_blocks<true>();
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({64, wave / rows, vocab / 4096}));
   const int64_t slice = ((vocab + slices - 1) / slices + 3) / 4 * 4;
   return {slice, static_cast<int>((vocab + slice - 1) / slice)};
 }
 
 Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
-                        RowStats* stats, cudaStream_t s, const OpenLogitsIn* open, const char* what) {
+                        RowStats* stats, cudaStream_t s, const OpenLogitsIn* open, RowStatsForm form,
+                        const char* what) {
   if (rows == 0) return Status::ok();
   if (rows > 0x7fffffff || vocab > 0x7fffffff) return Status::error(std::string(what) + ": shape too large");
-  const Slicing sl = slicing(rows, vocab);
+  const bool vec4 = vocab % 4 == 0, groups = vec4 && form == RowStatsForm::kGroups;  // groups need 16-byte loads
+  const Slicing sl = slicing(rows, vocab, groups);
   Partial* part = nullptr;
   const cudaError_t e = cudaMallocAsync(&part, sizeof(Partial) * static_cast<size_t>(rows * sl.n), s);
   if (e != cudaSuccess) return cuda_status(e, what);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(sl.n));
   auto* t = static_cast<cuda::bf16*>(tempered_bf16);
-  const bool vec4 = vocab % 4 == 0;
-  auto* kernel = open != nullptr ? (vec4 ? row_slice_kernel<true, true> : row_slice_kernel<false, true>)
-                                 : (vec4 ? row_slice_kernel<true> : row_slice_kernel<false>);
+  auto* kernel = groups ? (open != nullptr ? row_slice_kernel<true, true, true> : row_slice_kernel<true, false, true>)
+                 : open != nullptr ? (vec4 ? row_slice_kernel<true, true> : row_slice_kernel<false, true>)
+                                   : (vec4 ? row_slice_kernel<true> : row_slice_kernel<false>);
   cuda::launch(kernel, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
                open != nullptr ? *open : OpenLogitsIn{});
   cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, sl.n, stats);
@@ -219,12 +257,12 @@ Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float tem
 }  // namespace
 
 Status row_stats_cuda(const float* raw, int64_t rows, int64_t vocab, float temperature, void* tempered_bf16,
-                      RowStats* stats, cudaStream_t s) {
-  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, nullptr, "row_stats_cuda");
+                      RowStats* stats, cudaStream_t s, RowStatsForm form) {
+  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, nullptr, form, "row_stats_cuda");
 }
 
 Status row_stats_open_cuda(float* raw, int64_t rows, int64_t vocab, const OpenLogitsIn& open, float temperature,
-                           void* tempered_bf16, RowStats* stats, cudaStream_t s) {
+                           void* tempered_bf16, RowStats* stats, cudaStream_t s, RowStatsForm form) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   if ((open.row_scale == nullptr) != (open.col_scale == nullptr))
     return Status::error("row_stats_open_cuda: the row and column scales come together (a W8A8 product's) or not "
@@ -234,7 +272,7 @@ Status row_stats_open_cuda(float* raw, int64_t rows, int64_t vocab, const OpenLo
                          ") and 16-byte aligned sums and column scales");
   if (vocab % 4 == 0 && !aligned(raw))
     return Status::error("row_stats_open_cuda: the logits must be 16-byte aligned");
-  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, &open, "row_stats_open_cuda");
+  return row_stats_launch(raw, rows, vocab, temperature, tempered_bf16, stats, s, &open, form, "row_stats_open_cuda");
 }
 
 }  // namespace dg

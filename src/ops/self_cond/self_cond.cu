@@ -22,9 +22,31 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
+// Calls take(eight entries, their index) for v = first, first + 8 kThreads, ... below end, in that order, with kLoads
+// 16-byte loads in flight before any is used (CudaKernels::soft_probs_loads: one at a time left these passes waiting
+// on memory, 60-66 % of the DRAM's rate at one canvas). Each thread's order is the one-load loop's, so the same sums
+// and bits either way. With four the kernels are bound to eight blocks an SM (32 registers, no spills), as many as
+// soft_probs_slices launches.
+template <int kLoads, typename Take>
+__device__ __forceinline__ void for_loads(const bf16* row, int64_t first, int64_t end, Take take) {
+  constexpr int64_t kStep = 8 * kThreads;
+  int64_t v = first;
+  for (; v + (kLoads - 1) * kStep < end; v += kLoads * kStep) {
+    uint4 raw[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) raw[k] = *reinterpret_cast<const uint4*>(row + v + k * kStep);
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) take(raw[k], v + k * kStep);
+  }
+  for (; v < end; v += kStep) take(*reinterpret_cast<const uint4*>(row + v), v);
+}
+constexpr int soft_bound(int loads) { return loads > 1 ? 8 : 0; }
+
 // Slice `blockIdx.y` of row `blockIdx.x`: 16-byte loads, a running pair per thread, merged over the block in a fixed
 // order (warp butterfly, then warp 0 over the warps).
-__global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, MaxSum* part) {
+template <int kLoads>
+__global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
+    soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, MaxSum* part) {
   cuda::pdl_enter();
   __shared__ MaxSum sh[kThreads / 32];
   const bf16* row = x + blockIdx.x * vocab;
@@ -40,12 +62,11 @@ __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, M
   };
   const bool vec = vocab % 8 == 0;  // rows stay 16-byte aligned; slices are multiples of 8 (soft_probs_cuda)
   if (vec) {
-    for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+    for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t) {
       const bf16* e = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
       for (int i = 0; i < 8; ++i) add(__bfloat162float(e[i]));
-    }
+    });
   } else {
     for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) add(__bfloat162float(row[v]));
   }
@@ -64,9 +85,10 @@ __global__ void soft_stats_kernel(const bf16* x, int64_t vocab, int64_t slice, M
 // probabilities, or with kFp8 their E4M3 codes under the row's scale (the largest probability, bf16(1 / sum), over
 // 448: act_quant_fp8_rows of the bf16 row, with the reciprocal's product for its division: e4m3x2_times), which the
 // row's first block also writes to `scale`.
-template <bool kFp8>
-__global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff,
-                                  void* p, float* scale) {
+template <bool kFp8, int kLoads>
+__global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
+    soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff, void* p,
+                      float* scale) {
   cuda::pdl_enter();
   __shared__ MaxSum row_stat;
   if (threadIdx.x == 0) {
@@ -89,15 +111,14 @@ __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, c
   if constexpr (kFp8) {
     uint8_t* out = static_cast<uint8_t*>(p) + blockIdx.x * vocab;
     if (vocab % 8 == 0) {
-      for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+      for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t v) {
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint2 o;
         auto* ob = reinterpret_cast<uint16_t*>(&o);
 #pragma unroll
         for (int i = 0; i < 4; ++i) ob[i] = cuda::e4m3x2_times(prob(e[2 * i]), prob(e[2 * i + 1]), r8);
         *reinterpret_cast<uint2*>(out + v) = o;
-      }
+      });
     } else {
       for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads)
         out[v] = static_cast<uint8_t>(cuda::e4m3x2_times(prob(row[v]), 0.0f, r8));
@@ -105,15 +126,14 @@ __global__ void soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, c
   } else {
     bf16* out = static_cast<bf16*>(p) + blockIdx.x * vocab;
     if (vocab % 8 == 0) {
-      for (int64_t v = v0 + 8 * threadIdx.x; v < v1; v += 8 * kThreads) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
+      for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t v) {
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint4 o;
         bf16* oe = reinterpret_cast<bf16*>(&o);
 #pragma unroll
         for (int i = 0; i < 8; ++i) oe[i] = __float2bfloat16_rn(prob(e[i]));
         *reinterpret_cast<uint4*>(out + v) = o;
-      }
+      });
     } else {
       for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) out[v] = __float2bfloat16_rn(prob(row[v]));
     }
@@ -130,35 +150,44 @@ int64_t soft_probs_slices(int64_t rows, int64_t vocab) {
 
 namespace {
 
+template <int kLoads>
+void launch_soft(dim3 grid, const bf16* x, int64_t vocab, int64_t slice, MaxSum* part, float cutoff, void* probs,
+                 float* scale, cudaStream_t s) {
+  cuda::launch(soft_stats_kernel<kLoads>, grid, kThreads, 0, s, x, vocab, slice, part);
+  if (scale != nullptr)
+    cuda::launch(soft_write_kernel<true, kLoads>, grid, kThreads, 0, s, x, vocab, slice, part, cutoff, probs, scale);
+  else
+    cuda::launch(soft_write_kernel<false, kLoads>, grid, kThreads, 0, s, x, vocab, slice, part, cutoff, probs, scale);
+}
+
 Status soft_probs(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs, float* scale,
-                  void* scratch, cudaStream_t s) {
+                  void* scratch, int loads, cudaStream_t s) {
+  if (loads != 1 && loads != 4) return Status::error("soft_probs_cuda: loads in flight must be 1 or 4");
   if (rows == 0) return Status::ok();
   if (rows > 0x7fffffff) return Status::error("soft_probs_cuda: too many rows");
   const int64_t n = soft_probs_slices(rows, vocab);
   const int64_t slice = ((vocab + n - 1) / n + 7) / 8 * 8;  // multiples of 8 keep the 16-byte loads aligned
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vocab + slice - 1) / slice));
   auto* part = static_cast<MaxSum*>(scratch);
-  cuda::launch(soft_stats_kernel, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part);
-  if (scale != nullptr)
-    cuda::launch(soft_write_kernel<true>, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part,
-                 sparse_cutoff, probs, scale);
+  const auto* x = static_cast<const bf16*>(logits);
+  if (loads == 4)
+    launch_soft<4>(grid, x, vocab, slice, part, sparse_cutoff, probs, scale, s);
   else
-    cuda::launch(soft_write_kernel<false>, grid, kThreads, 0, s, static_cast<const bf16*>(logits), vocab, slice, part,
-                 sparse_cutoff, probs, scale);
+    launch_soft<1>(grid, x, vocab, slice, part, sparse_cutoff, probs, scale, s);
   return cuda_status(cudaGetLastError(), "soft_probs_cuda");
 }
 
 }  // namespace
 
 Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
-                       void* scratch, cudaStream_t s) {
-  return soft_probs(logits, rows, vocab, sparse_cutoff, probs, nullptr, scratch, s);
+                       void* scratch, cudaStream_t s, int loads) {
+  return soft_probs(logits, rows, vocab, sparse_cutoff, probs, nullptr, scratch, loads, s);
 }
 
 Status soft_probs_fp8_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* codes,
-                           float* scale, void* scratch, cudaStream_t s) {
+                           float* scale, void* scratch, cudaStream_t s, int loads) {
   if (scale == nullptr) return Status::error("soft_probs_fp8_cuda: no scale buffer");
-  return soft_probs(logits, rows, vocab, sparse_cutoff, codes, scale, scratch, s);
+  return soft_probs(logits, rows, vocab, sparse_cutoff, codes, scale, scratch, loads, s);
 }
 
 }  // namespace dg
