@@ -10,6 +10,7 @@
 #include "ops/row_stats/row_stats_cuda.h"
 
 #if defined(DG_WITH_CUDA)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -126,7 +127,15 @@ TEST(RowStatsGroupsCuda, AgreeWithEachEntryAndTheCpuTwin) {
     std::vector<float> raw(n);
     for (float& v : raw) v = d(rng);
     for (size_t i = 0; i < n; i += 97) raw[i] = -INFINITY;  // masked entries weigh nothing
-    raw[5] = raw[9] = 40.0f;                                  // a tie for the max: the lower index wins
+    // Ties for the max, where the lower index must win: two threads (row 0), one group of four (row 1), one thread
+    // one load apart (row 2); a NaN poisons row 3; row 4 (where there is one) is all -inf.
+    const auto at = [&](int64_t r, int64_t v) -> float& { return raw[static_cast<size_t>(r * sh.vocab + v)]; };
+    at(0, 5) = at(0, 9) = 40.0f;
+    at(1, 6) = at(1, 7) = 40.0f;
+    at(2, 2) = at(2, 2 + 4 * 256) = 40.0f;
+    at(3, 11) = NAN;
+    if (sh.rows > 4)
+      for (int64_t v = 0; v < sh.vocab; ++v) at(4, v) = -INFINITY;
     constexpr float kT = 0.85f;
     std::vector<uint16_t> t_each, t_groups;
     const auto each = device_stats(raw, sh.rows, sh.vocab, kT, RowStatsForm::kEach, t_each);
@@ -136,15 +145,20 @@ TEST(RowStatsGroupsCuda, AgreeWithEachEntryAndTheCpuTwin) {
     row_stats_cpu(raw.data(), sh.rows, sh.vocab, kT, tempered.data(), cpu.data());
     EXPECT_EQ(t_each, t_groups) << "tempered logits";
     EXPECT_EQ(groups[0].argmax, 5);
+    EXPECT_EQ(groups[1].argmax, 6);
+    EXPECT_EQ(groups[2].argmax, 2);
     for (size_t r = 0; r < cpu.size(); ++r) {
       EXPECT_EQ(groups[r].argmax, each[r].argmax) << "row " << r;
+      EXPECT_EQ(std::isnan(groups[r].entropy), std::isnan(each[r].entropy)) << "row " << r;
+      if (r == 3 || r == 4) continue;  // poisoned and empty rows: the forms agree above; no numbers to compare
       EXPECT_EQ(groups[r].argmax, cpu[r].argmax) << "row " << r;
-      EXPECT_NEAR(groups[r].entropy, each[r].entropy, 1e-6) << "row " << r;
+      EXPECT_NEAR(groups[r].entropy, each[r].entropy, 1e-6 * std::max(1.0f, each[r].entropy)) << "row " << r;
       EXPECT_NEAR(groups[r].entropy, cpu[r].entropy, 1e-5) << "row " << r;
       EXPECT_NEAR(groups[r].p_max, each[r].p_max, 1e-6 * each[r].p_max) << "row " << r;
       EXPECT_NEAR(groups[r].p_max, cpu[r].p_max, 1e-5 * cpu[r].p_max) << "row " << r;
       EXPECT_GT(groups[r].entropy, 0.1f) << "row " << r << ": the rows must be far from one-hot";
     }
+    EXPECT_TRUE(std::isnan(groups[3].entropy)) << "a NaN logit must not be dropped";
   }
 }
 
