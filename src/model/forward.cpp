@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -251,7 +252,7 @@ void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
   const int64_t rows = encoder_segments(seqs, segs, text);
   if (segs.empty()) return;
   Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
-  encoder_embed(text, h);
+  encoder_embed(std::move(text), h);
   for (int l = 0; l < cfg_.n_layers; ++l) h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr);
   for (const Segment& sg : segs) sg.write->commit(sg.rows);
 }
@@ -273,19 +274,18 @@ int64_t Model::encoder_segments(std::span<const EncodeSeq> seqs, std::vector<Seg
   return rows;
 }
 
-void Model::encoder_embed(std::span<const int32_t> ids, Tensor& h) const {
+void Model::encoder_embed(std::vector<int32_t> ids, Tensor& h) const {
   // The encoder embeds image-token ids as pad (there is no vision input in a text engine).
-  std::vector<int32_t> text(ids.begin(), ids.end());
-  for (int32_t& id : text)
+  for (int32_t& id : ids)
     if (id == cfg_.image_token_id) id = cfg_.pad_id;
   be_.stage("embed");
-  be_.embed(be_.ids(text), w_.embed, h);
+  be_.embed(be_.ids(ids), w_.embed, h);
 }
 
 void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const {
   const int64_t rows = static_cast<int64_t>(ids.size());
   Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
-  encoder_embed(ids, h);
+  encoder_embed({ids.begin(), ids.end()}, h);
   emit(trace, "enc.embed", h);
   const int64_t pos0 = kv.len();
   const bool want_all = trace != nullptr && *trace;
@@ -426,7 +426,7 @@ Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const Deco
   Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   if (enc_rows > 0) {
     Tensor xe = row_slice(x, 0, enc_rows);
-    encoder_embed(text, xe);
+    encoder_embed(std::move(text), xe);
   }
   // The embedding and self-conditioning of the canvases run per sequence: their inputs differ in kind (zero,
   // self-embed, logits).

@@ -143,7 +143,7 @@ class Model {
   int64_t encoder_segments(std::span<const EncodeSeq> seqs, std::vector<Segment>& segs,
                            std::vector<int32_t>& text) const;
   // The encoder's embedding of ids (image-token ids as pad) into h.
-  void encoder_embed(std::span<const int32_t> ids, Tensor& h) const;
+  void encoder_embed(std::vector<int32_t> ids, Tensor& h) const;
   // The rows of a mixed forward's encoder segments (they lead).
   static int64_t encoder_rows(std::span<const Segment> segs);
   // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.

@@ -95,4 +95,21 @@ int resident_per_sm(Kernel kernel, int threads, size_t smem) {
   return n < 1 ? 1 : n;
 }
 
+// A thread's strided walk of a row in 16-byte vectors: calls take(vector, index) for index = first, first + step,
+// ... below end, in that order, with kLoads loads in flight before any is taken (the last fewer than kLoads one at a
+// time). The order is a one-load loop's, so the kernels' sums do not depend on kLoads. Vec: float4 or uint4; `row`
+// and every index 16-byte aligned.
+template <int kLoads, typename Vec, typename T, typename Take>
+__device__ __forceinline__ void for_loads(const T* row, int64_t first, int64_t end, int64_t step, Take take) {
+  int64_t v = first;
+  for (; v + (kLoads - 1) * step < end; v += kLoads * step) {
+    Vec q[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) q[k] = *reinterpret_cast<const Vec*>(row + v + k * step);
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) take(q[k], v + k * step);
+  }
+  for (; v < end; v += step) take(*reinterpret_cast<const Vec*>(row + v), v);
+}
+
 }  // namespace dg::cuda

@@ -150,19 +150,9 @@ __global__ void __launch_bounds__(kThreads, bound_blocks(kOpen, kGroups))
         for (int k = 0; k < 4; ++k) online_add(y[k], static_cast<int>(v + k), m, mi, s, sx);
       }
     };
-    // kLoads loads in flight before any is used (two left the pass waiting on them a third of its cycles at one
+    // Four loads in flight with kGroups, else two (two left the pass waiting on them a third of its cycles at one
     // canvas); each thread still takes its entries in increasing order.
-    constexpr int kLoads = kGroups ? 4 : 2;
-    constexpr int64_t kStep = 4 * kThreads;
-    int64_t v = v0 + 4 * threadIdx.x;
-    for (; v + (kLoads - 1) * kStep < v1; v += kLoads * kStep) {
-      float4 q[kLoads];
-#pragma unroll
-      for (int k = 0; k < kLoads; ++k) q[k] = *reinterpret_cast<const float4*>(x + v + k * kStep);
-#pragma unroll
-      for (int k = 0; k < kLoads; ++k) take(q[k], v + k * kStep);
-    }
-    for (; v < v1; v += kStep) take(*reinterpret_cast<const float4*>(x + v), v);
+    cuda::for_loads<kGroups ? 4 : 2, float4>(x, v0 + 4 * threadIdx.x, v1, 4 * kThreads, take);
   } else {
     for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
       float l = x[v];

@@ -22,24 +22,10 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-// Calls take(eight entries, their index) for v = first, first + 8 kThreads, ... below end, in that order, with kLoads
-// 16-byte loads in flight before any is used (CudaKernels::soft_probs_loads: one at a time left these passes waiting
-// on memory, 60-66 % of the DRAM's rate at one canvas). Each thread's order is the one-load loop's, so the same sums
-// and bits either way. With four the kernels are bound to eight blocks an SM (32 registers, no spills), as many as
+// kLoads: 16-byte loads each thread keeps in flight (CudaKernels::soft_probs_loads; cuda::for_loads: the same
+// order, so the same sums and bits either way). One at a time left these passes waiting on memory, 60-66 % of the
+// DRAM's rate at one canvas; with four they are bound to eight blocks an SM (32 registers, no spills), as many as
 // soft_probs_slices launches.
-template <int kLoads, typename Take>
-__device__ __forceinline__ void for_loads(const bf16* row, int64_t first, int64_t end, Take take) {
-  constexpr int64_t kStep = 8 * kThreads;
-  int64_t v = first;
-  for (; v + (kLoads - 1) * kStep < end; v += kLoads * kStep) {
-    uint4 raw[kLoads];
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) raw[k] = *reinterpret_cast<const uint4*>(row + v + k * kStep);
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) take(raw[k], v + k * kStep);
-  }
-  for (; v < end; v += kStep) take(*reinterpret_cast<const uint4*>(row + v), v);
-}
 constexpr int soft_bound(int loads) { return loads > 1 ? 8 : 0; }
 
 // Slice `blockIdx.y` of row `blockIdx.x`: 16-byte loads, a running pair per thread, merged over the block in a fixed
@@ -62,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
   };
   const bool vec = vocab % 8 == 0;  // rows stay 16-byte aligned; slices are multiples of 8 (soft_probs_cuda)
   if (vec) {
-    for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t) {
+    cuda::for_loads<kLoads, uint4>(row, v0 + 8 * threadIdx.x, v1, 8 * kThreads, [&](uint4 raw, int64_t) {
       const bf16* e = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
       for (int i = 0; i < 8; ++i) add(__bfloat162float(e[i]));
@@ -111,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
   if constexpr (kFp8) {
     uint8_t* out = static_cast<uint8_t*>(p) + blockIdx.x * vocab;
     if (vocab % 8 == 0) {
-      for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t v) {
+      cuda::for_loads<kLoads, uint4>(row, v0 + 8 * threadIdx.x, v1, 8 * kThreads, [&](uint4 raw, int64_t v) {
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint2 o;
         auto* ob = reinterpret_cast<uint16_t*>(&o);
@@ -126,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
   } else {
     bf16* out = static_cast<bf16*>(p) + blockIdx.x * vocab;
     if (vocab % 8 == 0) {
-      for_loads<kLoads>(row, v0 + 8 * threadIdx.x, v1, [&](uint4 raw, int64_t v) {
+      cuda::for_loads<kLoads, uint4>(row, v0 + 8 * threadIdx.x, v1, 8 * kThreads, [&](uint4 raw, int64_t v) {
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint4 o;
         bf16* oe = reinterpret_cast<bf16*>(&o);
