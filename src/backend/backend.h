@@ -225,8 +225,11 @@ class Backend {
   // fp8 rows, for soft_embed. By default an error naming the backend.
   virtual Tensor fp8_table(const Tensor& table, bool transpose);
   // Soft embedding of processed logits [rows, vocab] (self-conditioning); sparse_cutoff 0 = exact. An fp8 `embed`
-  // (fp8_table's transpose [hidden, vocab]): W8A8, the probabilities quantised per row to E4M3.
-  virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) = 0;
+  // (fp8_table's transpose [hidden, vocab]): W8A8, the probabilities quantised per row to E4M3. `rows`: the bf16
+  // table [vocab, hidden] (or null), whose survivors' rows a backend may sum instead of the product over the whole
+  // vocabulary when sparse_cutoff > 0 (CudaKernels::sc_survivors; its twin is the sum over `rows`).
+  virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
+                          const Tensor* rows) = 0;
 
   // [rows, vocab] for the tempered logits row_stats writes and the next step's soft_embed reads, in the activation
   // storage (default: alloc()). A backend that rounds f32 activations to 16 bits may store them in 16 bits, which

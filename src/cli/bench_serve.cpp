@@ -124,7 +124,8 @@ void run_bench_serve(const Model& model, const ServeBenchOptions& o,
                      const std::function<void(nlohmann::json)>& emit) {
   const ModelConfig& cfg = model.config();
   Backend& be = model.backend();
-  const SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
+  SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
+  so.sc_sparse_cutoff = o.sc_cutoff;
   const int64_t context = o.prompt_tokens + o.gen_tokens + cfg.canvas;
 
   for (int pass = 0; pass <= static_cast<int>(o.streams.size()); ++pass) {

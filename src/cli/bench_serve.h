@@ -23,6 +23,7 @@ struct ServeBenchOptions {
   int64_t logit_rows = 2048;      // lm_head chunk
   uint64_t seed = 1;
   bool profile_step = false;  // the first timed batched step inside a profiler range (--profile-range serve-step)
+  double sc_cutoff = 0;       // the self-conditioning's survivor cutoff (bench --self-conditioning; 0: exact)
 };
 
 // FLOPs of one denoise forward row whose sequence holds `ctx` cached tokens (canvas `rows` wide), exact SC included.

@@ -21,6 +21,7 @@
 #include "diffusion/generate.h"
 #include "diffusion/rng.h"
 #include "model/synthetic.h"
+#include "ops/self_cond/self_cond.h"
 
 namespace dg::cli {
 namespace {
@@ -48,6 +49,8 @@ struct BenchOptions {
   std::string vocab_act = "bf16";   // the vocabulary products' operands (vocab_act_fp8)
   std::string attention_topk = "off";  // full layers' top-k sparse attention (Model::set_attention_topk)
   bool host_decisions = false;  // the generation run decides each step on the host (A/B against the decide op)
+  std::string self_conditioning = "exact";  // the generation and serve runs' soft embedding: exact | sparse
+  int64_t peaked = 0;  // synthetic: tokens whose logits peak (synthetic_weights)
   int steps = 16;          // denoise steps per block in the generation run
   int prompt_tokens = 1024, gen_tokens = 1024;
   bool skip_generate = false;
@@ -64,6 +67,9 @@ struct BenchOptions {
   bool json = false;   // JSON lines on stdout instead of the table
   bool quiet = false;  // no progress on stderr
 };
+
+// The generation and serve runs' survivor cutoff (--self-conditioning).
+double sc_cutoff(const BenchOptions& o) { return o.self_conditioning == "sparse" ? kSparseScCutoff : 0.0; }
 
 std::string git_sha() {
   std::string cmd = std::string("git -C '") + DG_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null";
@@ -184,7 +190,7 @@ void run_bench(const BenchOptions& o) {
   eo.linear_act = o.linear_act;
   eo.vocab_act = o.vocab_act;
   eo.attention_topk = o.attention_topk;
-  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo, EngineTuning{o.kernels, o.layers, o.seed});
+  const std::unique_ptr<EngineCore> engine = EngineCore::open(eo, EngineTuning{o.kernels, o.layers, o.seed, o.peaked});
   const ModelConfig& cfg = engine->config();
   Backend* const be = &engine->backend();
   const Model& model = engine->model();
@@ -194,7 +200,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"sc_survivors", o.kernels.sc_survivors}, {"self_conditioning", o.self_conditioning}, {"peaked_tokens", o.peaked}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"fused_commit", o.fused_commit}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -269,6 +275,7 @@ void run_bench(const BenchOptions& o) {
                               o.steps));
     SamplerOptions so = fixed_step_options(o.steps, o.gen_tokens);
     so.seed = o.seed;
+    so.sc_sparse_cutoff = sc_cutoff(o);
     so.host_decisions = o.host_decisions;
     KvCache kv = new_cache();
     const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
@@ -358,6 +365,16 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
+  cmd->add_option("--self-conditioning", o->self_conditioning,
+                  "generation and --serve runs: the soft embedding over the whole vocabulary (exact, the reference "
+                  "profile's) or over the tokens within e^-10 of the best (sparse, the contract sampler's, which ask, "
+                  "chat and serve run; random weights keep most of the vocabulary: see --peaked-vocab)")
+      ->check(CLI::IsMember({"exact", "sparse"}))
+      ->capture_default_str();
+  cmd->add_option("--peaked-vocab", o->peaked,
+                  "synthetic model: the tied table's rows past the first N scaled down, so the logits peak on those N "
+                  "tokens as a trained model's do on a few (64 leaves about 18 survivors a row; 0: the uniform table)")
+      ->check(non_negative_int());
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)")->check(non_negative_int());
   cmd->add_option("--weights", o->weights,
                   "synthetic model: bf16 | q4 | fp8 | nvfp4 (packed experts with random codes, q8 self-conditioning "
@@ -474,6 +491,12 @@ void register_bench(CLI::App& app) {
                   "CUDA self-conditioning probability passes: 16-byte loads each thread keeps in flight, 1 (default "
                   "until measured) or 4 (the same bits)")
       ->check(CLI::IsMember({1, 4}));
+  cmd->add_option("--sc-survivors", o->kernels.sc_survivors,
+                  "CUDA soft embedding with a survivor cutoff (--self-conditioning sparse) outside graph captures "
+                  "(--serve's batched steps): where every row of a call has at most this many survivors, their bf16 "
+                  "embedding rows summed instead of the product over the vocabulary (0: off, the default until "
+                  "measured)")
+      ->check(CLI::Range(0, kSurvivorCapMax));
   add_choice(cmd, "--a8-rows", o->kernels.a8_rows, kA8RowsModeNames,
              "CUDA W8A8 products of at most 256 rows (fp8 linears with --linear-act fp8, --vocab-act fp8; Hopper): "
              "cublaslt (default), own (our kernel, K split over a cluster, for the bf16 outputs: q/k/v, o, gate/up, "
@@ -529,6 +552,9 @@ void register_bench(CLI::App& app) {
                                                      "step: add --serve");
     o->serve_opt.prefill_tokens = o->prefill_chunk;
     o->serve_opt.seed = o->seed;
+    o->serve_opt.sc_cutoff = sc_cutoff(*o);
+    DG_CHECK(o->peaked == 0 || o->model.empty(), "--peaked-vocab shapes a synthetic model's table, not the model "
+                                                 "'{}': leave out -m", o->model);
     run_bench(*o);
   });
 }

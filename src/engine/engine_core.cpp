@@ -71,7 +71,7 @@ EngineCore::EngineCore(Checkpoint ck, const EngineOptions& opt, const EngineTuni
              ck_.dir, need / 1073741824.0, opt.backend, ck_.config.n_layers, m.free / 1073741824.0,
              m.total / 1073741824.0);
   }
-  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, tuning.synthetic_seed, *synthetic)
+  weights_ = synthetic ? synthetic_weights(ck_.config, *be_, tuning.synthetic_seed, *synthetic, tuning.synthetic_peaked)
                        : upload_weights(ck_.weights, *be_);
   set_expert_act(weights_, opt.expert_act);
   check_linear_act(weights_, opt.linear_act);

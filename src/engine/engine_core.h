@@ -28,6 +28,7 @@ struct EngineTuning {
   CudaKernels cuda;
   int synthetic_layers = 0;     // a synthetic model keeps the first N layers of the 26B-A4B shape (0: all)
   uint64_t synthetic_seed = 1;  // ... and draws its weights from this seed
+  int64_t synthetic_peaked = 0;  // ... with this many tokens peaked (synthetic_weights)
 };
 
 // The options' precision names (precision, kv_precision) parsed; throws dg::Error naming a bad one.

@@ -350,7 +350,7 @@ void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const
     if (sc.kind == ScKind::kLogits) {
       DG_CHECK(sc.logits != nullptr && sc.logits->shape[0] == rows, "denoise: self-conditioning logits missing");
       soft = be_.alloc(Shape{rows, cfg_.hidden});
-      be_.soft_embed(*sc.logits, soft_embed_table(), sc.sparse_cutoff, soft);
+      be_.soft_embed(*sc.logits, soft_embed_table(), sc.sparse_cutoff, soft, &w_.embed);
       emit(trace, "dec.sc_soft", soft);
     }
     Tensor n = be_.alloc(Shape{rows, cfg_.hidden});

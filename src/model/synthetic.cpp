@@ -147,8 +147,10 @@ size_t synthetic_weight_bytes(const ModelConfig& cfg, const std::string& profile
   return bytes;
 }
 
-ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile) {
+ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile,
+                               int64_t peaked) {
   synthetic_format(profile, SyntheticTensor::Kind::kPlain);  // checks the name
+  DG_CHECK(peaked >= 0 && peaked < cfg.vocab, "peaked tokens: {} of a vocabulary of {}", peaked, cfg.vocab);
   SyntheticFill& fill = synthetic_fill(be);
   std::map<std::string, Tensor> made;
   for (const SyntheticTensor& t : synthetic_plan(cfg, seed)) {
@@ -158,6 +160,10 @@ ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t see
     } else {
       x = be.alloc(t.shape);
       fill.fill_uniform(x, t.seed, t.scale, t.offset);
+    }
+    if (peaked > 0 && t.name == "model.decoder.embed_tokens.weight") {
+      Tensor rest = row_slice(x, peaked, cfg.vocab - peaked);
+      be.scale(rest, kPeakedRest);
     }
     made.emplace(t.name, std::move(x));
   }

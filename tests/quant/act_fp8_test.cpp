@@ -179,8 +179,8 @@ TEST(ActFp8, SoftEmbedOverAnFp8TransposeQuantisesTheProbabilities) {
   for (float cutoff : {0.0f, 0.05f}) {
     SCOPED_TRACE(cutoff);
     Tensor got = be->alloc(Shape{rows, hidden}), plain = be->alloc(Shape{rows, hidden});
-    be->soft_embed(logits, t8, cutoff, got);
-    be->soft_embed(logits, table, cutoff, plain);
+    be->soft_embed(logits, t8, cutoff, got, nullptr);
+    be->soft_embed(logits, table, cutoff, plain, nullptr);
     std::vector<float> p(static_cast<size_t>(rows * vocab)), want(static_cast<size_t>(rows * hidden));
     for (int64_t r = 0; r < rows; ++r) {  // softmax as soft_embed_cpu computes it (f32 storage: no rounding)
       const float* x = logits.f32() + r * vocab;

@@ -49,8 +49,8 @@ TEST(TemperedLogits, SixteenBitStorageHoldsTheRoundedValuesExactly) {
     }
     for (const float cutoff : {0.0f, static_cast<float>(std::exp(-10.0))}) {
       Tensor o16 = be->alloc(Shape{rows, H}), o32 = be->alloc(Shape{rows, H});
-      be->soft_embed(t16, embed, cutoff, o16);
-      be->soft_embed(t32, embed, cutoff, o32);
+      be->soft_embed(t16, embed, cutoff, o16, nullptr);
+      be->soft_embed(t32, embed, cutoff, o32, nullptr);
       EXPECT_EQ(f32_bits(o16), f32_bits(o32)) << "sparse cutoff " << cutoff;
     }
   }

@@ -178,7 +178,8 @@ class CpuBackend final : public Backend, public SyntheticFill {
       for (int64_t h = 0; h < H; ++h) t.f32()[h * V + v] = f.f32()[v * H + h];
     return pack_tensor(t, DType::kFp8);
   }
-  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override {
+  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
+                  const Tensor*) override {
     const int64_t hidden = embed.dtype == DType::kFp8 ? embed.shape[0] : embed.shape[1];  // fp8: the transpose
     soft_embed_cpu(sc_logits.data, sc_logits.dtype, rows_of(sc_logits), embed, embed_scale(hidden, p_.act), p_.act,
                    sparse_cutoff, out.f32());

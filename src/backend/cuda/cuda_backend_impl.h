@@ -148,7 +148,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
     return kernels_.row_stats_groups ? RowStatsForm::kGroups : RowStatsForm::kEach;
   }
   Tensor fp8_table(const Tensor& table, bool transpose) override;
-  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) override;
+  void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
+                  const Tensor* rows) override;
 
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override;
   void row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature, Tensor& tempered,

@@ -308,8 +308,10 @@ Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {
   return fp8_table_cuda(blas_ctx(), table, transpose);
 }
 
-void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out) {
-  soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out);
+void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
+                             const Tensor* rows) {
+  const SurvivorPath sp{graph_.capturing() ? 0 : kernels_.sc_survivors, rows};
+  soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out, sp);
 }
 
 Tensor CudaBackend::as_f16(const Tensor& t) {

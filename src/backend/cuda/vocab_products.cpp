@@ -61,8 +61,35 @@ void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& op
   check(softcap_scaled_cuda(logits.f32(), rows, V, open.row_scale.f32() + row0, open.col_scale, open.cap, c.stream));
 }
 
+namespace {
+
+// The survivor path of soft_embed_cuda, after the statistics pass filled `part`: true where it wrote `out` (every
+// row had at most cap survivors), false where the caller takes the product.
+bool soft_survivors(const CublasCtx& c, const Tensor& sc_logits, int64_t T, int64_t V, int64_t H,
+                    float sparse_cutoff, const Tensor& part, const SurvivorPath& sp, Tensor& out) {
+  const Tensor& rows = *sp.rows;
+  DG_CHECK(rows.dtype == DType::kBF16 && rows.shape.rank == 2 && rows.shape[0] == V && rows.shape[1] == H,
+           "soft_embed: the survivor rows are a bf16 [{}, {}] table, not {} {}", V, H, dtype_name(rows.dtype),
+           rows.shape.str());
+  Tensor idx = c.alloc(DType::kI32, Shape{T, sp.cap}), p = c.alloc(DType::kF32, Shape{T, sp.cap});
+  Tensor count = c.alloc(DType::kI32, Shape{T + 1});  // the rows' counts, then the overflow flag
+  check(cudaMemsetAsync(count.data, 0, static_cast<size_t>(T + 1) * sizeof(int32_t), c.stream), "survivor counts");
+  check(soft_survivors_cuda(sc_logits.data, T, V, sparse_cutoff, part.data, sp.cap, idx.as<int32_t>(), p.f32(),
+                            count.as<int32_t>(), c.stream));
+  int32_t over = 0;
+  check(cudaMemcpyAsync(&over, count.as<int32_t>() + T, sizeof over, cudaMemcpyDeviceToHost, c.stream),
+        "survivor overflow flag");
+  check(cudaStreamSynchronize(c.stream), "survivor overflow flag");
+  if (over != 0) return false;
+  check(soft_gather_cuda(idx.as<int32_t>(), p.f32(), count.as<int32_t>(), T, sp.cap, rows.data, H, out.data,
+                         c.stream));
+  return true;
+}
+
+}  // namespace
+
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                     Tensor& out) {
+                     Tensor& out, SurvivorPath sp) {
   const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V;
   const bool fp8 = table.dtype == DType::kFp8;
   const int64_t H = fp8 ? table.shape[0] : table.shape[1];
@@ -70,17 +97,28 @@ void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& 
            "soft_embed: a {} table {} for logits {} into {}", dtype_name(table.dtype), table.shape.str(),
            sc_logits.shape.str(), out.shape.str());
   Tensor part = c.alloc(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
+  // The survivor path takes bf16 tempered logits (what alloc_tempered gives) and a hidden size of 8-column chunks.
+  const bool survivors = sparse_cutoff > 0.0f && sp.cap > 0 && sp.rows != nullptr &&
+                         sc_logits.dtype == DType::kBF16 && H % 8 == 0;
+  if (survivors) {
+    check(soft_probs_stats_cuda(sc_logits.data, T, V, part.data, c.stream, c.soft_loads));
+    if (soft_survivors(c, sc_logits, T, V, H, sparse_cutoff, part, sp, out)) {
+      check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
+      return;
+    }
+  }
   if (fp8) {
     DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
     Tensor pq = c.alloc(DType::kU8, Shape{T, V}), ps = c.alloc(DType::kF32, Shape{T});
     check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, pq.data, ps.f32(), part.data, c.stream,
-                              c.soft_loads));
+                              c.soft_loads, survivors));
     Tensor acc = c.alloc(DType::kF32, Shape{T, H});
     c.fp8->run(pq.data, T, V, table.data, H, acc.f32(), c.stream);
     check(rowscaled_epilogue_cuda(acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, ps.f32()));
   } else {
     Tensor probs = c.alloc(DType::kBF16, Shape{T, V});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream, c.soft_loads));
+    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream, c.soft_loads,
+                          survivors));
     const float one = 1.0f, zero = 0.0f;
     check(cublasGemmEx(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T),
                        static_cast<int>(V), &one, table.data, CUDA_R_16BF, static_cast<int>(H), probs.data,

@@ -21,8 +21,15 @@ void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, floa
 void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& open, int64_t row0);
 // out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab, hidden], or fp8
 // [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the vocabulary).
+// With a cutoff and a survivor path (cap > 0, rows: the bf16 table [vocab, hidden]) the survivors are listed first
+// (soft_survivors_cuda), the count checked on the host (one synchronisation), and where every row has at most cap of
+// them their rows summed (soft_gather_cuda; twin: soft_embed_cpu over `rows`), else the product as above.
+struct SurvivorPath {
+  int cap = 0;  // CudaKernels::sc_survivors; 0 inside a graph capture, which cannot synchronise
+  const Tensor* rows = nullptr;
+};
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                     Tensor& out);
+                     Tensor& out, SurvivorPath sp = {});
 // The bf16 table [vocab, hidden] as fp8 rows (`transpose`: its transpose [hidden, vocab] as fp8 rows), quantised by
 // the activations' per-row quantiser, whose codes and scales are encode_rows'. Throws dg::Error naming the sizes
 // where the e4m3 product cannot take them (both multiples of 16).

@@ -5,22 +5,16 @@
 #include "core/cuda/e4m3.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/self_cond/self_cond_cuda.h"
+#include "ops/self_cond/soft_slices.cuh"
 
 namespace dg {
 namespace {
 
 using cuda::bf16;
-constexpr int kThreads = 256;
+using soft::kThreads;
+using soft::MaxSum;
+using soft::merge;
 
-// A running (max, sum of exp(x - max)) pair: merging two rescales the sum of the smaller max.
-struct MaxSum {
-  float m, s;
-};
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0f};
-  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
-}
 
 // kLoads: 16-byte loads each thread keeps in flight (CudaKernels::soft_probs_loads; cuda::for_loads: the same
 // order, so the same sums and bits either way). One at a time left these passes waiting on memory, 60-66 % of the
@@ -76,14 +70,9 @@ __global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
     soft_write_kernel(const bf16* x, int64_t vocab, int64_t slice, const MaxSum* part, float cutoff, void* p,
                       float* scale) {
   cuda::pdl_enter();
-  __shared__ MaxSum row_stat;
-  if (threadIdx.x == 0) {
-    MaxSum t = part[blockIdx.x * gridDim.y];
-    for (unsigned j = 1; j < gridDim.y; ++j) t = merge(t, part[blockIdx.x * gridDim.y + j]);
-    row_stat = t;
-  }
-  __syncthreads();
-  const float mx = row_stat.m, inv = 1.0f / row_stat.s;
+  __shared__ MaxSum row_shared;
+  const MaxSum st = soft::row_stat(part, row_shared);
+  const float mx = st.m, inv = 1.0f / st.s;
   const float floor = cutoff > 0.0f ? cutoff * inv : 0.0f;  // p_max = 1 / sum
   const float s8 = cuda::rbf(inv) / 448.0f;                 // kFp8: the row's scale
   const float r8 = cuda::e4m3_reciprocal(s8);
@@ -138,8 +127,8 @@ namespace {
 
 template <int kLoads>
 void launch_soft(dim3 grid, const bf16* x, int64_t vocab, int64_t slice, MaxSum* part, float cutoff, void* probs,
-                 float* scale, cudaStream_t s) {
-  cuda::launch(soft_stats_kernel<kLoads>, grid, kThreads, 0, s, x, vocab, slice, part);
+                 float* scale, bool stats_done, cudaStream_t s) {
+  if (!stats_done) cuda::launch(soft_stats_kernel<kLoads>, grid, kThreads, 0, s, x, vocab, slice, part);
   if (scale != nullptr)
     cuda::launch(soft_write_kernel<true, kLoads>, grid, kThreads, 0, s, x, vocab, slice, part, cutoff, probs, scale);
   else
@@ -147,33 +136,46 @@ void launch_soft(dim3 grid, const bf16* x, int64_t vocab, int64_t slice, MaxSum*
 }
 
 Status soft_probs(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs, float* scale,
-                  void* scratch, int loads, cudaStream_t s) {
+                  void* scratch, int loads, bool stats_done, cudaStream_t s) {
   if (loads != 1 && loads != 4) return Status::error("soft_probs_cuda: loads in flight must be 1 or 4");
   if (rows == 0) return Status::ok();
   if (rows > 0x7fffffff) return Status::error("soft_probs_cuda: too many rows");
-  const int64_t n = soft_probs_slices(rows, vocab);
-  const int64_t slice = ((vocab + n - 1) / n + 7) / 8 * 8;  // multiples of 8 keep the 16-byte loads aligned
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vocab + slice - 1) / slice));
+  const soft::Slices sl = soft::slices(rows, vocab);
   auto* part = static_cast<MaxSum*>(scratch);
   const auto* x = static_cast<const bf16*>(logits);
   if (loads == 4)
-    launch_soft<4>(grid, x, vocab, slice, part, sparse_cutoff, probs, scale, s);
+    launch_soft<4>(sl.grid, x, vocab, sl.slice, part, sparse_cutoff, probs, scale, stats_done, s);
   else
-    launch_soft<1>(grid, x, vocab, slice, part, sparse_cutoff, probs, scale, s);
+    launch_soft<1>(sl.grid, x, vocab, sl.slice, part, sparse_cutoff, probs, scale, stats_done, s);
   return cuda_status(cudaGetLastError(), "soft_probs_cuda");
 }
 
 }  // namespace
 
 Status soft_probs_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* probs,
-                       void* scratch, cudaStream_t s, int loads) {
-  return soft_probs(logits, rows, vocab, sparse_cutoff, probs, nullptr, scratch, loads, s);
+                       void* scratch, cudaStream_t s, int loads, bool stats_done) {
+  return soft_probs(logits, rows, vocab, sparse_cutoff, probs, nullptr, scratch, loads, stats_done, s);
 }
 
 Status soft_probs_fp8_cuda(const void* logits, int64_t rows, int64_t vocab, float sparse_cutoff, void* codes,
-                           float* scale, void* scratch, cudaStream_t s, int loads) {
+                           float* scale, void* scratch, cudaStream_t s, int loads, bool stats_done) {
   if (scale == nullptr) return Status::error("soft_probs_fp8_cuda: no scale buffer");
-  return soft_probs(logits, rows, vocab, sparse_cutoff, codes, scale, scratch, loads, s);
+  return soft_probs(logits, rows, vocab, sparse_cutoff, codes, scale, scratch, loads, stats_done, s);
+}
+
+Status soft_probs_stats_cuda(const void* logits, int64_t rows, int64_t vocab, void* scratch, cudaStream_t s,
+                             int loads) {
+  if (loads != 1 && loads != 4) return Status::error("soft_probs_stats_cuda: loads in flight must be 1 or 4");
+  if (rows == 0) return Status::ok();
+  if (rows > 0x7fffffff) return Status::error("soft_probs_stats_cuda: too many rows");
+  const soft::Slices sl = soft::slices(rows, vocab);
+  auto* part = static_cast<MaxSum*>(scratch);
+  const auto* x = static_cast<const bf16*>(logits);
+  if (loads == 4)
+    cuda::launch(soft_stats_kernel<4>, sl.grid, kThreads, 0, s, x, vocab, sl.slice, part);
+  else
+    cuda::launch(soft_stats_kernel<1>, sl.grid, kThreads, 0, s, x, vocab, sl.slice, part);
+  return cuda_status(cudaGetLastError(), "soft_probs_stats_cuda");
 }
 
 }  // namespace dg

@@ -12,6 +12,9 @@
 
 namespace dg {
 
+// The most survivors a row may keep on the CUDA survivor path (soft_survivors_cuda; CudaKernels::sc_survivors).
+inline constexpr int kSurvivorCapMax = 2048;
+
 // sc_logits: [rows, vocab] of `sc_dtype` (f32, bf16 or f16; already processed logits); embed: [vocab, hidden], or
 // fp8 [hidden, vocab] (--vocab-act fp8: the transpose as fp8 rows; each row of P quantised per row to E4M3 before
 // the product); out: [rows, hidden] f32. sparse_cutoff == 0 selects the exact path.

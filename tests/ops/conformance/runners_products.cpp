@@ -107,7 +107,7 @@ std::vector<Output> run_soft_embed(const OpCase& c, const Side& s) {
   Tensor table = weight(s, c, 2, Shape{vocab, hidden}, -1.4f, 1.4f, DType::kBF16, WeightUse::kPlain);
   if (c.weights == DType::kFp8) table = s.be.fp8_table(table, true);  // each side's own transpose and quantiser
   Tensor y = s.be.alloc(Shape{rows, hidden});
-  s.be.soft_embed(logits, table, static_cast<float>(c.p.f("cutoff")), y);
+  s.be.soft_embed(logits, table, static_cast<float>(c.p.f("cutoff")), y, nullptr);
   return {Output{"out", to_host(s, y), {}, {}}};
 }
 
