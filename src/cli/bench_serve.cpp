@@ -85,7 +85,7 @@ void batched_step_stages(const Model& model, const ServeBenchOptions& o, int n,
     BatchItem it;
     it.seq = d.open();
     it.kv = &caches[static_cast<size_t>(i)];
-    it.step = StepRequest{canvases[static_cast<size_t>(i)], ScKind::kZero, 0.8f, 0.0f, {}};
+    it.step = StepRequest{canvases[static_cast<size_t>(i)], ScKind::kZero, 0.8f, static_cast<float>(o.sc_cutoff), {}};
     it.stats = stats[static_cast<size_t>(i)].data();
     items.push_back(it);
   }

@@ -483,13 +483,13 @@ void register_bench(CLI::App& app) {
                 "--softcap-in-stats (the same bits; default off until measured)")
       ->check(switch_value());
   cmd->add_flag("--row-stats-groups,!--row-stats-each", o->kernels.row_stats_groups,
-                "CUDA sampler statistics summed four entries at a time with four loads in flight (the same argmax and "
-                "tempered logits, entropies within about 1e-7) or entry by entry (--row-stats-each, the default "
-                "until measured)")
+                "CUDA sampler statistics summed four entries at a time with four loads in flight (the default; the "
+                "same argmax and tempered logits, entropies within about 1e-7) or entry by entry (--row-stats-each, "
+                "the A/B)")
       ->check(switch_value());
   cmd->add_option("--soft-probs-loads", o->kernels.soft_probs_loads,
-                  "CUDA self-conditioning probability passes: 16-byte loads each thread keeps in flight, 1 (default "
-                  "until measured) or 4 (the same bits)")
+                  "CUDA self-conditioning probability passes: 16-byte loads each thread keeps in flight, 1 (the "
+                  "default) or 4 (the same bits, measured slower: the A/B)")
       ->check(CLI::IsMember({1, 4}));
   cmd->add_option("--sc-survivors", o->kernels.sc_survivors,
                   "CUDA soft embedding with a survivor cutoff (--self-conditioning sparse) outside graph captures "

@@ -66,6 +66,19 @@ TEST(RowStats, EntropyArgmaxAndProbabilityOfAKnownRow) {
   EXPECT_NEAR(st.p_max, std::exp(6.0) / z, 1e-6);
 }
 
+TEST(RowStats, MaskedEntriesWeighNothing) {
+  // -inf logits (masked tokens) leave the statistics of the other entries, as the GPU's passes compute them.
+  const std::vector<float> masked{1.0f, -INFINITY, 3.0f, -INFINITY, -2.0f}, kept{1.0f, 3.0f, -2.0f};
+  RowStats a, b;
+  std::vector<float> ta(masked.size()), tb(kept.size());
+  row_stats_cpu(masked.data(), 1, static_cast<int64_t>(masked.size()), 0.7f, ta.data(), &a);
+  row_stats_cpu(kept.data(), 1, static_cast<int64_t>(kept.size()), 0.7f, tb.data(), &b);
+  EXPECT_TRUE(std::isfinite(a.entropy));
+  EXPECT_EQ(a.argmax, 2);
+  EXPECT_FLOAT_EQ(a.entropy, b.entropy);
+  EXPECT_FLOAT_EQ(a.p_max, b.p_max);
+}
+
 TEST(RowStats, InvariantsOnRandomRows) {
   Lcg rng(3);
   const int64_t V = 4096, rows = 16;

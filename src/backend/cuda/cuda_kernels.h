@@ -114,11 +114,11 @@ struct CudaKernels {
   bool softcap_in_stats_single = false;
   // The sampler statistics summed four entries at a time with four loads in flight (RowStatsForm::kGroups: the same
   // argmax and tempered logits, entropy and p_max within about 1e-7 relative) instead of entry by entry with two.
-  // The plain pass issued 54 instructions an entry at one canvas (docs/NEGATIVE.md, the single softcap fold). Off
-  // until measured (bench --row-stats-groups).
-  bool row_stats_groups = false;
-  // 16-byte loads each thread of the self-conditioning probability passes keeps in flight: 1 or 4 (the same bits;
-  // one left them at 60-66 % of the DRAM's rate at one canvas). 1 until measured (bench --soft-probs-loads 4).
+  // Measured on the H100: the single canvas's pass 173 -> 150 us, fp8-all 1,065 / 1,034 -> 1,072 / 1,072 committed
+  // tok/s, the 32-stream sampler stage 11.0 -> 10.0 ms (docs/PERFORMANCE.md); bench --row-stats-each is the A/B.
+  bool row_stats_groups = true;
+  // 16-byte loads each thread of the self-conditioning probability passes keeps in flight: 1 or 4 (the same bits).
+  // Four measured slower on the H100 (the two passes 76 + 81 -> 83 + 89 us at one canvas; docs/NEGATIVE.md).
   int soft_probs_loads = 1;
   // The self-conditioning soft embedding with a survivor cutoff (the contract sampler's, e^-10) outside graph
   // captures (the batched worker's steps): the rows' survivors listed, and where every row of the call has at most

@@ -41,7 +41,7 @@ void row_stats_cpu(const float* raw, int64_t rows, int64_t vocab, float temperat
         const double y = static_cast<double>(x[v] / temperature) - mx;
         const double e = std::exp(y);
         s += e;
-        sx += e * y;
+        if (e != 0.0) sx += e * y;  // a masked (-inf) entry weighs nothing: 0 * -inf would poison the row
       }
       // H = log(sum e^(y-m)) - sum (y-m) e^(y-m) / sum e^(y-m)
       out[r].argmax = am;
