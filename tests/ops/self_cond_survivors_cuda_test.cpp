@@ -104,7 +104,8 @@ TEST(SoftSurvivorsCuda, MatchTheCpuTwin) {
     int64_t bad = -1;
     for (int64_t r = 0; r < c.rows; ++r) {
       double peak = 0;
-      for (int64_t h = 0; h < c.hidden; ++h) peak = std::max(peak, std::fabs(double{want[static_cast<size_t>(r * c.hidden + h)]}));
+      for (int64_t h = 0; h < c.hidden; ++h)
+        peak = std::max(peak, std::fabs(double{want[static_cast<size_t>(r * c.hidden + h)]}));
       for (int64_t h = 0; h < c.hidden; ++h) {
         const size_t i = static_cast<size_t>(r * c.hidden + h);
         const double tol = std::ldexp(std::fabs(want[i]), -7) + std::ldexp(peak, -8) + 1e-30;
@@ -137,7 +138,8 @@ TEST(SoftSurvivorsCuda, FlagTheRowsPastTheCap) {
       continue;
     }
     EXPECT_GT(got.count[static_cast<size_t>(r)], 128) << "row " << r;
-    EXPECT_TRUE(std::isnan(bf16_to_f32(got.out[static_cast<size_t>(r * hidden)]))) << "an overflowed row is not written";
+    EXPECT_TRUE(std::isnan(bf16_to_f32(got.out[static_cast<size_t>(r * hidden)])))
+        << "an overflowed row is not written";
   }
   EXPECT_EQ(got.out[static_cast<size_t>(2 * hidden)], table[static_cast<size_t>(5 * hidden)])
       << "p = 1 times the one survivor's row";

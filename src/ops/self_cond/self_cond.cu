@@ -129,6 +129,7 @@ template <int kLoads>
 void launch_soft(dim3 grid, const bf16* x, int64_t vocab, int64_t slice, MaxSum* part, float cutoff, void* probs,
                  float* scale, bool stats_done, cudaStream_t s) {
   if (!stats_done) cuda::launch(soft_stats_kernel<kLoads>, grid, kThreads, 0, s, x, vocab, slice, part);
+  if (probs == nullptr) return;  // soft_probs_stats_cuda: the first pass alone
   if (scale != nullptr)
     cuda::launch(soft_write_kernel<true, kLoads>, grid, kThreads, 0, s, x, vocab, slice, part, cutoff, probs, scale);
   else
@@ -165,17 +166,7 @@ Status soft_probs_fp8_cuda(const void* logits, int64_t rows, int64_t vocab, floa
 
 Status soft_probs_stats_cuda(const void* logits, int64_t rows, int64_t vocab, void* scratch, cudaStream_t s,
                              int loads) {
-  if (loads != 1 && loads != 4) return Status::error("soft_probs_stats_cuda: loads in flight must be 1 or 4");
-  if (rows == 0) return Status::ok();
-  if (rows > 0x7fffffff) return Status::error("soft_probs_stats_cuda: too many rows");
-  const soft::Slices sl = soft::slices(rows, vocab);
-  auto* part = static_cast<MaxSum*>(scratch);
-  const auto* x = static_cast<const bf16*>(logits);
-  if (loads == 4)
-    cuda::launch(soft_stats_kernel<4>, sl.grid, kThreads, 0, s, x, vocab, sl.slice, part);
-  else
-    cuda::launch(soft_stats_kernel<1>, sl.grid, kThreads, 0, s, x, vocab, sl.slice, part);
-  return cuda_status(cudaGetLastError(), "soft_probs_stats_cuda");
+  return soft_probs(logits, rows, vocab, 0.0f, nullptr, nullptr, scratch, loads, false, s);
 }
 
 }  // namespace dg
