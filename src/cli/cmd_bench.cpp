@@ -373,7 +373,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--peaked-vocab", o->peaked,
                   "synthetic model: the tied table's rows past the first N scaled down, so the logits peak on those N "
-                  "tokens as a trained model's do on a few (64 leaves about 18 survivors a row; 0: the uniform table)")
+                  "tokens as a trained model's do on a few (0: the uniform table)")
       ->check(non_negative_int());
   cmd->add_option("--layers", o->layers, "synthetic model: keep the first N layers (0: all)")->check(non_negative_int());
   cmd->add_option("--weights", o->weights,

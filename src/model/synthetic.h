@@ -57,8 +57,8 @@ std::vector<SyntheticTensor> synthetic_plan(const ModelConfig& cfg, uint64_t see
 // experts q4 and those linears fp8 (quantize --profile q4 --set attn=fp8 --set dense=fp8 --set sc=fp8).
 // `peaked` > 0: the tied table's rows past the first `peaked` scaled by kPeakedRest, so the logits of a canvas are as
 // peaked as a trained model's (the first tokens' logits saturate the softcap, the rest stay within a few units of
-// 0) and the contract sampler's survivor cutoff keeps about a fifth of those tokens (64: about 18 a row), where the
-// uniform table leaves most of the vocabulary within the cutoff.
+// 0) and the contract sampler's survivor cutoff keeps some of those tokens (64: about 18 a row by the table's
+// spread, an estimate), where the uniform table leaves most of the vocabulary within the cutoff.
 inline constexpr float kPeakedRest = 0.02f;
 ModelWeights synthetic_weights(const ModelConfig& cfg, Backend& be, uint64_t seed, const std::string& profile = "bf16",
                                int64_t peaked = 0);
