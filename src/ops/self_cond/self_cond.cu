@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, soft_bound(kLoads))
   const bf16* row = x + blockIdx.x * vocab;
   const int64_t v0 = blockIdx.y * slice, v1 = v0 + slice < vocab ? v0 + slice : vocab;
   auto prob = [&](bf16 v) {
-    const float pr = cuda::rbf(expf(__bfloat162float(v) - mx) * inv);
+    const float pr = soft::prob(v, mx, inv);
     return pr >= floor ? pr : 0.0f;
   };
   if constexpr (kFp8) {

@@ -4,9 +4,12 @@
 
 #include <cstdint>
 
+#include "core/cuda/cuda_common.cuh"
 #include "ops/self_cond/self_cond_cuda.h"
 
 namespace dg::soft {
+
+using bf16_t = cuda::bf16;
 
 constexpr int kThreads = 256;
 
@@ -30,6 +33,12 @@ __device__ __forceinline__ MaxSum row_stat(const MaxSum* part, MaxSum& shared) {
   }
   __syncthreads();
   return shared;
+}
+
+// A token's probability as every pass rounds it: bf16(e^(x - max) / sum), with inv = 1 / sum (the twin rounds the
+// f32 softmax to the activation storage alike).
+__device__ __forceinline__ float prob(bf16_t x, float mx, float inv) {
+  return cuda::rbf(expf(__bfloat162float(x) - mx) * inv);
 }
 
 // The grid of the passes: a block per (row, slice); slices are multiples of 8 entries (16-byte loads stay aligned).

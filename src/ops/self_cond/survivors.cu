@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) survivors_kernel(const bf16* x, int6
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        pr[i] = cuda::rbf(expf(__bfloat162float(e[i]) - mx) * inv);  // soft_write_kernel's probability
+        pr[i] = soft::prob(e[i], mx, inv);
         if (pr[i] != 0.0f && pr[i] >= floor) mine |= 1u << i;
       }
     }
