@@ -492,10 +492,10 @@ void register_bench(CLI::App& app) {
                   "default) or 4 (the same bits, measured slower: the A/B)")
       ->check(CLI::IsMember({1, 4}));
   cmd->add_option("--sc-survivors", o->kernels.sc_survivors,
-                  "CUDA soft embedding with a survivor cutoff (--self-conditioning sparse) outside graph captures "
-                  "(--serve's batched steps): where every row of a call has at most this many survivors, their bf16 "
-                  "embedding rows summed instead of the product over the vocabulary (0: off, the default until "
-                  "measured)")
+                  "CUDA soft embedding with a survivor cutoff (--self-conditioning sparse): where every row of a "
+                  "call has at most this many survivors, their bf16 embedding rows summed instead of the product "
+                  "over the vocabulary (captured steps: a graph branch takes the product where a row overflows; "
+                  "0: off, the default until measured)")
       ->check(CLI::Range(0, kSurvivorCapMax));
   add_choice(cmd, "--a8-rows", o->kernels.a8_rows, kA8RowsModeNames,
              "CUDA W8A8 products of at most 256 rows (fp8 linears with --linear-act fp8, --vocab-act fp8; Hopper): "

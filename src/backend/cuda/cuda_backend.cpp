@@ -60,6 +60,13 @@ CudaBackend::CudaBackend(float eps, int device, const CudaKernels& kernels, bool
   // The same workspace: cuBLAS and cuBLASLt run on the one stream, never at once.
   fp8_ = std::make_unique<Fp8Gemm>(blas_ws_, kBlasWorkspace);
   fp8_->use_own_rows(kernels.a8_rows != A8RowsMode::kCublasLt, kernels.a8_rows == A8RowsMode::kAll);
+  if (kernels.sc_survivors > 0) {  // the survivor path's graph branch (vocab_products.h): its stream and handle
+    check(cudaStreamCreateWithFlags(&branch_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&branch_blas_), "cublasCreate");
+    check(cublasSetStream(branch_blas_, branch_stream_), "cublasSetStream");
+    // The main workspace: the branch's work is ordered between the step's, never beside it.
+    check(cublasSetWorkspace(branch_blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
+  }
   check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
@@ -72,6 +79,8 @@ CudaBackend::~CudaBackend() {
   cudaEventDestroy(ids_done_);
   fp8_.reset();
   cublasDestroy(blas_);
+  if (branch_blas_ != nullptr) cublasDestroy(branch_blas_);
+  if (branch_stream_ != nullptr) cudaStreamDestroy(branch_stream_);
   cudaFree(blas_ws_);
 }
 

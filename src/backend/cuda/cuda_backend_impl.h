@@ -209,6 +209,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   StageMarks marks_;
   static constexpr size_t kBlasWorkspace = size_t{32} << 20;
   void* blas_ws_ = nullptr;
+  cudaStream_t branch_stream_ = nullptr;  // where sc_survivors > 0: the survivor path's graph branch
+  cublasHandle_t branch_blas_ = nullptr;
   StepGraph graph_;
   int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
   size_t ids_capacity_ = 0;

@@ -310,7 +310,7 @@ Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {
 
 void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
                              const Tensor* rows) {
-  const SurvivorPath sp{graph_.capturing() ? 0 : kernels_.sc_survivors, rows};
+  const SurvivorPath sp{kernels_.sc_survivors, rows, graph_.capturing(), branch_stream_, branch_blas_};
   soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out, sp);
 }
 

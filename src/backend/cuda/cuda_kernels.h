@@ -120,11 +120,11 @@ struct CudaKernels {
   // 16-byte loads each thread of the self-conditioning probability passes keeps in flight: 1 or 4 (the same bits).
   // Four measured slower on the H100 (the two passes 76 + 81 -> 83 + 89 us at one canvas; docs/NEGATIVE.md).
   int soft_probs_loads = 1;
-  // The self-conditioning soft embedding with a survivor cutoff (the contract sampler's, e^-10) outside graph
-  // captures (the batched worker's steps): the rows' survivors listed, and where every row of the call has at most
-  // this many, their bf16 embedding rows summed instead of the product over the whole vocabulary (one host
-  // synchronisation a call; soft_embed_cuda). 0: off, the product always. Off until measured
-  // (bench --sc-survivors).
+  // The self-conditioning soft embedding with a survivor cutoff (the contract sampler's, e^-10): the rows'
+  // survivors listed, and where every row of the call has at most this many, their bf16 embedding rows summed instead
+  // of the product over the whole vocabulary (soft_embed_cuda). Outside a graph (the batched worker's steps) the host
+  // reads the overflow flag, one synchronisation a call; in a captured step a graph branch takes the product where a
+  // row overflowed. 0: off, the product always. Off until measured (bench --sc-survivors).
   int sc_survivors = 0;
   // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
   // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B

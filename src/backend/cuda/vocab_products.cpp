@@ -2,6 +2,7 @@
 #include "backend/cuda/vocab_products.h"
 
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/graph_branch.h"
 #include "backend/cuda/host_check.h"
 #include "core/error.h"
 #include "core/packed_layout.h"
@@ -63,10 +64,50 @@ void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& op
 
 namespace {
 
-// The survivor path of soft_embed_cuda, after the statistics pass filled `part`: true where it wrote `out` (every
-// row had at most cap survivors), false where the caller takes the product.
-bool soft_survivors(const CublasCtx& c, const Tensor& sc_logits, int64_t T, int64_t V, int64_t H,
-                    float sparse_cutoff, const Tensor& part, const SurvivorPath& sp, Tensor& out) {
+// The product path's buffers, allocated before a graph branch that runs it (a branch may not allocate).
+struct DenseSoft {
+  Tensor probs;   // [rows, vocab] bf16 probabilities (bf16 table)
+  Tensor codes;   // [rows, vocab] e4m3 probabilities and their row scales (fp8 table)
+  Tensor scales;
+  Tensor acc;     // [rows, hidden] f32 sums (fp8 table)
+};
+
+DenseSoft dense_buffers(const CublasCtx& c, int64_t T, int64_t V, int64_t H, bool fp8) {
+  if (!fp8) return DenseSoft{c.alloc(DType::kBF16, Shape{T, V}), {}, {}, {}};
+  return DenseSoft{{}, c.alloc(DType::kU8, Shape{T, V}), c.alloc(DType::kF32, Shape{T}),
+                   c.alloc(DType::kF32, Shape{T, H})};
+}
+
+// The probabilities (from the statistics already in `part` when stats_done) and their product with the whole
+// table into out [T, hidden] bf16, before the embedding scale.
+void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
+                const Tensor& part, bool stats_done, DenseSoft& b, Tensor& out) {
+  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V;
+  if (table.dtype == DType::kFp8) {
+    const int64_t H = table.shape[0];
+    DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
+    check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, b.codes.data, b.scales.f32(), part.data, c.stream,
+                              c.soft_loads, stats_done));
+    c.fp8->run(b.codes.data, T, V, table.data, H, b.acc.f32(), c.stream);
+    check(rowscaled_epilogue_cuda(b.acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, b.scales.f32()));
+    return;
+  }
+  const int64_t H = table.shape[1];
+  check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, b.probs.data, part.data, c.stream, c.soft_loads,
+                        stats_done));
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasGemmEx(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T), static_cast<int>(V),
+                     &one, table.data, CUDA_R_16BF, static_cast<int>(H), b.probs.data, CUDA_R_16BF,
+                     static_cast<int>(V), &zero, out.data, CUDA_R_16BF, static_cast<int>(H), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+        "soft_embed gemm");
+}
+
+// The survivor path of soft_embed_cuda, after the statistics pass filled `part`: the lists, then the gather, and the
+// product where a row overflowed (decided on the host, or by the graph's branch inside a capture).
+void soft_survivors(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
+                    const Tensor& part, const SurvivorPath& sp, Tensor& out) {
+  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V, H = out.numel() / T;
   const Tensor& rows = *sp.rows;
   DG_CHECK(rows.dtype == DType::kBF16 && rows.shape.rank == 2 && rows.shape[0] == V && rows.shape[1] == H,
            "soft_embed: the survivor rows are a bf16 [{}, {}] table, not {} {}", V, H, dtype_name(rows.dtype),
@@ -76,14 +117,33 @@ bool soft_survivors(const CublasCtx& c, const Tensor& sc_logits, int64_t T, int6
   check(cudaMemsetAsync(count.data, 0, static_cast<size_t>(T + 1) * sizeof(int32_t), c.stream), "survivor counts");
   check(soft_survivors_cuda(sc_logits.data, T, V, sparse_cutoff, part.data, sp.cap, idx.as<int32_t>(), p.f32(),
                             count.as<int32_t>(), c.stream));
+  const bool fp8 = table.dtype == DType::kFp8;
+  if (sp.capturing) {
+    DG_CHECK(sp.branch != nullptr && sp.branch_blas != nullptr,
+             "soft_embed: a captured survivor path needs the backend's branch stream (made where sc_survivors > 0)");
+    DenseSoft b = dense_buffers(c, T, V, H, fp8);
+    const cudaGraphConditionalHandle overflow = capture_condition(c.stream);
+    check(soft_gather_cuda(idx.as<int32_t>(), p.f32(), count.as<int32_t>(), T, sp.cap, rows.data, H, out.data,
+                           c.stream, &overflow));
+    CublasCtx bc = c;
+    bc.stream = sp.branch;
+    bc.blas = sp.branch_blas;
+    bc.alloc = [](DType, Shape) -> Tensor { fail("soft_embed: an allocation inside a graph branch"); };
+    capture_if(c.stream, overflow, sp.branch,
+               [&] { dense_soft(bc, sc_logits, table, sparse_cutoff, part, true, b, out); });
+    return;
+  }
   int32_t over = 0;
   check(cudaMemcpyAsync(&over, count.as<int32_t>() + T, sizeof over, cudaMemcpyDeviceToHost, c.stream),
         "survivor overflow flag");
   check(cudaStreamSynchronize(c.stream), "survivor overflow flag");
-  if (over != 0) return false;
+  if (over != 0) {
+    DenseSoft b = dense_buffers(c, T, V, H, fp8);
+    dense_soft(c, sc_logits, table, sparse_cutoff, part, true, b, out);
+    return;
+  }
   check(soft_gather_cuda(idx.as<int32_t>(), p.f32(), count.as<int32_t>(), T, sp.cap, rows.data, H, out.data,
                          c.stream));
-  return true;
 }
 
 }  // namespace
@@ -98,33 +158,12 @@ void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& 
            sc_logits.shape.str(), out.shape.str());
   Tensor part = c.alloc(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
   // The survivor path takes bf16 tempered logits (what alloc_tempered gives) and a hidden size of 8-column chunks.
-  const bool survivors = sparse_cutoff > 0.0f && sp.cap > 0 && sp.rows != nullptr &&
-                         sc_logits.dtype == DType::kBF16 && H % 8 == 0;
-  if (survivors) {
+  if (sparse_cutoff > 0.0f && sp.cap > 0 && sp.rows != nullptr && sc_logits.dtype == DType::kBF16 && H % 8 == 0) {
     check(soft_probs_stats_cuda(sc_logits.data, T, V, part.data, c.stream, c.soft_loads));
-    if (soft_survivors(c, sc_logits, T, V, H, sparse_cutoff, part, sp, out)) {
-      check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
-      return;
-    }
-  }
-  if (fp8) {
-    DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
-    Tensor pq = c.alloc(DType::kU8, Shape{T, V}), ps = c.alloc(DType::kF32, Shape{T});
-    check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, pq.data, ps.f32(), part.data, c.stream,
-                              c.soft_loads, survivors));
-    Tensor acc = c.alloc(DType::kF32, Shape{T, H});
-    c.fp8->run(pq.data, T, V, table.data, H, acc.f32(), c.stream);
-    check(rowscaled_epilogue_cuda(acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, ps.f32()));
+    soft_survivors(c, sc_logits, table, sparse_cutoff, part, sp, out);
   } else {
-    Tensor probs = c.alloc(DType::kBF16, Shape{T, V});
-    check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, probs.data, part.data, c.stream, c.soft_loads,
-                          survivors));
-    const float one = 1.0f, zero = 0.0f;
-    check(cublasGemmEx(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(T),
-                       static_cast<int>(V), &one, table.data, CUDA_R_16BF, static_cast<int>(H), probs.data,
-                       CUDA_R_16BF, static_cast<int>(V), &zero, out.data, CUDA_R_16BF, static_cast<int>(H),
-                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "soft_embed gemm");
+    DenseSoft b = dense_buffers(c, T, V, H, fp8);
+    dense_soft(c, sc_logits, table, sparse_cutoff, part, false, b, out);
   }
   check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
 }

@@ -22,11 +22,16 @@ void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& op
 // out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab, hidden], or fp8
 // [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the vocabulary).
 // With a cutoff and a survivor path (cap > 0, rows: the bf16 table [vocab, hidden]) the survivors are listed first
-// (soft_survivors_cuda), the count checked on the host (one synchronisation), and where every row has at most cap of
-// them their rows summed (soft_gather_cuda; twin: soft_embed_cpu over `rows`), else the product as above.
+// (soft_survivors_cuda) and, where every row has at most cap of them, their rows summed (soft_gather_cuda; twin:
+// soft_embed_cpu over `rows`), else the product as above. Outside a capture the host reads the overflow flag (one
+// synchronisation); inside one the gather sets a condition of the graph and the product is captured into the
+// branch it guards (graph_branch.h), on the path's own stream and cuBLAS handle.
 struct SurvivorPath {
-  int cap = 0;  // CudaKernels::sc_survivors; 0 inside a graph capture, which cannot synchronise
+  int cap = 0;  // CudaKernels::sc_survivors
   const Tensor* rows = nullptr;
+  bool capturing = false;
+  cudaStream_t branch = nullptr;  // for the branch's capture (the backend's, made where cap > 0)
+  cublasHandle_t branch_blas = nullptr;
 };
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
                      Tensor& out, SurvivorPath sp = {});

@@ -37,11 +37,14 @@ Status soft_probs_stats_cuda(const void* logits, int64_t rows, int64_t vocab, vo
 // count[rows] to 1: the caller reads that flag and takes the dense product for the call). soft_gather_cuda then
 // writes out[r] = bf16(sum of p E[v] over the row's survivors in vocabulary order, f32 accumulation) from the bf16
 // table [vocab, hidden] (hidden a multiple of 8, the table 16-byte aligned); a row past cap is left unwritten. The
-// embedding scale is the caller's, as after the dense product. cap: 1 to kSurvivorCapMax (self_cond.h).
+// embedding scale is the caller's, as after the dense product. cap: 1 to kSurvivorCapMax (self_cond.h). Inside a
+// graph capture, `overflow` (a condition of the graph) is set to count[rows] != 0 on every launch, so that a branch
+// (an IF node) takes the product there without the host reading the flag.
 Status soft_survivors_cuda(const void* logits, int64_t rows, int64_t vocab, float cutoff, const void* scratch,
                            int cap, int32_t* idx, float* p, int32_t* count, cudaStream_t s);
 Status soft_gather_cuda(const int32_t* idx, const float* p, const int32_t* count, int64_t rows, int cap,
-                        const void* table, int64_t hidden, void* out, cudaStream_t s);
+                        const void* table, int64_t hidden, void* out, cudaStream_t s,
+                        const cudaGraphConditionalHandle* overflow = nullptr);
 
 }  // namespace dg
 #endif

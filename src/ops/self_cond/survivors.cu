@@ -82,11 +82,15 @@ __global__ void __launch_bounds__(kThreads) survivors_kernel(const bf16* x, int6
 }
 
 // One block per row: its survivors sorted by token (a bitonic sort in shared memory, padded to a power of two), then
-// thread t sums the 8-column chunks t, t + 256, ... of their rows in that order, four rows' loads in flight.
+// thread t sums the 8-column chunks t, t + 256, ... of their rows in that order, four rows' loads in flight. With
+// set_overflow (inside a capture) block 0 also sets `overflow` to the flag count[rows], for the branch that takes
+// the product.
 __global__ void __launch_bounds__(kThreads) gather_kernel(const int32_t* idx, const float* p, const int32_t* count,
                                                            int cap, int pow2, const bf16* table, int64_t hidden,
-                                                           bf16* out) {
+                                                           bf16* out, cudaGraphConditionalHandle overflow,
+                                                           bool set_overflow) {
   cuda::pdl_enter();
+  if (set_overflow && blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(overflow, count[gridDim.x] != 0);
   extern __shared__ int32_t gs[];  // [pow2] tokens, then [pow2] probabilities
   int32_t* key = gs;
   float* val = reinterpret_cast<float*>(gs + pow2);
@@ -156,17 +160,20 @@ Status soft_survivors_cuda(const void* logits, int64_t rows, int64_t vocab, floa
 }
 
 Status soft_gather_cuda(const int32_t* idx, const float* p, const int32_t* count, int64_t rows, int cap,
-                        const void* table, int64_t hidden, void* out, cudaStream_t s) {
+                        const void* table, int64_t hidden, void* out, cudaStream_t s,
+                        const cudaGraphConditionalHandle* overflow) {
   if (cap < 1 || cap > kSurvivorCapMax)
     return Status::error("soft_gather_cuda: a cap of 1 to " + std::to_string(kSurvivorCapMax) + " survivors");
   if (hidden % 8 != 0 || (reinterpret_cast<uintptr_t>(table) | reinterpret_cast<uintptr_t>(out)) % 16 != 0)
     return Status::error("soft_gather_cuda: the hidden size must be a multiple of 8 and the rows 16-byte aligned");
-  if (rows == 0) return Status::ok();
+  if (rows == 0) return Status::ok();  // a condition keeps its launch value, 0
+  if (rows > 0x7fffffff) return Status::error("soft_gather_cuda: too many rows");
   int pow2 = 1;
   while (pow2 < cap) pow2 <<= 1;
   const size_t smem = static_cast<size_t>(pow2) * (sizeof(int32_t) + sizeof(float));
   cuda::launch(gather_kernel, static_cast<unsigned>(rows), kThreads, smem, s, idx, p, count, cap, pow2,
-               static_cast<const bf16*>(table), hidden, static_cast<bf16*>(out));
+               static_cast<const bf16*>(table), hidden, static_cast<bf16*>(out),
+               overflow != nullptr ? *overflow : cudaGraphConditionalHandle{}, overflow != nullptr);
   return cuda_status(cudaGetLastError(), "soft_gather_cuda");
 }
 
