@@ -281,6 +281,7 @@ void run_bench(const BenchOptions& o) {
     const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
     double first_block = -1;
     be->synchronize();
+    const GraphStats g0 = be->graph_stats();
     const double t0 = now_s();
     GenerateEvents ev;
     ev.on_block = [&](const BlockInfo&, std::span<const int32_t>) {
@@ -290,9 +291,12 @@ void run_bench(const BenchOptions& o) {
     const GenerateResult r = generate(d, kv, prompt, so, &ev);
     be->synchronize();
     const double total = now_s() - t0;
+    const GraphStats g1 = be->graph_stats();
     rep.emit({{"event", "generate"}, {"prompt_tokens", o.prompt_tokens}, {"new_tokens", r.tokens.size()},
               {"steps_per_block", o.steps}, {"forwards", r.forwards},
               {"fused_commits", r.fused_commits}, {"seconds", total},
+              {"graph_instantiations", g1.instantiations - g0.instantiations},
+              {"graph_updates", g1.updates - g0.updates},
               {"committed_tok_per_s", static_cast<double>(r.tokens.size()) / total},
               {"time_to_first_block_s", first_block}});
   }
