@@ -230,6 +230,16 @@ class Backend {
   // vocabulary when sparse_cutoff > 0 (CudaKernels::sc_survivors; its twin is the sum over `rows`).
   virtual void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
                           const Tensor* rows) = 0;
+  // The soft embeddings of several inputs at once (a batched step's canvases): soft_embed on each. A backend may
+  // overlap them (CUDA: the survivor paths' overflow checks read together, one host synchronisation for all).
+  struct SoftEmbedJob {
+    const Tensor* sc_logits = nullptr;
+    float sparse_cutoff = 0.0f;
+    Tensor* out = nullptr;
+  };
+  virtual void soft_embeds(std::span<const SoftEmbedJob> jobs, const Tensor& embed, const Tensor* rows) {
+    for (const SoftEmbedJob& j : jobs) soft_embed(*j.sc_logits, embed, j.sparse_cutoff, *j.out, rows);
+  }
 
   // [rows, vocab] for the tempered logits row_stats writes and the next step's soft_embed reads, in the activation
   // storage (default: alloc()). A backend that rounds f32 activations to 16 bits may store them in 16 bits, which

@@ -333,7 +333,12 @@ Tensor Model::denoise_rows(const KvCache& kv, const Tensor& ids, const ScInput& 
   return y;
 }
 
-void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const {
+void Model::check_sc_logits(const ScInput& sc, int64_t rows) const {
+  DG_CHECK(sc.logits != nullptr && sc.logits->shape[0] == rows, "denoise: self-conditioning logits missing");
+}
+
+void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace,
+                          const Tensor* soft_in) const {
   const int64_t rows = ids.numel();
   be_.stage("embed");
   Tensor e = be_.alloc(Shape{rows, cfg_.hidden});
@@ -347,8 +352,10 @@ void Model::denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const
   } else {
     be_.stage("self_conditioning");
     Tensor soft = e;
-    if (sc.kind == ScKind::kLogits) {
-      DG_CHECK(sc.logits != nullptr && sc.logits->shape[0] == rows, "denoise: self-conditioning logits missing");
+    if (sc.kind == ScKind::kLogits && soft_in != nullptr) {
+      soft = *soft_in;
+    } else if (sc.kind == ScKind::kLogits) {
+      check_sc_logits(sc, rows);
       soft = be_.alloc(Shape{rows, cfg_.hidden});
       be_.soft_embed(*sc.logits, soft_embed_table(), sc.sparse_cutoff, soft, &w_.embed);
       emit(trace, "dec.sc_soft", soft);
@@ -429,11 +436,24 @@ Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const Deco
     encoder_embed(std::move(text), xe);
   }
   // The embedding and self-conditioning of the canvases run per sequence: their inputs differ in kind (zero,
-  // self-embed, logits).
+  // self-embed, logits). The soft embeddings of those conditioned on logits come first, together
+  // (Backend::soft_embeds: on CUDA one host synchronisation for all their survivor paths).
+  std::vector<Tensor> soft(dec.size());
+  std::vector<Backend::SoftEmbedJob> jobs;
+  for (size_t i = 0; i < dec.size(); ++i) {
+    if (dec[i].sc.kind != ScKind::kLogits) continue;
+    check_sc_logits(dec[i].sc, dec[i].ids.numel());
+    soft[i] = be_.alloc(Shape{dec[i].ids.numel(), cfg_.hidden});
+    jobs.push_back(Backend::SoftEmbedJob{dec[i].sc.logits, dec[i].sc.sparse_cutoff, &soft[i]});
+  }
+  if (!jobs.empty()) {
+    be_.stage("self_conditioning");
+    be_.soft_embeds(jobs, soft_embed_table(), &w_.embed);
+  }
   for (size_t i = 0; i < dec.size(); ++i) {
     const Segment& sg = segs[segs.size() - dec.size() + i];
     Tensor xi = row_slice(x, sg.row0, sg.rows);
-    denoise_input(dec[i].ids, dec[i].sc, xi, nullptr);
+    denoise_input(dec[i].ids, dec[i].sc, xi, nullptr, soft[i].empty() ? nullptr : &soft[i]);
   }
   const Phase phase = enc_rows > 0 ? Phase::kMixed : Phase::kDecode;
   for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, phase, false, nullptr);

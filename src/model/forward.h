@@ -164,8 +164,11 @@ class Model {
   // denoise_ids up to the final norm: y [canvas, hidden] (logits: the buffer the lm_head will fill, checked).
   Tensor denoise_rows(const KvCache& kv, const Tensor& ids, const ScInput& sc, const Tensor& logits,
                       const ForwardTrace* trace) const;
-  // x0 rows of one sequence (embedding and self-conditioning) into x.
-  void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace) const;
+  void check_sc_logits(const ScInput& sc, int64_t rows) const;  // a logits input of `rows` rows is there
+  // x0 rows of one sequence (embedding and self-conditioning) into x; `soft`: its soft embedding already computed
+  // (a logits input), else computed here.
+  void denoise_input(const Tensor& ids, const ScInput& sc, Tensor& x, const ForwardTrace* trace,
+                     const Tensor* soft = nullptr) const;
 
   void encode_chunk(KvCache& kv, std::span<const int32_t> ids, const ForwardTrace* trace) const;
   // The tables of the vocabulary products: the fp8 copies where the engine made them (--vocab-act), else the tied

@@ -150,6 +150,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   Tensor fp8_table(const Tensor& table, bool transpose) override;
   void soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
                   const Tensor* rows) override;
+  void soft_embeds(std::span<const SoftEmbedJob> jobs, const Tensor& embed, const Tensor* rows) override;
 
   void row_stats(const Tensor& logits, float temperature, Tensor& tempered, RowStats* host_stats) override;
   void row_stats_open(Tensor& logits, const OpenLogits& open, int64_t row0, float temperature, Tensor& tempered,

@@ -314,6 +314,11 @@ void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float
   soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out, sp);
 }
 
+void CudaBackend::soft_embeds(std::span<const SoftEmbedJob> jobs, const Tensor& embed, const Tensor* rows) {
+  const SurvivorPath sp{kernels_.sc_survivors, rows, graph_.capturing(), branch_stream_, branch_blas_};
+  soft_embeds_cuda(blas_ctx(), jobs, embed, sp);
+}
+
 Tensor CudaBackend::as_f16(const Tensor& t) {
   if (t.dtype == DType::kF16) return t;
   Tensor out = device(DType::kF16, t.shape);

@@ -103,69 +103,129 @@ void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table
         "soft_embed gemm");
 }
 
-// The survivor path of soft_embed_cuda, after the statistics pass filled `part`: the lists, then the gather, and the
-// product where a row overflowed (decided on the host, or by the graph's branch inside a capture).
-void soft_survivors(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                    const Tensor& part, const SurvivorPath& sp, Tensor& out) {
-  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V, H = out.numel() / T;
-  const Tensor& rows = *sp.rows;
-  DG_CHECK(rows.dtype == DType::kBF16 && rows.shape.rank == 2 && rows.shape[0] == V && rows.shape[1] == H,
-           "soft_embed: the survivor rows are a bf16 [{}, {}] table, not {} {}", V, H, dtype_name(rows.dtype),
-           rows.shape.str());
-  Tensor idx = c.alloc(DType::kI32, Shape{T, sp.cap}), p = c.alloc(DType::kF32, Shape{T, sp.cap});
-  Tensor count = c.alloc(DType::kI32, Shape{T + 1});  // the rows' counts, then the overflow flag
-  check(cudaMemsetAsync(count.data, 0, static_cast<size_t>(T + 1) * sizeof(int32_t), c.stream), "survivor counts");
-  check(soft_survivors_cuda(sc_logits.data, T, V, sparse_cutoff, part.data, sp.cap, idx.as<int32_t>(), p.f32(),
-                            count.as<int32_t>(), c.stream));
+struct SoftShape {
+  int64_t T, V, H;
+};
+
+SoftShape soft_shape(const Backend::SoftEmbedJob& j, const Tensor& table) {
+  const Tensor& x = *j.sc_logits;
+  const int64_t V = x.shape[x.shape.rank - 1], T = x.numel() / V;
   const bool fp8 = table.dtype == DType::kFp8;
-  if (sp.capturing) {
-    DG_CHECK(sp.branch != nullptr && sp.branch_blas != nullptr,
-             "soft_embed: a captured survivor path needs the backend's branch stream (made where sc_survivors > 0)");
-    DenseSoft b = dense_buffers(c, T, V, H, fp8);
-    const cudaGraphConditionalHandle overflow = capture_condition(c.stream);
-    check(soft_gather_cuda(idx.as<int32_t>(), p.f32(), count.as<int32_t>(), T, sp.cap, rows.data, H, out.data,
-                           c.stream, &overflow));
-    CublasCtx bc = c;
-    bc.stream = sp.branch;
-    bc.blas = sp.branch_blas;
-    bc.alloc = [](DType, Shape) -> Tensor { fail("soft_embed: an allocation inside a graph branch"); };
-    capture_if(c.stream, overflow, sp.branch,
-               [&] { dense_soft(bc, sc_logits, table, sparse_cutoff, part, true, b, out); });
-    return;
-  }
-  int32_t over = 0;
-  check(cudaMemcpyAsync(&over, count.as<int32_t>() + T, sizeof over, cudaMemcpyDeviceToHost, c.stream),
-        "survivor overflow flag");
-  check(cudaStreamSynchronize(c.stream), "survivor overflow flag");
-  if (over != 0) {
-    DenseSoft b = dense_buffers(c, T, V, H, fp8);
-    dense_soft(c, sc_logits, table, sparse_cutoff, part, true, b, out);
-    return;
-  }
-  check(soft_gather_cuda(idx.as<int32_t>(), p.f32(), count.as<int32_t>(), T, sp.cap, rows.data, H, out.data,
-                         c.stream));
+  const int64_t H = fp8 ? table.shape[0] : table.shape[1];
+  DG_CHECK(table.shape.rank == 2 && table.shape[fp8 ? 1 : 0] == V && j.out->numel() == T * H,
+           "soft_embed: a {} table {} for logits {} into {}", dtype_name(table.dtype), table.shape.str(),
+           x.shape.str(), j.out->shape.str());
+  return SoftShape{T, V, H};
+}
+
+// Whether a job takes the survivor path: a cutoff, the path on, bf16 tempered logits (what alloc_tempered gives)
+// and a hidden size of 8-column chunks.
+bool takes_survivors(const Backend::SoftEmbedJob& j, const SurvivorPath& sp, const SoftShape& sh) {
+  if (!(j.sparse_cutoff > 0.0f && sp.cap > 0 && sp.rows != nullptr && j.sc_logits->dtype == DType::kBF16 &&
+        sh.H % 8 == 0))
+    return false;
+  const Tensor& rows = *sp.rows;
+  DG_CHECK(rows.dtype == DType::kBF16 && rows.shape.rank == 2 && rows.shape[0] == sh.V && rows.shape[1] == sh.H,
+           "soft_embed: the survivor rows are a bf16 [{}, {}] table, not {} {}", sh.V, sh.H, dtype_name(rows.dtype),
+           rows.shape.str());
+  return true;
+}
+
+void scale_soft(const CublasCtx& c, Tensor& out, int64_t H) {
+  check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
+}
+
+void dense_job(const CublasCtx& c, const Backend::SoftEmbedJob& j, const Tensor& table, const SoftShape& sh) {
+  Tensor part = c.alloc(DType::kF32, Shape{2 * sh.T * soft_probs_slices(sh.T, sh.V)});
+  DenseSoft b = dense_buffers(c, sh.T, sh.V, sh.H, table.dtype == DType::kFp8);
+  dense_soft(c, *j.sc_logits, table, j.sparse_cutoff, part, false, b, *j.out);
+  scale_soft(c, *j.out, sh.H);
+}
+
+// A survivor job's statistics pass and lists (count: [T + 1], zeroed).
+struct Listed {
+  Tensor part, idx, p;
+  int32_t* count = nullptr;
+};
+
+Listed list_survivors(const CublasCtx& c, const Backend::SoftEmbedJob& j, const SoftShape& sh, int cap,
+                      int32_t* count) {
+  Listed l{c.alloc(DType::kF32, Shape{2 * sh.T * soft_probs_slices(sh.T, sh.V)}),
+           c.alloc(DType::kI32, Shape{sh.T, cap}), c.alloc(DType::kF32, Shape{sh.T, cap}), count};
+  check(soft_probs_stats_cuda(j.sc_logits->data, sh.T, sh.V, l.part.data, c.stream, c.soft_loads));
+  check(soft_survivors_cuda(j.sc_logits->data, sh.T, sh.V, j.sparse_cutoff, l.part.data, cap, l.idx.as<int32_t>(),
+                            l.p.f32(), count, c.stream));
+  return l;
+}
+
+// Inside a capture: the gather sets a condition of the graph to the overflow flag, and the product is captured into
+// the branch it guards, on the path's stream and cuBLAS handle, its buffers allocated before.
+void captured_job(const CublasCtx& c, const Backend::SoftEmbedJob& j, const Tensor& table, const SoftShape& sh,
+                  const SurvivorPath& sp) {
+  DG_CHECK(sp.branch != nullptr && sp.branch_blas != nullptr,
+           "soft_embed: a captured survivor path needs the backend's branch stream (made where sc_survivors > 0)");
+  Tensor count = c.alloc(DType::kI32, Shape{sh.T + 1});
+  check(cudaMemsetAsync(count.data, 0, static_cast<size_t>(sh.T + 1) * sizeof(int32_t), c.stream), "survivor counts");
+  const Listed l = list_survivors(c, j, sh, sp.cap, count.as<int32_t>());
+  DenseSoft b = dense_buffers(c, sh.T, sh.V, sh.H, table.dtype == DType::kFp8);
+  const cudaGraphConditionalHandle overflow = capture_condition(c.stream);
+  check(soft_gather_cuda(l.idx.as<int32_t>(), l.p.f32(), l.count, sh.T, sp.cap, sp.rows->data, sh.H, j.out->data,
+                         c.stream, &overflow));
+  CublasCtx bc = c;
+  bc.stream = sp.branch;
+  bc.blas = sp.branch_blas;
+  bc.alloc = [](DType, Shape) -> Tensor { fail("soft_embed: an allocation inside a graph branch"); };
+  capture_if(c.stream, overflow, sp.branch,
+             [&] { dense_soft(bc, *j.sc_logits, table, j.sparse_cutoff, l.part, true, b, *j.out); });
+  scale_soft(c, *j.out, sh.H);
 }
 
 }  // namespace
 
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
                      Tensor& out, SurvivorPath sp) {
-  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V;
-  const bool fp8 = table.dtype == DType::kFp8;
-  const int64_t H = fp8 ? table.shape[0] : table.shape[1];
-  DG_CHECK(table.shape.rank == 2 && table.shape[fp8 ? 1 : 0] == V && out.numel() == T * H,
-           "soft_embed: a {} table {} for logits {} into {}", dtype_name(table.dtype), table.shape.str(),
-           sc_logits.shape.str(), out.shape.str());
-  Tensor part = c.alloc(DType::kF32, Shape{2 * T * soft_probs_slices(T, V)});
-  // The survivor path takes bf16 tempered logits (what alloc_tempered gives) and a hidden size of 8-column chunks.
-  if (sparse_cutoff > 0.0f && sp.cap > 0 && sp.rows != nullptr && sc_logits.dtype == DType::kBF16 && H % 8 == 0) {
-    check(soft_probs_stats_cuda(sc_logits.data, T, V, part.data, c.stream, c.soft_loads));
-    soft_survivors(c, sc_logits, table, sparse_cutoff, part, sp, out);
-  } else {
-    DenseSoft b = dense_buffers(c, T, V, H, fp8);
-    dense_soft(c, sc_logits, table, sparse_cutoff, part, false, b, out);
+  const Backend::SoftEmbedJob job{&sc_logits, sparse_cutoff, &out};
+  soft_embeds_cuda(c, std::span<const Backend::SoftEmbedJob>(&job, 1), table, sp);
+}
+
+void soft_embeds_cuda(const CublasCtx& c, std::span<const Backend::SoftEmbedJob> jobs, const Tensor& table,
+                      const SurvivorPath& sp) {
+  std::vector<SoftShape> shapes;
+  std::vector<int64_t> count_at;  // per survivor job: its counts' offset in one buffer; -1: the product
+  int64_t counts = 0;
+  for (const Backend::SoftEmbedJob& j : jobs) {
+    shapes.push_back(soft_shape(j, table));
+    const bool surv = takes_survivors(j, sp, shapes.back());
+    count_at.push_back(surv && !sp.capturing ? counts : -1);
+    if (surv && sp.capturing) captured_job(c, j, table, shapes.back(), sp);
+    else if (!surv) dense_job(c, j, table, shapes.back());
+    if (surv && !sp.capturing) counts += shapes.back().T + 1;
   }
-  check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
+  if (counts == 0) return;
+  // Outside a capture: every survivor job listed, then their overflow flags read in one copy (one synchronisation),
+  // then each job's gather, or its product where a row overflowed.
+  Tensor count = c.alloc(DType::kI32, Shape{counts});
+  check(cudaMemsetAsync(count.data, 0, static_cast<size_t>(counts) * sizeof(int32_t), c.stream), "survivor counts");
+  std::vector<Listed> listed(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (count_at[i] >= 0) listed[i] = list_survivors(c, jobs[i], shapes[i], sp.cap, count.as<int32_t>() + count_at[i]);
+  std::vector<int32_t> host(static_cast<size_t>(counts));
+  check(cudaMemcpyAsync(host.data(), count.data, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, c.stream),
+        "survivor overflow flags");
+  check(cudaStreamSynchronize(c.stream), "survivor overflow flags");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (count_at[i] < 0) continue;
+    const SoftShape& sh = shapes[i];
+    const Listed& l = listed[i];
+    if (host[static_cast<size_t>(count_at[i] + sh.T)] != 0) {
+      DenseSoft b = dense_buffers(c, sh.T, sh.V, sh.H, table.dtype == DType::kFp8);
+      dense_soft(c, *jobs[i].sc_logits, table, jobs[i].sparse_cutoff, l.part, true, b, *jobs[i].out);
+    } else {
+      check(soft_gather_cuda(l.idx.as<int32_t>(), l.p.f32(), l.count, sh.T, sp.cap, sp.rows->data, sh.H,
+                             jobs[i].out->data, c.stream));
+    }
+    scale_soft(c, *jobs[i].out, sh.H);
+  }
 }
 
 Tensor fp8_table_cuda(const CublasCtx& c, const Tensor& table, bool transpose) {

@@ -35,6 +35,10 @@ struct SurvivorPath {
 };
 void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
                      Tensor& out, SurvivorPath sp = {});
+// soft_embed_cuda on each job, the survivor paths' overflow flags read together after every job's survivors
+// are listed (one host synchronisation for all; inside a capture or without a survivor path: soft_embed_cuda on each).
+void soft_embeds_cuda(const CublasCtx& c, std::span<const Backend::SoftEmbedJob> jobs, const Tensor& table,
+                      const SurvivorPath& sp);
 // The bf16 table [vocab, hidden] as fp8 rows (`transpose`: its transpose [hidden, vocab] as fp8 rows), quantised by
 // the activations' per-row quantiser, whose codes and scales are encode_rows'. Throws dg::Error naming the sizes
 // where the e4m3 product cannot take them (both multiples of 16).
