@@ -14,20 +14,16 @@ namespace dg {
 // 256-row call with two warps per SM: 9.8 µs on an H200).
 constexpr int kActPer = 4;
 
-// Row r of x (bf16 [rows, chunks * 8]) as thread t of its kT: scale[r] = amax / 448 and the E4M3 codes of each
-// element divided by it. Every thread of the block calls it (kT > 32 synchronises the block); red: the block's shared
+// Row r's codes from its bf16 chunks held in registers: thread t of its kT holds chunks t + i kT (i < kN) in v, zeros
+// past the row's end or where !live (a row past `rows`). scale[r] = amax / 448 and the E4M3 codes of each element
+// divided by it. Every thread of the block calls it (kT > 32 synchronises the block); red: the block's shared
 // [blockDim.x / 32] floats.
-template <int kT>
-__device__ __forceinline__ void act_quant_row_reg(const cuda::bf16* x, int64_t rows, int64_t chunks, uint8_t* q,
-                                                  float* scale, int64_t r, int t, float* red) {
-  const bool live = r < rows;
-  const uint4* xr = reinterpret_cast<const uint4*>(x) + r * chunks;
-  uint4 v[kActPer];
+template <int kT, int kN>
+__device__ __forceinline__ void act_quant_row_vals(const uint4 (&v)[kN], bool live, int64_t chunks, uint8_t* q,
+                                                   float* scale, int64_t r, int t, float* red) {
   float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kActPer; ++i) {
-    const int64_t c = t + i * kT;
-    v[i] = live && c < chunks ? xr[c] : make_uint4(0, 0, 0, 0);
+  for (int i = 0; i < kN; ++i) {
     const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&v[i]);
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(__bfloat162float(e[j])));
@@ -45,7 +41,7 @@ __device__ __forceinline__ void act_quant_row_reg(const cuda::bf16* x, int64_t r
   const float s = amax / 448.0f;
   uint2* qr = reinterpret_cast<uint2*>(q) + r * chunks;
 #pragma unroll
-  for (int i = 0; i < kActPer; ++i) {
+  for (int i = 0; i < kN; ++i) {
     const int64_t c = t + i * kT;
     if (c >= chunks) break;
     const cuda::bf16* e = reinterpret_cast<const cuda::bf16*>(&v[i]);
@@ -56,6 +52,22 @@ __device__ __forceinline__ void act_quant_row_reg(const cuda::bf16* x, int64_t r
     qr[c] = o;
   }
   if (t == 0) scale[r] = s;
+}
+
+// Row r of x (bf16 [rows, chunks * 8]) as thread t of its kT: act_quant_row_vals on the chunks t + i kT (i <
+// kActPer) read from x.
+template <int kT>
+__device__ __forceinline__ void act_quant_row_reg(const cuda::bf16* x, int64_t rows, int64_t chunks, uint8_t* q,
+                                                  float* scale, int64_t r, int t, float* red) {
+  const bool live = r < rows;
+  const uint4* xr = reinterpret_cast<const uint4*>(x) + r * chunks;
+  uint4 v[kActPer];
+#pragma unroll
+  for (int i = 0; i < kActPer; ++i) {
+    const int64_t c = t + i * kT;
+    v[i] = live && c < chunks ? xr[c] : make_uint4(0, 0, 0, 0);
+  }
+  act_quant_row_vals<kT>(v, live, chunks, q, scale, r, t, red);
 }
 
 }  // namespace dg

@@ -40,7 +40,8 @@ __global__ void gelu_mul_split_scaled_kernel(const bf16* gu, int64_t ff, int64_t
 }
 
 // gelu_mul_split_scaled_kernel's values of row blockIdx.x, eight columns a 16-byte chunk (chunk t + i kT of thread
-// t, as act_quant_row_reg reads them), stored, then their E4M3 codes from the stored row.
+// t, as act_quant_row_vals takes them): every chunk's loads first, then the values stored and their E4M3 codes taken
+// from the rounded values held in registers.
 constexpr int kCodesThreads = 128;
 
 __global__ void __launch_bounds__(kCodesThreads)
@@ -52,25 +53,36 @@ __global__ void __launch_bounds__(kCodesThreads)
   const int t = static_cast<int>(threadIdx.x);
   const float x = xs[r];
   const bf16* row = gu + r * ld;
+  uint4 graw[kActPer], uraw[kActPer], o[kActPer];
+  float gsv[kActPer][8], usv[kActPer][8];
 #pragma unroll
   for (int i = 0; i < kActPer; ++i) {
     const int64_t c = t + i * kCodesThreads;
-    if (c >= chunks) break;
-    const uint4 graw = *reinterpret_cast<const uint4*>(row + 8 * c);
-    const uint4 uraw = *reinterpret_cast<const uint4*>(row + up_col + 8 * c);
-    const bf16* ge = reinterpret_cast<const bf16*>(&graw);
-    const bf16* ue = reinterpret_cast<const bf16*>(&uraw);
-    uint4 o;
-    bf16* oe = reinterpret_cast<bf16*>(&o);
+    o[i] = make_uint4(0, 0, 0, 0);
+    if (c >= chunks) continue;
+    graw[i] = *reinterpret_cast<const uint4*>(row + 8 * c);
+    uraw[i] = *reinterpret_cast<const uint4*>(row + up_col + 8 * c);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int64_t f = 8 * c + j;
-      const float g = cuda::rbf(cuda::gelu_tanh(__bfloat162float(ge[j]) * x * gs[f]));
-      oe[j] = __float2bfloat16_rn(g * (__bfloat162float(ue[j]) * x * us[f]));
+      gsv[i][j] = gs[8 * c + j];
+      usv[i][j] = us[8 * c + j];
     }
-    *reinterpret_cast<uint4*>(out + r * ff + 8 * c) = o;
   }
-  act_quant_row_reg<kCodesThreads>(out, gridDim.x, chunks, codes, scale, r, t, red);
+#pragma unroll
+  for (int i = 0; i < kActPer; ++i) {
+    const int64_t c = t + i * kCodesThreads;
+    if (c >= chunks) continue;
+    const bf16* ge = reinterpret_cast<const bf16*>(&graw[i]);
+    const bf16* ue = reinterpret_cast<const bf16*>(&uraw[i]);
+    bf16* oe = reinterpret_cast<bf16*>(&o[i]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float g = cuda::rbf(cuda::gelu_tanh(__bfloat162float(ge[j]) * x * gsv[i][j]));
+      oe[j] = __float2bfloat16_rn(g * (__bfloat162float(ue[j]) * x * usv[i][j]));
+    }
+    *reinterpret_cast<uint4*>(out + r * ff + 8 * c) = o[i];
+  }
+  act_quant_row_vals<kCodesThreads>(o, true, chunks, codes, scale, r, t, red);
 }
 
 }  // namespace

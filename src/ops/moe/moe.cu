@@ -41,20 +41,26 @@ __global__ void router_prep_vec_kernel(uint4* x, const uint4* scale, int64_t chu
 }
 
 // Row blockIdx.x of the router's input: rmsnorm(h) without a weight (rmsnorm_vec_kernel's arithmetic:
-// vec_norm_row) and router_prepped on each rounded value. The whole block calls it; warp_sums: its shared
-// [kVecThreads / 32].
+// vec_norm_row) and router_prepped on each rounded value, the scale loaded with the row. The whole block calls it;
+// warp_sums: its shared [kVecThreads / 32]; prefetch(s, d0): the caller's own loads, issued with the row's.
+template <typename Prefetch = norm::NoPrefetch>
 __device__ __forceinline__ void router_input_row(const bf16* h, const bf16* scale, bf16* r, int dim, float eps,
-                                                 float root, float* warp_sums) {
+                                                 float root, float* warp_sums, Prefetch prefetch = {}) {
   bf16* rr = r + blockIdx.x * static_cast<int64_t>(dim);
-  norm::vec_norm_row(h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps,
-                     warp_sums, [&](int d0, uint4 raw) {
-                       const uint4 sraw = *reinterpret_cast<const uint4*>(scale + d0);
-                       auto* e = reinterpret_cast<bf16*>(&raw);
-                       const auto* w = reinterpret_cast<const bf16*>(&sraw);
+  uint4 sraw[norm::kVecPer];
+  norm::vec_norm_row(
+      h + blockIdx.x * static_cast<int64_t>(dim), static_cast<const float*>(nullptr), dim, eps, warp_sums,
+      [&](int s, int d0, uint4 raw) {
+        auto* e = reinterpret_cast<bf16*>(&raw);
+        const auto* w = reinterpret_cast<const bf16*>(&sraw[s]);
 #pragma unroll
-                       for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
-                       *reinterpret_cast<uint4*>(rr + d0) = raw;
-                     });
+        for (int k = 0; k < 8; ++k) e[k] = router_prepped(e[k], w[k], root);
+        *reinterpret_cast<uint4*>(rr + d0) = raw;
+      },
+      [&](int s, int d0) {
+        sraw[s] = *reinterpret_cast<const uint4*>(scale + d0);
+        prefetch(s, d0);
+      });
 }
 
 // The router's input in one pass, a block per row.
@@ -66,16 +72,22 @@ __global__ void __launch_bounds__(norm::kVecThreads) router_input_kernel(const b
 }
 
 // The W8A8 MoE's two inputs in one launch, a block per row: the router's input of h (router_input_kernel) and z's
-// E4M3 codes and scale (act_quant_fp8_reg_kernel<128>), the same arithmetic as the two kernels.
+// E4M3 codes and scale (act_quant_fp8_reg_kernel<128>), the same arithmetic as the two kernels; z's chunks are
+// loaded with h's (chunk t + s kT of thread t, as act_quant_row_vals takes them).
 __global__ void __launch_bounds__(norm::kVecThreads)
     moe_inputs_fp8_kernel(const bf16* h, const bf16* scale, bf16* r, int dim, float eps, float root, const bf16* z,
                           uint8_t* zq, float* zs) {
   cuda::pdl_enter();
   __shared__ float warp_sums[norm::kVecThreads / 32];
   __shared__ float red[norm::kVecThreads / 32];
-  router_input_row(h, scale, r, dim, eps, root, warp_sums);
-  act_quant_row_reg<norm::kVecThreads>(z, static_cast<int64_t>(gridDim.x), dim / 8, zq, zs, blockIdx.x,
-                                       static_cast<int>(threadIdx.x), red);
+  static_assert(norm::kVecPer == kActPer, "the norm's chunks are the codes' chunks");
+  uint4 zv[norm::kVecPer];
+#pragma unroll
+  for (int s = 0; s < norm::kVecPer; ++s) zv[s] = make_uint4(0, 0, 0, 0);
+  const bf16* zr = z + blockIdx.x * static_cast<int64_t>(dim);
+  router_input_row(h, scale, r, dim, eps, root, warp_sums,
+                   [&](int s, int d0) { zv[s] = *reinterpret_cast<const uint4*>(zr + d0); });
+  act_quant_row_vals<norm::kVecThreads>(zv, true, dim / 8, zq, zs, blockIdx.x, static_cast<int>(threadIdx.x), red);
 }
 
 __global__ void gather_kernel(const bf16* x, const int32_t* perm, int top_k, int64_t hidden, bf16* xg, int64_t n) {

@@ -60,13 +60,14 @@ __device__ __forceinline__ void load8(const bf16* p, float* f) {
     f[2 * j + 1] = t.y;
   }
 }
-__device__ __forceinline__ void store8(bf16* p, const float* f) {
+__device__ __forceinline__ uint4 pack8(const float* f) {
   uint4 v;
   auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
 #pragma unroll
   for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-  *reinterpret_cast<uint4*>(p) = v;
+  return v;
 }
+__device__ __forceinline__ void store8(bf16* p, const float* f) { *reinterpret_cast<uint4*>(p) = pack8(f); }
 
 // A raw sum's eight values at element i of row `row` times their scales (RawRowScales; none when col is null).
 __device__ __forceinline__ void scale_raw8(const RawRowScales& raw, int64_t row, int64_t i, float* f) {
@@ -84,18 +85,33 @@ __device__ __forceinline__ int64_t vec_at(int q, int64_t dim) {
   return i < dim ? i : -1;
 }
 
+// The output k's weight at element i (1 where it has none).
+__device__ __forceinline__ void load_weight8(const bf16* w, int64_t i, float* g) {
+  if (w != nullptr) {
+    load8(w + i, g);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] = 1.0f;
+  }
+}
+
+// Every load that waits for no sum is issued first (the attention row, w_post, h, out[0]'s weight), and the next
+// output's weight before out[0]'s codes, whose maximum is taken from the rounded values in registers.
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
                                           int n_out, int64_t dim, float eps, RawRowScales attn_raw) {
   cuda::pdl_enter();
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
   constexpr int kV = kVecPerThread;
-  float x[kV][8], f[kV][8], g[kV][8];
+  float x[kV][8], f[kV][8], g[kV][8], wk[kV][8];
   float ss = 0.0f;
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
       load8(attn + base + i, f[q]);
+      load8(w_post + i, g[q]);
+      load8(h + base + i, x[q]);
+      if (n_out > 0) load_weight8(o.w[0], i, wk[q]);
       scale_raw8(attn_raw, blockIdx.x, i, f[q]);
     }
 #pragma unroll
@@ -104,12 +120,6 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += f[q][j] * f[q][j];
   const float inv_a = inv_rms(block_sum(ss, sh), dim, eps);
-#pragma unroll
-  for (int q = 0; q < kV; ++q)
-    if (const int64_t i = vec_at(q, dim); i >= 0) {
-      load8(w_post + i, g[q]);
-      load8(h + base + i, x[q]);
-    }
   ss = 0.0f;
 #pragma unroll
   for (int q = 0; q < kV; ++q)
@@ -123,23 +133,25 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
     }
   const float inv_h = inv_rms(block_sum(ss, sh), dim, eps);
   for (int k = 0; k < n_out; ++k) {
+    uint4 y[kV];
 #pragma unroll
-    for (int q = 0; q < kV; ++q)
+    for (int q = 0; q < kV; ++q) {
+      y[q] = make_uint4(0, 0, 0, 0);
       if (const int64_t i = vec_at(q, dim); i >= 0) {
-        if (o.w[k] != nullptr) {
-          load8(o.w[k] + i, g[q]);
-        } else {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) g[q][j] = 1.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * g[q][j];
-        store8(o.y[k] + base + i, f[q]);
+        for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * wk[q][j];
+        y[q] = pack8(f[q]);
+        *reinterpret_cast<uint4*>(o.y[k] + base + i) = y[q];
       }
-    // out[0]'s codes from its stored row: thread t stored chunks t + 256 q, the ones act_quant_row_reg reads back.
+    }
+    if (k + 1 < n_out)
+#pragma unroll
+      for (int q = 0; q < kV; ++q)
+        if (const int64_t i = vec_at(q, dim); i >= 0) load_weight8(o.w[k + 1], i, wk[q]);
+    // out[0]'s codes: thread t holds chunks t + 256 q, act_quant_row_vals' layout for kT = 256.
     if (k == 0 && o.codes0 != nullptr)
-      act_quant_row_reg<kThreads>(o.y[0], gridDim.x, dim / 8, o.codes0, o.scale0, blockIdx.x,
-                                  static_cast<int>(threadIdx.x), sh);
+      act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes0, o.scale0, blockIdx.x, static_cast<int>(threadIdx.x),
+                                   sh);
   }
 }
 
@@ -194,16 +206,19 @@ __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* 
   __shared__ float sh[kThreads / 32 + 1];
   const int64_t base = blockIdx.x * dim;
   constexpr int kV = kVecPerThread;
-  float a[kV][8], b[kV][8], wa[kV][8], wb[kV][8];
+  float a[kV][8], b[kV][8], wa[kV][8], wb[kV][8], wc[kV][8], hc[kV][8];
   float s1 = 0.0f, s2 = 0.0f;
+  // Every load that waits for no sum first: m1, m2's rows, the three weights and h1.
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
       load8(m1 + base + i, a[q]);
-      scale_raw8(m1_raw, blockIdx.x, i, a[q]);
       m2.load(blockIdx.x, dim, i, b[q]);
       load8(w1 + i, wa[q]);
       load8(w2 + i, wb[q]);
+      load8(w + i, wc[q]);
+      load8(h1 + base + i, hc[q]);
+      scale_raw8(m1_raw, blockIdx.x, i, a[q]);
     }
 #pragma unroll
   for (int q = 0; q < kV; ++q)
@@ -223,19 +238,13 @@ __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* 
         a[q][j] = rbf(rbf(a[q][j] * inv1 * wa[q][j]) + rbf(b[q][j] * inv2 * wb[q][j]));  // f
         ss += a[q][j] * a[q][j];
       }
-#pragma unroll
-  for (int q = 0; q < kV; ++q)
-    if (const int64_t i = vec_at(q, dim); i >= 0) {
-      load8(w + i, wa[q]);
-      load8(h1 + base + i, b[q]);
-    }
   const float inv = inv_rms(block_sum(ss, sh), dim, eps);
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) b[q][j] = rbf(b[q][j] + rbf(a[q][j] * inv * wa[q][j])) * scalar;
-      store8(out + base + i, b[q]);
+      for (int j = 0; j < 8; ++j) hc[q][j] = rbf(hc[q][j] + rbf(a[q][j] * inv * wc[q][j])) * scalar;
+      store8(out + base + i, hc[q]);
     }
 }
 

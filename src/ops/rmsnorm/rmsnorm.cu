@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kVecThreads) rmsnorm_vec_kernel(const cuda::bf
   __shared__ float warp_sums[kVecThreads / 32];
   cuda::bf16* yr = y + blockIdx.x * static_cast<int64_t>(dim);
   norm::vec_norm_row(x + blockIdx.x * static_cast<int64_t>(dim), w, dim, eps, warp_sums,
-                     [&](int d0, const uint4& raw) { *reinterpret_cast<uint4*>(yr + d0) = raw; });
+                     [&](int, int d0, const uint4& raw) { *reinterpret_cast<uint4*>(yr + d0) = raw; });
 }
 
 // bf16 rows of at most kWarpMaxDim elements: one warp per row (warp_norm.cuh), with kRope the normed row rotated at
@@ -80,8 +80,8 @@ __global__ void rmsnorm_warp_kernel(const cuda::bf16* __restrict__ x, const cuda
 }
 
 // rmsnorm_vec_kernel and rmsnorm_warp_kernel<false> followed by act_quant_fp8_reg_kernel's codes of the rows they
-// wrote: each thread re-reads only the chunks it stored (act_quant_row_reg's chunk c of thread t is chunk t + i kT,
-// as the norm bodies lay them out), so the codes are those of the stored bf16 values.
+// wrote, from the stored bf16 values: the vector form keeps its chunks in registers (chunk t + s kT of thread t, as
+// act_quant_row_vals takes them), the warp form re-reads the chunks each lane stored.
 __global__ void __launch_bounds__(kVecThreads)
     rmsnorm_vec_codes_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w, cuda::bf16* y,
                              int dim, float eps, uint8_t* codes, float* scale) {
@@ -89,9 +89,16 @@ __global__ void __launch_bounds__(kVecThreads)
   __shared__ float warp_sums[kVecThreads / 32];
   __shared__ float red[kVecThreads / 32];
   cuda::bf16* yr = y + blockIdx.x * static_cast<int64_t>(dim);
+  static_assert(norm::kVecPer == kActPer, "the norm's chunks are the codes' chunks");
+  uint4 held[norm::kVecPer];
+#pragma unroll
+  for (int s = 0; s < norm::kVecPer; ++s) held[s] = make_uint4(0, 0, 0, 0);
   norm::vec_norm_row(x + blockIdx.x * static_cast<int64_t>(dim), w, dim, eps, warp_sums,
-                     [&](int d0, const uint4& raw) { *reinterpret_cast<uint4*>(yr + d0) = raw; });
-  act_quant_row_reg<kVecThreads>(y, gridDim.x, dim / 8, codes, scale, blockIdx.x, static_cast<int>(threadIdx.x), red);
+                     [&](int s, int d0, const uint4& raw) {
+                       *reinterpret_cast<uint4*>(yr + d0) = raw;
+                       held[s] = raw;
+                     });
+  act_quant_row_vals<kVecThreads>(held, true, dim / 8, codes, scale, blockIdx.x, static_cast<int>(threadIdx.x), red);
 }
 
 __global__ void rmsnorm_warp_codes_kernel(const cuda::bf16* __restrict__ x, const cuda::bf16* __restrict__ w,

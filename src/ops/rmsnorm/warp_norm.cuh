@@ -119,19 +119,28 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
   }
 }
 
+struct NoPrefetch {
+  __device__ void operator()(int, int) const {}
+};
+
 // One block of kVecThreads: row xr of `dim` bf16 (a multiple of 8 up to kVecMaxDim, 16-byte aligned) times rsqrt(mean
-// square + eps) and the weight w (bf16 or f32, 16-byte aligned; null: none), rounded to bf16; store(d0, raw) gets
-// each 16-byte chunk of eight outputs, elements [d0, d0 + 8). warp_sums: the block's shared [kVecThreads / 32].
-template <typename TW, typename Store>
+// square + eps) and the weight w (bf16 or f32, 16-byte aligned; null: none), rounded to bf16; store(s, d0, raw) gets
+// each 16-byte chunk of eight outputs, elements [d0, d0 + 8) (d0 = 8 (thread + kVecThreads s)). The row and the
+// weight are loaded before the sum, with whatever prefetch(s, d0) loads for the caller's use in store (both are called
+// with s a compile-time constant once unrolled, so the caller's arrays indexed by s stay in registers). warp_sums:
+// the block's shared [kVecThreads / 32].
+template <typename TW, typename Store, typename Prefetch = NoPrefetch>
 __device__ __forceinline__ void vec_norm_row(const cuda::bf16* __restrict__ xr, const TW* __restrict__ w, int dim,
-                                             float eps, float* warp_sums, Store store) {
-  float v[kVecPer][8];
+                                             float eps, float* warp_sums, Store store, Prefetch prefetch = {}) {
+  float v[kVecPer][8], wv[kVecPer][8];
   float ss = 0.0f;
 #pragma unroll
   for (int s = 0; s < kVecPer; ++s) {
     const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
     if (d0 >= dim) continue;
     load8(xr + d0, v[s]);
+    if (w != nullptr) load8(w + d0, wv[s]);
+    prefetch(s, d0);
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[s][i] * v[s][i];
   }
@@ -146,17 +155,15 @@ __device__ __forceinline__ void vec_norm_row(const cuda::bf16* __restrict__ xr, 
   for (int s = 0; s < kVecPer; ++s) {
     const int d0 = 8 * (static_cast<int>(threadIdx.x) + kVecThreads * s);
     if (d0 >= dim) continue;
-    float wv[8];
-    if (w != nullptr) load8(w + d0, wv);
     uint4 raw;
     cuda::bf16* e = reinterpret_cast<cuda::bf16*>(&raw);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       float n = v[s][i] * inv;
-      if (w != nullptr) n *= wv[i];
+      if (w != nullptr) n *= wv[s][i];
       e[i] = __float2bfloat16_rn(n);
     }
-    store(d0, raw);
+    store(s, d0, raw);
   }
 }
 
