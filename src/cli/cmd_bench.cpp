@@ -245,14 +245,15 @@ void run_bench(const BenchOptions& o) {
     ModelDenoiser d(model);
     const auto canvas = synthetic_ids(cfg.canvas, cfg.vocab, o.seed + 9);
     std::vector<RowStats> stats(static_cast<size_t>(cfg.canvas));
-    d.denoise(kv, canvas, ScKind::kZero, 0.0f, 0.8f, stats.data());  // warm-up (and the graph capture)
-    d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    const auto cutoff = static_cast<float>(sc_cutoff(o));  // --self-conditioning: exact, or the contract's cutoff
+    d.denoise(kv, canvas, ScKind::kZero, cutoff, 0.8f, stats.data());  // warm-up (and the graph capture)
+    d.denoise(kv, canvas, ScKind::kLogits, cutoff, 0.8f, stats.data());
     be->synchronize();
     const double t0 = now_s();
     for (int i = 0; i < o.denoise_steps; ++i) {
       const bool profiled = i == 0 && o.profile_range == "denoise";
       if (profiled) be->profiler_range(true);
-      d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+      d.denoise(kv, canvas, ScKind::kLogits, cutoff, 0.8f, stats.data());
       if (profiled) {
         be->synchronize();
         be->profiler_range(false);
@@ -262,7 +263,7 @@ void run_bench(const BenchOptions& o) {
     const double ms = (now_s() - t0) * 1000.0 / o.denoise_steps;
     be->set_profiling(true);  // stage times need the ops issued one by one
     d.set_graphs(false);
-    for (int i = 0; i < 2; ++i) d.denoise(kv, canvas, ScKind::kLogits, 0.0f, 0.8f, stats.data());
+    for (int i = 0; i < 2; ++i) d.denoise(kv, canvas, ScKind::kLogits, cutoff, 0.8f, stats.data());
     be->stage("end");
     nlohmann::json stages = stage_json(*be, 0.5);
     be->set_profiling(false);
@@ -370,9 +371,10 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--host-decisions", o->host_decisions,
                 "generation run: decide each step on the host instead of the backend (A/B; same tokens)");
   cmd->add_option("--self-conditioning", o->self_conditioning,
-                  "generation and --serve runs: the soft embedding over the whole vocabulary (exact, the reference "
-                  "profile's) or over the tokens within e^-10 of the best (sparse, the contract sampler's, which ask, "
-                  "chat and serve run; random weights keep most of the vocabulary: see --peaked-vocab)")
+                  "denoise steps, generation and --serve runs: the soft embedding over the whole vocabulary "
+                  "(exact, the reference profile's) or over the tokens within e^-10 of the best (sparse, the "
+                  "contract sampler's, which ask, chat and serve run; random weights keep most of the vocabulary: "
+                  "see --peaked-vocab)")
       ->check(CLI::IsMember({"exact", "sparse"}))
       ->capture_default_str();
   cmd->add_option("--peaked-vocab", o->peaked,
