@@ -9,7 +9,9 @@
 
 #include "cli/app.h"
 #include "core/error.h"
+#include "engine/engine_core.h"
 #include "engine/golden.h"
+#include "ops/self_cond/self_cond.h"
 
 namespace dg::cli {
 namespace {
@@ -19,10 +21,13 @@ struct GoldenOptions {
   std::string file;  // "": golden_file(backend, device)
   std::vector<std::string> only;
   bool bless = false;
+  CudaKernels kernels;  // the CUDA kernel choices that move bits, for finding which one moved a card's file
 };
 
 void run_golden_cmd(GoldenOptions o) {
-  const auto engine = EngineCore::open(engine_options(o.model));
+  DG_CHECK(o.model.backend == "cuda" || (o.kernels.row_stats_groups && o.kernels.sc_survivors == 0),
+           "golden: --row-stats-each and --sc-survivors choose CUDA kernels (use --backend cuda)");
+  const auto engine = EngineCore::open(engine_options(o.model), EngineTuning{o.kernels});
   if (o.file.empty()) o.file = golden_file(o.model.backend, engine->backend().device_name());
   const Json got = run_golden(*engine, o.only);
   if (o.bless) {
@@ -60,6 +65,12 @@ void register_golden(CLI::App& app) {
   cmd->add_flag("--bless", o->bless, "write the results as the new golden file (after a deliberate change; the "
                 "whole file, so not with --only)")
       ->excludes(only);
+  cmd->add_flag("--row-stats-groups,!--row-stats-each", o->kernels.row_stats_groups,
+                "CUDA row statistics by groups of entries (the default) or entry by entry (the earlier form: its "
+                "entropies differ by about 1e-7), to tell whether a changed file comes from that choice");
+  cmd->add_option("--sc-survivors", o->kernels.sc_survivors,
+                  "CUDA survivor self-conditioning cap (as bench's; 0: off, the default)")
+      ->check(CLI::Range(0, kSurvivorCapMax));
   cmd->callback([o] { run_golden_cmd(*o); });
 }
 

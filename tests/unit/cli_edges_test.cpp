@@ -55,6 +55,16 @@ TEST(CliEdges, GoldenOnlyNamesACase) {
   EXPECT_NE(r.out.find("excludes --bless"), std::string::npos) << r.out;
 }
 
+// golden's CUDA kernel choices (for finding which one moved a card's file) are refused on the CPU backend, whose
+// file they cannot move.
+TEST(CliEdges, GoldenKernelChoicesNeedCuda) {
+  for (const char* opt : {"--row-stats-each", "--sc-survivors 512"}) {
+    const ProcessResult r = run("golden " + model() + " --backend cpu " + opt);
+    EXPECT_EQ(r.code, 1) << opt << "\n" << r.out;
+    EXPECT_NE(r.out.find("choose CUDA kernels (use --backend cuda)"), std::string::npos) << opt << "\n" << r.out;
+  }
+}
+
 TEST(CliEdges, JsonWithShowIdsIsOneJsonObject) {
   const ProcessResult r = run_stdout("ask " + model() + " -p hi --steps 2 --max-new-tokens 8 -q --json --show-ids");
   ASSERT_EQ(r.code, 0) << r.out;
