@@ -310,8 +310,8 @@ Tensor CudaBackend::fp8_table(const Tensor& table, bool transpose) {
 
 void CudaBackend::soft_embed(const Tensor& sc_logits, const Tensor& embed, float sparse_cutoff, Tensor& out,
                              const Tensor* rows) {
-  const SurvivorPath sp{kernels_.sc_survivors, rows, graph_.capturing(), branch_stream_, branch_blas_};
-  soft_embed_cuda(blas_ctx(), sc_logits, embed, sparse_cutoff, out, sp);
+  const SoftEmbedJob job{&sc_logits, sparse_cutoff, &out};
+  soft_embeds(std::span<const SoftEmbedJob>(&job, 1), embed, rows);
 }
 
 void CudaBackend::soft_embeds(std::span<const SoftEmbedJob> jobs, const Tensor& embed, const Tensor* rows) {

@@ -122,9 +122,9 @@ struct CudaKernels {
   int soft_probs_loads = 1;
   // The self-conditioning soft embedding with a survivor cutoff (the contract sampler's, e^-10): the rows'
   // survivors listed, and where every row of the call has at most this many, their bf16 embedding rows summed instead
-  // of the product over the whole vocabulary (soft_embed_cuda). Outside a graph (the batched worker's steps) the host
-  // reads the overflow flag, one synchronisation a call; in a captured step a graph branch takes the product where a
-  // row overflowed. 0: off, the product always. Off until measured (bench --sc-survivors).
+  // of the product over the whole vocabulary (soft_embeds_cuda). Outside a graph (the batched worker's steps) the host
+  // reads the canvases' overflow flags together, one synchronisation a step; in a captured step a graph branch takes
+  // the product where a row overflowed. 0: off, the product always. Off until measured (bench --sc-survivors).
   int sc_survivors = 0;
   // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
   // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B

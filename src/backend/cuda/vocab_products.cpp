@@ -78,13 +78,16 @@ DenseSoft dense_buffers(const CublasCtx& c, int64_t T, int64_t V, int64_t H, boo
                    c.alloc(DType::kF32, Shape{T, H})};
 }
 
+struct SoftShape {
+  int64_t T, V, H;
+};
+
 // The probabilities (from the statistics already in `part` when stats_done) and their product with the whole
 // table into out [T, hidden] bf16, before the embedding scale.
-void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                const Tensor& part, bool stats_done, DenseSoft& b, Tensor& out) {
-  const int64_t V = sc_logits.shape[sc_logits.shape.rank - 1], T = sc_logits.numel() / V;
+void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, const SoftShape& sh,
+                float sparse_cutoff, const Tensor& part, bool stats_done, DenseSoft& b, Tensor& out) {
+  const int64_t T = sh.T, V = sh.V, H = sh.H;
   if (table.dtype == DType::kFp8) {
-    const int64_t H = table.shape[0];
     DG_CHECK(c.fp8 != nullptr, "soft_embed: the backend has no W8A8 product");
     check(soft_probs_fp8_cuda(sc_logits.data, T, V, sparse_cutoff, b.codes.data, b.scales.f32(), part.data, c.stream,
                               c.soft_loads, stats_done));
@@ -92,7 +95,6 @@ void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table
     check(rowscaled_epilogue_cuda(b.acc.f32(), table.data, DType::kFp8, T, H, V, out.data, c.stream, b.scales.f32()));
     return;
   }
-  const int64_t H = table.shape[1];
   check(soft_probs_cuda(sc_logits.data, T, V, sparse_cutoff, b.probs.data, part.data, c.stream, c.soft_loads,
                         stats_done));
   const float one = 1.0f, zero = 0.0f;
@@ -102,10 +104,6 @@ void dense_soft(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table
                      CUBLAS_GEMM_DEFAULT),
         "soft_embed gemm");
 }
-
-struct SoftShape {
-  int64_t T, V, H;
-};
 
 SoftShape soft_shape(const Backend::SoftEmbedJob& j, const Tensor& table) {
   const Tensor& x = *j.sc_logits;
@@ -135,10 +133,15 @@ void scale_soft(const CublasCtx& c, Tensor& out, int64_t H) {
   check(scale_cuda(out.data, embed_scale(H, Storage::kBF16), out.numel(), c.stream));
 }
 
+// The statistics pass's (max, sum of exp) pairs of each row's slices.
+Tensor stats_scratch(const CublasCtx& c, const SoftShape& sh) {
+  return c.alloc(DType::kF32, Shape{2 * sh.T * soft_probs_slices(sh.T, sh.V)});
+}
+
 void dense_job(const CublasCtx& c, const Backend::SoftEmbedJob& j, const Tensor& table, const SoftShape& sh) {
-  Tensor part = c.alloc(DType::kF32, Shape{2 * sh.T * soft_probs_slices(sh.T, sh.V)});
+  const Tensor part = stats_scratch(c, sh);
   DenseSoft b = dense_buffers(c, sh.T, sh.V, sh.H, table.dtype == DType::kFp8);
-  dense_soft(c, *j.sc_logits, table, j.sparse_cutoff, part, false, b, *j.out);
+  dense_soft(c, *j.sc_logits, table, sh, j.sparse_cutoff, part, false, b, *j.out);
   scale_soft(c, *j.out, sh.H);
 }
 
@@ -150,8 +153,7 @@ struct Listed {
 
 Listed list_survivors(const CublasCtx& c, const Backend::SoftEmbedJob& j, const SoftShape& sh, int cap,
                       int32_t* count) {
-  Listed l{c.alloc(DType::kF32, Shape{2 * sh.T * soft_probs_slices(sh.T, sh.V)}),
-           c.alloc(DType::kI32, Shape{sh.T, cap}), c.alloc(DType::kF32, Shape{sh.T, cap}), count};
+  Listed l{stats_scratch(c, sh), c.alloc(DType::kI32, Shape{sh.T, cap}), c.alloc(DType::kF32, Shape{sh.T, cap}), count};
   check(soft_probs_stats_cuda(j.sc_logits->data, sh.T, sh.V, l.part.data, c.stream, c.soft_loads));
   check(soft_survivors_cuda(j.sc_logits->data, sh.T, sh.V, j.sparse_cutoff, l.part.data, cap, l.idx.as<int32_t>(),
                             l.p.f32(), count, c.stream));
@@ -176,30 +178,29 @@ void captured_job(const CublasCtx& c, const Backend::SoftEmbedJob& j, const Tens
   bc.blas = sp.branch_blas;
   bc.alloc = [](DType, Shape) -> Tensor { fail("soft_embed: an allocation inside a graph branch"); };
   capture_if(c.stream, overflow, sp.branch,
-             [&] { dense_soft(bc, *j.sc_logits, table, j.sparse_cutoff, l.part, true, b, *j.out); });
+             [&] { dense_soft(bc, *j.sc_logits, table, sh, j.sparse_cutoff, l.part, true, b, *j.out); });
   scale_soft(c, *j.out, sh.H);
 }
 
 }  // namespace
 
-void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                     Tensor& out, SurvivorPath sp) {
-  const Backend::SoftEmbedJob job{&sc_logits, sparse_cutoff, &out};
-  soft_embeds_cuda(c, std::span<const Backend::SoftEmbedJob>(&job, 1), table, sp);
-}
-
 void soft_embeds_cuda(const CublasCtx& c, std::span<const Backend::SoftEmbedJob> jobs, const Tensor& table,
                       const SurvivorPath& sp) {
   std::vector<SoftShape> shapes;
+  shapes.reserve(jobs.size());
   std::vector<int64_t> count_at;  // per survivor job: its counts' offset in one buffer; -1: the product
   int64_t counts = 0;
   for (const Backend::SoftEmbedJob& j : jobs) {
-    shapes.push_back(soft_shape(j, table));
-    const bool surv = takes_survivors(j, sp, shapes.back());
-    count_at.push_back(surv && !sp.capturing ? counts : -1);
-    if (surv && sp.capturing) captured_job(c, j, table, shapes.back(), sp);
-    else if (!surv) dense_job(c, j, table, shapes.back());
-    if (surv && !sp.capturing) counts += shapes.back().T + 1;
+    const SoftShape& sh = shapes.emplace_back(soft_shape(j, table));
+    count_at.push_back(-1);
+    if (!takes_survivors(j, sp, sh)) {
+      dense_job(c, j, table, sh);
+    } else if (sp.capturing) {
+      captured_job(c, j, table, sh, sp);
+    } else {  // listed below, with the other jobs'
+      count_at.back() = counts;
+      counts += sh.T + 1;
+    }
   }
   if (counts == 0) return;
   // Outside a capture: every survivor job listed, then their overflow flags read in one copy (one synchronisation),
@@ -219,7 +220,7 @@ void soft_embeds_cuda(const CublasCtx& c, std::span<const Backend::SoftEmbedJob>
     const Listed& l = listed[i];
     if (host[static_cast<size_t>(count_at[i] + sh.T)] != 0) {
       DenseSoft b = dense_buffers(c, sh.T, sh.V, sh.H, table.dtype == DType::kFp8);
-      dense_soft(c, *jobs[i].sc_logits, table, jobs[i].sparse_cutoff, l.part, true, b, *jobs[i].out);
+      dense_soft(c, *jobs[i].sc_logits, table, sh, jobs[i].sparse_cutoff, l.part, true, b, *jobs[i].out);
     } else {
       check(soft_gather_cuda(l.idx.as<int32_t>(), l.p.f32(), l.count, sh.T, sp.cap, sp.rows->data, sh.H,
                              jobs[i].out->data, c.stream));

@@ -19,13 +19,15 @@ void lm_head_cuda(const CublasCtx& c, const Tensor& y, const Tensor& table, floa
                                            Tensor& logits, Tensor* row_scale = nullptr);
 // Finishes rows [row0, ...) of such a result in place, as lm_head_cuda's softcap pass does.
 void finish_logits_cuda(const CublasCtx& c, Tensor& logits, const OpenLogits& open, int64_t row0);
-// out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab, hidden], or fp8
-// [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the vocabulary).
+// Each job's out [rows, hidden] bf16 = bf16(bf16(softmax(sc_logits) table) * embed scale); table bf16 [vocab,
+// hidden], or fp8 [hidden, vocab] (the transpose's rows, so both operands of the e4m3 product run along the
+// vocabulary).
 // With a cutoff and a survivor path (cap > 0, rows: the bf16 table [vocab, hidden]) the survivors are listed first
 // (soft_survivors_cuda) and, where every row has at most cap of them, their rows summed (soft_gather_cuda; twin:
-// soft_embed_cpu over `rows`), else the product as above. Outside a capture the host reads the overflow flag (one
-// synchronisation); inside one the gather sets a condition of the graph and the product is captured into the
-// branch it guards (graph_branch.h), on the path's own stream and cuBLAS handle.
+// soft_embed_cpu over `rows`), else the product as above. Outside a capture every job's survivors are listed first and
+// the host reads all their overflow flags in one copy (one synchronisation for the call); inside one the gather sets
+// a condition of the graph and the product is captured into the branch it guards (graph_branch.h), on the path's
+// own stream and cuBLAS handle.
 struct SurvivorPath {
   int cap = 0;  // CudaKernels::sc_survivors
   const Tensor* rows = nullptr;
@@ -33,10 +35,6 @@ struct SurvivorPath {
   cudaStream_t branch = nullptr;  // for the branch's capture (the backend's, made where cap > 0)
   cublasHandle_t branch_blas = nullptr;
 };
-void soft_embed_cuda(const CublasCtx& c, const Tensor& sc_logits, const Tensor& table, float sparse_cutoff,
-                     Tensor& out, SurvivorPath sp = {});
-// soft_embed_cuda on each job, the survivor paths' overflow flags read together after every job's survivors
-// are listed (one host synchronisation for all; inside a capture or without a survivor path: soft_embed_cuda on each).
 void soft_embeds_cuda(const CublasCtx& c, std::span<const Backend::SoftEmbedJob> jobs, const Tensor& table,
                       const SurvivorPath& sp);
 // The bf16 table [vocab, hidden] as fp8 rows (`transpose`: its transpose [hidden, vocab] as fp8 rows), quantised by
