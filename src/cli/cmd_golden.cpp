@@ -25,7 +25,9 @@ struct GoldenOptions {
 };
 
 void run_golden_cmd(GoldenOptions o) {
-  DG_CHECK(o.model.backend == "cuda" || (o.kernels.row_stats_groups && o.kernels.sc_survivors == 0),
+  const CudaKernels defaults;
+  DG_CHECK(o.model.backend == "cuda" || (o.kernels.row_stats_groups == defaults.row_stats_groups &&
+                                         o.kernels.sc_survivors == defaults.sc_survivors),
            "golden: --row-stats-each and --sc-survivors choose CUDA kernels (use --backend cuda)");
   const auto engine = EngineCore::open(engine_options(o.model), EngineTuning{o.kernels});
   if (o.file.empty()) o.file = golden_file(o.model.backend, engine->backend().device_name());
@@ -69,7 +71,7 @@ void register_golden(CLI::App& app) {
                 "CUDA row statistics by groups of entries (the default) or entry by entry (the earlier form: its "
                 "entropies differ by about 1e-7), to tell whether a changed file comes from that choice");
   cmd->add_option("--sc-survivors", o->kernels.sc_survivors,
-                  "CUDA survivor self-conditioning cap (as bench's; 0: off, the default)")
+                  "CUDA survivor self-conditioning cap (as bench's; default 512, 0: off)")
       ->check(CLI::Range(0, kSurvivorCapMax));
   cmd->callback([o] { run_golden_cmd(*o); });
 }

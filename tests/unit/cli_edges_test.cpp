@@ -58,7 +58,7 @@ TEST(CliEdges, GoldenOnlyNamesACase) {
 // golden's CUDA kernel choices (for finding which one moved a card's file) are refused on the CPU backend, whose
 // file they cannot move.
 TEST(CliEdges, GoldenKernelChoicesNeedCuda) {
-  for (const char* opt : {"--row-stats-each", "--sc-survivors 512"}) {
+  for (const char* opt : {"--row-stats-each", "--sc-survivors 0"}) {
     const ProcessResult r = run("golden " + model() + " --backend cpu " + opt);
     EXPECT_EQ(r.code, 1) << opt << "\n" << r.out;
     EXPECT_NE(r.out.find("choose CUDA kernels (use --backend cuda)"), std::string::npos) << opt << "\n" << r.out;

@@ -76,6 +76,9 @@ struct CudaKernels {
   // The MoE grouping of more than 8,192 routed pairs (batched steps, prefill) by blocks of 2,048 pairs in three
   // launches instead of one block (the same result): the 32-canvas step's MoE glue 13.1 -> 9.0 ms on the H200
   bool moe_group_blocks = true;
+  // The MoE routing and grouping of up to 1,024 rows in one launch whose last block groups (moe_route_group_cuda; the
+  // same bits); false: the routing's and the grouping's launches (A/B)
+  bool moe_route_fused = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
@@ -124,8 +127,8 @@ struct CudaKernels {
   // survivors listed, and where every row of the call has at most this many, their bf16 embedding rows summed instead
   // of the product over the whole vocabulary (soft_embeds_cuda). Outside a graph (the batched worker's steps) the host
   // reads the canvases' overflow flags together, one synchronisation a step; in a captured step a graph branch takes
-  // the product where a row overflowed. 0: off, the product always. Off until measured (bench --sc-survivors).
-  int sc_survivors = 0;
+  // the product where a row overflowed. 0: off, the product always (bench and golden --sc-survivors 0, the A/B).
+  int sc_survivors = 512;
   // The W8A8 products of at most 256 rows (A8RowsMode above). Ours measured slower on the H100 (the fp8-all step
   // 13.84-13.88 -> 14.63-14.73 ms; docs/NEGATIVE.md), kept as the A/B
   A8RowsMode a8_rows = A8RowsMode::kCublasLt;
