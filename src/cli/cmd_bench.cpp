@@ -200,7 +200,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"sc_survivors", o.kernels.sc_survivors}, {"self_conditioning", o.self_conditioning}, {"peaked_tokens", o.peaked}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"moe_route_fused", o.kernels.moe_route_fused}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"sc_survivors", o.kernels.sc_survivors}, {"self_conditioning", o.self_conditioning}, {"peaked_tokens", o.peaked}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"fused_commit", o.fused_commit}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -443,6 +443,10 @@ void register_bench(CLI::App& app) {
                   "table its heads read, instead of a sincos per head and element (the same bits; 0: every call)")
       ->check(non_negative_int())
       ->capture_default_str();
+  cmd->add_flag("--moe-route-fused,!--moe-route-apart", o->kernels.moe_route_fused,
+                "CUDA MoE routing and grouping of up to 1,024 rows in one launch whose last block groups (default; "
+                "the same bits); --moe-route-apart: two launches (A/B)")
+      ->check(switch_value());
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,
                 "CUDA MoE grouping of more than 8,192 routed pairs: blocks of 2,048 pairs in three launches instead "
                 "of one block (default; the same result); --no-moe-group-blocks: one block (A/B)")
@@ -501,7 +505,7 @@ void register_bench(CLI::App& app) {
                   "CUDA soft embedding with a survivor cutoff (--self-conditioning sparse): where every row of a "
                   "call has at most this many survivors, their bf16 embedding rows summed instead of the product "
                   "over the vocabulary (captured steps: a graph branch takes the product where a row overflows; "
-                  "0: off, the default until measured)")
+                  "default 512; 0: off, the product always)")
       ->check(CLI::Range(0, kSurvivorCapMax));
   add_choice(cmd, "--a8-rows", o->kernels.a8_rows, kA8RowsModeNames,
              "CUDA W8A8 products of at most 256 rows (fp8 linears with --linear-act fp8, --vocab-act fp8; Hopper): "

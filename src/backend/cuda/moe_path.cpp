@@ -34,11 +34,18 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   Tensor scores = device(DType::kBF16, Shape{T, E});
   gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
   Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
-  check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
   Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
   Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
-  check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
-                       inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
+  if (c.route_ticket != nullptr && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
+    Tensor scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
+    check(moe_route_group_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(),
+                               counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(), inv.as<int32_t>(),
+                               scratch.as<int32_t>(), c.route_ticket, s));
+  } else {
+    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
+    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
+                         inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
+  }
   Tensor y = device(DType::kBF16, Shape{P + 16, H});
   c.stage("moe_experts");
   // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape

@@ -44,6 +44,15 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
 // blocks: past 8,192 pairs (up to 256 experts), blocks of 2,048 pairs in three launches instead of one block.
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
                       int32_t* perm, int32_t* inv, cudaStream_t s, bool blocks = false);
+// moe_route_cuda then moe_group_cuda in one launch, the same outputs bit for bit (counts and offsets too), where
+// moe_route_group_takes: up to 1,024 rows, 256 experts and a top-k of 16. scratch: moe_route_group_scratch int32;
+// ticket: one unsigned in device memory, 0 before the first call and left at 0 by each (the launch's last block
+// groups; calls sharing a ticket must not run at once).
+bool moe_route_group_takes(int64_t rows, int64_t n_exp, int top_k);
+int64_t moe_route_group_scratch(int64_t rows, int64_t n_exp, int top_k);
+Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                            int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
+                            int32_t* inv, int32_t* scratch, unsigned* ticket, cudaStream_t s);
 // xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
 Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
                        cudaStream_t s);

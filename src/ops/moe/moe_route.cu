@@ -1,6 +1,6 @@
 // The MoE router's top-k on the scores and the stable grouping of the routed pairs by expert (moe_cuda.h:
-// moe_route_cuda, moe_group_cuda). Both in one launch of one block measured 4x slower than the two launches at one
-// canvas (docs/NEGATIVE.md).
+// moe_route_cuda, moe_group_cuda), and both in one launch of many blocks whose last groups (moe_route_group_cuda;
+// both in one block measured 4x slower than the two launches at one canvas: docs/NEGATIVE.md).
 // Reference: DiffusionGemmaTextRouter (softmax, top-k, renormalisation, per_expert_scale); moe_route_cpu.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -263,6 +263,76 @@ __global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_place_kernel(co
   group_block_place(idx, b0, b1, n_exp, run, base, perm, inv);
 }
 
+// Routing and grouping in one launch (moe_route_group_cuda): blocks of kRgRows warps route a row each as
+// route_kernel does, count their pairs per expert into blk [blocks][n_exp] and write each pair's rank among the
+// block's earlier pairs of its expert; the last block to finish (a ticket in global memory, which it sets back to 0)
+// turns the counts into each block's first position per expert and places every pair, the same stable order as
+// group_block_kernel. The routing keeps its spread over many SMs; the grouping's launch and its counting pass go.
+constexpr int kRgRows = 8;
+constexpr int kRgMaxTopK = 16;
+constexpr int64_t kRgMaxBlocks = 128;
+
+__global__ void __launch_bounds__(kRgRows * 32) route_group_kernel(const bf16* scores, int64_t rows, int n_exp,
+                                                                   int top_k, const bf16* pes, int32_t* idx,
+                                                                   float* weight, int32_t* blk, int32_t* rank,
+                                                                   unsigned* ticket, int32_t* counts,
+                                                                   int32_t* offsets, int32_t* perm, int32_t* inv) {
+  cuda::pdl_enter();
+  extern __shared__ float rg_smem[];  // [kRgRows][n_exp] softmax scratch, then [n_exp] counts and positions
+  __shared__ int32_t s_idx[kRgRows * kRgMaxTopK];
+  __shared__ bool s_last;
+  const int warp = threadIdx.x >> 5;
+  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kRgRows), r = r0 + warp;
+  if (r < rows)
+    route_row(scores + r * n_exp, n_exp, top_k, pes, rg_smem + warp * n_exp, s_idx + warp * top_k,
+              weight + r * top_k);
+  __syncthreads();
+  int32_t* cnt = reinterpret_cast<int32_t*>(rg_smem);
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) cnt[e] = 0;
+  __syncthreads();
+  const int64_t p0 = r0 * top_k;
+  const int bp = static_cast<int>(rows - r0 < kRgRows ? rows - r0 : kRgRows) * top_k;
+  for (int j = threadIdx.x; j < bp; j += blockDim.x) {
+    const int e = s_idx[j];
+    int before = 0;
+    for (int i = 0; i < j; ++i) before += s_idx[i] == e;
+    idx[p0 + j] = e;
+    rank[p0 + j] = before;
+    atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) blk[blockIdx.x * static_cast<int64_t>(n_exp) + e] = cnt[e];
+  __threadfence();  // this block's idx, weight, rank and counts before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // The last block. Other blocks' writes are read from L2 (__ldcg): per expert the blocks' counts become exclusive
+  // prefixes over the blocks (in blk) and tot its total; the experts' scan; every pair placed.
+  int32_t* tot = cnt;
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
+    int32_t total = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      int32_t* at = blk + b * static_cast<int64_t>(n_exp) + e;
+      const int32_t c = __ldcg(at);
+      *at = total;
+      total += c;
+    }
+    tot[e] = total;
+  }
+  __syncthreads();
+  group_scan_experts(tot, n_exp, counts, offsets);
+  const int64_t pairs = rows * top_k, block_pairs = static_cast<int64_t>(kRgRows) * top_k;
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int e = __ldcg(idx + p);
+    const int32_t pos = tot[e] + __ldcg(blk + (p / block_pairs) * n_exp + e) + __ldcg(rank + p);
+    perm[pos] = static_cast<int32_t>(p);
+    inv[p] = pos;
+  }
+  if (threadIdx.x == 0) *ticket = 0u;
+}
+
 }  // namespace
 
 Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
@@ -306,6 +376,30 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
   cuda::launch(group_count_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts);
   cuda::launch(group_place_kernel, grid, kWarpsPerBlock * 32, 0, s, idx, pairs, n_exp, counts, offsets, perm, inv);
   return cuda_status(cudaGetLastError(), "moe_group_cuda");
+}
+
+bool moe_route_group_takes(int64_t rows, int64_t n_exp, int top_k) {
+  return rows > 0 && top_k >= 1 && top_k <= kRgMaxTopK && top_k <= n_exp && n_exp <= kGroupMaxExperts &&
+         (rows + kRgRows - 1) / kRgRows <= kRgMaxBlocks;
+}
+
+int64_t moe_route_group_scratch(int64_t rows, int64_t n_exp, int top_k) {
+  return (rows + kRgRows - 1) / kRgRows * n_exp + rows * top_k;
+}
+
+Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
+                            int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
+                            int32_t* inv, int32_t* scratch, unsigned* ticket, cudaStream_t s) {
+  if (!moe_route_group_takes(rows, n_exp, top_k))
+    return Status::error("moe_route_group_cuda: takes 1-1,024 rows, up to 256 experts and a top-k of 1-16 "
+                         "(moe_route_cuda then moe_group_cuda take the rest)");
+  const int64_t blocks = (rows + kRgRows - 1) / kRgRows;
+  const size_t smem = static_cast<size_t>(kRgRows * n_exp) * sizeof(float);
+  cuda::launch(route_group_kernel, static_cast<unsigned>(blocks), kRgRows * 32, smem, s,
+               static_cast<const bf16*>(scores), rows, static_cast<int>(n_exp), top_k,
+               static_cast<const bf16*>(per_expert_scale), idx, weight, scratch, scratch + blocks * n_exp, ticket,
+               counts, offsets, perm, inv);
+  return cuda_status(cudaGetLastError(), "moe_route_group_cuda");
 }
 
 }  // namespace dg
