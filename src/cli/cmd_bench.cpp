@@ -444,7 +444,7 @@ void register_bench(CLI::App& app) {
       ->check(non_negative_int())
       ->capture_default_str();
   cmd->add_flag("--moe-route-fused,!--moe-route-apart", o->kernels.moe_route_fused,
-                "CUDA MoE routing and grouping of up to 1,024 rows in one launch whose last block groups (default; "
+                "CUDA MoE routing and grouping of up to 512 rows (128 experts) in one launch whose last block groups (default; "
                 "the same bits); --moe-route-apart: two launches (A/B)")
       ->check(switch_value());
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,

@@ -45,7 +45,8 @@ Status moe_route_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k
 Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t* counts, int32_t* offsets,
                       int32_t* perm, int32_t* inv, cudaStream_t s, bool blocks = false);
 // moe_route_cuda then moe_group_cuda in one launch, the same outputs bit for bit (counts and offsets too), where
-// moe_route_group_takes: up to 1,024 rows, 256 experts and a top-k of 16. scratch: moe_route_group_scratch int32;
+// moe_route_group_takes: up to 1,024 rows, 256 experts, a top-k of 16 and rows x experts of 65,536 (512 rows of 128
+// experts). scratch: moe_route_group_scratch int32;
 // ticket: one unsigned in device memory, 0 before the first call and left at 0 by each (the launch's last block
 // groups; calls sharing a ticket must not run at once).
 bool moe_route_group_takes(int64_t rows, int64_t n_exp, int top_k);

@@ -271,14 +271,19 @@ __global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_place_kernel(co
 constexpr int kRgRows = 8;
 constexpr int kRgMaxTopK = 16;
 constexpr int64_t kRgMaxBlocks = 128;
+constexpr int64_t kRgMaxPrefixWords = 8192;  // the last block's per-block prefixes in shared memory (32 KB)
+
+__host__ __device__ constexpr int64_t rg_smem_words(int64_t blocks, int64_t n_exp) {
+  return kRgRows * n_exp > (blocks + 1) * n_exp ? kRgRows * n_exp : (blocks + 1) * n_exp;
+}
 
 __global__ void __launch_bounds__(kRgRows * 32) route_group_kernel(const bf16* scores, int64_t rows, int n_exp,
                                                                    int top_k, const bf16* pes, int32_t* idx,
-                                                                   float* weight, int32_t* blk, int32_t* rank,
+                                                                   float* weight, int32_t* blk, int32_t* code,
                                                                    unsigned* ticket, int32_t* counts,
                                                                    int32_t* offsets, int32_t* perm, int32_t* inv) {
   cuda::pdl_enter();
-  extern __shared__ float rg_smem[];  // [kRgRows][n_exp] softmax scratch, then [n_exp] counts and positions
+  extern __shared__ float rg_smem[];  // rg_smem_words: the softmax scratch, counts, then the last block's prefixes
   __shared__ int32_t s_idx[kRgRows * kRgMaxTopK];
   __shared__ bool s_last;
   const int warp = threadIdx.x >> 5;
@@ -297,38 +302,65 @@ __global__ void __launch_bounds__(kRgRows * 32) route_group_kernel(const bf16* s
     int before = 0;
     for (int i = 0; i < j; ++i) before += s_idx[i] == e;
     idx[p0 + j] = e;
-    rank[p0 + j] = before;
+    code[p0 + j] = e | before << 16;  // the expert and the pair's rank among the block's pairs of it
     atomicAdd(&cnt[e], 1);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < n_exp; e += blockDim.x) blk[blockIdx.x * static_cast<int64_t>(n_exp) + e] = cnt[e];
-  __threadfence();  // this block's idx, weight, rank and counts before its ticket
+  __threadfence();  // this block's idx, weight, codes and counts before its ticket
   __syncthreads();
   if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  // The last block. Other blocks' writes are read from L2 (__ldcg): per expert the blocks' counts become exclusive
-  // prefixes over the blocks (in blk) and tot its total; the experts' scan; every pair placed.
-  int32_t* tot = cnt;
+  // The last block. The other blocks' writes are read from L2 (__ldcg), each thread's loads issued together: the
+  // counts into shared memory, where per expert they become exclusive prefixes over the blocks and tot the total;
+  // the experts' scan; every pair placed from its code.
+  const int nb = static_cast<int>(gridDim.x);
+  int32_t *pre = reinterpret_cast<int32_t*>(rg_smem), *tot = pre + nb * n_exp;
+  constexpr int kU = 8;
+  for (int base = 0; base < nb * n_exp; base += kU * blockDim.x) {
+    int32_t v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = base + u * blockDim.x + threadIdx.x;
+      v[u] = i < nb * n_exp ? __ldcg(blk + i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = base + u * blockDim.x + threadIdx.x;
+      if (i < nb * n_exp) pre[i] = v[u];
+    }
+  }
+  __syncthreads();
   for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
     int32_t total = 0;
-    for (unsigned b = 0; b < gridDim.x; ++b) {
-      int32_t* at = blk + b * static_cast<int64_t>(n_exp) + e;
-      const int32_t c = __ldcg(at);
-      *at = total;
+    for (int b = 0; b < nb; ++b) {
+      const int32_t c = pre[b * n_exp + e];
+      pre[b * n_exp + e] = total;
       total += c;
     }
     tot[e] = total;
   }
   __syncthreads();
   group_scan_experts(tot, n_exp, counts, offsets);
-  const int64_t pairs = rows * top_k, block_pairs = static_cast<int64_t>(kRgRows) * top_k;
-  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int e = __ldcg(idx + p);
-    const int32_t pos = tot[e] + __ldcg(blk + (p / block_pairs) * n_exp + e) + __ldcg(rank + p);
-    perm[pos] = static_cast<int32_t>(p);
-    inv[p] = pos;
+  const int pairs = static_cast<int>(rows) * top_k, block_pairs = kRgRows * top_k;
+  for (int base = 0; base < pairs; base += kU * blockDim.x) {
+    int32_t v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int p = base + u * blockDim.x + threadIdx.x;
+      v[u] = p < pairs ? __ldcg(code + p) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int p = base + u * blockDim.x + threadIdx.x;
+      if (p >= pairs) continue;
+      const int e = v[u] & 0xffff;
+      const int32_t pos = tot[e] + pre[p / block_pairs * n_exp + e] + (v[u] >> 16);
+      perm[pos] = p;
+      inv[p] = pos;
+    }
   }
   if (threadIdx.x == 0) *ticket = 0u;
 }
@@ -379,8 +411,9 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
 }
 
 bool moe_route_group_takes(int64_t rows, int64_t n_exp, int top_k) {
+  const int64_t blocks = (rows + kRgRows - 1) / kRgRows;
   return rows > 0 && top_k >= 1 && top_k <= kRgMaxTopK && top_k <= n_exp && n_exp <= kGroupMaxExperts &&
-         (rows + kRgRows - 1) / kRgRows <= kRgMaxBlocks;
+         blocks <= kRgMaxBlocks && blocks * n_exp <= kRgMaxPrefixWords;
 }
 
 int64_t moe_route_group_scratch(int64_t rows, int64_t n_exp, int top_k) {
@@ -391,10 +424,11 @@ Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int
                             int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
                             int32_t* inv, int32_t* scratch, unsigned* ticket, cudaStream_t s) {
   if (!moe_route_group_takes(rows, n_exp, top_k))
-    return Status::error("moe_route_group_cuda: takes 1-1,024 rows, up to 256 experts and a top-k of 1-16 "
+    return Status::error("moe_route_group_cuda: takes 1-1,024 rows, up to 256 experts, a top-k of 1-16 and at most 8,192 rows "
+                         "x experts / 8 (512 rows of 128 experts) "
                          "(moe_route_cuda then moe_group_cuda take the rest)");
   const int64_t blocks = (rows + kRgRows - 1) / kRgRows;
-  const size_t smem = static_cast<size_t>(kRgRows * n_exp) * sizeof(float);
+  const size_t smem = static_cast<size_t>(rg_smem_words(blocks, n_exp)) * sizeof(float);
   cuda::launch(route_group_kernel, static_cast<unsigned>(blocks), kRgRows * 32, smem, s,
                static_cast<const bf16*>(scores), rows, static_cast<int>(n_exp), top_k,
                static_cast<const bf16*>(per_expert_scale), idx, weight, scratch, scratch + blocks * n_exp, ticket,
