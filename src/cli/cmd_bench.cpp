@@ -444,8 +444,8 @@ void register_bench(CLI::App& app) {
       ->check(non_negative_int())
       ->capture_default_str();
   cmd->add_flag("--moe-route-fused,!--moe-route-apart", o->kernels.moe_route_fused,
-                "CUDA MoE routing and grouping of up to 512 rows (128 experts) in one launch whose last block groups (default; "
-                "the same bits); --moe-route-apart: two launches (A/B)")
+                "CUDA MoE routing and grouping of up to 512 rows (128 experts) in one launch whose last block "
+                "groups (default; the same bits); --moe-route-apart: two launches (A/B)")
       ->check(switch_value());
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,
                 "CUDA MoE grouping of more than 8,192 routed pairs: blocks of 2,048 pairs in three launches instead "

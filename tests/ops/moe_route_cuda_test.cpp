@@ -84,15 +84,17 @@ TEST(MoeRouteGroupCuda, MatchesRouteThenGroupBitForBit) {
       EXPECT_EQ(got.inv, want.inv) << name;
       ASSERT_EQ(got.weight.size(), want.weight.size());
       for (size_t i = 0; i < got.weight.size(); ++i)  // bitwise: the same arithmetic
-        ASSERT_EQ(std::bit_cast<uint32_t>(got.weight[i]), std::bit_cast<uint32_t>(want.weight[i])) << name << " pair " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got.weight[i]), std::bit_cast<uint32_t>(want.weight[i]))
+            << name << " pair " << i;
       EXPECT_EQ(ticket.get<unsigned>(1)[0], 0u) << name << " run " << run;
     }
   }
 }
 
 TEST(MoeRouteGroupCuda, RefusesWhatItDoesNotTake) {
-  for (const auto& [rows, n_exp, top_k] : {std::tuple<int64_t, int64_t, int>{1025, 1, 1}, {513, 128, 8}, {257, 256, 8}, {4, 257, 8}, {4, 128, 17},
-                                          {0, 128, 8}, {4, 4, 5}}) {
+  using Shape3 = std::tuple<int64_t, int64_t, int>;  // rows, experts, top-k
+  for (const auto& [rows, n_exp, top_k] : {Shape3{1025, 1, 1}, Shape3{513, 128, 8}, Shape3{257, 256, 8},
+                                          Shape3{4, 257, 8}, Shape3{4, 128, 17}, Shape3{0, 128, 8}, Shape3{4, 4, 5}}) {
     EXPECT_FALSE(moe_route_group_takes(rows, n_exp, top_k)) << rows << " " << n_exp << " " << top_k;
     const Status s = moe_route_group_cuda(nullptr, rows, n_exp, top_k, nullptr, nullptr, nullptr, nullptr, nullptr,
                                           nullptr, nullptr, nullptr, nullptr, nullptr);

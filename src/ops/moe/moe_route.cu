@@ -424,8 +424,8 @@ Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int
                             int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
                             int32_t* inv, int32_t* scratch, unsigned* ticket, cudaStream_t s) {
   if (!moe_route_group_takes(rows, n_exp, top_k))
-    return Status::error("moe_route_group_cuda: takes 1-1,024 rows, up to 256 experts, a top-k of 1-16 and at most 8,192 rows "
-                         "x experts / 8 (512 rows of 128 experts) "
+    return Status::error("moe_route_group_cuda: takes 1-1,024 rows, up to 256 experts, a top-k of 1-16 and at most "
+                         "8,192 rows x experts / 8 (512 rows of 128 experts) "
                          "(moe_route_cuda then moe_group_cuda take the rest)");
   const int64_t blocks = (rows + kRgRows - 1) / kRgRows;
   const size_t smem = static_cast<size_t>(rg_smem_words(blocks, n_exp)) * sizeof(float);
