@@ -6,51 +6,13 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
+#include "ops/moe/moe_route.cuh"
 
 namespace dg {
 namespace {
 
 using cuda::bf16;
-
-// One warp routes one row: softmax over the experts, then top_k rounds of a warp argmax (ties to the lower index),
-// the chosen probabilities renormalised and times per_expert_scale. p: the warp's n_exp floats of scratch;
-// idx_row, w_row: the row's top_k outputs (global or shared memory). Every lane must call it.
-__device__ __forceinline__ void route_row(const bf16* s_row, int64_t n_exp, int top_k, const bf16* pes, float* p,
-                                          int32_t* idx_row, float* w_row) {
-  const int lane = threadIdx.x & 31;
-  float mx = -INFINITY;
-  for (int64_t e = lane; e < n_exp; e += 32) mx = fmaxf(mx, __bfloat162float(s_row[e]));
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  float sum = 0.0f;
-  for (int64_t e = lane; e < n_exp; e += 32) {
-    const float v = expf(__bfloat162float(s_row[e]) - mx);
-    p[e] = v;
-    sum += v;
-  }
-  sum = cuda::warp_sum(sum);
-  for (int64_t e = lane; e < n_exp; e += 32) p[e] /= sum;
-  __syncwarp();
-  float wsum = 0.0f;  // the same in every lane, as each round's winner is
-  for (int k = 0; k < top_k; ++k) {
-    float best = -1.0f;
-    int best_e = 0x7fffffff;
-    for (int64_t e = lane; e < n_exp; e += 32)
-      if (p[e] > best) {  // strict: within a lane the lower index wins ties
-        best = p[e];
-        best_e = static_cast<int>(e);
-      }
-    cuda::warp_argmax(best, best_e);
-    if (lane == 0) {
-      idx_row[k] = best_e;
-      w_row[k] = best;
-      p[best_e] = -2.0f;  // taken
-    }
-    wsum += best;
-    __syncwarp();  // orders lane 0's writes before the next round's reads and the renormalisation below
-  }
-  for (int k = lane; k < top_k; k += 32) w_row[k] = (w_row[k] / wsum) * __bfloat162float(pes[idx_row[k]]);
-  __syncwarp();  // p may be reused by the warp's next row
-}
+using namespace moe_route;
 
 // One warp per row.
 __global__ void route_kernel(const bf16* scores, int64_t rows, int64_t n_exp, int top_k, const bf16* pes, int32_t* idx,
@@ -110,7 +72,6 @@ __global__ void group_place_kernel(const int32_t* idx, int64_t pairs, int64_t n_
 // pairs (one canvas: 2,048); more pairs take blocks of kGroupBlockPairs each and three launches (count, scan, place):
 // one block sorted the 32-canvas step's 65,536 pairs in 143.5 µs a layer (docs/PERFORMANCE-12-04.md).
 constexpr int kGroupWarps = 32;
-constexpr int64_t kGroupMaxExperts = 256;
 constexpr int64_t kGroupOneBlock = 8192, kGroupBlockPairs = 2048;
 
 __host__ __device__ constexpr int64_t group_smem_words(int64_t n_exp) { return (kGroupWarps + 1) * n_exp; }
@@ -178,32 +139,6 @@ __device__ __forceinline__ void group_block_place(const int32_t* idx, int64_t b0
   }
 }
 
-// Exclusive scan of tot [n_exp] (shared) in place by warp 0, each lane a contiguous chunk of experts; the counts
-// and offsets (offsets[n_exp]: every pair) written out. The whole block calls it.
-__device__ __forceinline__ void group_scan_experts(int32_t* tot, int n_exp, int32_t* counts, int32_t* offsets) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp == 0) {
-    const int chunk = (n_exp + 31) / 32, e0 = lane * chunk, e1 = e0 + chunk < n_exp ? e0 + chunk : n_exp;
-    int32_t sum = 0;
-    for (int e = e0; e < e1; ++e) sum += tot[e];
-    int32_t incl = sum;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    int32_t at = incl - sum;
-    for (int e = e0; e < e1; ++e) {
-      const int32_t c = tot[e];
-      counts[e] = c;
-      tot[e] = at;
-      offsets[e] = at;
-      at += c;
-    }
-    if (lane == 31) offsets[n_exp] = incl;
-  }
-  __syncthreads();
-}
-
 // Every pair in one block (gsm: group_smem_words(n_exp) int32 of shared memory).
 __global__ void __launch_bounds__(kGroupWarps * 32) group_block_kernel(const int32_t* idx, int64_t pairs, int n_exp,
                                                                       int32_t* counts, int32_t* offsets,
@@ -264,14 +199,11 @@ __global__ void __launch_bounds__(kGroupWarps * 32) group_blocks_place_kernel(co
 }
 
 // Routing and grouping in one launch (moe_route_group_cuda): blocks of kRgRows warps route a row each as
-// route_kernel does, count their pairs per expert into blk [blocks][n_exp] and write each pair's rank among the
-// block's earlier pairs of its expert; the last block to finish (a ticket in global memory, which it sets back to 0)
-// turns the counts into each block's first position per expert and places every pair, the same stable order as
-// group_block_kernel. The routing keeps its spread over many SMs; the grouping's launch and its counting pass go.
+// route_kernel does and write their pairs' codes and counts (unit_codes, a block the unit); the last block to finish
+// groups them (group_last_block), the same stable order as group_block_kernel. The routing keeps its spread over many
+// SMs; the grouping's launch and its counting pass go.
 constexpr int kRgRows = 8;
-constexpr int kRgMaxTopK = 16;
 constexpr int64_t kRgMaxBlocks = 128;
-constexpr int64_t kRgMaxPrefixWords = 8192;  // the last block's per-block prefixes in shared memory (32 KB)
 
 __host__ __device__ constexpr int64_t rg_smem_words(int64_t blocks, int64_t n_exp) {
   return kRgRows * n_exp > (blocks + 1) * n_exp ? kRgRows * n_exp : (blocks + 1) * n_exp;
@@ -284,7 +216,7 @@ __global__ void __launch_bounds__(kRgRows * 32) route_group_kernel(const bf16* s
                                                                    int32_t* offsets, int32_t* perm, int32_t* inv) {
   cuda::pdl_enter();
   extern __shared__ float rg_smem[];  // rg_smem_words: the softmax scratch, counts, then the last block's prefixes
-  __shared__ int32_t s_idx[kRgRows * kRgMaxTopK];
+  __shared__ int32_t s_idx[kRgRows * kUnitMaxTopK];
   __shared__ bool s_last;
   const int warp = threadIdx.x >> 5;
   const int64_t r0 = blockIdx.x * static_cast<int64_t>(kRgRows), r = r0 + warp;
@@ -292,76 +224,12 @@ __global__ void __launch_bounds__(kRgRows * 32) route_group_kernel(const bf16* s
     route_row(scores + r * n_exp, n_exp, top_k, pes, rg_smem + warp * n_exp, s_idx + warp * top_k,
               weight + r * top_k);
   __syncthreads();
-  int32_t* cnt = reinterpret_cast<int32_t*>(rg_smem);
-  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) cnt[e] = 0;
-  __syncthreads();
-  const int64_t p0 = r0 * top_k;
-  const int bp = static_cast<int>(rows - r0 < kRgRows ? rows - r0 : kRgRows) * top_k;
-  for (int j = threadIdx.x; j < bp; j += blockDim.x) {
-    const int e = s_idx[j];
-    int before = 0;
-    for (int i = 0; i < j; ++i) before += s_idx[i] == e;
-    idx[p0 + j] = e;
-    code[p0 + j] = e | before << 16;  // the expert and the pair's rank among the block's pairs of it
-    atomicAdd(&cnt[e], 1);
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) blk[blockIdx.x * static_cast<int64_t>(n_exp) + e] = cnt[e];
-  __threadfence();  // this block's idx, weight, codes and counts before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // The last block. The other blocks' writes are read from L2 (__ldcg), each thread's loads issued together: the
-  // counts into shared memory, where per expert they become exclusive prefixes over the blocks and tot the total;
-  // the experts' scan; every pair placed from its code.
-  const int nb = static_cast<int>(gridDim.x);
-  int32_t *pre = reinterpret_cast<int32_t*>(rg_smem), *tot = pre + nb * n_exp;
-  constexpr int kU = 8;
-  for (int base = 0; base < nb * n_exp; base += kU * blockDim.x) {
-    int32_t v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int i = base + u * blockDim.x + threadIdx.x;
-      v[u] = i < nb * n_exp ? __ldcg(blk + i) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int i = base + u * blockDim.x + threadIdx.x;
-      if (i < nb * n_exp) pre[i] = v[u];
-    }
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
-    int32_t total = 0;
-    for (int b = 0; b < nb; ++b) {
-      const int32_t c = pre[b * n_exp + e];
-      pre[b * n_exp + e] = total;
-      total += c;
-    }
-    tot[e] = total;
-  }
-  __syncthreads();
-  group_scan_experts(tot, n_exp, counts, offsets);
-  const int pairs = static_cast<int>(rows) * top_k, block_pairs = kRgRows * top_k;
-  for (int base = 0; base < pairs; base += kU * blockDim.x) {
-    int32_t v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int p = base + u * blockDim.x + threadIdx.x;
-      v[u] = p < pairs ? __ldcg(code + p) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int p = base + u * blockDim.x + threadIdx.x;
-      if (p >= pairs) continue;
-      const int e = v[u] & 0xffff;
-      const int32_t pos = tot[e] + pre[p / block_pairs * n_exp + e] + (v[u] >> 16);
-      perm[pos] = p;
-      inv[p] = pos;
-    }
-  }
+  const int unit_rows = static_cast<int>(rows - r0 < kRgRows ? rows - r0 : kRgRows);
+  unit_codes(s_idx, unit_rows * top_k, r0 * top_k, n_exp, reinterpret_cast<int32_t*>(rg_smem), idx, code,
+             blk + blockIdx.x * static_cast<int64_t>(n_exp));
+  if (!last_arrival(ticket, gridDim.x, &s_last)) return;
+  group_last_block(blk, code, static_cast<int>(gridDim.x), n_exp, static_cast<int>(rows) * top_k, kRgRows * top_k,
+                   reinterpret_cast<int32_t*>(rg_smem), counts, offsets, perm, inv);
   if (threadIdx.x == 0) *ticket = 0u;
 }
 
@@ -412,8 +280,8 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
 
 bool moe_route_group_takes(int64_t rows, int64_t n_exp, int top_k) {
   const int64_t blocks = (rows + kRgRows - 1) / kRgRows;
-  return rows > 0 && top_k >= 1 && top_k <= kRgMaxTopK && top_k <= n_exp && n_exp <= kGroupMaxExperts &&
-         blocks <= kRgMaxBlocks && blocks * n_exp <= kRgMaxPrefixWords;
+  return rows > 0 && top_k >= 1 && top_k <= kUnitMaxTopK && top_k <= n_exp && n_exp <= kGroupMaxExperts &&
+         blocks <= kRgMaxBlocks && blocks * n_exp <= kUnitMaxPrefixWords;
 }
 
 int64_t moe_route_group_scratch(int64_t rows, int64_t n_exp, int top_k) {
