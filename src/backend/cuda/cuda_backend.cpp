@@ -68,8 +68,8 @@ CudaBackend::CudaBackend(float eps, int device, const CudaKernels& kernels, bool
     check(cublasSetWorkspace(branch_blas_, blas_ws_, kBlasWorkspace), "cublasSetWorkspace");
   }
   check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
-  check(cudaMalloc(&route_tickets_, sizeof(unsigned) * kRouterTickets), "the MoE routing tickets");
-  check(cudaMemset(route_tickets_, 0, sizeof(unsigned) * kRouterTickets), "the MoE routing tickets");
+  check(cudaMalloc(&route_ticket_, sizeof(unsigned)), "the MoE routing ticket");
+  check(cudaMemset(route_ticket_, 0, sizeof(unsigned)), "the MoE routing ticket");
 }
 
 uint64_t CudaBackend::own_e4m3_products() const { return fp8_->own_products(); }
@@ -84,7 +84,7 @@ CudaBackend::~CudaBackend() {
   if (branch_blas_ != nullptr) cublasDestroy(branch_blas_);
   if (branch_stream_ != nullptr) cudaStreamDestroy(branch_stream_);
   cudaFree(blas_ws_);
-  cudaFree(route_tickets_);
+  cudaFree(route_ticket_);
 }
 
 Tensor CudaBackend::device(DType t, Shape s, size_t bytes) {

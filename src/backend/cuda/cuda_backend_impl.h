@@ -212,8 +212,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void* blas_ws_ = nullptr;
   cudaStream_t branch_stream_ = nullptr;  // where sc_survivors > 0: the survivor path's graph branch
   cublasHandle_t branch_blas_ = nullptr;
-  // moe_route_group_cuda's and moe_router_route_cuda's (kRouterTickets): 0 between launches, which run on stream_ only
-  unsigned* route_tickets_ = nullptr;
+  unsigned* route_ticket_ = nullptr;  // moe_route_group_cuda's: 0 between launches, which run on stream_ only
   StepGraph graph_;
   int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
   size_t ids_capacity_ = 0;

@@ -218,7 +218,7 @@ void CudaBackend::kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, con
 
 void CudaBackend::moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) {
   const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
-                     [this](const char* n) { stage(n); }, route_tickets_};
+                     [this](const char* n) { stage(n); }, route_ticket_};
   moe_cuda_path(c, h, z, w, top_k, out);
 }
 
@@ -229,7 +229,7 @@ void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeight
     return;
   }
   const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
-                     [this](const char* n) { stage(n); }, route_tickets_};
+                     [this](const char* n) { stage(n); }, route_ticket_};
   const MoeTail tail{m1, w1, w2, wn, s};
   moe_cuda_path(c, h, z, w, top_k, out, &tail);
 }
@@ -285,7 +285,7 @@ void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, con
   c.fp8->run_bf16(xq.codes.data, rows, K, w_down.data, N, m1.data, N, stream_);
   stage("moe");
   const MoePathCtx mc{c, kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); },
-                      route_tickets_};
+                      route_ticket_};
   const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}};
   moe_cuda_path(mc, h, z, w, top_k, out, &tail);
 }

@@ -80,10 +80,6 @@ struct CudaKernels {
   // (moe_route_group_cuda; the same bits): 7.0 + 9.4 -> 13.3 us a layer at one canvas on the H100; false: the
   // routing's and the grouping's launches (A/B)
   bool moe_route_fused = true;
-  // The router's product in that launch too (moe_router_route_cuda: bf16 mma.sync, a CTA per 16 rows and 16 experts,
-  // the last of a row tile routing it) where it takes the call; false: cuBLAS's product first (A/B). The scores'
-  // f32 sums run in another order than cuBLAS's, so a routing tie may break the other way.
-  bool moe_router_fused = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

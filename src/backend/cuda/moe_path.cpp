@@ -32,23 +32,15 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
   }
   Tensor scores = device(DType::kBF16, Shape{T, E});
+  gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
   Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
   Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
   Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
-  const bool tickets = c.route_tickets != nullptr;
-  const bool router_fused = tickets && c.kernels.moe_router_fused && w.router_proj.dtype == DType::kBF16 &&
-                            moe_router_route_takes(T, H, E, top_k);  // the product too: one launch
-  if (!router_fused) gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
-  if (router_fused) {
-    Tensor scratch = device(DType::kI32, Shape{moe_router_route_scratch(T, E, top_k)});
-    check(moe_router_route_cuda(r.data, w.router_proj.data, T, H, E, top_k, w.per_expert_scale.data, scores.data,
-                                idx.as<int32_t>(), wts.f32(), counts.as<int32_t>(), offsets.as<int32_t>(),
-                                perm.as<int32_t>(), inv.as<int32_t>(), scratch.as<int32_t>(), c.route_tickets, s));
-  } else if (tickets && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
+  if (c.route_ticket != nullptr && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
     Tensor scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
     check(moe_route_group_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(),
                                counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(), inv.as<int32_t>(),
-                               scratch.as<int32_t>(), c.route_tickets, s));
+                               scratch.as<int32_t>(), c.route_ticket, s));
   } else {
     check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
     check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),

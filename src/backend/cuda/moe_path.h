@@ -22,9 +22,7 @@ struct MoePathCtx {
   bool capturing;   // inside a graph capture: no host synchronisation (the cuBLAS path is off)
   Q4Layout q4;      // where q4 expert weights are in the kernel layout
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
-  // the backend's kRouterTickets, for the routing's launches with a last block (moe_route_group_cuda,
-  // moe_router_route_cuda)
-  unsigned* route_tickets = nullptr;
+  unsigned* route_ticket = nullptr;  // the backend's, for routing and grouping in one launch (moe_route_group_cuda)
 };
 
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised

@@ -54,19 +54,6 @@ int64_t moe_route_group_scratch(int64_t rows, int64_t n_exp, int top_k);
 Status moe_route_group_cuda(const void* scores, int64_t rows, int64_t n_exp, int top_k, const void* per_expert_scale,
                             int32_t* idx, float* weight, int32_t* counts, int32_t* offsets, int32_t* perm,
                             int32_t* inv, int32_t* scratch, unsigned* ticket, cudaStream_t s);
-// The router's product, the routing and the grouping in one launch where moe_router_route_takes (up to 1,024 rows, a
-// hidden size a multiple of 32, 16-256 experts a multiple of 16, a top-k of 16, rows x experts of 131,072): scores
-// bf16 [rows, n_exp] = r W^T summed in f32 (r bf16 [rows, hidden], W bf16 [n_exp, hidden], both 16-byte aligned),
-// written out, then moe_route_group_cuda's outputs from them. scratch: moe_router_route_scratch int32; tickets:
-// kRouterTickets unsigned in device memory, 0 before the first call and left at 0 by each (calls sharing them, or
-// sharing them with moe_route_group_cuda's ticket, must not run at once).
-inline constexpr int kRouterTickets = 65;
-bool moe_router_route_takes(int64_t rows, int64_t hidden, int64_t n_exp, int top_k);
-int64_t moe_router_route_scratch(int64_t rows, int64_t n_exp, int top_k);
-Status moe_router_route_cuda(const void* r, const void* w, int64_t rows, int64_t hidden, int64_t n_exp, int top_k,
-                             const void* per_expert_scale, void* scores, int32_t* idx, float* weight, int32_t* counts,
-                             int32_t* offsets, int32_t* perm, int32_t* inv, int32_t* scratch, unsigned* tickets,
-                             cudaStream_t s);
 // xg[i] = x[perm[i] / top_k] (rows of `hidden` bf16).
 Status moe_gather_cuda(const void* x, const int32_t* perm, int64_t pairs, int top_k, int64_t hidden, void* xg,
                        cudaStream_t s);

@@ -1,6 +1,6 @@
-// The MoE routing's device pieces shared by its kernels (moe_route.cu, moe_router.cu): a warp's routing of one row,
-// the experts' scan, and the grouping by the last block of a launch from the units' pair codes and counts (a unit:
-// the rows one block routed).
+// The MoE routing's device pieces (moe_route.cu's kernels; for a kernel that routes as part of its work): a warp's
+// routing of one row, the experts' scan, and the grouping by the last block of a launch from the units' pair codes
+// and counts (a unit: the rows one block routed).
 // Reference: DiffusionGemmaTextRouter (softmax, top-k, renormalisation, per_expert_scale); moe_route_cpu.
 #pragma once
 
