@@ -103,7 +103,7 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
 
 void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                     Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                    RowCodes* out0_codes, const RowCodes*) {
+                                    RowCodes* out0_codes) {
   if (out0_codes != nullptr) out0_codes->filled = false;
   Tensor attn = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_o.shape[0]});
   linear(x, w_o, attn);

@@ -158,10 +158,10 @@ class Backend {
                         RowScalar s, Tensor& out);
   // residual_norms of attn = x w_o^T (the attention's output projection): the default is linear(), then
   // residual_norms(). A backend may apply a W8A8 product's scales as the chain reads its raw sums.
-  // out0_codes: out[0]'s RowCodes, which a backend may fill (or null); x_codes: x's RowCodes when filled (or null).
+  // out0_codes: out[0]'s RowCodes, which a backend may fill (or null).
   virtual void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                      Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                     RowCodes* out0_codes = nullptr, const RowCodes* x_codes = nullptr);
+                                     RowCodes* out0_codes = nullptr);
   // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
@@ -178,10 +178,9 @@ class Backend {
   // Attention of q [rows, n_heads, D] at positions q_pos0.. over the cached positions [cache_from, cache_to) of a
   // cache layer followed by fresh K/V rows at positions fresh_pos0.. . out: [rows, n_heads * D]. k_fresh and v_fresh
   // are as qkv_heads wrote kn and vn, or (attention and attention_segments) rows of the FreshKvCopy it filled.
-  // out_codes: out's RowCodes (for a W8A8 o projection), which a backend may fill (or null).
   virtual void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                          const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
-                         int64_t window, Tensor& out, RowCodes* out_codes = nullptr) = 0;
+                         int64_t window, Tensor& out) = 0;
   // Top-k sparse attention (src/ops/attention/attention_topk.h): attention() where each (query row, head) keeps
   // only topk.keep(visible) of the keys it sees. The default runs attention() for topk off and refuses otherwise,
   // naming the backend.

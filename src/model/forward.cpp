@@ -103,9 +103,6 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     return h;
   }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
-  // Untraced, an attention call over every row may also write o's E4M3 rows for a W8A8 o projection (RowCodes).
-  const Tensor* wo[] = {&w.o};
-  RowCodes oq = traced ? RowCodes{} : be_.row_codes(o, wo);
   // What the attention sees of the cache (SPEC.md §2.8): full layers every cached token before the sequence's rows;
   // sliding layers the window before the first row (the causal window mask does the rest) for the encoder, and the
   // last window-1 tokens before the canvas for every canvas row in the decoder. Dense attention takes every
@@ -144,8 +141,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
       const AttnSegment& g = parts[0];
       Tensor o_part = row_slice(o, g.row0, g.rows);
       be_.attention(row_slice(qn, g.row0, g.rows), g.pos0, *g.kv, g.cache_from, g.cache_to,
-                    row_slice(kf, g.row0, g.rows), row_slice(vf, g.row0, g.rows), g.pos0, causal, window, o_part,
-                    g.rows == rows ? &oq : nullptr);
+                    row_slice(kf, g.row0, g.rows), row_slice(vf, g.row0, g.rows), g.pos0, causal, window, o_part);
     } else {
       be_.attention_segments(qn, parts, kf, vf, causal, window, o);
     }
@@ -180,7 +176,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     Tensor* normed[] = {&u, &z};
     const Tensor* gu[] = {&w.gate, &w.up};
     uq = be_.row_codes(u, gu);
-    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq, &oq);
+    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq);
   }
 
   // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.

@@ -128,7 +128,7 @@ class CpuBackend final : public Backend, public SyntheticFill {
 
   void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
-                 Tensor& out, RowCodes* /*out_codes: the CPU quantises in its products*/ = nullptr) override {
+                 Tensor& out) override {
     attention_topk(q, q_pos0, kv, cache_from, cache_to, k_fresh, v_fresh, fresh_pos0, causal, window, AttnTopk{}, out);
   }
   void attention_topk(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,

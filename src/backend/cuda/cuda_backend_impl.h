@@ -118,7 +118,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
 
   void attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                  const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal, int64_t window,
-                 Tensor& out, RowCodes* out_codes = nullptr) override;
+                 Tensor& out) override;
   // Several sequences: one launch of the flash kernel over all of them when their query tiles fill a wave of the
   // GPU (a batched step); otherwise per-sequence calls, whose key splits fill it better.
   void attention_segments(const Tensor& q, std::span<const AttnSegment> segs, const Tensor& k_fresh,
@@ -134,7 +134,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
                     const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                             RowCodes* out0_codes, const RowCodes* x_codes) override;
+                             RowCodes* out0_codes) override;
   void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                            const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
                            RowScalar s, Tensor& out, const RowCodes* x_codes) override;

@@ -154,24 +154,15 @@ void CudaBackend::gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 
 void CudaBackend::attention(const Tensor& q, int64_t q_pos0, const KvLayer& kv, int64_t cache_from, int64_t cache_to,
                             const Tensor& k_fresh, const Tensor& v_fresh, int64_t fresh_pos0, bool causal,
-                            int64_t window, Tensor& out, RowCodes* out_codes) {
+                            int64_t window, Tensor& out) {
   DG_CHECK(kv.k.device == Device::kCuda, "the CUDA backend needs a device KV cache (EngineCore::new_cache)");
-  if (out_codes != nullptr) out_codes->filled = false;
   const CachedKv cached{kv.k.data, kv.v.data, kv.cap, kv.ring, cache_from, cache_to};
   const AttnShape sh{q.shape[1], k_fresh.shape[1], q.shape[2]};
   if (flash_for(sh.head_dim)) {
     const Tensor kf = as_f16(k_fresh), vf = as_f16(v_fresh);
-    // out's codes from the split combine where the o projection reads E4M3 rows (row_codes gave buffers).
-    FlashCodes codes;
-    const bool want = kernels_.attention_codes && codes_wanted(out_codes, out);
-    if (want) codes = FlashCodes{out_codes->codes.data, out_codes->scale.f32()};
     check(attention_flash_cuda(q.data, q.shape[0], q_pos0, cached, kf.data, vf.data, k_fresh.shape[0], fresh_pos0,
                                sh, causal, window, out.data, stream_, 16, kernels_.attention_cols,
-                               kernels_.attention_pairs, wgmma_, want ? &codes : nullptr));
-    if (codes.written) {
-      out_codes->filled = true;
-      ++row_codes_filled_;
-    }
+                               kernels_.attention_pairs, wgmma_));
     return;
   }
   DG_CHECK(k_fresh.dtype == DType::kBF16 && v_fresh.dtype == DType::kBF16,
@@ -247,7 +238,7 @@ void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeight
 // (CudaKernels::a8_scales_on_load); otherwise the product, then the chain.
 void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                         Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                        RowCodes* out0_codes, const RowCodes* x_codes) {
+                                        RowCodes* out0_codes) {
   const CublasCtx c = blas_ctx();
   if (out0_codes != nullptr) out0_codes->filled = false;
   const Tensor* wo[1] = {&w_o};
@@ -257,10 +248,10 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   for (size_t i = 0; raw && i < w.size(); ++i)
     raw = residual_vec_fits(N, {w[i] != nullptr ? w[i]->data : nullptr, out[i]->data});
   if (!raw) {
-    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out, out0_codes, x_codes);
+    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out, out0_codes);
     return;
   }
-  const Act8 xq = a8_input(c, x, x_codes);
+  const Act8 xq = a8_quantise(c, x);
   Tensor attn = alloc(Shape{rows, N});
   c.fp8->run_bf16(xq.codes.data, rows, K, w_o.data, N, attn.data, N, stream_);
   // out[0]'s codes from the same launch where its consumer reads them (row_codes gave buffers).

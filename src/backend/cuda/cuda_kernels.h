@@ -80,9 +80,6 @@ struct CudaKernels {
   // (moe_route_group_cuda; the same bits): 7.0 + 9.4 -> 13.3 us a layer at one canvas on the H100; false: the
   // routing's and the grouping's launches (A/B)
   bool moe_route_fused = true;
-  // The attention's split combine writing the o projection's E4M3 input rows (combine_codes_kernel, the same bits as
-  // quantising the stored output); false: the o projection quantises its input (A/B)
-  bool attention_codes = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

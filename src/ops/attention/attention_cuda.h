@@ -71,18 +71,10 @@ bool attention_flash_wgmma_available();
 // The error of a wgmma call where attention_flash_wgmma_available() is false (ok where it is true); `what` names the
 // launcher.
 Status attention_flash_wgmma_check(const char* what);
-// The output's E4M3 row codes for a W8A8 o projection (act_quant_fp8 of the stored bf16 rows, the same bits as
-// moe_act_quant_fp8_cuda on them): codes u8 [rows, n_heads * D] and scale f32 [rows], written where the call splits
-// its keys and its combine takes the row (n_heads * D up to 8,192); `written` says whether they were.
-struct FlashCodes {
-  void* codes = nullptr;
-  float* scale = nullptr;
-  bool written = false;
-};
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits = 16,
-                            int out_cols = 256, int pair_min_dim = 0, bool wgmma = false, FlashCodes* codes = nullptr);
+                            int out_cols = 256, int pair_min_dim = 0, bool wgmma = false);
 
 
 // One sequence of attention_flash_segments_cuda: its query rows [row0, row0 + rows) of q and out, which are also

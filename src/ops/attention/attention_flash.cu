@@ -1,7 +1,7 @@
 // Flash-style attention on tensor cores (mma.sync m16n8k16, f16 in, f32 accumulate), for head dims that are
 // multiples of 16 up to 512: one launch per call (the block body: flash_block.cuh), with the keys of bidirectional
 // (canvas) attention split over blocks when the grid would leave the GPU idle (flash-decoding) and the partials
-// merged by combine_kernel (or combine_codes_kernel, which also writes the output's E4M3 row codes). Head dims 256 and 512 take the wgmma blocks (flash_wgmma.cuh, flash_wgmma512.cuh) when
+// merged by combine_kernel. Head dims 256 and 512 take the wgmma blocks (flash_wgmma.cuh, flash_wgmma512.cuh) when
 // the caller asks for them.
 #include <algorithm>
 #include <cstdint>
@@ -9,7 +9,6 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
-#include "core/cuda/e4m3_rows.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/flash_block.cuh"
@@ -94,65 +93,12 @@ __global__ void combine_kernel(const float* part_o, const float* part_ml, int n_
   o2[1] = __floats2bfloat162_rn(ratio(num.z), ratio(num.w));
 }
 
-// combine_kernel's output for one row per block, kT threads each holding kActPer 16-byte chunks of it (eight
-// columns), and the row's E4M3 codes and scale from those values (act_quant_row_vals: the bits moe_act_quant_fp8_cuda
-// gives for the stored row), so the o projection's input needs no pass of its own. Each chunk lies in one head.
-template <int kT>
-__global__ void __launch_bounds__(kT) combine_codes_kernel(const float* part_o, const float* part_ml, int n_splits,
-                                                          int64_t rows, int n_heads, int64_t D, bf16* out,
-                                                          uint8_t* codes, float* code_scale) {
-  cuda::pdl_enter();
-  __shared__ float red[kT / 32];
-  const int64_t r = blockIdx.x, chunks = n_heads * D / 8, total = rows * n_heads * D;
-  const int t = static_cast<int>(threadIdx.x);
-  uint4 v[kActPer];
-#pragma unroll
-  for (int i = 0; i < kActPer; ++i) {
-    const int64_t c = t + i * kT;
-    v[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (c >= chunks) continue;
-    const int64_t rh = r * n_heads + 8 * c / D, at = r * n_heads * D + 8 * c;
-    float mx = -INFINITY;
-    for (int sp = 0; sp < n_splits; ++sp) {
-      const float2 ml = reinterpret_cast<const float2*>(part_ml)[sp * rows * n_heads + rh];
-      if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
-    }
-    float num[8] = {};
-    float den = 0.0f;
-    for (int sp = 0; sp < n_splits; ++sp) {
-      const float2 ml = reinterpret_cast<const float2*>(part_ml)[sp * rows * n_heads + rh];
-      if (ml.y <= 0.0f) continue;
-      const float w = ml.y * expf(ml.x - mx);
-      const float4 o0 = *reinterpret_cast<const float4*>(part_o + sp * total + at);
-      const float4 o1 = *reinterpret_cast<const float4*>(part_o + sp * total + at + 4);
-      num[0] += w * o0.x;
-      num[1] += w * o0.y;
-      num[2] += w * o0.z;
-      num[3] += w * o0.w;
-      num[4] += w * o1.x;
-      num[5] += w * o1.y;
-      num[6] += w * o1.z;
-      num[7] += w * o1.w;
-      den += w;
-    }
-    auto* h2 = reinterpret_cast<__nv_bfloat162*>(&v[i]);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      h2[j] = __floats2bfloat162_rn(den > 0.0f ? num[2 * j] / den : 0.0f, den > 0.0f ? num[2 * j + 1] / den : 0.0f);
-    *reinterpret_cast<uint4*>(out + at) = v[i];
-  }
-  act_quant_row_vals<kT, kActPer>(v, true, chunks, codes, code_scale, r, t, red);
-}
-
-// Whether combine_codes_kernel takes rows of n_heads heads of D columns (up to 256 threads of kActPer chunks).
-constexpr bool combine_codes_takes(int64_t n_heads, int64_t D) { return D % 8 == 0 && n_heads * D <= 256 * kActPer * 8; }
-
 // Launches `kernel` over (row tiles, heads, slices x key splits): bidirectional (canvas) attention splits its keys
 // (tiles of tile_keys) so that the grid fills the GPU's resident blocks in one wave (a partial second wave costs as
 // much as a full one); causal prefill has query tiles enough and keeps one split. Partials merge in combine_kernel.
 // A block takes block_rows query rows of block_heads heads (grid y: n_heads / block_heads).
 template <int kD, class Kernel, class... Extra>
-Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int slices, int tile_keys, FlashArgs& a,
+Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int slices, int tile_keys, FlashArgs a,
                     int max_splits, cudaStream_t s, int block_rows = kRows, int block_heads = 1, Extra... extra) {
   const int heads = a.n_heads / block_heads;
   const int64_t q_tiles = (a.rows + block_rows - 1) / block_rows, base = q_tiles * heads * slices;
@@ -176,28 +122,17 @@ Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int sli
   const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(heads),
                   static_cast<unsigned>(slices * a.n_splits));
   cuda::launch(kernel, grid, threads, smem, s, a, extra...);
-  if (a.n_splits > 1 && a.codes != nullptr && combine_codes_takes(a.n_heads, kD)) {
-    const auto rows = static_cast<unsigned>(a.rows);
-    if (a.n_heads * kD <= 128 * kActPer * 8)
-      cuda::launch(combine_codes_kernel<128>, rows, 128, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows, a.n_heads,
-                   static_cast<int64_t>(kD), a.out, a.codes, a.code_scale);
-    else
-      cuda::launch(combine_codes_kernel<256>, rows, 256, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows, a.n_heads,
-                   static_cast<int64_t>(kD), a.out, a.codes, a.code_scale);
-  } else if (a.n_splits > 1) {
+  if (a.n_splits > 1) {
     static_assert(kD % 4 == 0, "the combine takes four columns per thread");
     cuda::launch(combine_kernel, cuda::blocks_for(total / 4, 256), 256, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows,
                                                                      a.n_heads, kD, a.out);
-    a.codes = nullptr;
-  } else {
-    a.codes = nullptr;  // one split: the block wrote the output, no codes
+    cudaFreeAsync(scratch, s);
   }
-  if (a.n_splits > 1) cudaFreeAsync(scratch, s);
   return cuda_status(cudaGetLastError(), "attention_flash_cuda");
 }
 
 template <int kD, int kDv>
-Status launch(FlashArgs& a, int max_splits, cudaStream_t s) {
+Status launch(FlashArgs a, int max_splits, cudaStream_t s) {
   constexpr size_t smem = smem_bytes<kD, kDv>();
   static const cudaError_t attr = cudaFuncSetAttribute(flash_kernel<kD, kDv>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -208,7 +143,7 @@ Status launch(FlashArgs& a, int max_splits, cudaStream_t s) {
 }
 
 template <int kD>
-Status launch_pair(FlashArgs& a, int max_splits, cudaStream_t s) {
+Status launch_pair(FlashArgs a, int max_splits, cudaStream_t s) {
   constexpr size_t smem = pair_smem_bytes<kD>();
   static const cudaError_t attr = cudaFuncSetAttribute(flash_pair_kernel<kD>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -219,7 +154,7 @@ Status launch_pair(FlashArgs& a, int max_splits, cudaStream_t s) {
 }
 
 template <int kD>
-Status launch_wgmma(FlashArgs& a, int max_splits, cudaStream_t s) {
+Status launch_wgmma(FlashArgs a, int max_splits, cudaStream_t s) {
   constexpr size_t smem = wg_smem_bytes<kD>();
   static const cudaError_t attr = cudaFuncSetAttribute(flash_wgmma_kernel<kD>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -265,7 +200,7 @@ bool attention_flash_pairs(int64_t head_dim, int pair_min_dim) {
 Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const CachedKv& cached, const void* k_fresh,
                             const void* v_fresh, int64_t n_fresh, int64_t fresh_pos0, const AttnShape& shape,
                             bool causal, int64_t window, void* out, cudaStream_t s, int max_splits, int out_cols,
-                            int pair_min_dim, bool wgmma, FlashCodes* codes) {
+                            int pair_min_dim, bool wgmma) {
   const int64_t n_cached = cached.to - cached.from;
   if (rows == 0) return Status::ok();
   if (out_cols != 128 && out_cols != 256)
@@ -301,27 +236,19 @@ Status attention_flash_cuda(const void* q, int64_t rows, int64_t q_pos0, const C
   a.n_kv = static_cast<int>(shape.n_kv_heads);
   a.ring = cached.ring;
   a.causal = causal;
-  if (codes != nullptr) {
-    a.codes = static_cast<uint8_t*>(codes->codes);
-    a.code_scale = codes->scale;
+  if (use_wgmma)
+    return shape.head_dim == kWgD ? launch_wgmma<kWgD>(a, max_splits, s) : launch_wgmma<kWg5D>(a, max_splits, s);
+  if (attention_flash_pairs(shape.head_dim, pair_min_dim))
+    return shape.head_dim == 256 ? launch_pair<256>(a, max_splits, s) : launch_pair<512>(a, max_splits, s);
+  const bool wide = out_cols >= 256;
+  switch (shape.head_dim) {
+    case 16: return launch<16, 16>(a, max_splits, s);
+    case 32: return launch<32, 32>(a, max_splits, s);
+    case 64: return launch<64, 64>(a, max_splits, s);
+    case 128: return launch<128, 128>(a, max_splits, s);
+    case 256: return wide ? launch<256, 256>(a, max_splits, s) : launch<256, 128>(a, max_splits, s);
+    default: return wide ? launch<512, 256>(a, max_splits, s) : launch<512, 128>(a, max_splits, s);
   }
-  const Status st = [&] {
-    if (use_wgmma)
-      return shape.head_dim == kWgD ? launch_wgmma<kWgD>(a, max_splits, s) : launch_wgmma<kWg5D>(a, max_splits, s);
-    if (attention_flash_pairs(shape.head_dim, pair_min_dim))
-      return shape.head_dim == 256 ? launch_pair<256>(a, max_splits, s) : launch_pair<512>(a, max_splits, s);
-    const bool wide = out_cols >= 256;
-    switch (shape.head_dim) {
-      case 16: return launch<16, 16>(a, max_splits, s);
-      case 32: return launch<32, 32>(a, max_splits, s);
-      case 64: return launch<64, 64>(a, max_splits, s);
-      case 128: return launch<128, 128>(a, max_splits, s);
-      case 256: return wide ? launch<256, 256>(a, max_splits, s) : launch<256, 128>(a, max_splits, s);
-      default: return wide ? launch<512, 256>(a, max_splits, s) : launch<512, 128>(a, max_splits, s);
-    }
-  }();
-  if (codes != nullptr) codes->written = st.is_ok() && a.codes != nullptr;
-  return st;
 }
 
 }  // namespace dg

@@ -40,11 +40,6 @@ struct FlashArgs {
   int n_splits = 1, tiles_per_split = 0;
   float* part_o = nullptr;   // [splits, rows, heads, D]
   float* part_ml = nullptr;  // [splits, rows, heads, 2]
-  // Where not null, the output's E4M3 row codes [rows, heads * D] and scales [rows] (act_quant_fp8 of its bf16 rows),
-  // written by the split combine where it runs and takes the row (combine_codes_takes); launch_split sets codes back
-  // to null where they were not written.
-  uint8_t* codes = nullptr;
-  float* code_scale = nullptr;
 };
 
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
