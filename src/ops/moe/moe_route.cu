@@ -103,15 +103,7 @@ __device__ __forceinline__ void group_block_counts(const int32_t* idx, int64_t b
     __syncwarp();
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {  // per expert: exclusive prefix over the warps
-    int32_t total = 0;
-    for (int w = 0; w < kGroupWarps; ++w) {
-      const int32_t c = run[w * n_exp + e];
-      run[w * n_exp + e] = total;
-      total += c;
-    }
-    tot[e] = total;
-  }
+  column_prefixes(run, kGroupWarps, n_exp, tot);  // per expert: exclusive prefixes over the warps
   __syncthreads();
 }
 

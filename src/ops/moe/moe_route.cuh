@@ -114,6 +114,40 @@ __device__ __forceinline__ bool last_arrival(unsigned* ticket, unsigned blocks, 
   return true;
 }
 
+// Per expert e, column e of the [n][n_exp] table t (shared memory): its entries become exclusive prefixes down the
+// column and tot[e] the column's total. The whole block calls it; the caller synchronises before and after.
+__device__ __forceinline__ void column_prefixes(int32_t* t, int n, int n_exp, int32_t* tot) {
+  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
+    int32_t total = 0;
+    for (int b = 0; b < n; ++b) {
+      const int32_t c = t[b * n_exp + e];
+      t[b * n_exp + e] = total;
+      total += c;
+    }
+    tot[e] = total;
+  }
+}
+
+// Every index i < n over the block's threads, kBatch a thread at a time: a batch's loads (load(i)) all issued before
+// its uses (use(i, value)), so their latencies overlap.
+template <class Load, class Use>
+__device__ __forceinline__ void batched(int n, Load load, Use use) {
+  constexpr int kBatch = 8;
+  for (int base = 0; base < n; base += kBatch * blockDim.x) {
+    int32_t v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * blockDim.x + threadIdx.x;
+      v[u] = i < n ? load(i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * blockDim.x + threadIdx.x;
+      if (i < n) use(i, v[u]);
+    }
+  }
+}
+
 // The grouping by the last block: units' counts blk [units][n_exp] and the pairs' codes [pairs] (unit_codes, other
 // blocks' writes, read from L2 with each thread's loads issued together); pre: (units + 1) * n_exp words of shared
 // memory, where per expert the counts become exclusive prefixes over the units and then the expert's total; the
@@ -122,50 +156,17 @@ __device__ __forceinline__ void group_last_block(const int32_t* blk, const int32
                                                  int pairs, int unit_pairs, int32_t* pre, int32_t* counts,
                                                  int32_t* offsets, int32_t* perm, int32_t* inv) {
   int32_t* tot = pre + units * n_exp;
-  constexpr int kU = 8;
-  const int words = units * n_exp;
-  for (int base = 0; base < words; base += kU * blockDim.x) {
-    int32_t v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int i = base + u * blockDim.x + threadIdx.x;
-      v[u] = i < words ? __ldcg(blk + i) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int i = base + u * blockDim.x + threadIdx.x;
-      if (i < words) pre[i] = v[u];
-    }
-  }
+  batched(units * n_exp, [&](int i) { return __ldcg(blk + i); }, [&](int i, int32_t c) { pre[i] = c; });
   __syncthreads();
-  for (int e = threadIdx.x; e < n_exp; e += blockDim.x) {
-    int32_t total = 0;
-    for (int b = 0; b < units; ++b) {
-      const int32_t c = pre[b * n_exp + e];
-      pre[b * n_exp + e] = total;
-      total += c;
-    }
-    tot[e] = total;
-  }
+  column_prefixes(pre, units, n_exp, tot);
   __syncthreads();
   group_scan_experts(tot, n_exp, counts, offsets);
-  for (int base = 0; base < pairs; base += kU * blockDim.x) {
-    int32_t v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int p = base + u * blockDim.x + threadIdx.x;
-      v[u] = p < pairs ? __ldcg(code + p) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int p = base + u * blockDim.x + threadIdx.x;
-      if (p >= pairs) continue;
-      const int e = v[u] & 0xffff;
-      const int32_t pos = tot[e] + pre[p / unit_pairs * n_exp + e] + (v[u] >> 16);
-      perm[pos] = p;
-      inv[p] = pos;
-    }
-  }
+  batched(pairs, [&](int p) { return __ldcg(code + p); }, [&](int p, int32_t c) {
+    const int e = c & 0xffff;
+    const int32_t pos = tot[e] + pre[p / unit_pairs * n_exp + e] + (c >> 16);
+    perm[pos] = p;
+    inv[p] = pos;
+  });
 }
 
 }  // namespace dg::moe_route
