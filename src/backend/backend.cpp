@@ -43,6 +43,8 @@ void Backend::linears(const Tensor& x, std::span<const Tensor* const> w, std::sp
 
 RowCodes Backend::row_codes(const Tensor&, std::span<const Tensor* const>) { return {}; }
 
+MoeInputs Backend::moe_inputs(const Tensor&, const MoeWeights&) { return {}; }
+
 void Backend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
   codes.filled = false;
   rmsnorm(x, w, out);
@@ -103,8 +105,9 @@ void Backend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m
 
 void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                     Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                    RowCodes* out0_codes) {
+                                    RowCodes* out0_codes, MoeInputs* moe_in) {
   if (out0_codes != nullptr) out0_codes->filled = false;
+  if (moe_in != nullptr) moe_in->filled = false;
   Tensor attn = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_o.shape[0]});
   linear(x, w_o, attn);
   residual_norms(h, attn, w_post, h1, w, out);
@@ -112,7 +115,7 @@ void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Te
 
 void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*) {
+                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*, const MoeInputs*) {
   Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
   linear(x, w_down, m1);
   stage("moe");

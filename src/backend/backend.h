@@ -72,6 +72,16 @@ struct RowCodes {
   bool filled = false;
 };
 
+// The W8A8 MoE's inputs, written by the residual chain that makes h1 and z (linear_residual_norms) where a backend
+// gave buffers (moe_inputs) and its chain can, and read by its MoE when filled (linear_moe_ffn_tail): the router's
+// input of h1 and z's E4M3 rows.
+struct MoeInputs {
+  Tensor r;  // bf16 [rows, hidden]
+  RowCodes z;
+  const Tensor* router_scale = nullptr;
+  bool filled = false;
+};
+
 // What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
 enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
@@ -127,6 +137,9 @@ class Backend {
   // rmsnorm(), and out's RowCodes when `codes` holds buffers and the backend writes them in the same pass (default:
   // rmsnorm() alone, codes left unfilled).
   virtual void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes);
+  // MoeInputs buffers for z's rows where this backend's MoE of w reads E4M3 rows and its residual chain writes
+  // them; empty otherwise (the default).
+  virtual MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w);
   // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
   // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
   virtual uint64_t row_codes_filled() const { return 0; }
@@ -158,10 +171,11 @@ class Backend {
                         RowScalar s, Tensor& out);
   // residual_norms of attn = x w_o^T (the attention's output projection): the default is linear(), then
   // residual_norms(). A backend may apply a W8A8 product's scales as the chain reads its raw sums.
-  // out0_codes: out[0]'s RowCodes, which a backend may fill (or null).
+  // out0_codes: out[0]'s RowCodes, which a backend may fill (or null); moe_in: the MoE's inputs of h1 and out[1]
+  // (z), likewise.
   virtual void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                      Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                     RowCodes* out0_codes = nullptr);
+                                     RowCodes* out0_codes = nullptr, MoeInputs* moe_in = nullptr);
   // out = rope(rmsnorm(x) w) at positions pos0..: the per-head norm and rotation of q and k (default: the two ops).
   virtual void rmsnorm_rope(const Tensor& x, const Tensor* w, Tensor& out, int64_t pos0,
                             const std::vector<float>& inv_freq);
@@ -203,10 +217,11 @@ class Backend {
                             const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out);
   // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
   // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums. x_codes:
-  // x's RowCodes when filled (or null).
+  // x's RowCodes when filled (or null); moe_in: the MoE's inputs when filled (or null).
   virtual void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                    const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                   const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes = nullptr);
+                                   const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes = nullptr,
+                                   const MoeInputs* moe_in = nullptr);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // lm_head that may leave its last elementwise step to row_stats_open (batched steps, whose statistics read every

@@ -160,6 +160,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   // same composition, src/ops/residual/residual.h).
   Tensor h1 = be_.alloc(Shape{rows, hidden}), u = be_.alloc(Shape{rows, hidden}), z = be_.alloc(Shape{rows, hidden});
   RowCodes uq, gq;  // untraced: u's and the dense MLP's gated output's E4M3 rows, written by their producers
+  MoeInputs mi;     // untraced: the MoE's router input and z's E4M3 rows, where the backend's chain writes them
   if (traced) {
     Tensor attn = be_.alloc(Shape{rows, hidden});
     be_.linear(o, w.o, attn);
@@ -176,7 +177,8 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     Tensor* normed[] = {&u, &z};
     const Tensor* gu[] = {&w.gate, &w.up};
     uq = be_.row_codes(u, gu);
-    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq);
+    mi = be_.moe_inputs(z, w.moe());
+    be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq, &mi);
   }
 
   // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.
@@ -194,7 +196,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   Tensor out = be_.alloc(Shape{rows, hidden});
   if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output
     be_.linear_moe_ffn_tail(gate, w.down, h1, z, w.moe(), cfg_.top_k, w.post_ff_norm_1, w.post_ff_norm_2,
-                            w.post_ff_norm, scalar, out, &gq);
+                            w.post_ff_norm, scalar, out, &gq, &mi);
   } else {
     Tensor m1 = be_.alloc(Shape{rows, hidden});
     be_.linear(gate, w.down, m1);

@@ -92,6 +92,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void rmsnorm(const Tensor& x, const Tensor* w, Tensor& out) override;
   // Buffers where x feeds W8A8 products whose raw sums a chain scales (a8_on_load) and the fused norms are on.
   RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
+  MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
   uint64_t own_e4m3_products() const override;
@@ -134,10 +135,10 @@ class CudaBackend final : public Backend, public SyntheticFill {
                     const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                             RowCodes* out0_codes) override;
+                             RowCodes* out0_codes, MoeInputs* moe_in) override;
   void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                            const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
-                           RowScalar s, Tensor& out, const RowCodes* x_codes) override;
+                           RowScalar s, Tensor& out, const RowCodes* x_codes, const MoeInputs* moe_in) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits,
@@ -178,7 +179,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void move_into(std::span<Tensor* const> ts, const Tensor& all, const std::function<int64_t(const Tensor&)>& stride);
   void launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw,
-                             RowCodesOut codes0 = {});
+                             RowCodesOut codes0 = {}, MoeInputsOut moe = {});
   // A [rows] RowStats buffer on the device filled by `run`, copied to host_stats; the stream synchronised.
   void stats_to_host(int64_t rows, RowStats* host_stats, const std::function<Status(RowStats*)>& run);
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }

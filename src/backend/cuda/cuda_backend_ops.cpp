@@ -1,6 +1,7 @@
 // The forward ops of the CUDA backend (cuda_backend_impl.h): norms, rotary embeddings, linears, attention, KV
 // writes, MoE and the vocabulary products, each our kernel (src/ops/*/*.cu) or a cuBLAS path, with the Backend's
 // composed form where a fused kernel is off or does not cover the shape.
+#include <cmath>
 #include <span>
 #include <vector>
 
@@ -42,6 +43,17 @@ RowCodes CudaBackend::row_codes(const Tensor& x, std::span<const Tensor* const> 
   if (!kernels_.fused_norms || !kernels_.a8_row_codes || !a8_on_load(blas_ctx(), x, w)) return {};
   return RowCodes{device(DType::kU8, Shape{tensor_rows(x), tensor_cols(x)}),
                   device(DType::kF32, Shape{tensor_rows(x)})};
+}
+
+// Where the experts are W8A8 and the residual chain holds z's rows in its vectorised kernel (never with
+// --moe-inputs-apart).
+MoeInputs CudaBackend::moe_inputs(const Tensor& z, const MoeWeights& w) {
+  const int64_t H = tensor_cols(z), T = tensor_rows(z);
+  if (!kernels_.fused_norms || !kernels_.moe_inputs_fused || w.act != DType::kFp8 ||
+      w.router_scale.dtype != DType::kBF16 || !residual_vec_fits(H, {z.data, w.router_scale.data}))
+    return {};
+  return MoeInputs{device(DType::kBF16, Shape{T, H}),
+                   RowCodes{device(DType::kU8, Shape{T, H}), device(DType::kF32, Shape{T})}, &w.router_scale};
 }
 
 void CudaBackend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
@@ -125,7 +137,7 @@ void CudaBackend::residual_norms(const Tensor& h, Tensor& attn, const Tensor& w_
 // residual_norms_cuda over these tensors; `raw`: attn holds a W8A8 product's raw sums and their scales.
 void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
                                         std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                        RawRowScales raw, RowCodesOut codes0) {
+                                        RawRowScales raw, RowCodesOut codes0, MoeInputsOut moe) {
   DG_CHECK(w.size() == out.size() && w.size() <= 3, "residual_norms: {} weights for {} outputs", w.size(),
            out.size());
   const void* ws[3] = {};
@@ -135,7 +147,7 @@ void CudaBackend::launch_residual_norms(const Tensor& h, const Tensor& attn, con
     outs[i] = out[i]->data;
   }
   check(residual_norms_cuda(h.data, attn.data, w_post.data, h1.data, ws, outs, static_cast<int>(w.size()),
-                            tensor_rows(h), tensor_cols(h), eps_, stream_, raw, codes0));
+                            tensor_rows(h), tensor_cols(h), eps_, stream_, raw, codes0, moe));
 }
 
 void CudaBackend::ffn_tail(const Tensor& h1, Tensor& m1, const Tensor& w1, Tensor& m2, const Tensor& w2,
@@ -238,9 +250,10 @@ void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeight
 // (CudaKernels::a8_scales_on_load); otherwise the product, then the chain.
 void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post,
                                         Tensor& h1, std::span<const Tensor* const> w, std::span<Tensor* const> out,
-                                        RowCodes* out0_codes) {
+                                        RowCodes* out0_codes, MoeInputs* moe_in) {
   const CublasCtx c = blas_ctx();
   if (out0_codes != nullptr) out0_codes->filled = false;
+  if (moe_in != nullptr) moe_in->filled = false;
   const Tensor* wo[1] = {&w_o};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_o.shape[0];
   bool raw = kernels_.fused_norms && w.size() == out.size() && w.size() <= 3 && a8_on_load(c, x, wo) &&
@@ -248,7 +261,7 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   for (size_t i = 0; raw && i < w.size(); ++i)
     raw = residual_vec_fits(N, {w[i] != nullptr ? w[i]->data : nullptr, out[i]->data});
   if (!raw) {
-    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out, out0_codes);
+    Backend::linear_residual_norms(x, w_o, h, w_post, h1, w, out, out0_codes, moe_in);
     return;
   }
   const Act8 xq = a8_quantise(c, x);
@@ -259,25 +272,34 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   if (!out.empty() && codes_wanted(out0_codes, *out[0]) &&
       residual_codes_fit(N, {out[0]->data}, out0_codes->codes.data))
     codes0 = RowCodesOut{out0_codes->codes.data, out0_codes->scale.f32()};
-  launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}, codes0);
+  // The MoE's inputs of h1 and z (out[1]) from the same launch where the backend gave buffers (moe_inputs).
+  MoeInputsOut mo;
+  if (moe_in != nullptr && !moe_in->r.empty() && out.size() >= 2 && moe_in->router_scale != nullptr &&
+      moe_in->r.numel() == h1.numel() && residual_codes_fit(N, {moe_in->r.data, moe_in->router_scale->data,
+                                                               out[1]->data}, moe_in->z.codes.data))
+    mo = MoeInputsOut{moe_in->router_scale->data, static_cast<float>(std::pow(static_cast<double>(N), -0.5)),
+                      moe_in->r.data, RowCodesOut{moe_in->z.codes.data, moe_in->z.scale.f32()}};
+  launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}, codes0, mo);
   if (codes0.codes != nullptr) {
     out0_codes->filled = true;
     ++row_codes_filled_;
   }
+  if (mo.r != nullptr) moe_in->filled = true;
 }
 
 // The dense down projection's W8A8 product as raw sums, the MoE's feed-forward tail applying their scales as it
 // reads them; otherwise the product, then the MoE and its tail.
 void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                       const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                      const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes) {
+                                      const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes,
+                                      const MoeInputs* moe_in) {
   const CublasCtx c = blas_ctx();
   const Tensor* wd[1] = {&w_down};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_down.shape[0];
   const bool raw = kernels_.fused_norms && a8_on_load(c, x, wd) && N == tensor_cols(h) &&
                    residual_vec_fits(N, {h.data, w1.data, w2.data, wn.data, out.data, fp8_scales(w_down)});
   if (!raw) {
-    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes);
+    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes, moe_in);
     return;
   }
   const Act8 xq = a8_input(c, x, x_codes);
@@ -285,7 +307,7 @@ void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, con
   c.fp8->run_bf16(xq.codes.data, rows, K, w_down.data, N, m1.data, N, stream_);
   stage("moe");
   const MoePathCtx mc{c, kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); },
-                      route_ticket_};
+                      route_ticket_, moe_in};
   const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}};
   moe_cuda_path(mc, h, z, w, top_k, out, &tail);
 }

@@ -80,6 +80,10 @@ struct CudaKernels {
   // (moe_route_group_cuda; the same bits): 7.0 + 9.4 -> 13.3 us a layer at one canvas on the H100; false: the
   // routing's and the grouping's launches (A/B)
   bool moe_route_fused = true;
+  // The W8A8 MoE's inputs (the router's input and z's E4M3 rows) written by the residual chain that makes h1 and z
+  // (residual_norms_cuda's MoeInputsOut) instead of a launch of their own (moe_inputs_fp8_cuda); the router's input
+  // may differ by a bf16 step where the two kernels' sums of squares round apart. false: their own launch (A/B)
+  bool moe_inputs_fused = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

@@ -20,15 +20,21 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const auto& device = c.blas.alloc;
   const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
   const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
-  Tensor r = device(DType::kBF16, Shape{T, H});
+  Tensor r;
   const float root = static_cast<float>(std::pow(static_cast<double>(H), -0.5));
-  // W8A8: z's per-row codes and scales come with the router's input (one launch).
+  // W8A8: z's per-row codes and scales come with the router's input (one launch), or from the residual chain.
   Tensor zq, zs;
-  if (w.act == DType::kFp8) {
+  if (w.act == DType::kFp8 && c.inputs != nullptr && c.inputs->filled) {
+    r = c.inputs->r;
+    zq = c.inputs->z.codes;
+    zs = c.inputs->z.scale;
+  } else if (w.act == DType::kFp8) {
+    r = device(DType::kBF16, Shape{T, H});
     zq = device(DType::kU8, Shape{T, H});
     zs = device(DType::kF32, Shape{T});
     check(moe_inputs_fp8_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, z.data, zq.data, zs.f32(), s));
   } else {
+    r = device(DType::kBF16, Shape{T, H});
     check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
   }
   Tensor scores = device(DType::kBF16, Shape{T, E});

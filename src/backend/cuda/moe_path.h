@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "backend/backend.h"
 #include "backend/cuda/cublas_paths.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "core/tensor.h"
@@ -23,6 +24,7 @@ struct MoePathCtx {
   Q4Layout q4;      // where q4 expert weights are in the kernel layout
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
   unsigned* route_ticket = nullptr;  // the backend's, for routing and grouping in one launch (moe_route_group_cuda)
+  const MoeInputs* inputs = nullptr;  // the router's input and z's codes from the residual chain, where filled
 };
 
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised

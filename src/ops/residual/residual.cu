@@ -42,6 +42,11 @@ struct NormOuts {
   bf16* y[3];
   uint8_t* codes0;  // y[0]'s E4M3 row codes and scales (RowCodesOut), or null
   float* scale0;
+  uint8_t* codes1;  // y[1]'s (z's, for the MoE's experts), or null
+  float* scale1;
+  const bf16* router_scale;  // the router's input (MoeInputsOut): r null for none
+  bf16* r;
+  float root;
 };
 
 // The vectorised kernels: a block per row, each thread holds up to kVecPerThread 8-element vectors of the row in
@@ -148,11 +153,26 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
 #pragma unroll
       for (int q = 0; q < kV; ++q)
         if (const int64_t i = vec_at(q, dim); i >= 0) load_weight8(o.w[k + 1], i, wk[q]);
-    // out[0]'s codes: thread t holds chunks t + 256 q, act_quant_row_vals' layout for kT = 256.
+    // out[0]'s (and out[1]'s) codes: thread t holds chunks t + 256 q, act_quant_row_vals' layout for kT = 256.
     if (k == 0 && o.codes0 != nullptr)
       act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes0, o.scale0, blockIdx.x, static_cast<int>(threadIdx.x),
                                    sh);
+    if (k == 1 && o.codes1 != nullptr)
+      act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes1, o.scale1, blockIdx.x, static_cast<int>(threadIdx.x),
+                                   sh);
   }
+  if (o.r == nullptr) return;
+  // The router's input: router_prep of h1's unweighted norm, each product rounded as moe_router_input_cuda rounds it.
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) load_weight8(o.router_scale, i, wk[q]);
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[q][j] = rbf(rbf(x[q][j] * inv_h) * wk[q][j]) * o.root;
+      store8(o.r + base + i, f[q]);
+    }
 }
 
 // m2's row as stored.
@@ -338,7 +358,7 @@ Status refuse_raw(RawRowScales raw, const char* what) {
 
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                           RawRowScales attn_raw, RowCodesOut codes0) {
+                           RawRowScales attn_raw, RowCodesOut codes0, MoeInputsOut moe) {
   if (Status st = check_shape(rows, dim, "residual_norms_cuda"); !st.is_ok()) return st;
   if (n_out < 0 || n_out > 3) return Status::error("residual_norms_cuda: 0 to 3 normed outputs");
   if (codes0.codes != nullptr && (n_out == 0 || codes0.scale == nullptr))
@@ -350,6 +370,17 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
   }
   o.codes0 = static_cast<uint8_t*>(codes0.codes);
   o.scale0 = codes0.scale;
+  if (moe.r != nullptr) {
+    if (n_out < 2 || moe.router_scale == nullptr || moe.z.codes == nullptr || moe.z.scale == nullptr ||
+        !residual_codes_fit(dim, {moe.r, moe.router_scale}, moe.z.codes))
+      return Status::error("residual_norms_cuda: the MoE's inputs need out[1] (z), the router's scale, z's code and "
+                           "scale buffers, and the vectorised rows");
+    o.codes1 = static_cast<uint8_t*>(moe.z.codes);
+    o.scale1 = moe.z.scale;
+    o.router_scale = static_cast<const bf16*>(moe.router_scale);
+    o.r = static_cast<bf16*>(moe.r);
+    o.root = moe.root;
+  }
   if (residual_codes_fit(dim, {h, attn, w_post, h1, o.w[0], o.w[1], o.w[2], o.y[0], o.y[1], o.y[2], attn_raw.col},
                          codes0.codes)) {
     cuda::launch(residual_norms_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, s,
@@ -358,9 +389,9 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     return cuda_status(cudaGetLastError(), "residual_norms_cuda");
   }
   if (Status st = refuse_raw(attn_raw, "residual_norms_cuda"); !st.is_ok()) return st;
-  if (codes0.codes != nullptr)
-    return Status::error("residual_norms_cuda: out[0]'s codes need rows of a multiple of 8 elements up to 4,096, "
-                         "16-byte aligned buffers and 8-byte aligned codes");
+  if (codes0.codes != nullptr || moe.r != nullptr)
+    return Status::error("residual_norms_cuda: out[0]'s codes and the MoE's inputs need rows of a multiple of 8 "
+                         "elements up to 4,096, 16-byte aligned buffers and 8-byte aligned codes");
   if (Status st = with_smem(reinterpret_cast<const void*>(residual_norms_kernel), dim, "residual_norms_cuda");
       !st.is_ok())
     return st;

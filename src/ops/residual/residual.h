@@ -35,14 +35,26 @@ struct RowCodesOut {
   float* scale = nullptr;
 };
 
+// The W8A8 MoE's two inputs from the chain that makes h1 and z (z = out[1]): z's codes (RowCodesOut, the bytes
+// moe_act_quant_fp8_cuda writes from z's stored rows) and the router's input r = bf16(bf16(bf16(h1 inv) scale) root)
+// (router_prep of h1's unweighted norm, moe_router_input_cuda's arithmetic with h1's inverse RMS as this chain sums
+// it, so r may differ from that kernel's by a bf16 step where the two sums round apart). r null: none.
+struct MoeInputsOut {
+  const void* router_scale = nullptr;
+  float root = 0.0f;
+  void* r = nullptr;
+  RowCodesOut z;
+};
+
 // bf16 rows [rows, dim] (weights bf16 [dim]), one block per row. Rows of a multiple of 8 elements up to 4,096
 // (16-byte aligned) move as 16-byte vectors held in registers, their sums of squares in another f32 order than
 // rmsnorm_cuda's; other rows keep rmsnorm_cuda's order, so they equal the unfused kernels bit for bit. n_out <= 3
 // normed copies of h1. attn_raw: attn holds raw sums and their scales (above); m1_raw likewise for ffn_tail's m1.
-// codes0: out[0]'s codes as well (RowCodesOut; needs residual_codes_fit, an error otherwise).
+// codes0: out[0]'s codes as well (RowCodesOut; needs residual_codes_fit, an error otherwise). moe: the MoE's inputs
+// as well (MoeInputsOut, with out[1] as z; the same needs, an error otherwise).
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                           RawRowScales attn_raw = {}, RowCodesOut codes0 = {});
+                           RawRowScales attn_raw = {}, RowCodesOut codes0 = {}, MoeInputsOut moe = {});
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      RowScalar scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                      RawRowScales m1_raw = {});
