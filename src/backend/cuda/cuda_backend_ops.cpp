@@ -1,7 +1,6 @@
 // The forward ops of the CUDA backend (cuda_backend_impl.h): norms, rotary embeddings, linears, attention, KV
 // writes, MoE and the vocabulary products, each our kernel (src/ops/*/*.cu) or a cuBLAS path, with the Backend's
 // composed form where a fused kernel is off or does not cover the shape.
-#include <cmath>
 #include <span>
 #include <vector>
 
@@ -277,8 +276,8 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
   if (moe_in != nullptr && !moe_in->r.empty() && out.size() >= 2 && moe_in->router_scale != nullptr &&
       moe_in->r.numel() == h1.numel() && residual_codes_fit(N, {moe_in->r.data, moe_in->router_scale->data,
                                                                out[1]->data}, moe_in->z.codes.data))
-    mo = MoeInputsOut{moe_in->router_scale->data, static_cast<float>(std::pow(static_cast<double>(N), -0.5)),
-                      moe_in->r.data, RowCodesOut{moe_in->z.codes.data, moe_in->z.scale.f32()}};
+    mo = MoeInputsOut{moe_in->router_scale->data, router_root(N), moe_in->r.data,
+                      RowCodesOut{moe_in->z.codes.data, moe_in->z.scale.f32()}};
   launch_residual_norms(h, attn, w_post, h1, w, out, RawRowScales{xq.scale.f32(), fp8_scales(w_o)}, codes0, mo);
   if (codes0.codes != nullptr) {
     out0_codes->filled = true;

@@ -1,7 +1,6 @@
 // The CUDA backend's MoE block (see moe_path.h).
 #include "backend/cuda/moe_path.h"
 
-#include <cmath>
 #include <vector>
 
 #include "backend/cuda/host_check.h"
@@ -21,7 +20,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   const int64_t H = h.shape[h.shape.rank - 1], T = h.numel() / H, E = w.router_proj.shape[0];
   const int64_t two_ff = w.gate_up.shape[1], ff = two_ff / 2, P = T * top_k;
   Tensor r;
-  const float root = static_cast<float>(std::pow(static_cast<double>(H), -0.5));
+  const float root = router_root(H);
   // W8A8: z's per-row codes and scales come with the router's input (one launch), or from the residual chain.
   Tensor zq, zs;
   if (w.act == DType::kFp8 && c.inputs != nullptr && c.inputs->filled) {

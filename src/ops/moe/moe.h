@@ -8,12 +8,17 @@
 // Reference: DiffusionGemmaTextRouter, DiffusionGemmaTextExperts (grouped_mm mixing semantics).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace dg {
+
+// The router's hidden^-1/2: a Python float in the reference, multiplied in f32 and rounded with the product, never
+// rounded itself.
+inline float router_root(int64_t hidden) { return static_cast<float>(std::pow(static_cast<double>(hidden), -0.5)); }
 
 // What the MoE op reads: the router's and the experts' weights, and the experts' activation operand.
 struct MoeWeights {

@@ -23,8 +23,7 @@ void moe_route_cpu(const float* h, int64_t rows, const Tensor& scale, const Tens
   std::vector<float> sc(static_cast<size_t>(hidden)), pes(static_cast<size_t>(n_exp));
   convert_to_f32(scale.data, scale.dtype, sc.size(), sc.data());
   convert_to_f32(per_expert_scale.data, per_expert_scale.dtype, pes.size(), pes.data());
-  // A Python float in the reference: multiplied in f32 and rounded with the product, never rounded itself.
-  const float root = static_cast<float>(std::pow(static_cast<double>(hidden), -0.5));
+  const float root = router_root(hidden);
   for (int64_t i = 0; i < rows * hidden; ++i) {
     const float normed = round_to(act, r[static_cast<size_t>(i)]);
     r[static_cast<size_t>(i)] = round_to(act, round_to(act, normed * sc[static_cast<size_t>(i % hidden)]) * root);

@@ -40,10 +40,8 @@ __device__ __forceinline__ float inv_rms(float ss, int64_t dim, float eps) {
 struct NormOuts {
   const bf16* w[3];
   bf16* y[3];
-  uint8_t* codes0;  // y[0]'s E4M3 row codes and scales (RowCodesOut), or null
-  float* scale0;
-  uint8_t* codes1;  // y[1]'s (z's, for the MoE's experts), or null
-  float* scale1;
+  uint8_t* codes[2];  // y[0]'s and y[1]'s E4M3 row codes and scales (RowCodesOut), or null
+  float* scale[2];
   const bf16* router_scale;  // the router's input (MoeInputsOut): r null for none
   bf16* r;
   float root;
@@ -153,13 +151,10 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
 #pragma unroll
       for (int q = 0; q < kV; ++q)
         if (const int64_t i = vec_at(q, dim); i >= 0) load_weight8(o.w[k + 1], i, wk[q]);
-    // out[0]'s (and out[1]'s) codes: thread t holds chunks t + 256 q, act_quant_row_vals' layout for kT = 256.
-    if (k == 0 && o.codes0 != nullptr)
-      act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes0, o.scale0, blockIdx.x, static_cast<int>(threadIdx.x),
-                                   sh);
-    if (k == 1 && o.codes1 != nullptr)
-      act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes1, o.scale1, blockIdx.x, static_cast<int>(threadIdx.x),
-                                   sh);
+    // The output's codes: thread t holds chunks t + 256 q, act_quant_row_vals' layout for kT = 256.
+    if (k < 2 && o.codes[k] != nullptr)
+      act_quant_row_vals<kThreads>(y, true, dim / 8, o.codes[k], o.scale[k], blockIdx.x,
+                                   static_cast<int>(threadIdx.x), sh);
   }
   if (o.r == nullptr) return;
   // The router's input: router_prep of h1's unweighted norm, each product rounded as moe_router_input_cuda rounds it.
@@ -368,15 +363,15 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
     o.w[j] = static_cast<const bf16*>(w_out[j]);
     o.y[j] = static_cast<bf16*>(out[j]);
   }
-  o.codes0 = static_cast<uint8_t*>(codes0.codes);
-  o.scale0 = codes0.scale;
+  o.codes[0] = static_cast<uint8_t*>(codes0.codes);
+  o.scale[0] = codes0.scale;
   if (moe.r != nullptr) {
     if (n_out < 2 || moe.router_scale == nullptr || moe.z.codes == nullptr || moe.z.scale == nullptr ||
         !residual_codes_fit(dim, {moe.r, moe.router_scale}, moe.z.codes))
       return Status::error("residual_norms_cuda: the MoE's inputs need out[1] (z), the router's scale, z's code and "
                            "scale buffers, and the vectorised rows");
-    o.codes1 = static_cast<uint8_t*>(moe.z.codes);
-    o.scale1 = moe.z.scale;
+    o.codes[1] = static_cast<uint8_t*>(moe.z.codes);
+    o.scale[1] = moe.z.scale;
     o.router_scale = static_cast<const bf16*>(moe.router_scale);
     o.r = static_cast<bf16*>(moe.r);
     o.root = moe.root;
