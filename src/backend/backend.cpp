@@ -115,15 +115,18 @@ void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Te
 
 void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*, const MoeInputs*) {
+                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*, const MoeInputs*,
+                                  InputNorm* next) {
   Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
   linear(x, w_down, m1);
   stage("moe");
-  moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
+  moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, next);
 }
 
 void Backend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                           const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) {
+                           const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
+                           InputNorm* next) {
+  if (next != nullptr) next->filled = next->codes.filled = false;
   Tensor m2 = alloc(h.shape);
   moe(h, z, w, top_k, m2);
   ffn_tail(h, m1, w1, m2, w2, wn, s, out);

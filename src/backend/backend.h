@@ -82,6 +82,16 @@ struct MoeInputs {
   bool filled = false;
 };
 
+// A decoder layer's input norm (input_layernorm of its residual stream, with its E4M3 rows where its q/k/v products
+// read them), which the layer before may write from its feed-forward tail's launch (linear_moe_ffn_tail's `next`,
+// where a backend can); `filled` says it did (codes.filled: the codes too), else the layer norms its input itself.
+struct InputNorm {
+  const Tensor* w = nullptr;  // the layer's input_layernorm weight
+  Tensor out;                 // [rows, hidden] in the activation storage
+  RowCodes codes;
+  bool filled = false;
+};
+
 // What reads a weight: only products (linears, the experts' grouped GEMMs) may take packed formats.
 enum class WeightUse : uint8_t { kPlain, kLinear, kExperts };
 
@@ -143,6 +153,9 @@ class Backend {
   // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
   // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
   virtual uint64_t row_codes_filled() const { return 0; }
+  // How many feed-forward tails have written the next layer's input norm (InputNorm) on this backend, counted as
+  // issued (0 for a backend that writes none): what tests read to know the path ran.
+  virtual uint64_t input_norms_filled() const { return 0; }
   // How many W8A8 products this backend has issued through its own few-rows kernel instead of a library's (the CUDA
   // backend's A8RowsMode), counted as issued; 0 for a backend without one: what tests read to know the kernel ran.
   virtual uint64_t own_e4m3_products() const { return 0; }
@@ -212,16 +225,18 @@ class Backend {
   virtual void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) = 0;
   // The MoE block feeding the feed-forward tail: out = ffn_tail(h, m1, w1, moe(h, z, w, top_k), w2, wn, s) (m1 may be
   // overwritten). The default is the two ops; a backend may skip storing the MoE's output (CUDA combines the
-  // experts' rows inside the tail's kernel).
+  // experts' rows inside the tail's kernel). next: the next layer's input norm of out, which a backend may fill (the
+  // default does not; or null).
   virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                            const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out);
+                            const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
+                            InputNorm* next = nullptr);
   // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
   // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums. x_codes:
-  // x's RowCodes when filled (or null); moe_in: the MoE's inputs when filled (or null).
+  // x's RowCodes when filled (or null); moe_in: the MoE's inputs when filled (or null); next: as moe_ffn_tail's.
   virtual void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                    const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
                                    const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes = nullptr,
-                                   const MoeInputs* moe_in = nullptr);
+                                   const MoeInputs* moe_in = nullptr, InputNorm* next = nullptr);
   // logits f32. An fp8 `embed` (fp8_table) makes it a W8A8 product: y's rows quantised per row to E4M3 first.
   virtual void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) = 0;
   // lm_head that may leave its last elementwise step to row_stats_open (batched steps, whose statistics read every

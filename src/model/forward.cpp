@@ -34,13 +34,21 @@ void Model::check_positions(int64_t end, const char* what) const {
 }
 
 Tensor Model::layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_out, const KvCache& kv,
-                    bool kv_only, const ForwardTrace* trace) const {
+                    bool kv_only, const ForwardTrace* trace, InputNorm* norm) const {
   const Segment seg{0, h.shape[0], pos0, &kv, kv_out};
-  return layer(l, h, std::span<const Segment>(&seg, 1), phase, kv_only, trace);
+  return layer(l, h, std::span<const Segment>(&seg, 1), phase, kv_only, trace, norm);
+}
+
+InputNorm Model::input_norm_buffers(int l, const Tensor& x) const {
+  const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
+  const Tensor* ws[] = {&w.q, &w.k, cfg_.layers[static_cast<size_t>(l)].sliding ? &w.v : nullptr};
+  InputNorm n{&w.input_norm, be_.alloc(x.shape), {}, false};
+  n.codes = be_.row_codes(n.out, ws);
+  return n;
 }
 
 Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
-                    const ForwardTrace* trace) const {
+                    const ForwardTrace* trace, InputNorm* norm) const {
   DG_CHECK(!segs.empty(), "layer: no sequences");
   const LayerSpec& spec = cfg_.layers[static_cast<size_t>(l)];
   const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
@@ -52,12 +60,15 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
 
   // Attention block: q/k/v projections, per-head norms, RoPE; full layers take V from the raw K projection.
   be_.stage("attention");
-  Tensor a = be_.alloc(Shape{rows, hidden});
   const Tensor* ws[] = {kv_only ? nullptr : &w.q, &w.k, spec.sliding ? &w.v : nullptr};
   const bool traced = trace != nullptr && *trace;
-  // Untraced, the input norm may also write a's E4M3 rows for W8A8 q/k/v products (RowCodes).
-  RowCodes aq = traced ? RowCodes{} : be_.row_codes(a, ws);
-  be_.rmsnorm_codes(h, &w.input_norm, a, aq);
+  if (traced) norm = nullptr;
+  // Untraced, the input norm may also write a's E4M3 rows for W8A8 q/k/v products (RowCodes); the layer before
+  // may have written both (norm filled), or given the buffers.
+  const bool carried = norm != nullptr && norm->w == &w.input_norm && norm->out.numel() == rows * hidden;
+  Tensor a = carried ? norm->out : be_.alloc(Shape{rows, hidden});
+  RowCodes aq = carried ? norm->codes : traced ? RowCodes{} : be_.row_codes(a, ws);
+  if (!carried || !norm->filled) be_.rmsnorm_codes(h, &w.input_norm, a, aq);
   emit(trace, p + "input_layernorm", a);
   std::vector<RopeSpan> spans;  // each sequence's rows at its own positions
   for (const Segment& sg : segs) spans.push_back(RopeSpan{sg.row0, sg.rows, sg.pos0});
@@ -100,6 +111,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   };
   if (kv_only) {
     kv_write();
+    if (norm != nullptr) *norm = InputNorm{};
     return h;
   }
   Tensor o = be_.alloc(Shape{rows, n_heads * D});
@@ -194,9 +206,12 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
   RowScalar scalar(phase == Phase::kEncode ? w.encoder_scalar : w.decoder_scalar);
   if (phase == Phase::kMixed) scalar = RowScalar(w.encoder_scalar, encoder_rows(segs), w.decoder_scalar);
   Tensor out = be_.alloc(Shape{rows, hidden});
-  if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output
+  if (norm != nullptr) *norm = l + 1 < cfg_.n_layers ? input_norm_buffers(l + 1, out) : InputNorm{};
+  if (!traced) {  // down, the MoE and the tail as one op: the backend may never store the MoE's output, and may
+                  // write the next layer's input norm
+    InputNorm* next = norm != nullptr && norm->w != nullptr ? norm : nullptr;
     be_.linear_moe_ffn_tail(gate, w.down, h1, z, w.moe(), cfg_.top_k, w.post_ff_norm_1, w.post_ff_norm_2,
-                            w.post_ff_norm, scalar, out, &gq, &mi);
+                            w.post_ff_norm, scalar, out, &gq, &mi, next);
   } else {
     Tensor m1 = be_.alloc(Shape{rows, hidden});
     be_.linear(gate, w.down, m1);
@@ -255,7 +270,9 @@ void Model::encode_batch(std::span<const EncodeSeq> seqs) const {
   if (segs.empty()) return;
   Tensor h = be_.alloc(Shape{rows, cfg_.hidden});
   encoder_embed(std::move(text), h);
-  for (int l = 0; l < cfg_.n_layers; ++l) h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr);
+  InputNorm norm;
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    h = layer(l, h, segs, Phase::kEncode, l == cfg_.n_layers - 1, nullptr, &norm);
   for (const Segment& sg : segs) sg.write->commit(sg.rows);
 }
 
@@ -291,9 +308,10 @@ void Model::encode_chunk(KvCache& kv, std::span<const int32_t> ids, const Forwar
   emit(trace, "enc.embed", h);
   const int64_t pos0 = kv.len();
   const bool want_all = trace != nullptr && *trace;
+  InputNorm norm;
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const bool kv_only = l == cfg_.n_layers - 1 && !want_all;  // the last layer's output is never read
-    h = layer(l, h, pos0, Phase::kEncode, &kv, kv, kv_only, trace);
+    h = layer(l, h, pos0, Phase::kEncode, &kv, kv, kv_only, trace, &norm);
   }
   kv.commit(rows);
 }
@@ -327,7 +345,9 @@ Tensor Model::denoise_rows(const KvCache& kv, const Tensor& ids, const ScInput& 
            logits.shape.str(), rows, cfg_.vocab);
   Tensor x = be_.alloc(Shape{rows, cfg_.hidden});
   denoise_input(ids, sc, x, trace);
-  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace);
+  InputNorm norm;
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    x = layer(l, x, kv.len(), Phase::kDecode, nullptr, kv, false, trace, &norm);
   be_.stage("lm_head");
   Tensor y = be_.alloc(Shape{rows, cfg_.hidden});
   be_.rmsnorm(x, &w_.final_norm, y);
@@ -458,7 +478,8 @@ Tensor Model::mixed_forward(std::span<const EncodeSeq> enc, std::span<const Deco
     denoise_input(dec[i].ids, dec[i].sc, xi, nullptr, soft[i].empty() ? nullptr : &soft[i]);
   }
   const Phase phase = enc_rows > 0 ? Phase::kMixed : Phase::kDecode;
-  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, phase, false, nullptr);
+  InputNorm norm;
+  for (int l = 0; l < cfg_.n_layers; ++l) x = layer(l, x, segs, phase, false, nullptr, &norm);
   for (const Segment& sg : segs)
     if (sg.write != nullptr) sg.write->commit(sg.rows);
   be_.stage("lm_head");

@@ -146,12 +146,18 @@ class Model {
   void encoder_embed(std::vector<int32_t> ids, Tensor& h) const;
   // The rows of a mixed forward's encoder segments (they lead).
   static int64_t encoder_rows(std::span<const Segment> segs);
-  // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream.
+  // One layer on h [rows, hidden] at positions pos0...; returns the new residual stream. norm (untraced forwards, or
+  // null): on entry this layer's input norm of h where the layer before wrote it, on return the next layer's input
+  // norm of the result where this layer's tail wrote it (Backend::linear_moe_ffn_tail's `next`); a forward over the
+  // layers passes one InputNorm to each of them in turn.
   Tensor layer(int l, const Tensor& h, int64_t pos0, Phase phase, KvCache* kv_write, const KvCache& kv,
-               bool kv_only, const ForwardTrace* trace) const;
+               bool kv_only, const ForwardTrace* trace, InputNorm* norm = nullptr) const;
   // The same over several sequences' rows.
   Tensor layer(int l, const Tensor& h, std::span<const Segment> segs, Phase phase, bool kv_only,
-               const ForwardTrace* trace) const;
+               const ForwardTrace* trace, InputNorm* norm = nullptr) const;
+  // The input norm of layer l for rows of x: its buffers (and codes buffers where its q/k/v products read E4M3 rows),
+  // unfilled.
+  InputNorm input_norm_buffers(int l, const Tensor& x) const;
   // A canvas of encode_denoise_batch: ids on the backend.
   struct DecodeRows {
     const KvCache* kv = nullptr;

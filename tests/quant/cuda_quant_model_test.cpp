@@ -152,6 +152,30 @@ TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
   EXPECT_EQ(separate.be->row_codes_filled(), 0u);
 }
 
+// The next layer's input norm and its codes written by the feed-forward tail's launch (the default) or by a launch of
+// their own (--next-norm-apart), on the fp8-all pack (W8A8 tails with codes) and the bf16 checkpoint (the norm
+// alone): the same step-1 and step-2 logits, bit for bit.
+TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  CudaKernels apart;
+  apart.next_norm_fused = false;
+  for (const std::string& weights : {pack, fx.ckpt_dir}) {
+    SCOPED_TRACE(weights);
+    ModelRig fused(weights, {}, "cuda", CudaKernels{}), separate(weights, {}, "cuda", apart);
+    std::vector<float> sc;
+    const Steps a = run(fused, prompt, canvas, fused.be.get(), &sc),
+                b = run(separate, prompt, canvas, separate.be.get(), &sc);
+    EXPECT_EQ(a.logits1, b.logits1);
+    EXPECT_EQ(a.logits2, b.logits2);
+    EXPECT_GT(fused.be->input_norms_filled(), 0u) << "no tail wrote the next input norm: the test compared nothing";
+    EXPECT_EQ(separate.be->input_norms_filled(), 0u);
+  }
+}
+
 // The q4 pack's experts in the warp-specialised kernel (Hopper) with four consumer warpgroups of one m64 tile each
 // (--moe-q4-consumers 4) or two of two (the default): the same step-1 and step-2 logits, bit for bit. Where the
 // kernel does not run (not Hopper) both stream and the comparison holds trivially.

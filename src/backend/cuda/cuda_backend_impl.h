@@ -95,6 +95,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
+  uint64_t input_norms_filled() const override { return input_norms_filled_; }
   uint64_t own_e4m3_products() const override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
@@ -132,13 +133,14 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override;
 
   void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
-                    const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) override;
+                    const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out, InputNorm* next) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out,
                              RowCodes* out0_codes, MoeInputs* moe_in) override;
   void linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                            const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2, const Tensor& wn,
-                           RowScalar s, Tensor& out, const RowCodes* x_codes, const MoeInputs* moe_in) override;
+                           RowScalar s, Tensor& out, const RowCodes* x_codes, const MoeInputs* moe_in,
+                           InputNorm* next) override;
 
   void lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) override;
   OpenLogits lm_head_open(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits,
@@ -180,6 +182,11 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void launch_residual_norms(const Tensor& h, const Tensor& attn, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out, RawRowScales raw,
                              RowCodesOut codes0 = {}, MoeInputsOut moe = {});
+  // The tail's NextNormOut for `next` where the tail's kernel writes the next layer's input norm of out (bf16 rows,
+  // CudaKernels::next_norm_fused, its buffers fit); none otherwise.
+  NextNormOut next_norm_out(InputNorm* next, const Tensor& out) const;
+  // After a tail launched with `nn`: next says what it filled.
+  void next_norm_done(InputNorm* next, const NextNormOut& nn);
   // A [rows] RowStats buffer on the device filled by `run`, copied to host_stats; the stream synchronised.
   void stats_to_host(int64_t rows, RowStats* host_stats, const std::function<Status(RowStats*)>& run);
   static int64_t tensor_rows(const Tensor& t) { return t.numel() / t.shape[t.shape.rank - 1]; }
@@ -202,6 +209,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   CudaKernels kernels_;
   bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
   uint64_t row_codes_filled_ = 0;  // RowCodes the producers below filled (row_codes_filled)
+  uint64_t input_norms_filled_ = 0;  // the tails' InputNorms (input_norms_filled)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;

@@ -233,16 +233,35 @@ void CudaBackend::moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int
   moe_cuda_path(c, h, z, w, top_k, out);
 }
 
+NextNormOut CudaBackend::next_norm_out(InputNorm* next, const Tensor& out) const {
+  if (next == nullptr || !kernels_.next_norm_fused || next->w == nullptr || next->w->dtype != DType::kBF16 ||
+      next->out.numel() != out.numel())
+    return {};
+  NextNormOut nn{next->w->data, next->out.data, {}};
+  if (codes_wanted(&next->codes, next->out)) nn.codes = RowCodesOut{next->codes.codes.data, next->codes.scale.f32()};
+  return next_norm_fits(tensor_cols(out), nn) ? nn : NextNormOut{};
+}
+
+void CudaBackend::next_norm_done(InputNorm* next, const NextNormOut& nn) {
+  if (next == nullptr) return;
+  next->filled = nn.y != nullptr;
+  next->codes.filled = nn.codes.codes != nullptr;
+  if (next->filled) ++input_norms_filled_;
+  if (next->codes.filled) ++row_codes_filled_;
+}
+
 void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
-                               const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out) {
+                               const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
+                               InputNorm* next) {
   if (!kernels_.fused_norms) {
-    Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out);
+    Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, next);
     return;
   }
   const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
                      [this](const char* n) { stage(n); }, route_ticket_};
-  const MoeTail tail{m1, w1, w2, wn, s};
+  const MoeTail tail{m1, w1, w2, wn, s, {}, next_norm_out(next, out)};
   moe_cuda_path(c, h, z, w, top_k, out, &tail);
+  next_norm_done(next, tail.next);
 }
 
 // The o projection's W8A8 product as raw sums, the post-attention chain applying their scales as it reads them
@@ -291,14 +310,14 @@ void CudaBackend::linear_residual_norms(const Tensor& x, const Tensor& w_o, cons
 void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                       const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
                                       const Tensor& wn, RowScalar s, Tensor& out, const RowCodes* x_codes,
-                                      const MoeInputs* moe_in) {
+                                      const MoeInputs* moe_in, InputNorm* next) {
   const CublasCtx c = blas_ctx();
   const Tensor* wd[1] = {&w_down};
   const int64_t rows = tensor_rows(x), K = tensor_cols(x), N = w_down.shape[0];
   const bool raw = kernels_.fused_norms && a8_on_load(c, x, wd) && N == tensor_cols(h) &&
                    residual_vec_fits(N, {h.data, w1.data, w2.data, wn.data, out.data, fp8_scales(w_down)});
   if (!raw) {
-    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes, moe_in);
+    Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes, moe_in, next);
     return;
   }
   const Act8 xq = a8_input(c, x, x_codes);
@@ -307,8 +326,9 @@ void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, con
   stage("moe");
   const MoePathCtx mc{c, kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); },
                       route_ticket_, moe_in};
-  const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}};
+  const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}, next_norm_out(next, out)};
   moe_cuda_path(mc, h, z, w, top_k, out, &tail);
+  next_norm_done(next, tail.next);
 }
 
 void CudaBackend::lm_head(const Tensor& y, const Tensor& embed, float softcap, Tensor& logits) {

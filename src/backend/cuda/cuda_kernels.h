@@ -84,6 +84,10 @@ struct CudaKernels {
   // (residual_norms_cuda's MoeInputsOut) instead of a launch of their own (moe_inputs_fp8_cuda); the router's input
   // may differ by a bf16 step where the two kernels' sums of squares round apart. false: their own launch (A/B)
   bool moe_inputs_fused = true;
+  // The next decoder layer's input norm (and its E4M3 rows) written by the feed-forward tail's launch, which holds
+  // the row (NextNormOut; the same bytes as rmsnorm_codes_cuda) instead of a launch of their own; false: their own
+  // launch (A/B)
+  bool next_norm_fused = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

@@ -151,12 +151,13 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   } else if (ffn_tail_moe_fits(H, h.data, tail->m1.data, tail->w1.data, y.data, tail->w2.data, tail->w.data,
                                out.data)) {
     check(ffn_tail_moe_cuda(h.data, tail->m1.data, tail->w1.data, y.data, inv.as<int32_t>(), wts.f32(), top_k,
-                            tail->w2.data, tail->w.data, tail->scalar, out.data, T, H, c.eps, s, tail->m1_raw));
+                            tail->w2.data, tail->w.data, tail->scalar, out.data, T, H, c.eps, s, tail->m1_raw,
+                            tail->next));
   } else {
     Tensor m2 = device(DType::kBF16, Shape{T, H});
     check(moe_combine_cuda(y.data, inv.as<int32_t>(), wts.f32(), T, top_k, H, m2.data, s));
     check(ffn_tail_cuda(h.data, tail->m1.data, tail->w1.data, m2.data, tail->w2.data, tail->w.data, tail->scalar,
-                        out.data, T, H, c.eps, s, tail->m1_raw));
+                        out.data, T, H, c.eps, s, tail->m1_raw, tail->next));
   }
 
 }

@@ -40,6 +40,7 @@ struct MoeTail {
   const Tensor& w;
   RowScalar scalar;
   RawRowScales m1_raw = {};  // m1 holds a W8A8 product's raw sums: their scales, applied as the tail reads them
+  NextNormOut next = {};     // the next layer's input norm of out, written by the tail's launch (or none)
 };
 
 // out[T, H] = the MoE block of h (router input) and z (expert input), bf16 [T, H] each; with `tail`, out is the

@@ -6,6 +6,7 @@
 #include "core/cuda/e4m3_rows.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/residual/residual.h"
+#include "ops/rmsnorm/warp_norm.cuh"
 
 #include <initializer_list>
 #include <string>
@@ -212,10 +213,51 @@ struct CombinedM2 {
   }
 };
 
+// The next layer's input norm of the row out holds (NextNormOut): the stored row through shared memory, so its sum
+// of squares takes rmsnorm's order (norm::row_sum_squares), then each thread's chunks normed, stored and coded.
+struct NextNorm {
+  const bf16* w;
+  bf16* y;
+  uint8_t* codes;
+  float* scale;
+};
+
+template <int kV>
+__device__ __forceinline__ void next_norm_row(const NextNorm& nx, float (&v)[kV][8], int64_t dim, float eps,
+                                              float* row, float* sh) {
+  const int64_t base = blockIdx.x * dim;
+  float g[kV][8];
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+      load8(nx.w + i, g[q]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) row[i + j] = v[q][j];
+    }
+  __syncthreads();
+  const float inv = inv_rms(norm::row_sum_squares(row, static_cast<int>(dim), sh), dim, eps);
+  uint4 y[kV];
+#pragma unroll
+  for (int q = 0; q < kV; ++q) {
+    y[q] = make_uint4(0, 0, 0, 0);
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g[q][j] = v[q][j] * inv * g[q][j];
+      y[q] = pack8(g[q]);
+      *reinterpret_cast<uint4*>(nx.y + base + i) = y[q];
+    }
+  }
+  if (nx.codes != nullptr)
+    act_quant_row_vals<kThreads>(y, true, dim / 8, nx.codes, nx.scale, blockIdx.x, static_cast<int>(threadIdx.x), sh);
+}
+
+// At most 128 registers, two blocks an SM. nx.y set: the launch gives dim f32 of dynamic shared memory for
+// next_norm_row.
 template <class M2>
-__global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2,
-                                    const bf16* w, RowScalar rs, bf16* out, int64_t dim, float eps,
-                                    RawRowScales m1_raw) {
+__global__ void __launch_bounds__(kThreads, 2)
+    ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* w1, M2 m2, const bf16* w2, const bf16* w,
+                        RowScalar rs, bf16* out, int64_t dim, float eps, RawRowScales m1_raw, NextNorm nx) {
+  extern __shared__ float next_row[];
   cuda::pdl_enter();
   const float scalar = static_cast<int64_t>(blockIdx.x) < rs.split ? rs.first : rs.rest;
   __shared__ float sh[kThreads / 32 + 1];
@@ -258,9 +300,10 @@ __global__ void ffn_tail_vec_kernel(const bf16* h1, const bf16* m1, const bf16* 
   for (int q = 0; q < kV; ++q)
     if (const int64_t i = vec_at(q, dim); i >= 0) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) hc[q][j] = rbf(hc[q][j] + rbf(a[q][j] * inv * wc[q][j])) * scalar;
+      for (int j = 0; j < 8; ++j) hc[q][j] = rbf(rbf(hc[q][j] + rbf(a[q][j] * inv * wc[q][j])) * scalar);
       store8(out + base + i, hc[q]);
     }
+  if (nx.y != nullptr) next_norm_row(nx, hc, dim, eps, next_row, sh);
 }
 
 // Whether every pointer is 16-byte aligned and rows are whole 16-byte vectors.
@@ -396,18 +439,35 @@ Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, 
   return cuda_status(cudaGetLastError(), "residual_norms_cuda");
 }
 
+// The kernel's NextNorm of `next` and the dynamic shared memory it takes (none without one); an error where the
+// buffers do not fit.
+Status next_norm_args(const NextNormOut& next, int64_t dim, const char* what, NextNorm& nx, size_t& smem) {
+  nx = NextNorm{static_cast<const bf16*>(next.w), static_cast<bf16*>(next.y),
+                static_cast<uint8_t*>(next.codes.codes), next.codes.scale};
+  smem = next.y != nullptr ? static_cast<size_t>(dim) * 4 : 0;
+  if (next.y == nullptr || next_norm_fits(dim, next)) return Status::ok();
+  return Status::error(std::string(what) + ": the next layer's input norm needs its weight, 16-byte aligned rows, "
+                       "8-byte aligned codes with a scale buffer, and rows of a multiple of 8 elements up to 4,096");
+}
+
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      RowScalar scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                     RawRowScales m1_raw) {
+                     RawRowScales m1_raw, NextNormOut next) {
   if (Status st = check_shape(rows, dim, "ffn_tail_cuda"); !st.is_ok()) return st;
+  NextNorm nx;
+  size_t smem = 0;
+  if (Status st = next_norm_args(next, dim, "ffn_tail_cuda", nx, smem); !st.is_ok()) return st;
   if (vec_ok(dim, {h1, m1, w1, m2, w2, w, out, m1_raw.col})) {
-    cuda::launch(ffn_tail_vec_kernel<RowsM2>, static_cast<unsigned>(rows), kThreads, 0, s,
+    cuda::launch(ffn_tail_vec_kernel<RowsM2>, static_cast<unsigned>(rows), kThreads, smem, s,
                  static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1),
                  RowsM2{static_cast<const bf16*>(m2)}, static_cast<const bf16*>(w2), static_cast<const bf16*>(w),
-                 scalar, static_cast<bf16*>(out), dim, eps, m1_raw);
+                 scalar, static_cast<bf16*>(out), dim, eps, m1_raw, nx);
     return cuda_status(cudaGetLastError(), "ffn_tail_cuda");
   }
   if (Status st = refuse_raw(m1_raw, "ffn_tail_cuda"); !st.is_ok()) return st;
+  if (next.y != nullptr)
+    return Status::error("ffn_tail_cuda: the next layer's input norm needs 16-byte aligned rows of a multiple of 8 "
+                         "elements up to 4,096");
   if (Status st = with_smem(reinterpret_cast<const void*>(ffn_tail_kernel), dim, "ffn_tail_cuda"); !st.is_ok())
     return st;
   cuda::launch(ffn_tail_kernel, static_cast<unsigned>(rows), kThreads, static_cast<size_t>(dim * 4), s, 
@@ -419,16 +479,20 @@ Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void*
 
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
                          const float* weight, int top_k, const void* w2, const void* w, RowScalar scalar, void* out,
-                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw) {
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw,
+                         NextNormOut next) {
   if (Status st = check_shape(rows, dim, "ffn_tail_moe_cuda"); !st.is_ok()) return st;
+  NextNorm nx;
+  size_t smem = 0;
+  if (Status st = next_norm_args(next, dim, "ffn_tail_moe_cuda", nx, smem); !st.is_ok()) return st;
   if (!vec_ok(dim, {h1, m1, w1, y, w2, w, out, m1_raw.col}))
     return Status::error("ffn_tail_moe_cuda: rows of " + std::to_string(dim) +
                          " elements or unaligned buffers (take moe_combine_cuda, then ffn_tail_cuda)");
   const auto launch = [&](auto m2) {
-    cuda::launch(ffn_tail_vec_kernel<decltype(m2)>, static_cast<unsigned>(rows), kThreads, 0, s,
+    cuda::launch(ffn_tail_vec_kernel<decltype(m2)>, static_cast<unsigned>(rows), kThreads, smem, s,
                  static_cast<const bf16*>(h1), static_cast<const bf16*>(m1), static_cast<const bf16*>(w1), m2,
                  static_cast<const bf16*>(w2), static_cast<const bf16*>(w), scalar, static_cast<bf16*>(out), dim, eps,
-                 m1_raw);
+                 m1_raw, nx);
   };
   const auto* yb = static_cast<const bf16*>(y);
   if (top_k == 8) {
@@ -444,6 +508,12 @@ bool residual_codes_fit(int64_t dim, std::initializer_list<const void*> ptrs, co
 }
 
 bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs) { return vec_ok(dim, ptrs); }
+
+bool next_norm_fits(int64_t dim, const NextNormOut& next) {
+  if (next.w == nullptr || !vec_ok(dim, {next.w, next.y})) return false;
+  return next.codes.codes == nullptr ||
+         (next.codes.scale != nullptr && (reinterpret_cast<uintptr_t>(next.codes.codes) & 7) == 0);
+}
 
 bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
                        const void* w, const void* out) {

@@ -46,6 +46,15 @@ struct MoeInputsOut {
   RowCodesOut z;
 };
 
+// The next decoder layer's input norm of ffn_tail's output, from the same launch: y = rmsnorm(out) * w (bf16 [rows,
+// dim], w bf16 [dim]) and its E4M3 codes (RowCodesOut, or none): the bytes rmsnorm_codes_cuda (rmsnorm_cuda without
+// codes) writes from the stored out, its sum of squares in that kernel's order for rows of this width. y null: none.
+struct NextNormOut {
+  const void* w = nullptr;
+  void* y = nullptr;
+  RowCodesOut codes;
+};
+
 // bf16 rows [rows, dim] (weights bf16 [dim]), one block per row. Rows of a multiple of 8 elements up to 4,096
 // (16-byte aligned) move as 16-byte vectors held in registers, their sums of squares in another f32 order than
 // rmsnorm_cuda's; other rows keep rmsnorm_cuda's order, so they equal the unfused kernels bit for bit. n_out <= 3
@@ -55,21 +64,27 @@ struct MoeInputsOut {
 Status residual_norms_cuda(const void* h, const void* attn, const void* w_post, void* h1, const void* const* w_out,
                            void* const* out, int n_out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
                            RawRowScales attn_raw = {}, RowCodesOut codes0 = {}, MoeInputsOut moe = {});
+// next: the next layer's input norm of out as well (NextNormOut; needs the vectorised rows and next_norm_fits, an
+// error otherwise).
 Status ffn_tail_cuda(const void* h1, const void* m1, const void* w1, const void* m2, const void* w2, const void* w,
                      RowScalar scalar, void* out, int64_t rows, int64_t dim, float eps, cudaStream_t s,
-                     RawRowScales m1_raw = {});
+                     RawRowScales m1_raw = {}, NextNormOut next = {});
 // ffn_tail with m2 combined from the MoE's expert rows inside the kernel, as moe_combine_cuda would store it (y: the
 // expert products' rows, inv and weight [rows, top_k]; src/ops/moe/moe_cuda.h): the same bits as the two calls, one
 // launch and no m2. Needs the vectorised rows (ffn_tail_moe_fits); otherwise an error.
 Status ffn_tail_moe_cuda(const void* h1, const void* m1, const void* w1, const void* y, const int32_t* inv,
                          const float* weight, int top_k, const void* w2, const void* w, RowScalar scalar, void* out,
-                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw = {});
+                         int64_t rows, int64_t dim, float eps, cudaStream_t s, RawRowScales m1_raw = {},
+                         NextNormOut next = {});
 // Whether rows of dim elements and these buffers (null ones aside) take the vectorised kernels: dim a multiple of 8
 // up to 4,096, every pointer 16-byte aligned.
 bool residual_vec_fits(int64_t dim, std::initializer_list<const void*> ptrs);
 // residual_vec_fits, and codes (out[0]'s RowCodesOut, or null) 8-byte aligned: what residual_norms_cuda needs to write
 // them (an error otherwise).
 bool residual_codes_fit(int64_t dim, std::initializer_list<const void*> ptrs, const void* codes);
+// Whether the tail's kernel can write `next` for rows of dim elements: its weight and y 16-byte aligned, codes (if
+// any) 8-byte aligned with a scale buffer.
+bool next_norm_fits(int64_t dim, const NextNormOut& next);
 bool ffn_tail_moe_fits(int64_t dim, const void* h1, const void* m1, const void* w1, const void* y, const void* w2,
                        const void* w, const void* out);
 

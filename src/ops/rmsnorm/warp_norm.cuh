@@ -119,6 +119,38 @@ __device__ __forceinline__ void warp_norm_row(const cuda::bf16* __restrict__ xr,
   }
 }
 
+// The sum of squares of a row of `dim` values held in shared memory (f32 of the stored bf16 row, a multiple of 8
+// up to kVecMaxDim) in the order the hidden-size norm kernels sum it: rows of up to kWarpMaxDim as warp_norm_row
+// (lane l over chunks l + 32 s, a butterfly), wider ones as vec_norm_row (thread t < kVecThreads over chunks
+// t + kVecThreads s, a butterfly, the warps' sums in order). So a kernel that holds the row another way gets their
+// inverse RMS bit for bit. Every thread of the block calls it and gets the total; warp_sums: the block's shared
+// [kVecThreads / 32] floats, free again when it returns.
+__device__ __forceinline__ float row_sum_squares(const float* row, int dim, float* warp_sums) {
+  const int t = static_cast<int>(threadIdx.x), lane = t & 31;
+  const bool warp_row = dim <= kWarpMaxDim;
+  const int threads = warp_row ? 32 : kVecThreads, per = warp_row ? kWarpVecs : kVecPer;
+  if (t < threads) {
+    float ss = 0.0f;
+    for (int s = 0; s < per; ++s) {
+      const int d0 = 8 * (t + threads * s);
+      if (d0 >= dim) continue;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss += row[d0 + i] * row[d0 + i];
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if (lane == 0) warp_sums[t >> 5] = ss;
+  }
+  __syncthreads();
+  float total = warp_sums[0];
+  if (!warp_row) {
+    total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecThreads / 32; ++k) total += warp_sums[k];
+  }
+  __syncthreads();
+  return total;
+}
+
 struct NoPrefetch {
   __device__ void operator()(int, int) const {}
 };

@@ -33,7 +33,8 @@ std::vector<Output> run_linear_residual_norms(const OpCase& c, const Side& s) {
 }
 
 // rows, hidden, ff, experts, top_k (the MoE), in, scalar (split, scalar2): m1 = x w_down^T [rows, hidden], then
-// out = (h + rmsnorm(rmsnorm(m1) w1 + rmsnorm(moe(h, z)) w2) w) scalar.
+// out = (h + rmsnorm(rmsnorm(m1) w1 + rmsnorm(moe(h, z)) w2) w) scalar, and the next layer's input norm of out (the
+// backend under test may write it from the tail's launch: InputNorm).
 std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s) {
   const int64_t rows = c.p.n("rows"), in = c.p.n("in"), H = c.p.n("hidden");
   const int top_k = static_cast<int>(c.p.n("top_k"));
@@ -42,8 +43,9 @@ std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s) {
   const Tensor x = activation(s, Shape{rows, in}, case_values(c, 8, rows * in, -2, 2, s.act));
   const Tensor w_down = weight(s, c, 9, Shape{H, in}, -0.1f, 0.1f, c.weights, WeightUse::kLinear);
   const Tensor w1 = norm_weight(s, c, 10, H, 0.5f, 1.5f), w2 = norm_weight(s, c, 11, H, -1, 1);
-  const Tensor wn = norm_weight(s, c, 12, H, 0, 2);
+  const Tensor wn = norm_weight(s, c, 12, H, 0, 2), w_next = norm_weight(s, c, 13, H, 0.5f, 1.5f);
   Tensor out = s.be.alloc(Shape{rows, H});
+  InputNorm next{&w_next, s.be.alloc(Shape{rows, H}), {}, false};
   if (s.twin) {
     Tensor m1 = s.be.alloc(Shape{rows, H}), m2 = s.be.alloc(Shape{rows, H}), f = s.be.alloc(Shape{rows, H});
     s.be.linear(x, w_down, m1);
@@ -55,9 +57,11 @@ std::vector<Output> run_linear_moe_ffn_tail(const OpCase& c, const Side& s) {
     s.be.add(m.h, f, out);
     scale_rows(s, out, scalar);
   } else {
-    s.be.linear_moe_ffn_tail(x, w_down, m.h, m.z, m.weights(), top_k, w1, w2, wn, scalar, out);
+    s.be.linear_moe_ffn_tail(x, w_down, m.h, m.z, m.weights(), top_k, w1, w2, wn, scalar, out, nullptr, nullptr,
+                             &next);
   }
-  return {Output{"out", to_host(s, out), {}, {}}};
+  if (!next.filled) s.be.rmsnorm(out, &w_next, next.out);
+  return {Output{"out", to_host(s, out), {}, {}}, Output{"next", to_host(s, next.out), {}, {}}};
 }
 
 }  // namespace dg::test
