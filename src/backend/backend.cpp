@@ -45,6 +45,8 @@ RowCodes Backend::row_codes(const Tensor&, std::span<const Tensor* const>) { ret
 
 MoeInputs Backend::moe_inputs(const Tensor&, const MoeWeights&) { return {}; }
 
+void Backend::moe_route_ahead(const MoeWeights&, int, MoeInputs&) {}
+
 void Backend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
   codes.filled = false;
   rmsnorm(x, w, out);

@@ -72,14 +72,23 @@ struct RowCodes {
   bool filled = false;
 };
 
+// A MoE block's routing of its rows, issued ahead of the dense MLP where a backend can (Backend::moe_route_ahead):
+// the router's scores, each row's top-k experts and weights, the (row, rank) pairs grouped by expert (counts,
+// offsets, perm, inv) and the routing's scratch; held until the block's experts have read them.
+struct MoeRouting {
+  Tensor scores, idx, wts, counts, offsets, perm, inv, scratch;
+  bool issued = false;
+};
+
 // The W8A8 MoE's inputs, written by the residual chain that makes h1 and z (linear_residual_norms) where a backend
 // gave buffers (moe_inputs) and its chain can, and read by its MoE when filled (linear_moe_ffn_tail): the router's
-// input of h1 and z's E4M3 rows.
+// input of h1 and z's E4M3 rows; and the routing, where moe_route_ahead issued it.
 struct MoeInputs {
   Tensor r;  // bf16 [rows, hidden]
   RowCodes z;
   const Tensor* router_scale = nullptr;
   bool filled = false;
+  MoeRouting routing;
 };
 
 // A decoder layer's input norm (input_layernorm of its residual stream, with its E4M3 rows where its q/k/v products
@@ -150,12 +159,19 @@ class Backend {
   // MoeInputs buffers for z's rows where this backend's MoE of w reads E4M3 rows and its residual chain writes
   // them; empty otherwise (the default).
   virtual MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w);
+  // The MoE block's routing of filled inputs `in` (its router input) issued now, where the backend can run it beside
+  // the work issued before the block's experts (the dense MLP); in.routing.issued says it did. Default: nothing
+  // (the MoE routes its rows itself).
+  virtual void moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in);
   // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
   // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
   virtual uint64_t row_codes_filled() const { return 0; }
   // How many feed-forward tails have written the next layer's input norm (InputNorm) on this backend, counted as
   // issued (0 for a backend that writes none): what tests read to know the path ran.
   virtual uint64_t input_norms_filled() const { return 0; }
+  // How many MoE routings this backend has issued ahead (moe_route_ahead), counted as issued; 0 for one that never
+  // does.
+  virtual uint64_t routes_ahead() const { return 0; }
   // How many W8A8 products this backend has issued through its own few-rows kernel instead of a library's (the CUDA
   // backend's A8RowsMode), counted as issued; 0 for a backend without one: what tests read to know the kernel ran.
   virtual uint64_t own_e4m3_products() const { return 0; }

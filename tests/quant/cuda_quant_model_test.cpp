@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "core/cuda/cuda_check.h"
+#include "diffusion/generate.h"
 #include "model/model_harness.h"
 #include "ops/linear/e4m3_rows_cuda.h"
 #include "quant/quant_test_util.h"
@@ -174,6 +175,55 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
     EXPECT_GT(fused.be->input_norms_filled(), 0u) << "no tail wrote the next input norm: the test compared nothing";
     EXPECT_EQ(separate.be->input_norms_filled(), 0u);
   }
+}
+
+// The fp8-all pack's MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's
+// place (--moe-route-inline): the same step-1 and step-2 logits, bit for bit, and the routings were issued ahead.
+// Eager steps only: the graph capture's fork and join are CudaGraphReplays' (the default kernels).
+TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  CudaKernels inline_route;
+  inline_route.moe_route_ahead = false;
+  ModelRig ahead(pack, {}, "cuda", CudaKernels{}), in_place(pack, {}, "cuda", inline_route);
+  std::vector<float> sc;
+  const Steps a = run(ahead, prompt, canvas, ahead.be.get(), &sc),
+              b = run(in_place, prompt, canvas, in_place.be.get(), &sc);
+  EXPECT_EQ(a.logits1, b.logits1);
+  EXPECT_EQ(a.logits2, b.logits2);
+  EXPECT_GT(ahead.be->routes_ahead(), 0u) << "no routing was issued ahead: the test compared nothing";
+  EXPECT_EQ(in_place.be->routes_ahead(), 0u);
+}
+
+// The fp8-all pack's steps replayed through CUDA graphs, whose captures fork the routing onto its own stream and
+// join it (moe_route_ahead), give the tokens of the same steps issued op by op.
+TEST(CudaQuantModelCodes, GraphedStepsWithTheRoutingAheadGiveTheEagerTokens) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  ModelRig gpu(pack, {}, "cuda", CudaKernels{});
+  ASSERT_TRUE(gpu.be->can_capture());
+  SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
+  o.max_new_tokens = 96;
+  o.steps = 8;
+  o.seed = 5;
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt");
+  const auto run = [&](bool graphs) {
+    KvCache kv = gpu.new_cache(1024);
+    ModelDenoiser d(*gpu.model);
+    d.set_graphs(graphs);
+    return generate(d, kv, prompt, o);
+  };
+  const uint64_t before = gpu.be->routes_ahead();
+  const GenerateResult eager = run(false), graphed = run(true);
+  EXPECT_EQ(eager.committed, graphed.committed);
+  EXPECT_EQ(eager.forwards, graphed.forwards);
+  EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
+  EXPECT_GT(gpu.be->routes_ahead(), before) << "no routing was issued ahead: the captures forked nothing";
 }
 
 // The q4 pack's experts in the warp-specialised kernel (Hopper) with four consumer warpgroups of one m64 tile each

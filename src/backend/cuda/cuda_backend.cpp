@@ -70,6 +70,16 @@ CudaBackend::CudaBackend(float eps, int device, const CudaKernels& kernels, bool
   check(cudaEventCreateWithFlags(&ids_done_, cudaEventDisableTiming), "cudaEventCreate");
   check(cudaMalloc(&route_ticket_, sizeof(unsigned)), "the MoE routing ticket");
   check(cudaMemset(route_ticket_, 0, sizeof(unsigned)), "the MoE routing ticket");
+  if (kernels.moe_route_ahead) {  // the routing beside the dense MLP (moe_route_ahead): its stream and handle
+    check(cudaStreamCreateWithFlags(&route_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&route_blas_), "cublasCreate");
+    check(cublasSetStream(route_blas_, route_stream_), "cublasSetStream");
+    // A workspace of its own (the handles run at once) of the main one's size, so cuBLAS picks the same product.
+    check(cudaMalloc(&route_ws_, kBlasWorkspace), "cuBLAS workspace");
+    check(cublasSetWorkspace(route_blas_, route_ws_, kBlasWorkspace), "cublasSetWorkspace");
+    check(cudaEventCreateWithFlags(&route_fork_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&route_join_, cudaEventDisableTiming), "cudaEventCreate");
+  }
 }
 
 uint64_t CudaBackend::own_e4m3_products() const { return fp8_->own_products(); }
@@ -85,6 +95,11 @@ CudaBackend::~CudaBackend() {
   if (branch_stream_ != nullptr) cudaStreamDestroy(branch_stream_);
   cudaFree(blas_ws_);
   cudaFree(route_ticket_);
+  if (route_blas_ != nullptr) cublasDestroy(route_blas_);
+  if (route_stream_ != nullptr) cudaStreamDestroy(route_stream_);
+  if (route_ws_ != nullptr) cudaFree(route_ws_);
+  if (route_fork_ != nullptr) cudaEventDestroy(route_fork_);
+  if (route_join_ != nullptr) cudaEventDestroy(route_join_);
 }
 
 Tensor CudaBackend::device(DType t, Shape s, size_t bytes) {

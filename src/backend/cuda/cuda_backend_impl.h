@@ -93,9 +93,13 @@ class CudaBackend final : public Backend, public SyntheticFill {
   // Buffers where x feeds W8A8 products whose raw sums a chain scales (a8_on_load) and the fused norms are on.
   RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
   MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w) override;
+  // The router's product and moe_route_group_cuda on a stream of their own, forked from the main one and joined by
+  // the block's MoE before its experts (CudaKernels::moe_route_ahead; where routing and grouping run as one launch).
+  void moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
   uint64_t input_norms_filled() const override { return input_norms_filled_; }
+  uint64_t routes_ahead() const override { return routes_ahead_; }
   uint64_t own_e4m3_products() const override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
@@ -185,6 +189,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   // The tail's NextNormOut for `next` where the tail's kernel writes the next layer's input norm of out (bf16 rows,
   // CudaKernels::next_norm_fused, its buffers fit); none otherwise.
   NextNormOut next_norm_out(InputNorm* next, const Tensor& out) const;
+  // The main stream waits for a routing issued ahead (moe_route_ahead), if one is pending.
+  void join_route();
   // After a tail launched with `nn`: next says what it filled.
   void next_norm_done(InputNorm* next, const NextNormOut& nn);
   // A [rows] RowStats buffer on the device filled by `run`, copied to host_stats; the stream synchronised.
@@ -210,6 +216,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   bool linear_act8_;  // fp8 linears take fp8 activations (BackendOptions::linear_act8)
   uint64_t row_codes_filled_ = 0;  // RowCodes the producers below filled (row_codes_filled)
   uint64_t input_norms_filled_ = 0;  // the tails' InputNorms (input_norms_filled)
+  uint64_t routes_ahead_ = 0;        // moe_route_ahead's routings (routes_ahead)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;
@@ -221,7 +228,12 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void* blas_ws_ = nullptr;
   cudaStream_t branch_stream_ = nullptr;  // where sc_survivors > 0: the survivor path's graph branch
   cublasHandle_t branch_blas_ = nullptr;
-  unsigned* route_ticket_ = nullptr;  // moe_route_group_cuda's: 0 between launches, which run on stream_ only
+  unsigned* route_ticket_ = nullptr;  // moe_route_group_cuda's: 0 between launches, which never overlap
+  cudaStream_t route_stream_ = nullptr;  // moe_route_ahead's stream, handle, workspace, fork and join
+  cublasHandle_t route_blas_ = nullptr;
+  void* route_ws_ = nullptr;
+  cudaEvent_t route_fork_ = nullptr, route_join_ = nullptr;
+  bool route_pending_ = false;  // a routing issued ahead that the main stream has not waited for
   StepGraph graph_;
   int32_t* ids_staging_ = nullptr;  // pinned, so graph replays and uploads never read pageable memory
   size_t ids_capacity_ = 0;

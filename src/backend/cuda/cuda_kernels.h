@@ -88,6 +88,10 @@ struct CudaKernels {
   // the row (NextNormOut; the same bytes as rmsnorm_codes_cuda) instead of a launch of their own; false: their own
   // launch (A/B)
   bool next_norm_fused = true;
+  // The MoE's routing (the router's product, routing and grouping in one launch) issued on a stream of its own right
+  // after the residual chain writes its input, so it runs beside the dense MLP; the block joins it before its
+  // experts (Backend::moe_route_ahead; the same kernels and bits). false: in the MoE's place on the one stream (A/B)
+  bool moe_route_ahead = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

@@ -13,6 +13,33 @@ namespace dg {
 
 using cuda_host::check;
 
+namespace {
+
+// The router's product of r [T, H], each row's top-k experts and weights, and the pairs grouped by expert.
+void route_rows(const MoePathCtx& c, const Tensor& r, const MoeWeights& w, int top_k, Tensor& idx, Tensor& wts,
+                Tensor& counts, Tensor& offsets, Tensor& perm, Tensor& inv) {
+  const cudaStream_t s = c.blas.stream;
+  const auto& device = c.blas.alloc;
+  const int64_t H = r.shape[r.shape.rank - 1], T = r.numel() / H, E = w.router_proj.shape[0], P = T * top_k;
+  Tensor scores = device(DType::kBF16, Shape{T, E});
+  gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
+  idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
+  counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
+  perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
+  if (c.route_ticket != nullptr && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
+    Tensor scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
+    check(moe_route_group_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(),
+                               counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(), inv.as<int32_t>(),
+                               scratch.as<int32_t>(), c.route_ticket, s));
+  } else {
+    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
+    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
+                         inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
+  }
+}
+
+}  // namespace
+
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
                    Tensor& out, const MoeTail* tail) {
   const cudaStream_t s = c.blas.stream;
@@ -36,20 +63,14 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     r = device(DType::kBF16, Shape{T, H});
     check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
   }
-  Tensor scores = device(DType::kBF16, Shape{T, E});
-  gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
-  Tensor idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
-  Tensor counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
-  Tensor perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
-  if (c.route_ticket != nullptr && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
-    Tensor scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
-    check(moe_route_group_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(),
-                               counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(), inv.as<int32_t>(),
-                               scratch.as<int32_t>(), c.route_ticket, s));
+  Tensor idx, wts, counts, offsets, perm, inv;
+  if (c.routed != nullptr) {  // routed on a stream of its own beside the dense MLP: join it
+    DG_CHECK(c.inputs != nullptr && c.inputs->routing.issued, "MoE: a routing join without a routing");
+    check(cudaStreamWaitEvent(s, c.routed, 0), "the routing's join");
+    const MoeRouting& g = c.inputs->routing;
+    idx = g.idx, wts = g.wts, counts = g.counts, offsets = g.offsets, perm = g.perm, inv = g.inv;
   } else {
-    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
-    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
-                         inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
+    route_rows(c, r, w, top_k, idx, wts, counts, offsets, perm, inv);
   }
   Tensor y = device(DType::kBF16, Shape{P + 16, H});
   c.stage("moe_experts");

@@ -25,6 +25,7 @@ struct MoePathCtx {
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
   unsigned* route_ticket = nullptr;  // the backend's, for routing and grouping in one launch (moe_route_group_cuda)
   const MoeInputs* inputs = nullptr;  // the router's input and z's codes from the residual chain, where filled
+  cudaEvent_t routed = nullptr;  // inputs->routing issued ahead (moe_route_ahead): its join, waited for before use
 };
 
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
