@@ -45,7 +45,7 @@ RowCodes Backend::row_codes(const Tensor&, std::span<const Tensor* const>) { ret
 
 MoeInputs Backend::moe_inputs(const Tensor&, const MoeWeights&) { return {}; }
 
-void Backend::moe_route_ahead(const MoeWeights&, int, MoeInputs&) {}
+void Backend::moe_route_ahead(const Tensor&, const MoeWeights&, int, MoeInputs&) {}
 
 void Backend::rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) {
   codes.filled = false;
@@ -117,17 +117,17 @@ void Backend::linear_residual_norms(const Tensor& x, const Tensor& w_o, const Te
 
 void Backend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, const Tensor& h, const Tensor& z,
                                   const MoeWeights& w, int top_k, const Tensor& w1, const Tensor& w2,
-                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*, const MoeInputs*,
-                                  InputNorm* next) {
+                                  const Tensor& wn, RowScalar s, Tensor& out, const RowCodes*,
+                                  const MoeInputs* moe_in, InputNorm* next) {
   Tensor m1 = alloc(Shape{x.numel() / x.shape[x.shape.rank - 1], w_down.shape[0]});
   linear(x, w_down, m1);
   stage("moe");
-  moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, next);
+  moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, moe_in, next);
 }
 
 void Backend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                            const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
-                           InputNorm* next) {
+                           const MoeInputs*, InputNorm* next) {
   if (next != nullptr) next->filled = next->codes.filled = false;
   Tensor m2 = alloc(h.shape);
   moe(h, z, w, top_k, m2);

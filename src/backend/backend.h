@@ -76,6 +76,7 @@ struct RowCodes {
 // the router's scores, each row's top-k experts and weights, the (row, rank) pairs grouped by expert (counts,
 // offsets, perm, inv) and the routing's scratch; held until the block's experts have read them.
 struct MoeRouting {
+  Tensor r;  // the router's input where the routing computed it (the MoE's inputs were not filled)
   Tensor scores, idx, wts, counts, offsets, perm, inv, scratch;
   bool issued = false;
 };
@@ -159,10 +160,11 @@ class Backend {
   // MoeInputs buffers for z's rows where this backend's MoE of w reads E4M3 rows and its residual chain writes
   // them; empty otherwise (the default).
   virtual MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w);
-  // The MoE block's routing of filled inputs `in` (its router input) issued now, where the backend can run it beside
-  // the work issued before the block's experts (the dense MLP); in.routing.issued says it did. Default: nothing
-  // (the MoE routes its rows itself).
-  virtual void moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in);
+  // The MoE block's routing of h's rows (the residual the router reads; in.r when `in` is filled) issued now, where
+  // the backend can run it beside the work issued before the block's experts (the dense MLP); in.routing.issued says
+  // it did, and the block's MoE (moe_ffn_tail, linear_moe_ffn_tail given `in`) takes it. Default: nothing (the MoE
+  // routes its rows itself).
+  virtual void moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_k, MoeInputs& in);
   // How many producer launches have filled RowCodes on this backend since it was made, counted as they are issued (a
   // captured graph's replays add none; 0 for a backend that fills none): what tests read to know a path wrote them.
   virtual uint64_t row_codes_filled() const { return 0; }
@@ -241,11 +243,11 @@ class Backend {
   virtual void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) = 0;
   // The MoE block feeding the feed-forward tail: out = ffn_tail(h, m1, w1, moe(h, z, w, top_k), w2, wn, s) (m1 may be
   // overwritten). The default is the two ops; a backend may skip storing the MoE's output (CUDA combines the
-  // experts' rows inside the tail's kernel). next: the next layer's input norm of out, which a backend may fill (the
-  // default does not; or null).
+  // experts' rows inside the tail's kernel). moe_in: the MoE's inputs (their routing where issued ahead), or null;
+  // next: the next layer's input norm of out, which a backend may fill (the default does not; or null).
   virtual void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                             const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
-                            InputNorm* next = nullptr);
+                            const MoeInputs* moe_in = nullptr, InputNorm* next = nullptr);
   // moe_ffn_tail of m1 = x w_down^T (the dense MLP's down projection): the default is linear(), the stage mark
   // "moe", then moe_ffn_tail(); a backend may apply a W8A8 product's scales as the tail reads its raw sums. x_codes:
   // x's RowCodes when filled (or null); moe_in: the MoE's inputs when filled (or null); next: as moe_ffn_tail's.

@@ -191,7 +191,7 @@ Tensor Model::layer(int l, const Tensor& h, std::span<const Segment> segs, Phase
     uq = be_.row_codes(u, gu);
     mi = be_.moe_inputs(z, w.moe());
     be_.linear_residual_norms(o, w.o, h, w.post_attn_norm, h1, norms, normed, &uq, &mi);
-    if (mi.filled) be_.moe_route_ahead(w.moe(), cfg_.top_k, mi);  // may run beside the dense MLP
+    be_.moe_route_ahead(h1, w.moe(), cfg_.top_k, mi);  // may run beside the dense MLP
   }
 
   // Feed-forward: the dense MLP (on u) and the MoE (router on h1, experts on z) both read the residual h1.

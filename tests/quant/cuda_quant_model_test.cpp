@@ -177,34 +177,38 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
   }
 }
 
-// The fp8-all pack's MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's
-// place (--moe-route-inline): the same step-1 and step-2 logits, bit for bit, and the routings were issued ahead.
-// Eager steps only: the graph capture's fork and join are CudaGraphReplays' (the default kernels).
+// The MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's place
+// (--moe-route-inline), on the fp8-all pack (the router's input from the residual chain), the q4 pack and the bf16
+// checkpoint (the routing computes it): the same step-1 and step-2 logits, bit for bit, and the routings were issued
+// ahead. Eager steps: the graph captures' fork and join are the tests below and CudaGraphReplays'.
 TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   CudaKernels inline_route;
   inline_route.moe_route_ahead = false;
-  ModelRig ahead(pack, {}, "cuda", CudaKernels{}), in_place(pack, {}, "cuda", inline_route);
-  std::vector<float> sc;
-  const Steps a = run(ahead, prompt, canvas, ahead.be.get(), &sc),
-              b = run(in_place, prompt, canvas, in_place.be.get(), &sc);
-  EXPECT_EQ(a.logits1, b.logits1);
-  EXPECT_EQ(a.logits2, b.logits2);
-  EXPECT_GT(ahead.be->routes_ahead(), 0u) << "no routing was issued ahead: the test compared nothing";
-  EXPECT_EQ(in_place.be->routes_ahead(), 0u);
+  for (const std::string& weights : {quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"),
+                                     quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4"), fx.ckpt_dir}) {
+    SCOPED_TRACE(weights);
+    ModelRig ahead(weights, {}, "cuda", CudaKernels{}), in_place(weights, {}, "cuda", inline_route);
+    std::vector<float> sc;
+    const Steps a = run(ahead, prompt, canvas, ahead.be.get(), &sc),
+                b = run(in_place, prompt, canvas, in_place.be.get(), &sc);
+    EXPECT_EQ(a.logits1, b.logits1);
+    EXPECT_EQ(a.logits2, b.logits2);
+    EXPECT_GT(ahead.be->routes_ahead(), 0u) << "no routing was issued ahead: the test compared nothing";
+    EXPECT_EQ(in_place.be->routes_ahead(), 0u);
+  }
 }
 
-// The fp8-all pack's steps replayed through CUDA graphs, whose captures fork the routing onto its own stream and
-// join it (moe_route_ahead), give the tokens of the same steps issued op by op.
-TEST(CudaQuantModelCodes, GraphedStepsWithTheRoutingAheadGiveTheEagerTokens) {
+// A pack's steps replayed through CUDA graphs, whose captures fork the routing onto its own stream and join it
+// (moe_route_ahead), give the tokens of the same steps issued op by op.
+void graphed_steps_give_the_eager_tokens(const std::string& profile) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
   ModelRig gpu(pack, {}, "cuda", CudaKernels{});
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
@@ -224,6 +228,12 @@ TEST(CudaQuantModelCodes, GraphedStepsWithTheRoutingAheadGiveTheEagerTokens) {
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
   EXPECT_GT(gpu.be->routes_ahead(), before) << "no routing was issued ahead: the captures forked nothing";
+}
+TEST(CudaQuantModelCodes, GraphedFp8AllStepsWithTheRoutingAheadGiveTheEagerTokens) {
+  graphed_steps_give_the_eager_tokens("fp8-all");
+}
+TEST(CudaQuantModelCodes, GraphedQ4StepsWithTheRoutingAheadGiveTheEagerTokens) {
+  graphed_steps_give_the_eager_tokens("q4");
 }
 
 // The q4 pack's experts in the warp-specialised kernel (Hopper) with four consumer warpgroups of one m64 tile each

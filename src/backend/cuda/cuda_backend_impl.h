@@ -95,7 +95,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w) override;
   // The router's product and moe_route_group_cuda on a stream of their own, forked from the main one and joined by
   // the block's MoE before its experts (CudaKernels::moe_route_ahead; where routing and grouping run as one launch).
-  void moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in) override;
+  void moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_k, MoeInputs& in) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
   uint64_t input_norms_filled() const override { return input_norms_filled_; }
@@ -137,7 +137,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   void moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) override;
 
   void moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1, const Tensor& w1,
-                    const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out, InputNorm* next) override;
+                    const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out, const MoeInputs* moe_in,
+                    InputNorm* next) override;
   void linear_residual_norms(const Tensor& x, const Tensor& w_o, const Tensor& h, const Tensor& w_post, Tensor& h1,
                              std::span<const Tensor* const> w, std::span<Tensor* const> out,
                              RowCodes* out0_codes, MoeInputs* moe_in) override;
@@ -191,6 +192,8 @@ class CudaBackend final : public Backend, public SyntheticFill {
   NextNormOut next_norm_out(InputNorm* next, const Tensor& out) const;
   // The main stream waits for a routing issued ahead (moe_route_ahead), if one is pending.
   void join_route();
+  // The pending routing's join where `in` holds it (the MoE path waits for it and takes it), else null.
+  cudaEvent_t routed(const MoeInputs* in) const;
   // After a tail launched with `nn`: next says what it filled.
   void next_norm_done(InputNorm* next, const NextNormOut& nn);
   // A [rows] RowStats buffer on the device filled by `run`, copied to host_stats; the stream synchronised.

@@ -55,12 +55,15 @@ MoeInputs CudaBackend::moe_inputs(const Tensor& z, const MoeWeights& w) {
                    RowCodes{device(DType::kU8, Shape{T, H}), device(DType::kF32, Shape{T})}, &w.router_scale};
 }
 
-void CudaBackend::moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in) {
-  const int64_t H = tensor_cols(in.r), T = tensor_rows(in.r), E = w.router_proj.shape[0], P = T * top_k;
-  if (route_stream_ == nullptr || !kernels_.moe_route_fused || !in.filled || in.routing.issued || route_pending_ ||
-      !moe_route_group_takes(T, E, top_k))
+// W8A8 experts whose inputs the residual chain did not write compute the router's input with z's codes
+// (moe_inputs_fp8_cuda): those route in the MoE's place.
+void CudaBackend::moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_k, MoeInputs& in) {
+  const int64_t H = tensor_cols(h), T = tensor_rows(h), E = w.router_proj.shape[0], P = T * top_k;
+  if (route_stream_ == nullptr || !kernels_.fused_norms || !kernels_.moe_route_fused || in.routing.issued ||
+      route_pending_ || (w.act == DType::kFp8 && !in.filled) || !moe_route_group_takes(T, E, top_k))
     return;
   MoeRouting& g = in.routing;  // allocated on the main stream before the fork, freed on it after the join
+  if (!in.filled) g.r = device(DType::kBF16, Shape{T, H});
   g.scores = device(DType::kBF16, Shape{T, E});
   g.idx = device(DType::kI32, Shape{P});
   g.wts = device(DType::kF32, Shape{P});
@@ -71,13 +74,20 @@ void CudaBackend::moe_route_ahead(const MoeWeights& w, int top_k, MoeInputs& in)
   g.scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
   check(cudaEventRecord(route_fork_, stream_), "the routing's fork");
   check(cudaStreamWaitEvent(route_stream_, route_fork_, 0), "the routing's fork");
-  gemm_xwt_cublas(route_blas_, in.r.data, T, H, w.router_proj.data, E, g.scores.data, CUDA_R_16BF);
+  if (!in.filled)
+    check(moe_router_input_cuda(h.data, w.router_scale.data, g.r.data, T, H, eps_, router_root(H), route_stream_));
+  const Tensor& r = in.filled ? in.r : g.r;
+  gemm_xwt_cublas(route_blas_, r.data, T, H, w.router_proj.data, E, g.scores.data, CUDA_R_16BF);
   check(moe_route_group_cuda(g.scores.data, T, E, top_k, w.per_expert_scale.data, g.idx.as<int32_t>(), g.wts.f32(),
                              g.counts.as<int32_t>(), g.offsets.as<int32_t>(), g.perm.as<int32_t>(),
                              g.inv.as<int32_t>(), g.scratch.as<int32_t>(), route_ticket_, route_stream_));
   check(cudaEventRecord(route_join_, route_stream_), "the routing's join");
   g.issued = route_pending_ = true;
   ++routes_ahead_;
+}
+
+cudaEvent_t CudaBackend::routed(const MoeInputs* in) const {
+  return route_pending_ && in != nullptr && in->routing.issued ? route_join_ : nullptr;
 }
 
 void CudaBackend::join_route() {
@@ -259,6 +269,7 @@ void CudaBackend::kv_write(const KvLayer& kv, int64_t pos0, const Tensor& k, con
 }
 
 void CudaBackend::moe(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& out) {
+  join_route();  // a routing issued ahead that this call does not take
   const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
                      [this](const char* n) { stage(n); }, route_ticket_};
   moe_cuda_path(c, h, z, w, top_k, out);
@@ -283,15 +294,17 @@ void CudaBackend::next_norm_done(InputNorm* next, const NextNormOut& nn) {
 
 void CudaBackend::moe_ffn_tail(const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k, Tensor& m1,
                                const Tensor& w1, const Tensor& w2, const Tensor& wn, RowScalar s, Tensor& out,
-                               InputNorm* next) {
+                               const MoeInputs* moe_in, InputNorm* next) {
   if (!kernels_.fused_norms) {
-    Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, next);
+    join_route();  // the MoE below routes its rows itself
+    Backend::moe_ffn_tail(h, z, w, top_k, m1, w1, w2, wn, s, out, moe_in, next);
     return;
   }
-  const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(),
-                     [this](const char* n) { stage(n); }, route_ticket_};
+  const MoePathCtx c{blas_ctx(), kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); },
+                     route_ticket_, moe_in, routed(moe_in)};
   const MoeTail tail{m1, w1, w2, wn, s, {}, next_norm_out(next, out)};
   moe_cuda_path(c, h, z, w, top_k, out, &tail);
+  route_pending_ = false;  // the path waited for it before its experts
   next_norm_done(next, tail.next);
 }
 
@@ -348,7 +361,6 @@ void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, con
   const bool raw = kernels_.fused_norms && a8_on_load(c, x, wd) && N == tensor_cols(h) &&
                    residual_vec_fits(N, {h.data, w1.data, w2.data, wn.data, out.data, fp8_scales(w_down)});
   if (!raw) {
-    join_route();  // the MoE below routes its rows itself
     Backend::linear_moe_ffn_tail(x, w_down, h, z, w, top_k, w1, w2, wn, s, out, x_codes, moe_in, next);
     return;
   }
@@ -357,7 +369,7 @@ void CudaBackend::linear_moe_ffn_tail(const Tensor& x, const Tensor& w_down, con
   c.fp8->run_bf16(xq.codes.data, rows, K, w_down.data, N, m1.data, N, stream_);
   stage("moe");
   const MoePathCtx mc{c, kernels_, eps_, graph_.capturing(), q4_layout(), [this](const char* n) { stage(n); },
-                      route_ticket_, moe_in, route_pending_ ? route_join_ : nullptr};
+                      route_ticket_, moe_in, routed(moe_in)};
   const MoeTail tail{m1, w1, w2, wn, s, RawRowScales{xq.scale.f32(), fp8_scales(w_down)}, next_norm_out(next, out)};
   moe_cuda_path(mc, h, z, w, top_k, out, &tail);
   route_pending_ = false;  // the path waited for it before its experts

@@ -59,7 +59,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     zq = device(DType::kU8, Shape{T, H});
     zs = device(DType::kF32, Shape{T});
     check(moe_inputs_fp8_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, z.data, zq.data, zs.f32(), s));
-  } else {
+  } else if (c.routed == nullptr) {  // routed ahead: the router's input was the routing's
     r = device(DType::kBF16, Shape{T, H});
     check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
   }
