@@ -179,19 +179,25 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
 
 // The MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's place
 // (--moe-route-inline), on the fp8-all pack (the router's input from the residual chain), the q4 pack and the bf16
-// checkpoint (the routing computes it): the same step-1 and step-2 logits, bit for bit, and the routings were issued
-// ahead. Eager steps: the graph captures' fork and join are the tests below and CudaGraphReplays'.
+// checkpoint (the routing computes it), and on fp8-all with routing and grouping in two launches: the same step-1 and
+// step-2 logits, bit for bit, and the routings were issued ahead. Eager steps: the graph captures' fork and join are
+// the tests below and CudaGraphReplays'.
 TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
   const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
-  CudaKernels inline_route;
-  inline_route.moe_route_ahead = false;
-  for (const std::string& weights : {quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"),
-                                     quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4"), fx.ckpt_dir}) {
+  const std::string fp8_all = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
+  // The last round routes and groups in two launches (--moe-route-apart), as calls past the one-launch kernel do.
+  for (const std::string& weights :
+       {fp8_all, quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4"), fx.ckpt_dir, fp8_all + "#apart"}) {
     SCOPED_TRACE(weights);
-    ModelRig ahead(weights, {}, "cuda", CudaKernels{}), in_place(weights, {}, "cuda", inline_route);
+    const bool apart = weights.ends_with("#apart");
+    CudaKernels k, inline_route;
+    k.moe_route_fused = inline_route.moe_route_fused = !apart;
+    inline_route.moe_route_ahead = false;
+    const std::string path = apart ? fp8_all : weights;
+    ModelRig ahead(path, {}, "cuda", k), in_place(path, {}, "cuda", inline_route);
     std::vector<float> sc;
     const Steps a = run(ahead, prompt, canvas, ahead.be.get(), &sc),
                 b = run(in_place, prompt, canvas, in_place.be.get(), &sc);

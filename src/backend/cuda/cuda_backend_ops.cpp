@@ -58,29 +58,18 @@ MoeInputs CudaBackend::moe_inputs(const Tensor& z, const MoeWeights& w) {
 // W8A8 experts whose inputs the residual chain did not write compute the router's input with z's codes
 // (moe_inputs_fp8_cuda): those route in the MoE's place.
 void CudaBackend::moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_k, MoeInputs& in) {
-  const int64_t H = tensor_cols(h), T = tensor_rows(h), E = w.router_proj.shape[0], P = T * top_k;
-  if (route_stream_ == nullptr || !kernels_.fused_norms || !kernels_.moe_route_fused || in.routing.issued ||
-      route_pending_ || (w.act == DType::kFp8 && !in.filled) || !moe_route_group_takes(T, E, top_k))
+  const int64_t H = tensor_cols(h), T = tensor_rows(h), E = w.router_proj.shape[0];
+  if (route_stream_ == nullptr || !kernels_.fused_norms || in.routing.issued || route_pending_ ||
+      (w.act == DType::kFp8 && !in.filled))
     return;
   MoeRouting& g = in.routing;  // allocated on the main stream before the fork, freed on it after the join
   if (!in.filled) g.r = device(DType::kBF16, Shape{T, H});
-  g.scores = device(DType::kBF16, Shape{T, E});
-  g.idx = device(DType::kI32, Shape{P});
-  g.wts = device(DType::kF32, Shape{P});
-  g.counts = device(DType::kI32, Shape{E});
-  g.offsets = device(DType::kI32, Shape{E + 1});
-  g.perm = device(DType::kI32, Shape{P});
-  g.inv = device(DType::kI32, Shape{P});
-  g.scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
+  moe_route_buffers([this](DType t, Shape sh) { return device(t, sh); }, kernels_, route_ticket_, T, E, top_k, g);
   check(cudaEventRecord(route_fork_, stream_), "the routing's fork");
   check(cudaStreamWaitEvent(route_stream_, route_fork_, 0), "the routing's fork");
   if (!in.filled)
     check(moe_router_input_cuda(h.data, w.router_scale.data, g.r.data, T, H, eps_, router_root(H), route_stream_));
-  const Tensor& r = in.filled ? in.r : g.r;
-  gemm_xwt_cublas(route_blas_, r.data, T, H, w.router_proj.data, E, g.scores.data, CUDA_R_16BF);
-  check(moe_route_group_cuda(g.scores.data, T, E, top_k, w.per_expert_scale.data, g.idx.as<int32_t>(), g.wts.f32(),
-                             g.counts.as<int32_t>(), g.offsets.as<int32_t>(), g.perm.as<int32_t>(),
-                             g.inv.as<int32_t>(), g.scratch.as<int32_t>(), route_ticket_, route_stream_));
+  moe_route_rows(route_blas_, route_stream_, kernels_, route_ticket_, in.filled ? in.r : g.r, w, top_k, g);
   check(cudaEventRecord(route_join_, route_stream_), "the routing's join");
   g.issued = route_pending_ = true;
   ++routes_ahead_;

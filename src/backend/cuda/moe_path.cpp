@@ -13,32 +13,32 @@ namespace dg {
 
 using cuda_host::check;
 
-namespace {
-
-// The router's product of r [T, H], each row's top-k experts and weights, and the pairs grouped by expert.
-void route_rows(const MoePathCtx& c, const Tensor& r, const MoeWeights& w, int top_k, Tensor& idx, Tensor& wts,
-                Tensor& counts, Tensor& offsets, Tensor& perm, Tensor& inv) {
-  const cudaStream_t s = c.blas.stream;
-  const auto& device = c.blas.alloc;
-  const int64_t H = r.shape[r.shape.rank - 1], T = r.numel() / H, E = w.router_proj.shape[0], P = T * top_k;
-  Tensor scores = device(DType::kBF16, Shape{T, E});
-  gemm_xwt_cublas(c.blas.blas, r.data, T, H, w.router_proj.data, E, scores.data, CUDA_R_16BF);
-  idx = device(DType::kI32, Shape{P}), wts = device(DType::kF32, Shape{P});
-  counts = device(DType::kI32, Shape{E}), offsets = device(DType::kI32, Shape{E + 1});
-  perm = device(DType::kI32, Shape{P}), inv = device(DType::kI32, Shape{P});
-  if (c.route_ticket != nullptr && c.kernels.moe_route_fused && moe_route_group_takes(T, E, top_k)) {
-    Tensor scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
-    check(moe_route_group_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(),
-                               counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(), inv.as<int32_t>(),
-                               scratch.as<int32_t>(), c.route_ticket, s));
-  } else {
-    check(moe_route_cuda(scores.data, T, E, top_k, w.per_expert_scale.data, idx.as<int32_t>(), wts.f32(), s));
-    check(moe_group_cuda(idx.as<int32_t>(), P, E, counts.as<int32_t>(), offsets.as<int32_t>(), perm.as<int32_t>(),
-                         inv.as<int32_t>(), s, c.kernels.moe_group_blocks));
-  }
+void moe_route_buffers(const std::function<Tensor(DType, Shape)>& device, const CudaKernels& k, unsigned* ticket,
+                       int64_t T, int64_t E, int top_k, MoeRouting& g) {
+  const int64_t P = T * top_k;
+  g.scores = device(DType::kBF16, Shape{T, E});
+  g.idx = device(DType::kI32, Shape{P}), g.wts = device(DType::kF32, Shape{P});
+  g.counts = device(DType::kI32, Shape{E}), g.offsets = device(DType::kI32, Shape{E + 1});
+  g.perm = device(DType::kI32, Shape{P}), g.inv = device(DType::kI32, Shape{P});
+  if (ticket != nullptr && k.moe_route_fused && moe_route_group_takes(T, E, top_k))
+    g.scratch = device(DType::kI32, Shape{moe_route_group_scratch(T, E, top_k)});
 }
 
-}  // namespace
+void moe_route_rows(cublasHandle_t blas, cudaStream_t s, const CudaKernels& k, unsigned* ticket, const Tensor& r,
+                    const MoeWeights& w, int top_k, MoeRouting& g) {
+  const int64_t H = r.shape[r.shape.rank - 1], T = r.numel() / H, E = w.router_proj.shape[0], P = T * top_k;
+  DG_CHECK(g.idx.numel() == P && g.scores.numel() == T * E, "MoE routing: buffers for another call");
+  gemm_xwt_cublas(blas, r.data, T, H, w.router_proj.data, E, g.scores.data, CUDA_R_16BF);
+  if (!g.scratch.empty()) {
+    check(moe_route_group_cuda(g.scores.data, T, E, top_k, w.per_expert_scale.data, g.idx.as<int32_t>(),
+                               g.wts.f32(), g.counts.as<int32_t>(), g.offsets.as<int32_t>(), g.perm.as<int32_t>(),
+                               g.inv.as<int32_t>(), g.scratch.as<int32_t>(), ticket, s));
+  } else {
+    check(moe_route_cuda(g.scores.data, T, E, top_k, w.per_expert_scale.data, g.idx.as<int32_t>(), g.wts.f32(), s));
+    check(moe_group_cuda(g.idx.as<int32_t>(), P, E, g.counts.as<int32_t>(), g.offsets.as<int32_t>(),
+                         g.perm.as<int32_t>(), g.inv.as<int32_t>(), s, k.moe_group_blocks));
+  }
+}
 
 void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const MoeWeights& w, int top_k,
                    Tensor& out, const MoeTail* tail) {
@@ -63,15 +63,16 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     r = device(DType::kBF16, Shape{T, H});
     check(moe_router_input_cuda(h.data, w.router_scale.data, r.data, T, H, c.eps, root, s));
   }
-  Tensor idx, wts, counts, offsets, perm, inv;
+  MoeRouting g;
   if (c.routed != nullptr) {  // routed on a stream of its own beside the dense MLP: join it
     DG_CHECK(c.inputs != nullptr && c.inputs->routing.issued, "MoE: a routing join without a routing");
     check(cudaStreamWaitEvent(s, c.routed, 0), "the routing's join");
-    const MoeRouting& g = c.inputs->routing;
-    idx = g.idx, wts = g.wts, counts = g.counts, offsets = g.offsets, perm = g.perm, inv = g.inv;
+    g = c.inputs->routing;
   } else {
-    route_rows(c, r, w, top_k, idx, wts, counts, offsets, perm, inv);
+    moe_route_buffers(device, c.kernels, c.route_ticket, T, E, top_k, g);
+    moe_route_rows(c.blas.blas, s, c.kernels, c.route_ticket, r, w, top_k, g);
   }
+  const Tensor &wts = g.wts, &offsets = g.offsets, &perm = g.perm, &inv = g.inv;
   Tensor y = device(DType::kBF16, Shape{P + 16, H});
   c.stage("moe_experts");
   // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape

@@ -28,6 +28,17 @@ struct MoePathCtx {
   cudaEvent_t routed = nullptr;  // inputs->routing issued ahead (moe_route_ahead): its join, waited for before use
 };
 
+// A routing's buffers for T rows of E experts (from `device`, the backend's allocations on its main stream, made
+// before any other stream uses them): scratch only where routing and grouping run as one launch (a ticket,
+// k.moe_route_fused, moe_route_group_takes).
+void moe_route_buffers(const std::function<Tensor(DType, Shape)>& device, const CudaKernels& k, unsigned* ticket,
+                       int64_t T, int64_t E, int top_k, MoeRouting& g);
+// The router's product of r [T, H] through `blas` on its stream s, each row's top-k experts and weights, and the
+// (row, rank) pairs grouped by expert, into g's buffers (moe_route_buffers with the same k and ticket): one launch
+// with scratch (moe_route_group_cuda), else moe_route_cuda and moe_group_cuda.
+void moe_route_rows(cublasHandle_t blas, cudaStream_t s, const CudaKernels& k, unsigned* ticket, const Tensor& r,
+                    const MoeWeights& w, int top_k, MoeRouting& g);
+
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
 // kernel takes, in the kernel layout, with kernels.q4_tiles and a --moe choice that runs that kernel (auto, ws).
 bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s);
