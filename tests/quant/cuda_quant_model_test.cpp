@@ -134,23 +134,35 @@ TEST(CudaQuantModelVocab, Fp8PackWithFp8VocabularyProducts) {
   check_pack(RefFixture::load("tiny_a"), "fp8", CudaKernels{}, true);
 }
 
+// Steps 1 and 2 of `weights` on two CUDA backends with kernel choices `on` and `off` (an A/B of the same bits):
+// step 1's logits equal, bit for bit (step 2's too with both_steps; step 2 is traced, which runs the ops one by one),
+// and `count` (a backend's counter of the path under test) above 0 on `on`'s backend and 0 on `off`'s.
+void expect_same_logits(const std::string& weights, const CudaKernels& on, const CudaKernels& off, bool both_steps,
+                        uint64_t (Backend::*count)() const) {
+  SCOPED_TRACE(weights);
+  const RefFixture fx = RefFixture::load("tiny_a");
+  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
+  ModelRig a_rig(weights, {}, "cuda", on), b_rig(weights, {}, "cuda", off);
+  std::vector<float> sc;
+  const Steps a = run(a_rig, prompt, canvas, a_rig.be.get(), &sc), b = run(b_rig, prompt, canvas, b_rig.be.get(), &sc);
+  EXPECT_EQ(a.logits1, b.logits1);
+  if (both_steps) {
+    EXPECT_EQ(a.logits2, b.logits2);
+  }
+  EXPECT_GT((a_rig.be.get()->*count)(), 0u) << "the path under test never ran: the test compared nothing";
+  EXPECT_EQ((b_rig.be.get()->*count)(), 0u);
+}
+
 // The fp8-all pack's W8A8 inputs quantised by the launches that write them (RowCodes, the default) or each by a launch
 // of its own before its product (--a8-quantise-apart): the same step-1 logits, bit for bit.
 TEST(CudaQuantModelCodes, Fp8AllLogitsAreTheSameWithTheInputsQuantisedApart) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
-  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   CudaKernels apart;
   apart.a8_row_codes = false;
-  ModelRig fused(pack, {}, "cuda", CudaKernels{}), separate(pack, {}, "cuda", apart);
-  std::vector<float> sc;
-  const Steps a = run(fused, prompt, canvas, fused.be.get(), &sc),
-              b = run(separate, prompt, canvas, separate.be.get(), &sc);
-  EXPECT_EQ(a.logits1, b.logits1);  // step 1 runs the untraced ops, where the codes come with their inputs
-  EXPECT_GT(fused.be->row_codes_filled(), 0u) << "no producer wrote its input's codes: the test compared nothing";
-  EXPECT_EQ(separate.be->row_codes_filled(), 0u);
+  expect_same_logits(quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), CudaKernels{}, apart, false,
+                     &Backend::row_codes_filled);
 }
 
 // The next layer's input norm and its codes written by the feed-forward tail's launch (the default) or by a launch of
@@ -160,52 +172,30 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  const std::string pack = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
-  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   CudaKernels apart;
   apart.next_norm_fused = false;
-  for (const std::string& weights : {pack, fx.ckpt_dir}) {
-    SCOPED_TRACE(weights);
-    ModelRig fused(weights, {}, "cuda", CudaKernels{}), separate(weights, {}, "cuda", apart);
-    std::vector<float> sc;
-    const Steps a = run(fused, prompt, canvas, fused.be.get(), &sc),
-                b = run(separate, prompt, canvas, separate.be.get(), &sc);
-    EXPECT_EQ(a.logits1, b.logits1);
-    EXPECT_EQ(a.logits2, b.logits2);
-    EXPECT_GT(fused.be->input_norms_filled(), 0u) << "no tail wrote the next input norm: the test compared nothing";
-    EXPECT_EQ(separate.be->input_norms_filled(), 0u);
-  }
+  for (const std::string& weights : {quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), fx.ckpt_dir})
+    expect_same_logits(weights, CudaKernels{}, apart, true, &Backend::input_norms_filled);
 }
 
 // The MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's place
 // (--moe-route-inline), on the fp8-all pack (the router's input from the residual chain), the q4 pack and the bf16
-// checkpoint (the routing computes it), and on fp8-all with routing and grouping in two launches: the same step-1 and
-// step-2 logits, bit for bit, and the routings were issued ahead. Eager steps: the graph captures' fork and join are
-// the tests below and CudaGraphReplays'.
+// checkpoint (the routing computes it), and on fp8-all with routing and grouping in two launches (--moe-route-apart,
+// as calls past the one-launch kernel route): the same step-1 and step-2 logits, bit for bit. Eager steps: the graph
+// captures' fork and join are the tests below and CudaGraphReplays'.
 TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  const std::vector<int32_t> prompt = read_i32(fx.dumps_f32, "prompt"), canvas = read_i32(fx.dumps_f32, "canvas");
   const std::string fp8_all = quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all");
-  // The last round routes and groups in two launches (--moe-route-apart), as calls past the one-launch kernel do.
-  for (const std::string& weights :
-       {fp8_all, quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4"), fx.ckpt_dir, fp8_all + "#apart"}) {
-    SCOPED_TRACE(weights);
-    const bool apart = weights.ends_with("#apart");
-    CudaKernels k, inline_route;
-    k.moe_route_fused = inline_route.moe_route_fused = !apart;
-    inline_route.moe_route_ahead = false;
-    const std::string path = apart ? fp8_all : weights;
-    ModelRig ahead(path, {}, "cuda", k), in_place(path, {}, "cuda", inline_route);
-    std::vector<float> sc;
-    const Steps a = run(ahead, prompt, canvas, ahead.be.get(), &sc),
-                b = run(in_place, prompt, canvas, in_place.be.get(), &sc);
-    EXPECT_EQ(a.logits1, b.logits1);
-    EXPECT_EQ(a.logits2, b.logits2);
-    EXPECT_GT(ahead.be->routes_ahead(), 0u) << "no routing was issued ahead: the test compared nothing";
-    EXPECT_EQ(in_place.be->routes_ahead(), 0u);
-  }
+  CudaKernels inline_route;
+  inline_route.moe_route_ahead = false;
+  for (const std::string& weights : {fp8_all, quantize_fixture("cuda-model-q4", fx.ckpt_dir, "q4"), fx.ckpt_dir})
+    expect_same_logits(weights, CudaKernels{}, inline_route, true, &Backend::routes_ahead);
+  CudaKernels two_launches = inline_route;
+  two_launches.moe_route_fused = inline_route.moe_route_fused = false;
+  two_launches.moe_route_ahead = true;
+  expect_same_logits(fp8_all, two_launches, inline_route, true, &Backend::routes_ahead);
 }
 
 // A pack's steps replayed through CUDA graphs, whose captures fork the routing onto its own stream and join it

@@ -99,6 +99,23 @@ __device__ __forceinline__ void load_weight8(const bf16* w, int64_t i, float* g)
   }
 }
 
+// This thread's chunks of a row, v times inv and the weight w (all in registers; tmp: scratch, which may be w), stored
+// at row (bf16) and held in y for the codes that follow (zeros past the row's end).
+template <int kV>
+__device__ __forceinline__ void store_normed(const float (&v)[kV][8], float inv, const float (&w)[kV][8],
+                                             float (&tmp)[kV][8], bf16* row, int64_t dim, uint4 (&y)[kV]) {
+#pragma unroll
+  for (int q = 0; q < kV; ++q) {
+    y[q] = make_uint4(0, 0, 0, 0);
+    if (const int64_t i = vec_at(q, dim); i >= 0) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) tmp[q][j] = v[q][j] * inv * w[q][j];
+      y[q] = pack8(tmp[q]);
+      *reinterpret_cast<uint4*>(row + i) = y[q];
+    }
+  }
+}
+
 // Every load that waits for no sum is issued first (the attention row, w_post, h, out[0]'s weight), and the next
 // output's weight before out[0]'s codes, whose maximum is taken from the rounded values in registers.
 __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const bf16* w_post, bf16* h1, NormOuts o,
@@ -138,16 +155,7 @@ __global__ void residual_norms_vec_kernel(const bf16* h, const bf16* attn, const
   const float inv_h = inv_rms(block_sum(ss, sh), dim, eps);
   for (int k = 0; k < n_out; ++k) {
     uint4 y[kV];
-#pragma unroll
-    for (int q = 0; q < kV; ++q) {
-      y[q] = make_uint4(0, 0, 0, 0);
-      if (const int64_t i = vec_at(q, dim); i >= 0) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) f[q][j] = x[q][j] * inv_h * wk[q][j];
-        y[q] = pack8(f[q]);
-        *reinterpret_cast<uint4*>(o.y[k] + base + i) = y[q];
-      }
-    }
+    store_normed(x, inv_h, wk, f, o.y[k] + base, dim, y);
     if (k + 1 < n_out)
 #pragma unroll
       for (int q = 0; q < kV; ++q)
@@ -237,16 +245,7 @@ __device__ __forceinline__ void next_norm_row(const NextNorm& nx, float (&v)[kV]
   __syncthreads();
   const float inv = inv_rms(norm::row_sum_squares(row, static_cast<int>(dim), sh), dim, eps);
   uint4 y[kV];
-#pragma unroll
-  for (int q = 0; q < kV; ++q) {
-    y[q] = make_uint4(0, 0, 0, 0);
-    if (const int64_t i = vec_at(q, dim); i >= 0) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) g[q][j] = v[q][j] * inv * g[q][j];
-      y[q] = pack8(g[q]);
-      *reinterpret_cast<uint4*>(nx.y + base + i) = y[q];
-    }
-  }
+  store_normed(v, inv, g, g, nx.y + base, dim, y);
   if (nx.codes != nullptr)
     act_quant_row_vals<kThreads>(y, true, dim / 8, nx.codes, nx.scale, blockIdx.x, static_cast<int>(threadIdx.x), sh);
 }
