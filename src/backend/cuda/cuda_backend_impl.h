@@ -93,8 +93,9 @@ class CudaBackend final : public Backend, public SyntheticFill {
   // Buffers where x feeds W8A8 products whose raw sums a chain scales (a8_on_load) and the fused norms are on.
   RowCodes row_codes(const Tensor& x, std::span<const Tensor* const> w) override;
   MoeInputs moe_inputs(const Tensor& z, const MoeWeights& w) override;
-  // The router's product and moe_route_group_cuda on a stream of their own, forked from the main one and joined by
-  // the block's MoE before its experts (CudaKernels::moe_route_ahead; where routing and grouping run as one launch).
+  // The router's input where the residual chain did not write it, its product and the routing (moe_route_rows) on a
+  // stream of their own, forked from the main one and joined by the block's MoE before its experts
+  // (CudaKernels::moe_route_ahead).
   void moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_k, MoeInputs& in) override;
   void rmsnorm_codes(const Tensor& x, const Tensor* w, Tensor& out, RowCodes& codes) override;
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
