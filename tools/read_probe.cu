@@ -3,7 +3,7 @@
 // as stored (rows row_bytes apart, the pieces 64 or 128 bytes long) or tiled (the block's stage one contiguous run);
 // whole stages only (a row's last, shorter piece is left out).
 // Streaming loads, eight 16-byte loads in flight a thread, one or two CTAs of 512 threads an SM. A diagnosis tool
-// (docs/CUDA.md, "q4 in stage tiles"), not a benchmark result.
+// (docs/EXPERTS.md, "q4 in stage tiles"), not a benchmark result.
 //
 // Usage: dg_read_probe   (one line a case on stdout)
 #include <cuda_runtime.h>

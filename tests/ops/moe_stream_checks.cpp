@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
+#include "core/packed_layout.h"
 #include "core/parallel.h"
 #include "diffusion/rng.h"
 #include "ops/glu/glu_cuda.h"
+#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/q4_layout.h"
 #include "quant/codec.h"
@@ -118,14 +120,14 @@ TestWeights make_weights(DType fmt, Shape s, uint64_t seed, float scale) {
   return w;
 }
 
-std::vector<Q4Layout> layouts(DType fmt) {
-  if (fmt == DType::kQ4) return {Q4Layout::kDisk, Q4Layout::kKernel};
-  return {Q4Layout::kDisk};
+std::vector<WeightLayout> layouts(DType fmt) {
+  if (fmt == DType::kQ4) return {WeightLayout::kDisk, WeightLayout::kKernel};
+  return {WeightLayout::kDisk};
 }
 
-DeviceWeights::DeviceWeights(const TestWeights& w, Q4Layout layout) {
+DeviceWeights::DeviceWeights(const TestWeights& w, WeightLayout layout) {
   std::vector<uint8_t> bytes = w.bytes;
-  const bool kernel = layout == Q4Layout::kKernel;
+  const bool kernel = layout == WeightLayout::kKernel;
   if (kernel) bytes.resize(static_cast<size_t>(q4_kernel_layout_bytes(w.host.shape)), 0);
   EXPECT_EQ(cudaMalloc(&p, bytes.size()), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
@@ -149,7 +151,18 @@ void DeviceWeights::tile(const Shape& s) {
   EXPECT_TRUE(got == want) << "q4_to_tiled_layout_cuda differs from its host twin";
 }
 
-const char* layout_name(Q4Layout l) { return l == Q4Layout::kKernel ? "/kernel layout" : ""; }
+void DeviceWeights::tile_fp8(const Shape& s) {
+  std::vector<uint8_t> want(static_cast<size_t>(packed_layout(DType::kFp8, s).total));
+  ASSERT_EQ(cudaMemcpy(want.data(), p, want.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  fp8_to_tiled_layout(want.data(), s);
+  const Status st = fp8_to_tiled_layout_cuda(p, s, nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  std::vector<uint8_t> got(want.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(got == want) << "fp8_to_tiled_layout_cuda differs from its host twin";
+}
+
+const char* layout_name(WeightLayout l) { return l == WeightLayout::kKernel ? "/kernel layout" : ""; }
 
 double weight_rel_error(DType fmt) { return fmt == DType::kQ4 ? std::ldexp(1.0, -9) : 0.0; }
 
@@ -168,7 +181,7 @@ double gated_bound(double g, double sg, double u, double su, double w_rel) {
          std::ldexp(ge * std::fabs(u), -6) + 1e-30;
 }
 
-void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
+void run_gemm_case_in(const GemmCase& c, WeightLayout layout) {
   const Routing rt = c.counts.empty() ? route_random(c.rows, c.top_k, c.n_exp, 11) : route_counts(c.counts, 12);
   const int64_t pairs = static_cast<int64_t>(rt.perm.size()), K = c.K, N = c.N, ff = N / 2;
   const int64_t x_rows = c.gather ? (pairs + c.top_k - 1) / c.top_k : pairs;
@@ -215,7 +228,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
   const int32_t* map = c.gather ? dperm.as<int32_t>() : nullptr;
   // The warp-specialised kernel has the wide passes' arithmetic (bf16, W8A8) or, for q4, the streaming kernel's:
   // their bits. q4 runs it in the kernel layout only (the one it reads).
-  const bool q4 = c.fmt == DType::kQ4, ws = c.ws && (!q4 || layout == Q4Layout::kKernel);
+  const bool q4 = c.fmt == DType::kQ4, ws = c.ws && (!q4 || layout == WeightLayout::kKernel);
   const bool wide = c.wide || (c.ws && !q4);
   Status s = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p, nullptr,
                                   xsc, c.stages, layout, wide);
@@ -224,37 +237,55 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
                               c.stages, layout, wide);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto first_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+  const auto first_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+  // Both products again, through `run` (moe_stream_* or moe_ws_* on the weights as they lie now): the outputs that
+  // differ from the first run's bits.
+  auto again = [&](const char* what, const char* other, auto run) {
+    ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
+    run();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
+    const auto got_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
+    size_t diff_y = 0, diff_a = 0;
+    for (size_t i = 0; i < got_y.size(); ++i) diff_y += got_y[i] != first_y[i];
+    for (size_t i = 0; i < got_a.size(); ++i) diff_a += got_a[i] != first_a[i];
+    EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of " << what << " that differ from " << other;
+    EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of " << what << " that differ from " << other;
+    std::cout << "  " << c.name << " " << what << ": " << diff_y << " plain and " << diff_a
+              << " gated outputs differ from " << other << "\n";
+  };
+  auto ws_run = [&](WeightLayout form) {
+    Status st = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                                 nullptr, MoeWsForm{c.q4_consumers, form});
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    st = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
+                             nullptr, MoeWsForm{c.q4_consumers, form});
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  };
+  const char* other = q4 ? "the streaming kernel's" : wide ? "--moe wide's" : "the rows'";
   if (ws) {
-    const auto wide_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
-    const auto wide_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
-    const char* other = q4 ? "the streaming kernel's" : "--moe wide's";
-    // Both products through --moe ws with q4 weights in `form`: the outputs that differ from the others' bits.
-    auto ws_run = [&](Q4Layout form, const char* what) {
-      ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(pairs * N) * 2), cudaSuccess);
-      ASSERT_EQ(cudaMemset(da.p, 0xff, static_cast<size_t>(pairs * ff) * 2), cudaSuccess);
-      Status st = moe_ws_gemm_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(),
-                                   dy.p, nullptr, MoeWsQ4{c.q4_consumers, form});
-      ASSERT_TRUE(st.is_ok()) << st.message();
-      st = moe_ws_gate_up_cuda(xin, xsc, map, c.top_k, x_rows, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
-                               nullptr, MoeWsQ4{c.q4_consumers, form});
-      ASSERT_TRUE(st.is_ok()) << st.message();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const auto ws_y = dy.get<uint16_t>(static_cast<size_t>(pairs * N));
-      const auto ws_a = da.get<uint16_t>(static_cast<size_t>(pairs * ff));
-      size_t diff_y = 0, diff_a = 0;
-      for (size_t i = 0; i < ws_y.size(); ++i) diff_y += ws_y[i] != wide_y[i];
-      for (size_t i = 0; i < ws_a.size(); ++i) diff_a += ws_a[i] != wide_a[i];
-      EXPECT_EQ(diff_y, 0u) << c.name << ": plain outputs of " << what << " that differ from " << other;
-      EXPECT_EQ(diff_a, 0u) << c.name << ": gated outputs of " << what << " that differ from " << other;
-      std::cout << "  " << c.name << " " << what << ": " << diff_y << " plain and " << diff_a
-                << " gated outputs differ from " << other << "\n";
-    };
     // q4 also in stage tiles where the rows allow them: the same bits.
-    ws_run(Q4Layout::kKernel, "--moe ws");
+    again("--moe ws", other, [&] { ws_run(WeightLayout::kKernel); });
     if (q4 && q4_tiled_ok(W.host.shape)) {
       dw.tile(W.host.shape);
-      ws_run(Q4Layout::kTiled, "--moe ws on tiles");
+      again("--moe ws on tiles", other, [&] { ws_run(WeightLayout::kTiled); });
     }
+  }
+  // fp8 weights also in stage tiles where the rows allow them (fp8_to_tiled_layout_cuda): the streaming kernel's and
+  // the ws kernel's products on tiles give the rows' bits.
+  if (c.fmt == DType::kFp8 && fp8_tiled_ok(W.host.shape)) {
+    dw.tile_fp8(W.host.shape);
+    again("on tiles", other, [&] {
+      Status st = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                                       nullptr, xsc, c.stages, WeightLayout::kTiled, wide);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      st = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p, nullptr,
+                                   xsc, c.stages, WeightLayout::kTiled, wide);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+    });
+    if (ws) again("--moe ws on tiles", other, [&] { ws_run(WeightLayout::kTiled); });
   }
 
   const std::vector<float> y = to_f32(dy.get<uint16_t>(static_cast<size_t>(pairs * N)));
@@ -286,7 +317,7 @@ void run_gemm_case_in(const GemmCase& c, Q4Layout layout) {
 }
 
 void run_gemm_case(const GemmCase& c) {
-  for (Q4Layout l : layouts(c.fmt)) run_gemm_case_in(c, l);
+  for (WeightLayout l : layouts(c.fmt)) run_gemm_case_in(c, l);
 }
 
 void run_pass_boundaries(bool act8, bool ws) {
@@ -312,7 +343,7 @@ bool have_gpu() { return cuda_device_count() > 0; }
 // storage. Bound (a priori): an f32 summation-order difference can flip a bf16 rounding of g, u, the activation or
 // an expert output by one ulp, which moves an output by a few bf16 ulps of its size: max_abs <= 2^-6 max|want|.
 void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt, bool act8,
-                     Q4Layout layout) {
+                     WeightLayout layout) {
   const int64_t pairs = rows * top_k;
   const Routing rt = route_random(rows, top_k, n_exp, 31);
   const auto z = rand_bf16(static_cast<size_t>(rows * hidden), 32, 2.0f);
@@ -378,7 +409,7 @@ void run_pipeline_in(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, in
 }
 
 void run_pipeline(int64_t rows, int64_t hidden, int64_t ff, int64_t n_exp, int top_k, DType fmt, bool act8) {
-  for (Q4Layout l : layouts(fmt)) run_pipeline_in(rows, hidden, ff, n_exp, top_k, fmt, act8, l);
+  for (WeightLayout l : layouts(fmt)) run_pipeline_in(rows, hidden, ff, n_exp, top_k, fmt, act8, l);
 }
 
 }  // namespace moe_stream_test

@@ -72,22 +72,25 @@ struct TestWeights {
 TestWeights make_weights(DType fmt, Shape s, uint64_t seed, float scale);
 
 // The layouts a format's device weights are tested in: q4 in both (disk, and the kernel layout made on the device).
-std::vector<Q4Layout> layouts(DType fmt);
+std::vector<WeightLayout> layouts(DType fmt);
 
 // W's bytes on the device in `layout`: q4's kernel layout converted there by q4_to_kernel_layout_cuda, and checked
 // byte for byte against the host twin.
 struct DeviceWeights {
   void* p = nullptr;
-  DeviceWeights(const TestWeights& w, Q4Layout layout);
+  DeviceWeights(const TestWeights& w, WeightLayout layout);
   ~DeviceWeights() { cudaFree(p); }
   // q4 in the kernel layout of shape s becomes its tiled form on the device (q4_to_tiled_layout_cuda), checked byte
   // for byte against the host twin.
   void tile(const Shape& s);
+  // fp8 weights of shape s become their stage tiles on the device (fp8_to_tiled_layout_cuda), checked byte for byte
+  // against the host twin.
+  void tile_fp8(const Shape& s);
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
 };
 
-const char* layout_name(Q4Layout l);
+const char* layout_name(WeightLayout l);
 
 // The relative error of a weight as the kernel feeds it to the tensor cores: q4's decoded f32 value is rounded once
 // to bf16 (2^-9); fp8, nvfp4 and q8 codes are exact in bf16 (their scales multiply the f32 sums).

@@ -92,12 +92,15 @@ TEST(MoeStreamQuantCuda, PipelineMatchesMoeExpertsCpu) {
 
 // fp8 weights times fp8 activations (W8A8, sm_89+): the GEMMs against f64 over the decoded codes of both operands
 // (the plain and gated bounds of moe_stream_checks.cpp hold: e4m3 products are exact in f32), the pipeline against
-// moe_experts_cpu with act_fp8, and the per-row quantisation kernel against encode_rows byte for byte.
+// moe_experts_cpu with act_fp8, and the per-row quantisation kernel against encode_rows byte for byte. Cases of rows
+// a multiple of 128 run again on the weights in stage tiles, bit for bit (so do the fp8 cases of the tests above:
+// the bf16-activation kernel on tiles).
 TEST(MoeStreamFp8ActCuda, Gemms) {
   DG_NEED_GPU();
   run_gemm_case({"K96 N40 gather", 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true});
   run_gemm_case({"K32 N40", 32, 40, 5, {64, 65, 0, 0, 16}, 0, 1, false, DType::kFp8, true});
   run_gemm_case({"dg-tiny down", 128, 256, 8, {}, 64, 2, false, DType::kFp8, true});
+  run_gemm_case({"K352 N128 gather", 352, 128, 6, {20, 3, 0, 40, 17, 64}, 0, 2, true, DType::kFp8, true});
   run_gemm_case({"26B-A4B gate_up", 2816, 1408, 128, {}, 256, 8, true, DType::kFp8, true});
   run_gemm_case({"26B-A4B down", 704, 2816, 128, {}, 256, 8, false, DType::kFp8, true});
   run_gemm_case({"4 stages, K96 N40 gather", 96, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true, DType::kFp8, true, 4});
@@ -115,12 +118,20 @@ TEST(MoeStreamFp8ActCuda, WidePasses) {
 // column tiles a consumer only half fills (N 40: gated 20 columns), the full shape's gate_up (1,408 rows: the last
 // CTA's second consumer idle) and down (K 704: a half-empty last stage), and 128 experts with random routing (768
 // tiles: each CTA walks several, the stage ring wrapping across them).
+// Where the rows are a multiple of 128 (the full shape, N 128) each case runs again on the weights in stage tiles
+// (fp8_to_tiled_layout_cuda against its host twin, then the wide passes and the ws kernel on tiles, bit for bit):
+// K 704's last stage of 64 codes a row and K 352's of 96 come as 16-byte copies, K 96 is one short stage.
 TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
   run_pass_boundaries(true, true);
-  GemmCase c{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true};
-  c.ws = true;
-  run_gemm_case(c);
+  for (GemmCase c : {GemmCase{"26B-A4B gate_up ws, 128 experts", 2816, 1408, 128, {}, 512, 8, true, DType::kFp8, true},
+                     GemmCase{"K96 N128 gather ws", 96, 128, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true,
+                              DType::kFp8, true},
+                     GemmCase{"K352 N128 gather ws", 352, 128, 6, {20, 3, 0, 40, 17, 64}, 0, 2, true, DType::kFp8,
+                              true}}) {
+    c.ws = true;
+    run_gemm_case(c);
+  }
 }
 
 // q4 (the kernel layout) in the warp-specialised kernel (--moe ws, moe_ws_q4.cu) against f64 and bit for bit
@@ -129,7 +140,7 @@ TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
 // stage), 5.5 stages (704: a half-empty last stage, scale words 8-byte aligned) and 22 (2,816: 16-byte aligned),
 // weights whose kernel layout needs a matrix power p > 0, column tiles a consumer half fills (N 40, N 200), and the
 // full shape with 128 experts at one canvas (2,048 pairs) and at two (4,096: experts of more than one pass); where
-// the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (Q4Layout::kTiled; at N 128 a
+// the rows are a multiple of 128 (N 128 and the full shape), again in stage tiles (WeightLayout::kTiled; at N 128 a
 // column tile's second consumer holds no valid rows, so its boxes are not copied; K 352: three stages, the last of
 // three groups). Each case with two consumer warpgroups of two m64 tiles and with four of one (--moe-q4-consumers 4:
 // the gated form's gate and up rows in two warpgroups, joined through the staging rows; at N 40 the first pair's
@@ -173,13 +184,19 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
   refused(nullptr, DType::kQ4, 48, 1, "multiple of 32");
   refused(nullptr, DType::kQ4, 64, 2000, "at most 1024");
   const Status odd =
-      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, MoeWsQ4{3});
+      moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake, nullptr, MoeWsForm{3});
   EXPECT_FALSE(odd.is_ok());
   EXPECT_NE(odd.message().find("--moe-q4-consumers"), std::string::npos) << odd.message();
   const Status disk = moe_ws_gemm_cuda(fake, nullptr, nullptr, 1, 1, 64, fake, DType::kQ4, 16, 1, rows, fake,
-                                       nullptr, MoeWsQ4{2, Q4Layout::kDisk});
+                                       nullptr, MoeWsForm{2, WeightLayout::kDisk});
   EXPECT_FALSE(disk.is_ok());
   EXPECT_NE(disk.message().find("disk layout"), std::string::npos) << disk.message();
+  for (const DType fmt : {DType::kBF16, DType::kFp8}) {  // bf16 weights, and fp8 weights of 16 rows, in stage tiles
+    const Status tiles = moe_ws_gemm_cuda(fake, fmt == DType::kFp8 ? scale : nullptr, nullptr, 1, 1, 64, fake, fmt,
+                                          16, 1, rows, fake, nullptr, MoeWsForm{2, WeightLayout::kTiled});
+    EXPECT_FALSE(tiles.is_ok());
+    EXPECT_NE(tiles.message().find("--no-fp8-tiles"), std::string::npos) << tiles.message();
+  }
   refused(scale, DType::kFp8, 40, 1, "multiple of 16");
   refused(nullptr, DType::kBF16, 12, 1, "multiple of 8");
   refused(scale, DType::kFp8, 64, 2000, "at most 1024");
@@ -214,7 +231,7 @@ TEST(MoeStreamFp8ActCuda, QuantisationMatchesEncodeRows) {
 
 // The dense form (stream_linear_cuda) against linear_cpu on the same packed weight: the q8 self-conditioning MLP
 // at the 26B-A4B shapes over one canvas, and odd shapes. Bound: the plain GEMM bound (moe_stream_checks.cpp).
-void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, Q4Layout layout) {
+void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, WeightLayout layout) {
   const auto x = rand_bf16(static_cast<size_t>(rows * K), 41, 2.0f);
   const TestWeights w = make_weights(fmt, Shape{N, K}, 42, 0.05f);
   std::vector<double> want(static_cast<size_t>(rows * N)), asum(want.size());
@@ -252,7 +269,7 @@ void run_linear_in(int64_t rows, int64_t K, int64_t N, DType fmt, Q4Layout layou
 }
 
 void run_linear(int64_t rows, int64_t K, int64_t N, DType fmt) {
-  for (Q4Layout l : layouts(fmt)) run_linear_in(rows, K, N, fmt, l);
+  for (WeightLayout l : layouts(fmt)) run_linear_in(rows, K, N, fmt, l);
 }
 
 TEST(MoeStreamQuantCuda, DenseLinear) {

@@ -65,15 +65,29 @@ TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
   alignas(16) static uint8_t fake[64];
   for (DType fmt : {DType::kQ4, DType::kFp8}) {
     const Status s = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, fmt, 16, 1, nullptr, fake, nullptr, nullptr, 0,
-                                          Q4Layout::kDisk, true);
+                                          WeightLayout::kDisk, true);
     ASSERT_FALSE(s.is_ok()) << dtype_name(fmt);
     EXPECT_NE(s.message().find("--moe stream"), std::string::npos) << s.message();
   }
   const float scale = 1.0f;
   const Status s = moe_stream_gate_up_cuda(fake, nullptr, 1, 64, fake, DType::kBF16, 8, 1, nullptr, fake, nullptr,
-                                           &scale, 0, Q4Layout::kDisk, true);
+                                           &scale, 0, WeightLayout::kDisk, true);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("not BF16 with fp8 activations"), std::string::npos) << s.message();
+}
+
+// Stage tiles are fp8's in the streaming kernel, for rows a matrix that are a multiple of 128: q4 tiles (the ws
+// kernel's) and fp8 weights of 16 rows are refused before any launch, each naming the way out.
+TEST(MoeStreamCuda, StageTilesAreFp8sOfWholeBlocks) {
+  alignas(16) static uint8_t fake[64];
+  const Status q4 = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, DType::kQ4, 128, 1, nullptr, fake, nullptr,
+                                         nullptr, 0, WeightLayout::kTiled);
+  ASSERT_FALSE(q4.is_ok());
+  EXPECT_NE(q4.message().find("--no-q4-tiles"), std::string::npos) << q4.message();
+  const Status few = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, DType::kFp8, 16, 1, nullptr, fake, nullptr,
+                                          nullptr, 0, WeightLayout::kTiled);
+  ASSERT_FALSE(few.is_ok());
+  EXPECT_NE(few.message().find("--no-fp8-tiles"), std::string::npos) << few.message();
 }
 
 TEST(MoeStreamCuda, FullShapeRandomRouting) {

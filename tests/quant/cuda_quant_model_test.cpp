@@ -8,6 +8,7 @@
 #if defined(DG_WITH_CUDA)
 #include <iostream>
 
+#include "backend/cuda/moe_path.h"
 #include "core/cuda/cuda_check.h"
 #include "diffusion/generate.h"
 #include "model/model_harness.h"
@@ -176,6 +177,27 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
   apart.next_norm_fused = false;
   for (const std::string& weights : {quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), fx.ckpt_dir})
     expect_same_logits(weights, CudaKernels{}, apart, true, &Backend::input_norms_filled);
+}
+
+// The fp8 experts in stage tiles (the default) or as the pack stores their rows (--no-fp8-tiles), on the embedded
+// model's fp8-all pack (tiny_a's experts have 64 rows, too few for tiles; dg-tiny's 256, its down product one stage
+// of K 128): the same step-1 and step-2 logits, bit for bit, the experts of a shape the upload tiles.
+TEST(CudaQuantModelCodes, Fp8TilesGiveTheSameLogits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string pack = quantize_fixture("cuda-model-dg-tiny-fp8-all", source_path("models/dg-tiny"), "fp8-all");
+  CudaKernels rows;
+  rows.fp8_tiles = false;
+  ModelRig tiled(pack, {}, "cuda"), plain(pack, {}, "cuda", rows);
+  for (const Tensor* t : {&tiled.weights.layers[0].experts_gate_up, &tiled.weights.layers[0].experts_down}) {
+    ASSERT_EQ(t->dtype, DType::kFp8);
+    EXPECT_TRUE(fp8_tiled_experts(CudaKernels{}, t->shape));
+  }
+  const int64_t V = tiled.ck.config.vocab;
+  const std::vector<int32_t> prompt = pattern_ids(45, 1, V), canvas = pattern_ids(32, 2, V);
+  std::vector<float> sc;
+  const Steps a = run(tiled, prompt, canvas, tiled.be.get(), &sc), b = run(plain, prompt, canvas, plain.be.get(), &sc);
+  EXPECT_EQ(a.logits1, b.logits1);
+  EXPECT_EQ(a.logits2, b.logits2);
 }
 
 // The MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's place

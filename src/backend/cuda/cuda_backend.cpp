@@ -130,11 +130,13 @@ Tensor CudaBackend::upload(const Tensor& t) {
 }
 
 size_t CudaBackend::packed_bytes(DType fmt, const Shape& s) const {
-  return fmt == DType::kQ4 && q4_layout() == Q4Layout::kKernel ? static_cast<size_t>(q4_kernel_layout_bytes(s)) : 0;
+  return fmt == DType::kQ4 && q4_layout() == WeightLayout::kKernel ? static_cast<size_t>(q4_kernel_layout_bytes(s)) : 0;
 }
 
 void CudaBackend::to_kernel_layout(Tensor& t) {
-  if (t.dtype != DType::kQ4 || q4_layout() != Q4Layout::kKernel) return;
+  if (t.dtype == DType::kFp8 && fp8_tiled_experts(kernels_, t.shape))
+    check(fp8_to_tiled_layout_cuda(t.data, t.shape, stream_));
+  if (t.dtype != DType::kQ4 || q4_layout() != WeightLayout::kKernel) return;
   check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
   if (q4_tiled_experts(kernels_, t.shape)) check(q4_to_tiled_layout_cuda(t.data, t.shape, stream_));
 }

@@ -96,10 +96,14 @@ struct CudaKernels {
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;
   // q4 experts (rank-3 weights of rows a multiple of 128) for the warp-specialised kernel: the kernel layout's words in
-  // stage tiles, a stage of 64 rows one contiguous run (src/ops/moe/q4_layout.h; docs/CUDA.md, "q4 in stage tiles");
+  // stage tiles, a stage of 64 rows one contiguous run (src/ops/moe/q4_layout.h; docs/EXPERTS.md, "q4 in stage tiles");
   // false: the rows as the kernel layout stores them (A/B, the same bits). Measured on the H100: the one-canvas step
   // 12.83 -> 12.19 ms. Not with --moe stream, whose kernel reads rows
   bool q4_tiles = true;
+  // fp8 experts (rank-3 weights of rows a multiple of 128) in stage tiles for both expert kernels: a stage of 64
+  // rows' 128 codes one contiguous run of 8 KB (src/ops/moe/fp8_tiles.h; docs/CUDA.md, "fp8 experts in stage
+  // tiles"); false: the rows as the pack stores them (A/B, the same bits)
+  bool fp8_tiles = true;
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;

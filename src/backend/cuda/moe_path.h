@@ -21,7 +21,7 @@ struct MoePathCtx {
   const CudaKernels& kernels;
   float eps;        // the norms' (the router's, the tail's)
   bool capturing;   // inside a graph capture: no host synchronisation (the cuBLAS path is off)
-  Q4Layout q4;      // where q4 expert weights are in the kernel layout
+  WeightLayout q4;      // where q4 expert weights are in the kernel layout
   std::function<void(const char*)> stage;  // the backend's profiling mark ("moe_experts", "moe")
   unsigned* route_ticket = nullptr;  // the backend's, for routing and grouping in one launch (moe_route_group_cuda)
   const MoeInputs* inputs = nullptr;  // the router's input and z's codes from the residual chain, where filled
@@ -42,6 +42,9 @@ void moe_route_rows(cublasHandle_t blas, cudaStream_t s, const CudaKernels& k, u
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
 // kernel takes, in the kernel layout, with kernels.q4_tiles and a --moe choice that runs that kernel (auto, ws).
 bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s);
+// Whether an fp8 weight of shape s is tiled at upload (fp8_to_tiled_layout_cuda): experts (rank 3) whose rows and K
+// allow it, with kernels.fp8_tiles (every expert kernel that takes fp8 weights reads tiles).
+bool fp8_tiled_experts(const CudaKernels& kernels, const Shape& s);
 
 // The feed-forward tail that takes the MoE block's output as its m2 (Backend::moe_ffn_tail): out = ffn_tail(h, m1,
 // w1, moe, w2, w, scalar), the experts' rows combined inside the tail's kernel (ffn_tail_moe_cuda).

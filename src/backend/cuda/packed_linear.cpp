@@ -12,7 +12,7 @@ namespace dg {
 using cuda_host::check;
 
 void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
-                        Q4Layout q4) {
+                        WeightLayout q4) {
   if (c.act8 && w.dtype == DType::kFp8) {
     const Tensor* ws[1] = {&w};
     Tensor* outs[1] = {&out};
@@ -34,7 +34,7 @@ void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64
 
 void dense_linear_cuda(const CublasCtx& c, const void* x, int64_t rows, int64_t K, const void* W, int64_t N, void* y) {
   if (c.dense_stream && rows > 64 && K % 8 == 0 && N % 8 == 0) {
-    check(stream_linear_cuda(x, rows, K, W, DType::kBF16, N, y, c.stream, Q4Layout::kDisk, nullptr, true));
+    check(stream_linear_cuda(x, rows, K, W, DType::kBF16, N, y, c.stream, WeightLayout::kDisk, nullptr, true));
     return;
   }
   gemm_xwt_cublas(c.blas, x, rows, K, W, N, y, CUDA_R_16BF);
@@ -52,7 +52,7 @@ void fp8_linears_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t
              "fp8 linears: weight {} ({}) does not take fp8 inputs of width {}", i, t.shape.str(), K);
     const int64_t N = t.shape[0];
     if (c.a8_stream) {  // A/B: the scales in the kernel's epilogue; passes of 128 rows past 64
-      check(stream_linear_cuda(xq.data, rows, K, t.data, DType::kFp8, N, out[i]->data, c.stream, Q4Layout::kDisk,
+      check(stream_linear_cuda(xq.data, rows, K, t.data, DType::kFp8, N, out[i]->data, c.stream, WeightLayout::kDisk,
                                xs.f32(), rows > 64));
       continue;
     }

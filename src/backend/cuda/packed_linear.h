@@ -19,7 +19,7 @@ inline constexpr int64_t kRowscaledCublasRows = 128;
 // out [rows, N] bf16 = x [rows, K] bf16 times the packed weight w [N, K]^T; with c.act8 fp8 weights take the W8A8
 // product.
 void packed_linear_cuda(const CublasCtx& c, const Tensor& x, int64_t rows, int64_t K, const Tensor& w, Tensor& out,
-                        Q4Layout q4);
+                        WeightLayout q4);
 
 // y [rows, N] bf16 = x [rows, K] W [N, K]^T for bf16 W: cuBLAS, or the streaming kernel where c.dense_stream asks
 // and the shape suits it (65 rows and more, K and N multiples of 8).

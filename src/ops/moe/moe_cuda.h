@@ -12,16 +12,20 @@
 
 namespace dg {
 
-// How q4 weights lie in device memory for the streaming kernel: kDisk as the pack stores them (docs/FORMATS.md),
-// or kKernel, rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md,
-// "q4 in the kernel layout"; src/ops/moe/q4_layout.h), or kTiled, the kernel layout's words in stage tiles for the
-// warp-specialised kernel only (q4_to_tiled_layout_cuda; docs/CUDA.md, "q4 in stage tiles").
-enum class Q4Layout { kDisk, kKernel, kTiled };
+// How packed expert weights lie in device memory: kDisk as the pack stores them (docs/FORMATS.md); for q4, kKernel,
+// rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md, "q4 in the
+// kernel layout"; src/ops/moe/q4_layout.h), or kTiled, the kernel layout's words in stage tiles for the
+// warp-specialised kernel only (q4_to_tiled_layout_cuda; docs/EXPERTS.md, "q4 in stage tiles"); for fp8, kTiled, the
+// codes in stage tiles for both expert kernels (fp8_to_tiled_layout_cuda; src/ops/moe/fp8_tiles.h). Other formats
+// and layouts: kDisk.
+enum class WeightLayout { kDisk, kKernel, kTiled };
 // In place: a q4 tensor of shape s on the device, its disk layout in the first packed_layout(kQ4, s).total bytes of
 // an allocation of q4_kernel_layout_bytes(s) bytes (16-byte aligned), becomes the kernel layout.
 Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 // In place: a q4 tensor in the kernel layout becomes its tiled form (q4_layout.h; q4_tiled_ok(s), else an error).
 Status q4_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st);
+// In place: an fp8 tensor's codes become their stage tiles (fp8_tiles.h; fp8_tiled_ok(s), else an error).
+Status fp8_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 
 // The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
 // top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
@@ -70,20 +74,21 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // fp8, q8: 16) and 16-byte aligned x and W; y: [pairs, N], no spare rows.
 // x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
 // (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
-// q4 weights come in either layout (Q4Layout); the kernel layout must be made by q4_to_kernel_layout_cuda.
+// q4 weights come in the disk or the kernel layout (WeightLayout), the kernel layout made by
+// q4_to_kernel_layout_cuda; fp8 weights as stored or in stage tiles (kTiled, made by fp8_to_tiled_layout_cuda).
 // stages: the pipeline's depth where a format offers a choice (W8A8: 3 or 4; q4 in the kernel layout: 2, 3 or 4);
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 // wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
 // once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
-                            const float* x_scale = nullptr, int stages = 0, Q4Layout q4 = Q4Layout::kDisk,
+                            const float* x_scale = nullptr, int stages = 0, WeightLayout q4 = WeightLayout::kDisk,
                             bool wide = false);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows (128 with `wide`: bf16, or fp8 weights
 // with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above).
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s, Q4Layout q4 = Q4Layout::kDisk, const float* x_scale = nullptr,
+                          cudaStream_t s, WeightLayout q4 = WeightLayout::kDisk, const float* x_scale = nullptr,
                           bool wide = false);
 // Whether the streaming kernel has a body for weights in `w_dtype`.
 bool moe_stream_supports(DType w_dtype);
@@ -93,21 +98,21 @@ bool moe_stream_supports(DType w_dtype);
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
-                               Q4Layout q4 = Q4Layout::kDisk, bool wide = false);
+                               WeightLayout q4 = WeightLayout::kDisk, bool wide = false);
 // The products of moe_stream_gemm_cuda / moe_stream_gate_up_cuda with `wide`, the same bits, by the persistent
 // warp-specialised kernel (moe_ws.cu; --moe ws): a producer warpgroup copies the stages, two consumer warpgroups
 // multiply them, tiles of 256 weight rows by passes of up to 128 routed rows, neighbouring CTAs on the passes of one
 // weight slice. W8A8 (fp8 weights, x E4M3 codes with x_scale; K % 16 == 0), bf16 (x bf16, x_scale null;
-// K % 8 == 0), or q4 in the kernel layout (Q4Layout::kKernel, as the CUDA backend uploads it; x bf16, x_scale null;
+// K % 8 == 0), or q4 in the kernel layout (WeightLayout::kKernel, as the CUDA backend uploads it; x bf16, x_scale null;
 // K % 32 == 0; passes of up to 64 rows, moe_ws_q4.cu: the streaming kernel's bits); offsets required; x_rows_max:
-// the rows of x (their bytes under 2^31); at most 1,024 experts; compute capability 9.0 (sm_90a code); q4: how the
-// q4 kernel runs (MoeWsQ4).
-// How moe_ws_*'s q4 kernel runs, the same bits every way: consumers, its consumer warpgroups, 2 (two m64 tiles each)
-// or 4 (one each; --moe-q4-consumers); layout, the weights in the kernel layout or its tiled form
-// (q4_to_tiled_layout_cuda).
-struct MoeWsQ4 {
+// the rows of x (their bytes under 2^31); at most 1,024 experts; compute capability 9.0 (sm_90a code); form: how
+// the weights lie and the q4 kernel runs (MoeWsForm).
+// How moe_ws_* reads its weights, the same bits every way: consumers, the q4 kernel's consumer warpgroups, 2 (two
+// m64 tiles each) or 4 (one each; --moe-q4-consumers); layout, q4 weights in the kernel layout or its tiled form
+// (q4_to_tiled_layout_cuda), fp8 weights in stage tiles with kTiled (fp8_to_tiled_layout_cuda), else as stored.
+struct MoeWsForm {
   int consumers = 2;
-  Q4Layout layout = Q4Layout::kKernel;
+  WeightLayout layout = WeightLayout::kKernel;
 };
 // Whether moe_ws_* would run a product of K-element rows over n_exp experts of w_rows weight rows with x_rows_max
 // activation rows (W8A8 with act8, bf16 otherwise) on this device, rather than refuse it (--moe auto asks).
@@ -116,10 +121,11 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_max);
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsQ4& q4 = {});
+                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsForm& form = {});
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, const MoeWsQ4& q4 = {});
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s,
+                           const MoeWsForm& form = {});
 // Per-row FP8 activations for the W8A8 products: scale[r] = amax(|x[r]|) / 448 and q[r, k] = e4m3(x[r, k] / scale)
 // (round to nearest even, saturating; an all-zero row has scale 0 and codes 0), as encode_rows does for fp8
 // weights. x: bf16 [rows, K]; q: [rows, K] bytes; scale: [rows] f32.

@@ -11,6 +11,7 @@
 #include "core/cuda/wgmma.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/packed_layout.h"
+#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_q4.cuh"
@@ -197,7 +198,8 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
 
 }  // namespace
 
-Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, Q4Layout q4) {
+Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K,
+                                 WeightLayout layout) {
   Planes p{};
   const auto* base = static_cast<const uint8_t*>(W);
   if (fmt == DType::kBF16) {
@@ -212,7 +214,8 @@ Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_
     p.row_bytes[i] = L.row_bytes[i];
     p.limit[i] = (i + 1 < L.n_planes ? L.offset[i + 1] : L.total) - L.offset[i];
   }
-  if (fmt == DType::kQ4 && q4 == Q4Layout::kKernel) {
+  p.tiled = fmt == DType::kFp8 && layout == WeightLayout::kTiled;
+  if (fmt == DType::kQ4 && layout == WeightLayout::kKernel) {
     const Shape s{n_exp, w_rows, K};
     p.p[2] = base + q4_kernel_factor_offset(s);
     p.row_bytes[2] = 0;
@@ -225,11 +228,11 @@ namespace {
 
 template <class Fmt, bool kGated>
 Status launch_checked(StreamArgs a, const void* W, DType fmt, int64_t n_exp, cudaStream_t s, const char* what,
-                      Q4Layout q4 = Q4Layout::kDisk) {
+                      WeightLayout layout = WeightLayout::kDisk) {
   if (a.K % Fmt::kKAlign != 0)
     return Status::error(std::string(what) + ": K = " + std::to_string(a.K) + " must be a multiple of " +
                          std::to_string(Fmt::kKAlign) + " for " + std::string(dtype_name(fmt)) + " weights");
-  a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K, q4);
+  a.W = weight_planes(W, fmt, a.offsets ? n_exp : 1, a.w_rows, a.K, layout);
   return launch<Fmt, kGated>(a, n_exp, s, what);
 }
 
@@ -244,18 +247,24 @@ bool device_has_fp8_mma() {
 
 template <bool kGated>
 Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cudaStream_t s, const char* what,
-                   int stages = 0, Q4Layout q4 = Q4Layout::kDisk, bool wide = false) {
+                   int stages = 0, WeightLayout layout = WeightLayout::kDisk, bool wide = false) {
   auto misaligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) != 0; };
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
   if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
+  if (layout == WeightLayout::kTiled && w_dtype != DType::kFp8)
+    return Status::error(std::string(what) + ": " + std::string(dtype_name(w_dtype)) + " weights in stage tiles; the "
+                         "streaming kernel reads tiles of fp8 weights only (q4's are --moe ws's; --no-q4-tiles)");
+  if (layout == WeightLayout::kTiled && !fp8_tiled_ok(Shape{a.offsets ? n_exp : 1, a.w_rows, a.K}))
+    return Status::error(std::string(what) + ": fp8 weights of " + std::to_string(a.w_rows) + " rows of K = " +
+                         std::to_string(a.K) + " cannot be in stage tiles (multiples of 128 and 16; --no-fp8-tiles)");
   if (wide) {  // 128 routed rows per pass (--moe wide): bf16, and W8A8 on Hopper
     if (w_dtype == DType::kBF16 && a.x_scale == nullptr)
       return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
     static const bool fp8_mma = device_has_fp8_mma();
     if (w_dtype == DType::kFp8 && a.x_scale != nullptr && fp8_mma)
-      return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+      return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     return Status::error(std::string(what) + ": passes of 128 rows (--moe wide) take bf16 weights and activations "
                                              "or fp8 weights with fp8 activations (compute capability 8.9+), not " +
                          std::string(dtype_name(w_dtype)) + (a.x_scale != nullptr ? " with fp8 activations" : "") +
@@ -269,16 +278,17 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
     if (!fp8_mma)
       return Status::error(std::string(what) + ": fp8 activations need a GPU of compute capability 8.9 or later "
                                                "(Ada, Hopper); use --expert-act bf16");
-    if (stages == 3 || stages == 0) return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what);
-    if (stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what);
+    if (stages == 3 || stages == 0)
+      return launch_checked<WeightFp8Act8<3>, kGated>(a, W, w_dtype, n_exp, s, what, layout);
+    if (stages == 4) return launch_checked<WeightFp8Act8<4>, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     return Status::error(std::string(what) + ": fp8-activation pipelines have 3 or 4 stages, not " +
                          std::to_string(stages));
   }
-  if (w_dtype == DType::kQ4 && q4 == Q4Layout::kKernel) {
+  if (w_dtype == DType::kQ4 && layout == WeightLayout::kKernel) {
     switch (stages) {
-      case 0: case 2: return launch_checked<WeightQ4Kernel<2>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
-      case 3: return launch_checked<WeightQ4Kernel<3>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
-      case 4: return launch_checked<WeightQ4Kernel<4>, kGated>(a, W, w_dtype, n_exp, s, what, q4);
+      case 0: case 2: return launch_checked<WeightQ4Kernel<2>, kGated>(a, W, w_dtype, n_exp, s, what, layout);
+      case 3: return launch_checked<WeightQ4Kernel<3>, kGated>(a, W, w_dtype, n_exp, s, what, layout);
+      case 4: return launch_checked<WeightQ4Kernel<4>, kGated>(a, W, w_dtype, n_exp, s, what, layout);
       default:
         return Status::error(std::string(what) + ": q4 pipelines have 2, 3 or 4 stages, not " +
                              std::to_string(stages));
@@ -287,7 +297,7 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
   switch (w_dtype) {
     case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
-    case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kQ8: return launch_checked<WeightQ8, kGated>(a, W, w_dtype, n_exp, s, what);
     default: return Status::error(std::string(what) + ": weight format " + std::string(dtype_name(w_dtype)) +
@@ -306,26 +316,26 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
+                            cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                      offsets, 0, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, q4, wide);
+  return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, layout, wide);
 }
 
 Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W, DType w_dtype, int64_t N, void* y,
-                          cudaStream_t s, Q4Layout q4, const float* x_scale, bool wide) {
+                          cudaStream_t s, WeightLayout layout, const float* x_scale, bool wide) {
   if (rows == 0) return Status::ok();
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
                      rows, static_cast<bf16*>(y)};
-  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, q4, wide);
+  return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, layout, wide);
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int stages, Q4Layout q4, bool wide) {
+                               cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
                      ff, offsets, 0, static_cast<bf16*>(out)};
-  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, q4, wide);
+  return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, layout, wide);
 }
 
 }  // namespace dg

@@ -1,4 +1,4 @@
-// q4 in the kernel layout (Q4Layout::kKernel, made on the device at upload by q4_to_kernel_layout_cuda): the
+// q4 in the kernel layout (WeightLayout::kKernel, made on the device at upload by q4_to_kernel_layout_cuda): the
 // streaming kernel's weight format with two instructions per bf16 pair of an mma A fragment (a mask and a bf16x2
 // fma) instead of the disk layout's five or six (WeightQ4), and one 16-byte shared load for a lane's codes of a
 // whole stage. Layout and arithmetic: docs/CUDA.md ("q4 in the kernel layout"); the layout's definition and its host

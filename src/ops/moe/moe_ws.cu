@@ -1,15 +1,16 @@
 // The expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws), W8A8 or bf16,
 // as a persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
-// stages (the weights as TMA boxes issued by one thread, the routed rows by cp.async, each thread's copies arriving
-// on the stage's barrier when they land) and two consumers that multiply them, handing the stage buffers back and
-// forth through mbarriers instead of CTA-wide barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
+// stages (the weights as TMA boxes issued by one thread, from W's rows or, for fp8, its stage tiles (fp8_tiles.h);
+// the routed rows by cp.async, each thread's copies arriving on the stage's barrier when they land) and two
+// consumers that multiply them, handing the stage buffers back and forth through mbarriers instead of CTA-wide
+// barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
 // pass of up to 128 of one expert's routed rows; the CTAs walk the tiles in an order where neighbours share their
 // weights (the passes of one weight slice are consecutive), so the slice is read from HBM about once and from L2
 // by the others. The arithmetic is the streaming kernel's wide passes (moe_stream.cu): W8A8 as WeightFp8Act8Wide
 // (e4m3 products summed by the tensor cores over one 128-code stage, added to f32 accumulators, both scales and
 // the gated GELU in the epilogue), bf16 as WeightBf16Wide (the products accumulated in f32 by the tensor cores, k
 // in the same order; here a stage's products stay in flight while the next stage's are issued): the same bits.
-// Design and the measurements behind it: docs/CUDA.md ("The warp-specialised expert kernel").
+// Design and the measurements behind it: docs/EXPERTS.md ("The warp-specialised expert kernel").
 // Oracle: moe_experts_cpu (tests/ops/moe_stream_quant_test.cpp, MoeWsCuda).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -18,6 +19,7 @@
 #include "core/cuda/mma.cuh"
 #include "core/cuda/wgmma.cuh"
 #include "core/cuda/wgmma_e4m3_stage.cuh"
+#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
@@ -47,7 +49,10 @@ static_assert(kSmemBytes<false> + kTableBytes + kConsumers * kRows * 4 + 64 <= 2
               "the stages, the staging rows and the tables fit an SM's shared memory");
 
 struct WsArgs {
-  CUtensorMap wmap;       // W's rows [n_exp * w_rows, K] (plane 0) for TMA: boxes of 64 rows x 128 bytes, swizzled
+  CUtensorMap wmap;       // W's rows [n_exp * w_rows, K] (plane 0) for TMA: boxes of 64 rows x 128 bytes, swizzled;
+                          // tiled: the whole stages of each 64-row block (tiled_map)
+  CUtensorMap smap;       // tiled, K not a multiple of 128: each block's last, shorter stage (tiled_map)
+  bool tiled;             // fp8 codes in stage tiles (fp8_tiles.h)
   const uint8_t* x;       // activation rows [*, K]: E4M3 codes (W8A8) or bf16
   const float* x_scale;   // W8A8: the f32 scale of each x row
   const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
@@ -206,11 +211,17 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
         const int k0 = kt * kStageK;
         if (pt == 0) {  // the weights: four boxes, their bytes counted on the stage's barrier
           cuda::mbar_arrive_expect_tx(bar, kWBytes);
+          // Tiles: a whole stage is a box of the tiled map, a last, shorter one of the short map (zeros past K).
+          const bool short_tile = a.tiled && a.K - k0 < kTileK;
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
 #pragma unroll
-            for (int b = 0; b < 2; ++b)
-              cuda::tma_load_2d(st + (cc * kWRows + 64 * b) * kTileK, &a.wmap, k0, box_row[cc][b], bar);
+            for (int b = 0; b < 2; ++b) {
+              const uint32_t dst = st + (cc * kWRows + 64 * b) * kTileK;
+              if (short_tile) cuda::tma_load_3d(dst, &a.smap, 0, 0, box_row[cc][b] / 64, bar);
+              else if (a.tiled) cuda::tma_load_3d(dst, &a.wmap, 0, 64 * kt, box_row[cc][b] / 64, bar);
+              else cuda::tma_load_2d(dst, &a.wmap, k0, box_row[cc][b], bar);
+            }
         }
         const bool k_ok = k0 + chunk * kChunkK < a.K;
         const int64_t kb = static_cast<int64_t>(k0) * kElem;  // the stage's first byte of a row
@@ -260,9 +271,31 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
   return limits(name, w_dtype, act8 ? 16 : 8, act8 ? 1 : 2, K, n_exp, w_rows, x_rows_max, "--moe wide");
 }
 
+// The TMA maps of fp8 codes in stage tiles (fp8_tiles.h), boxes of 64 rows x 128 codes in the 128-byte swizzle: for
+// each block of 64 rows (z), its whole stages as 64 K / 128 rows of 128 codes (y: 64 a stage; `last` false, K of at
+// least 128), or its last, shorter stage as 64 rows of its K % 128 codes (`last`; the box's codes past them zeros).
+Status tiled_map(const uint8_t* codes, int64_t K, int64_t rows, bool last, CUtensorMap& map, const std::string& what) {
+  const int64_t len = last ? K % 128 : 128;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(last ? 64 : K / 128 * 64),
+                              static_cast<cuuint64_t>(rows / 64)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(64 * K)};
+  if (last) codes += K / 128 * 128 * 64;
+  const cuuint32_t box[3] = {128, 64, 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<uint8_t*>(codes), dims,
+                                          strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(what + ": cuTensorMapEncodeTiled refused the tiled W's " + (last ? "last" : "whole") +
+                         " stages (" + std::to_string(rows) + " rows of K = " + std::to_string(K) + "; error " +
+                         std::to_string(static_cast<int>(r)) + ")");
+  return Status::ok();
+}
+
 template <bool kGated>
 Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t x_rows_max, cudaStream_t s,
-                 const char* what, const MoeWsQ4& q4_form) {
+                 const char* what, const MoeWsForm& form) {
   const std::string name(what);
   if (n_exp == 0 || a.n_out == 0) return Status::ok();
   const bool act8 = w_dtype == DType::kFp8 && a.x_scale != nullptr;
@@ -276,18 +309,30 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return Status::error(name + ": the row divisor must be at least 1, not " + std::to_string(a.x_rows_div));
   if (q4)
     return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
-                       a.y, s, what, q4_form);
+                       a.y, s, what, form);
+  a.tiled = form.layout == WeightLayout::kTiled;
+  if (a.tiled && !(act8 && fp8_tiled_ok(Shape{n_exp, a.w_rows, a.K})))
+    return Status::error(name + ": weights in stage tiles must be fp8 (with fp8 activations) of rows and K that are "
+                                "multiples of 128 and 16, not " + std::string(dtype_name(w_dtype)) + " of " +
+                         std::to_string(a.w_rows) + " rows of K = " + std::to_string(a.K) + " (--no-fp8-tiles)");
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
   a.n_exp = static_cast<int>(n_exp);
-  a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, Q4Layout::kDisk);
-  // W's rows in boxes of 64 rows x 128 bytes in the 128-byte swizzle (the layout the wgmma descriptors read).
-  if (Status st = rows_map(a.W.p[0], act8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.K,
-                           n_exp * a.w_rows, a.W.row_bytes[0], kTileK / (act8 ? 1 : 2), CU_TENSOR_MAP_SWIZZLE_128B,
-                           a.wmap, name, "W");
-      !st.is_ok())
+  a.W = moe_stream::weight_planes(W, w_dtype, n_exp, a.w_rows, a.K, form.layout);
+  // W's rows in boxes of 64 rows x 128 bytes in the 128-byte swizzle (the layout the wgmma descriptors read), or
+  // its tiles' whole stages.
+  if (a.tiled) {
+    for (const bool last : {false, true})
+      if (last ? a.K % kTileK != 0 : a.K >= kTileK)
+        if (Status st = tiled_map(a.W.p[0], a.K, n_exp * a.w_rows, last, last ? a.smap : a.wmap, name); !st.is_ok())
+          return st;
+  } else if (Status st = rows_map(a.W.p[0], act8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                  a.K, n_exp * a.w_rows, a.W.row_bytes[0], kTileK / (act8 ? 1 : 2),
+                                  CU_TENSOR_MAP_SWIZZLE_128B, a.wmap, name, "W");
+             !st.is_ok()) {
     return st;
+  }
   auto* kernel = act8 ? moe_ws_kernel<kGated, true> : moe_ws_kernel<kGated, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kGated>);
   if (err != cudaSuccess) return cuda_status(err, what);
@@ -303,18 +348,18 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
-                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsQ4& q4) {
-  const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
+                        const int32_t* offsets, void* y, cudaStream_t s, const MoeWsForm& form) {
+  const WsArgs a{{}, {}, false, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
                  offsets, 0, static_cast<bf16*>(y)};
-  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", q4);
+  return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", form);
 }
 
 Status moe_ws_gate_up_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                            int64_t x_rows_max, int64_t K, const void* gate_up, DType w_dtype, int64_t ff,
-                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, const MoeWsQ4& q4) {
-  const WsArgs a{{}, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff, ff,
-                 offsets, 0, static_cast<bf16*>(out)};
-  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", q4);
+                           int64_t n_exp, const int32_t* offsets, void* out, cudaStream_t s, const MoeWsForm& form) {
+  const WsArgs a{{}, {}, false, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {},
+                 2 * ff, ff, offsets, 0, static_cast<bf16*>(out)};
+  return launch_ws<true>(a, gate_up, w_dtype, n_exp, x_rows_max, s, "moe_ws_gate_up_cuda", form);
 }
 
 }  // namespace dg

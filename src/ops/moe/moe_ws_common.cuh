@@ -2,7 +2,7 @@
 // one CTA an SM of two consumer warpgroups on 128 weight rows each and a producer warpgroup; the experts' first tiles
 // scanned into shared memory; a consumer's weight rows in a column tile; the limits they run within (sm_90a code,
 // TMA's tensor-map encoder) and their weights' TMA maps.
-// Design: docs/CUDA.md ("The warp-specialised expert kernel").
+// Design: docs/EXPERTS.md ("The warp-specialised expert kernel").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -141,6 +141,6 @@ inline Status limits(const std::string& name, DType w_dtype, int align, int x_el
 // offsets, the row divisor and empty calls.
 Status q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max, int64_t K,
                    const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp, const int32_t* offsets, void* y,
-                   cudaStream_t s, const char* what, const MoeWsQ4& form);
+                   cudaStream_t s, const char* what, const MoeWsForm& form);
 
 }  // namespace dg::moe_ws

@@ -1,4 +1,4 @@
-// The expert products of q4 weights (the kernel layout, Q4Layout::kKernel, or its stage tiles, kTiled) with bf16
+// The expert products of q4 weights (the kernel layout, WeightLayout::kKernel, or its stage tiles, kTiled) with bf16
 // activations as a persistent, warp-specialised wgmma kernel on sm_90a (--moe ws): the CTA of moe_ws.cu (a producer
 // warpgroup, consumer warpgroups on 256 weight rows in all, stage buffers handed over through mbarriers, tiles walked
 // so that neighbouring CTAs share a weight slice) with q4's stage of 128 elements a row: in the kernel layout the rows'
@@ -12,7 +12,7 @@
 // accumulators fit beside each other). The consumers are two warpgroups of two m64 tiles each, or four of one (kTiles,
 // --moe-q4-consumers): twice the converting warps, the gated form's gate and up rows of one output in a pair of them,
 // joined through the staging rows; the same products and roundings either way.
-// Design: docs/CUDA.md ("q4 in the warp-specialised kernel", "q4 in stage tiles"). Oracle: the streaming kernel, bit
+// Design: docs/EXPERTS.md ("q4 in the warp-specialised kernel", "q4 in stage tiles"). Oracle: the streaming kernel, bit
 // for bit, and f64 loops (tests/ops/moe_stream_quant_test.cpp, MoeWsQ4Cuda).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
@@ -46,7 +46,7 @@ template <int kTiles> constexpr int kQ4Threads = (kQ4Consumers<kTiles> + 1) * kW
 constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // unit 0's rows first
 constexpr int kScaleBytes = kConsumers * kWRows * kScaleRow;  // then the rows' scale words
 constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byte column blocks (64 elements each)
-// The tiled form (Q4Layout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the same
+// The tiled form (WeightLayout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the same
 // bytes as the two regions above.
 constexpr int kTileBytes = 64 * (kCodeRow + kScaleRow);
 static_assert(4 * kTileBytes == kCodeBytes + kScaleBytes && kTileBytes == q4_tiled_chunk(0, 1, 0),
@@ -78,7 +78,7 @@ struct WsQ4Args {
   int x_rows_div;
   int K;
   int scale_align;        // bytes (16, 8 or 4) that every stage's scale words of a row are aligned to
-  int tiled;              // W in the tiled form (Q4Layout::kTiled): a stage's 64 rows one bulk copy, codes and scales
+  int tiled;              // W in the tiled form (WeightLayout::kTiled): a stage's 64 rows one bulk copy, codes and scales
   Planes W;               // codes (plane 0), scale words (plane 1, K / 32 a row), f32 2^p per matrix (plane 2); tiled:
                           // the tiles (plane 0) and the factors (plane 2)
   int64_t w_rows;
@@ -381,7 +381,7 @@ Status launch_q4(WsQ4Args a, const void* W, int64_t n_exp, int64_t x_rows_max, c
     return Status::error(name + ": q4 weights in the tiled form need rows a multiple of 128, not " +
                          std::to_string(a.w_rows));
   a.n_exp = static_cast<int>(n_exp);
-  a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, Q4Layout::kKernel);
+  a.W = moe_stream::weight_planes(W, DType::kQ4, n_exp, a.w_rows, a.K, WeightLayout::kKernel);
   const uintptr_t at = reinterpret_cast<uintptr_t>(a.W.p[1]) | static_cast<uintptr_t>(a.K / 32 * 4);
   a.scale_align = at % 16 == 0 ? 16 : at % 8 == 0 ? 8 : 4;
   // Tiled: the tiles start where plane 0 does (the blob's start), the factors stay in plane 2. Otherwise the codes
@@ -409,15 +409,15 @@ bool moe_ws_q4_takes(int64_t K, int64_t n_exp, int64_t w_rows, int64_t x_rows_ma
 Status moe_ws::q4_products(bool gated, const void* x, const int32_t* x_rows, int x_rows_div, int64_t x_rows_max,
                            int64_t K, const void* W, int64_t w_rows, int64_t n_out, int64_t n_exp,
                            const int32_t* offsets, void* y, cudaStream_t s, const char* what,
-                           const MoeWsQ4& form) {
+                           const MoeWsForm& form) {
   if (form.consumers != 2 && form.consumers != 4)
     return Status::error(std::string(what) + ": q4 consumers must be 2 or 4 (--moe-q4-consumers), not " +
                          std::to_string(form.consumers));
-  if (form.layout != Q4Layout::kKernel && form.layout != Q4Layout::kTiled)
+  if (form.layout != WeightLayout::kKernel && form.layout != WeightLayout::kTiled)
     return Status::error(std::string(what) + ": --moe ws reads q4 weights in the kernel layout or its tiled form, "
                                              "not the disk layout");
   const WsQ4Args a{{}, static_cast<const uint8_t*>(x), x_rows, x_rows_div, static_cast<int>(K), 16,
-                   form.layout == Q4Layout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
+                   form.layout == WeightLayout::kTiled ? 1 : 0, {}, w_rows, n_out, offsets, 0, static_cast<bf16*>(y)};
   if (form.consumers == 4)
     return gated ? launch_q4<true, 1>(a, W, n_exp, x_rows_max, s, what)
                  : launch_q4<false, 1>(a, W, n_exp, x_rows_max, s, what);

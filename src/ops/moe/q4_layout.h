@@ -1,4 +1,4 @@
-// q4 in the streaming kernel's layout (Q4Layout::kKernel): the disk layout (docs/FORMATS.md) rearranged on the
+// q4 in the streaming kernel's layout (WeightLayout::kKernel): the disk layout (docs/FORMATS.md) rearranged on the
 // device at upload so that the kernel turns a pair of codes into a bf16 pair of weights with a mask and one bf16x2
 // fma (src/ops/moe/moe_stream_q4.cuh; why: docs/CUDA.md, "q4 in the kernel layout"). Same planes and sizes as the
 // disk layout, plus an f32 per matrix after them:
@@ -87,7 +87,7 @@ inline int64_t q4_kernel_layout_bytes(const Shape& s) {
   return L.total + (4 * L.matrices + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
 }
 
-// The tiled form of the kernel layout (Q4Layout::kTiled), for the warp-specialised kernel's producer: the same code
+// The tiled form of the kernel layout (WeightLayout::kTiled), for the warp-specialised kernel's producer: the same code
 // and scale words, ordered so that a stage of 64 weight rows (128 elements each) is one contiguous run of bytes. A
 // 64-row block b of the tensor's rows (rows counted over all its matrices) holds the row's K / 32 groups in stages of
 // four; chunk (b, s) starts at byte 1280 G b + 5120 s (G = K / 32) and holds, for its n = min(4, G - 4 s) groups,
@@ -95,7 +95,7 @@ inline int64_t q4_kernel_layout_bytes(const Shape& s) {
 // scale words (4 n a row). The factors stay where the kernel layout keeps them. Rows of a matrix a multiple of 128
 // (q4_tiled_ok): no block crosses a matrix, and a gated product's up rows (from ff = rows / 2) start a block.
 // Reading 64-byte pieces of 64 rows 1,408 bytes apart ran at 2.3 TB/s on the H100, the same bytes as one run at
-// 3.0 (docs/CUDA.md, "q4 in stage tiles").
+// 3.0 (docs/EXPERTS.md, "q4 in stage tiles").
 constexpr int64_t kQ4TileRows = 64;
 inline bool q4_tiled_ok(const Shape& s) { return s.rank >= 2 && s[s.rank - 2] % 128 == 0 && s[s.rank - 1] % 32 == 0; }
 DG_Q4_HD constexpr int64_t q4_tiled_chunk(int64_t block, int64_t stage, int64_t groups) {
