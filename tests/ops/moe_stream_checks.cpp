@@ -19,9 +19,9 @@
 #include "core/parallel.h"
 #include "diffusion/rng.h"
 #include "ops/glu/glu_cuda.h"
-#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/q4_layout.h"
+#include "ops/moe/row_tiles.h"
 #include "quant/codec.h"
 #include "quant/packed_tensor.h"
 #include "support/compare.h"
@@ -151,15 +151,16 @@ void DeviceWeights::tile(const Shape& s) {
   EXPECT_TRUE(got == want) << "q4_to_tiled_layout_cuda differs from its host twin";
 }
 
-void DeviceWeights::tile_fp8(const Shape& s) {
-  std::vector<uint8_t> want(static_cast<size_t>(packed_layout(DType::kFp8, s).total));
+void DeviceWeights::tile_rows(DType fmt, const Shape& s) {
+  const int64_t bytes = fmt == DType::kFp8 ? packed_layout(fmt, s).total : 2 * s.numel();
+  std::vector<uint8_t> want(static_cast<size_t>(bytes));
   ASSERT_EQ(cudaMemcpy(want.data(), p, want.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  fp8_to_tiled_layout(want.data(), s);
-  const Status st = fp8_to_tiled_layout_cuda(p, s, nullptr);
+  to_row_tiles(want.data(), fmt, s);
+  const Status st = to_row_tiles_cuda(p, fmt, s, nullptr);
   ASSERT_TRUE(st.is_ok()) << st.message();
   std::vector<uint8_t> got(want.size());
   ASSERT_EQ(cudaMemcpy(got.data(), p, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_TRUE(got == want) << "fp8_to_tiled_layout_cuda differs from its host twin";
+  EXPECT_TRUE(got == want) << "to_row_tiles_cuda differs from its host twin";
 }
 
 const char* layout_name(WeightLayout l) { return l == WeightLayout::kKernel ? "/kernel layout" : ""; }
@@ -273,10 +274,10 @@ void run_gemm_case_in(const GemmCase& c, WeightLayout layout) {
       again("--moe ws on tiles", other, [&] { ws_run(WeightLayout::kTiled); });
     }
   }
-  // fp8 weights also in stage tiles where the rows allow them (fp8_to_tiled_layout_cuda): the streaming kernel's and
-  // the ws kernel's products on tiles give the rows' bits.
-  if (c.fmt == DType::kFp8 && fp8_tiled_ok(W.host.shape)) {
-    dw.tile_fp8(W.host.shape);
+  // fp8 and bf16 weights also in stage tiles where the rows allow them (to_row_tiles_cuda): the streaming kernel's
+  // and the ws kernel's products on tiles give the rows' bits.
+  if (row_tiles_ok(c.fmt, W.host.shape)) {
+    dw.tile_rows(c.fmt, W.host.shape);
     again("on tiles", other, [&] {
       Status st = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
                                        nullptr, xsc, c.stages, WeightLayout::kTiled, wide);

@@ -83,9 +83,9 @@ struct DeviceWeights {
   // q4 in the kernel layout of shape s becomes its tiled form on the device (q4_to_tiled_layout_cuda), checked byte
   // for byte against the host twin.
   void tile(const Shape& s);
-  // fp8 weights of shape s become their stage tiles on the device (fp8_to_tiled_layout_cuda), checked byte for byte
+  // fp8 or bf16 weights of shape s become their stage tiles on the device (to_row_tiles_cuda), checked byte for byte
   // against the host twin.
-  void tile_fp8(const Shape& s);
+  void tile_rows(DType fmt, const Shape& s);
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
 };

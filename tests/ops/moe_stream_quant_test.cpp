@@ -119,8 +119,8 @@ TEST(MoeStreamFp8ActCuda, WidePasses) {
 // CTA's second consumer idle) and down (K 704: a half-empty last stage), and 128 experts with random routing (768
 // tiles: each CTA walks several, the stage ring wrapping across them).
 // Where the rows are a multiple of 128 (the full shape, N 128) each case runs again on the weights in stage tiles
-// (fp8_to_tiled_layout_cuda against its host twin, then the wide passes and the ws kernel on tiles, bit for bit):
-// K 704's last stage of 64 codes a row and K 352's of 96 come as 16-byte copies, K 96 is one short stage.
+// (to_row_tiles_cuda against its host twin, then the wide passes and the ws kernel on tiles, bit for bit):
+// K 704's last stage of 64 codes a row and K 352's of 96 come from the tiles' second map, K 96 is one short stage.
 TEST(MoeWsCuda, MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
   run_pass_boundaries(true, true);
@@ -191,7 +191,7 @@ TEST(MoeWsCuda, RefusesWhatItDoesNotRun) {
                                        nullptr, MoeWsForm{2, WeightLayout::kDisk});
   EXPECT_FALSE(disk.is_ok());
   EXPECT_NE(disk.message().find("disk layout"), std::string::npos) << disk.message();
-  for (const DType fmt : {DType::kBF16, DType::kFp8}) {  // bf16 weights, and fp8 weights of 16 rows, in stage tiles
+  for (const DType fmt : {DType::kBF16, DType::kFp8}) {  // weights of 16 rows in stage tiles
     const Status tiles = moe_ws_gemm_cuda(fake, fmt == DType::kFp8 ? scale : nullptr, nullptr, 1, 1, 64, fake, fmt,
                                           16, 1, rows, fake, nullptr, MoeWsForm{2, WeightLayout::kTiled});
     EXPECT_FALSE(tiles.is_ok());

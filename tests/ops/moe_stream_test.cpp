@@ -26,6 +26,7 @@ TEST(MoeStreamCuda, OddShapesAndPassBoundaries) {
   run_gemm_case({"K72 N40 gather", 72, 40, 5, {7, 0, 150, 1, 33}, 0, 3, true});
   run_gemm_case({"K72 N40", 72, 40, 5, {64, 65, 0, 0, 16}, 0, 1, false});
   run_gemm_case({"K8 N2 one row", 8, 2, 3, {0, 1, 0}, 0, 1, false});
+  run_gemm_case({"K72 N128 gather", 72, 128, 5, {7, 0, 150, 1, 33}, 0, 3, true});  // tiles: a last stage of 16 bytes
 }
 
 TEST(MoeStreamCuda, TinyModelShapes) {
@@ -50,13 +51,17 @@ TEST(MoeStreamCuda, WidePassBoundaries) {
 
 // bf16 in the warp-specialised kernel (--moe ws): the same cases against f64 and bit for bit against the wide
 // passes (K 72: a stage of 64 elements and one of 8), and 128 experts with random routing (each CTA walks several
-// tiles, the stage ring wrapping across them).
+// tiles, the stage ring wrapping across them). Where the rows are a multiple of 128 each case runs again on the
+// weights in stage tiles, bit for bit (K 72 and 352: a last stage of 16 and 64 bytes a row).
 TEST(MoeWsCuda, Bf16MatchesWidePassesBitForBit) {
   DG_NEED_GPU();
   run_pass_boundaries(false, true);
-  GemmCase c{"26B-A4B down ws, 128 experts", 704, 2816, 128, {}, 512, 8, false};
-  c.ws = true;
-  run_gemm_case(c);
+  for (GemmCase c : {GemmCase{"26B-A4B down ws, 128 experts", 704, 2816, 128, {}, 512, 8, false},
+                     GemmCase{"K72 N128 gather ws", 72, 128, 9, {150, 0, 65, 64, 33, 7, 1, 0, 16}, 0, 3, true},
+                     GemmCase{"K352 N128 gather ws", 352, 128, 6, {20, 3, 0, 40, 17, 64}, 0, 2, true}}) {
+    c.ws = true;
+    run_gemm_case(c);
+  }
 }
 
 // Passes of 128 rows have bf16 and W8A8 bodies: other weights (fp8 with bf16 activations, q4), or fp8 activations
@@ -76,9 +81,9 @@ TEST(MoeStreamCuda, WidePassesRefuseOtherFormats) {
   EXPECT_NE(s.message().find("not BF16 with fp8 activations"), std::string::npos) << s.message();
 }
 
-// Stage tiles are fp8's in the streaming kernel, for rows a matrix that are a multiple of 128: q4 tiles (the ws
-// kernel's) and fp8 weights of 16 rows are refused before any launch, each naming the way out.
-TEST(MoeStreamCuda, StageTilesAreFp8sOfWholeBlocks) {
+// Stage tiles in the streaming kernel are fp8's and bf16's, for rows a matrix that are a multiple of 128: q4 tiles
+// (the ws kernel's) and fp8 weights of 16 rows are refused before any launch, each naming the way out.
+TEST(MoeStreamCuda, StageTilesAreOfWholeBlocks) {
   alignas(16) static uint8_t fake[64];
   const Status q4 = moe_stream_gemm_cuda(fake, nullptr, 1, 64, fake, DType::kQ4, 128, 1, nullptr, fake, nullptr,
                                          nullptr, 0, WeightLayout::kTiled);

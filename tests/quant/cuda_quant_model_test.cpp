@@ -179,25 +179,28 @@ TEST(CudaQuantModelCodes, NextNormFromTheTailGivesTheSameLogits) {
     expect_same_logits(weights, CudaKernels{}, apart, true, &Backend::input_norms_filled);
 }
 
-// The fp8 experts in stage tiles (the default) or as the pack stores their rows (--no-fp8-tiles), on the embedded
-// model's fp8-all pack (tiny_a's experts have 64 rows, too few for tiles; dg-tiny's 256, its down product one stage
-// of K 128): the same step-1 and step-2 logits, bit for bit, the experts of a shape the upload tiles.
-TEST(CudaQuantModelCodes, Fp8TilesGiveTheSameLogits) {
+// The experts in stage tiles (the default) or as the weights store their rows (--no-fp8-tiles, --no-bf16-tiles), on
+// the embedded model's fp8-all pack and its bf16 checkpoint (tiny_a's experts have 64 rows, too few for tiles;
+// dg-tiny's 256, its down product one stage of 128 codes, two of 64 bf16): the same step-1 and step-2 logits, bit for
+// bit, the experts of a shape the upload tiles.
+TEST(CudaQuantModelCodes, RowTilesGiveTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string pack = quantize_fixture("cuda-model-dg-tiny-fp8-all", source_path("models/dg-tiny"), "fp8-all");
+  const std::string dg_tiny = source_path("models/dg-tiny");
   CudaKernels rows;
-  rows.fp8_tiles = false;
-  ModelRig tiled(pack, {}, "cuda"), plain(pack, {}, "cuda", rows);
-  for (const Tensor* t : {&tiled.weights.layers[0].experts_gate_up, &tiled.weights.layers[0].experts_down}) {
-    ASSERT_EQ(t->dtype, DType::kFp8);
-    EXPECT_TRUE(fp8_tiled_experts(CudaKernels{}, t->shape));
+  rows.fp8_tiles = rows.bf16_tiles = false;
+  for (const std::string& weights : {quantize_fixture("cuda-model-dg-tiny-fp8-all", dg_tiny, "fp8-all"), dg_tiny}) {
+    SCOPED_TRACE(weights);
+    ModelRig tiled(weights, {}, "cuda"), plain(weights, {}, "cuda", rows);
+    for (const Tensor* t : {&tiled.weights.layers[0].experts_gate_up, &tiled.weights.layers[0].experts_down})
+      EXPECT_TRUE(row_tiled_experts(CudaKernels{}, t->dtype, t->shape)) << dtype_name(t->dtype);
+    const int64_t V = tiled.ck.config.vocab;
+    const std::vector<int32_t> prompt = pattern_ids(45, 1, V), canvas = pattern_ids(32, 2, V);
+    std::vector<float> sc;
+    const Steps a = run(tiled, prompt, canvas, tiled.be.get(), &sc);
+    const Steps b = run(plain, prompt, canvas, plain.be.get(), &sc);
+    EXPECT_EQ(a.logits1, b.logits1);
+    EXPECT_EQ(a.logits2, b.logits2);
   }
-  const int64_t V = tiled.ck.config.vocab;
-  const std::vector<int32_t> prompt = pattern_ids(45, 1, V), canvas = pattern_ids(32, 2, V);
-  std::vector<float> sc;
-  const Steps a = run(tiled, prompt, canvas, tiled.be.get(), &sc), b = run(plain, prompt, canvas, plain.be.get(), &sc);
-  EXPECT_EQ(a.logits1, b.logits1);
-  EXPECT_EQ(a.logits2, b.logits2);
 }
 
 // The MoE routing issued on a stream of its own beside the dense MLP (the default) or in the MoE's place

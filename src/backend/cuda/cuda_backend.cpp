@@ -125,6 +125,7 @@ Tensor CudaBackend::upload(const Tensor& t) {
     Tensor raw = device(t.dtype, t.shape);
     check(cudaMemcpyAsync(raw.data, t.data, t.nbytes(), cudaMemcpyHostToDevice, stream_), "upload");
     check(convert_cuda(raw.data, t.dtype, dst.data, DType::kBF16, t.numel(), stream_));
+    to_kernel_layout(dst);
   }
   return dst;  // pageable host memory: the copy has left the host buffer when cudaMemcpyAsync returns
 }
@@ -134,8 +135,7 @@ size_t CudaBackend::packed_bytes(DType fmt, const Shape& s) const {
 }
 
 void CudaBackend::to_kernel_layout(Tensor& t) {
-  if (t.dtype == DType::kFp8 && fp8_tiled_experts(kernels_, t.shape))
-    check(fp8_to_tiled_layout_cuda(t.data, t.shape, stream_));
+  if (row_tiled_experts(kernels_, t.dtype, t.shape)) check(to_row_tiles_cuda(t.data, t.dtype, t.shape, stream_));
   if (t.dtype != DType::kQ4 || q4_layout() != WeightLayout::kKernel) return;
   check(q4_to_kernel_layout_cuda(t.data, t.shape, stream_));
   if (q4_tiled_experts(kernels_, t.shape)) check(q4_to_tiled_layout_cuda(t.data, t.shape, stream_));

@@ -61,15 +61,15 @@ class CudaBackend final : public Backend, public SyntheticFill {
     cuda_check_weight(host, use, what, kernels_);
   }
   // Packed weights keep their planes as stored (the kernels dequantise in registers; q4 is rearranged into the
-  // kernel layout unless kernels_.q4_kernel_layout is off, fp8 experts into stage tiles unless kernels_.fp8_tiles
-  // is off); others become bf16.
+  // kernel layout unless kernels_.q4_kernel_layout is off); others become bf16. fp8 and bf16 experts are rearranged
+  // into stage tiles unless kernels_.fp8_tiles / bf16_tiles are off.
   Tensor upload(const Tensor& t) override;
   WeightLayout q4_layout() const { return kernels_.q4_kernel_layout ? WeightLayout::kKernel : WeightLayout::kDisk; }
   // The allocation a device tensor of `fmt` needs beyond nbytes(): q4 in the kernel layout keeps its factors after
   // the planes. 0: nbytes().
   size_t packed_bytes(DType fmt, const Shape& s) const;
-  // A q4 device tensor in the disk layout becomes the kernel layout (and its stage tiles), an fp8 expert stack its
-  // stage tiles, when those are the backend's choice (q4_tiled_experts, fp8_tiled_experts).
+  // A q4 device tensor in the disk layout becomes the kernel layout (and its stage tiles), an fp8 or bf16 expert
+  // stack its stage tiles, when those are the backend's choice (q4_tiled_experts, row_tiled_experts).
   void to_kernel_layout(Tensor& t);
   // Moves bf16 device weights of equal width into one allocation, in order (their rows concatenated); the tensors
   // become views of it. Empty or packed tensors leave the group as it is.

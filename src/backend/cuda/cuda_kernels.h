@@ -101,9 +101,12 @@ struct CudaKernels {
   // 12.83 -> 12.19 ms. Not with --moe stream, whose kernel reads rows
   bool q4_tiles = true;
   // fp8 experts (rank-3 weights of rows a multiple of 128) in stage tiles for both expert kernels: a stage of 64
-  // rows' 128 codes one contiguous run of 8 KB (src/ops/moe/fp8_tiles.h; docs/CUDA.md, "fp8 experts in stage
+  // rows' 128 codes one contiguous run of 8 KB (src/ops/moe/row_tiles.h; docs/EXPERTS.md, "Expert rows in stage
   // tiles"); false: the rows as the pack stores them (A/B, the same bits)
   bool fp8_tiles = true;
+  // bf16 experts the same way (a stage of 64 rows' 64 weights one run of 8 KB), with --moe auto, stream, wide or ws;
+  // false: the rows as stored (A/B, the same bits)
+  bool bf16_tiles = true;
   // Programmatic dependent launch (compute capability 9.0 and later): each kernel's blocks launch while the kernel
   // before it finishes and wait for it on the device (src/core/cuda/launch.cuh). Off until measured; process-wide
   bool pdl = false;

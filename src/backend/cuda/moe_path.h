@@ -42,9 +42,10 @@ void moe_route_rows(cublasHandle_t blas, cudaStream_t s, const CudaKernels& k, u
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
 // kernel takes, in the kernel layout, with kernels.q4_tiles and a --moe choice that runs that kernel (auto, ws).
 bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s);
-// Whether an fp8 weight of shape s is tiled at upload (fp8_to_tiled_layout_cuda): experts (rank 3) whose rows and K
-// allow it, with kernels.fp8_tiles (every expert kernel that takes fp8 weights reads tiles).
-bool fp8_tiled_experts(const CudaKernels& kernels, const Shape& s);
+// Whether an fp8 or bf16 weight of shape s is tiled at upload (to_row_tiles_cuda): experts (rank 3) whose rows allow
+// it (row_tiles_ok), fp8 with kernels.fp8_tiles (every expert kernel that takes fp8 weights reads tiles), bf16 with
+// kernels.bf16_tiles and a --moe choice whose kernels read them (auto, stream, wide, ws; not cublas or wmma).
+bool row_tiled_experts(const CudaKernels& kernels, DType dtype, const Shape& s);
 
 // The feed-forward tail that takes the MoE block's output as its m2 (Backend::moe_ffn_tail): out = ffn_tail(h, m1,
 // w1, moe, w2, w, scalar), the experts' rows combined inside the tail's kernel (ffn_tail_moe_cuda).

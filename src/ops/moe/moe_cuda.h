@@ -15,17 +15,18 @@ namespace dg {
 // How packed expert weights lie in device memory: kDisk as the pack stores them (docs/FORMATS.md); for q4, kKernel,
 // rearranged at upload by q4_to_kernel_layout_cuda for fewer instructions per weight (docs/CUDA.md, "q4 in the
 // kernel layout"; src/ops/moe/q4_layout.h), or kTiled, the kernel layout's words in stage tiles for the
-// warp-specialised kernel only (q4_to_tiled_layout_cuda; docs/EXPERTS.md, "q4 in stage tiles"); for fp8, kTiled, the
-// codes in stage tiles for both expert kernels (fp8_to_tiled_layout_cuda; src/ops/moe/fp8_tiles.h). Other formats
-// and layouts: kDisk.
+// warp-specialised kernel only (q4_to_tiled_layout_cuda; docs/EXPERTS.md, "q4 in stage tiles"); for fp8 and bf16,
+// kTiled, the rows in stage tiles for both expert kernels (to_row_tiles_cuda; src/ops/moe/row_tiles.h). Other
+// formats and layouts: kDisk.
 enum class WeightLayout { kDisk, kKernel, kTiled };
 // In place: a q4 tensor of shape s on the device, its disk layout in the first packed_layout(kQ4, s).total bytes of
 // an allocation of q4_kernel_layout_bytes(s) bytes (16-byte aligned), becomes the kernel layout.
 Status q4_to_kernel_layout_cuda(void* W, const Shape& s, cudaStream_t st);
 // In place: a q4 tensor in the kernel layout becomes its tiled form (q4_layout.h; q4_tiled_ok(s), else an error).
 Status q4_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st);
-// In place: an fp8 tensor's codes become their stage tiles (fp8_tiles.h; fp8_tiled_ok(s), else an error).
-Status fp8_to_tiled_layout_cuda(void* W, const Shape& s, cudaStream_t st);
+// In place: an fp8 tensor's codes or a bf16 tensor's rows become their stage tiles (row_tiles.h; row_tiles_ok(dtype,
+// s), else an error).
+Status to_row_tiles_cuda(void* W, DType dtype, const Shape& s, cudaStream_t st);
 
 // The CUDA MoE pipeline (bf16 activations and weights): router scores (a cuBLAS GEMM between prep and route),
 // top-k, a stable counting sort of (row, rank) pairs by expert, a gather, two grouped GEMMs over only the routed
@@ -75,7 +76,7 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // x_scale set (fp8 weights only, sm_89+): x holds E4M3 codes and x_scale[src] the scale of row src
 // (moe_act_quant_fp8_cuda); the products run on the e4m3 tensor cores and the sums are multiplied by both scales;
 // q4 weights come in the disk or the kernel layout (WeightLayout), the kernel layout made by
-// q4_to_kernel_layout_cuda; fp8 weights as stored or in stage tiles (kTiled, made by fp8_to_tiled_layout_cuda).
+// q4_to_kernel_layout_cuda; fp8 and bf16 weights as stored or in stage tiles (kTiled, made by to_row_tiles_cuda).
 // stages: the pipeline's depth where a format offers a choice (W8A8: 3 or 4; q4 in the kernel layout: 2, 3 or 4);
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 // wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
@@ -109,7 +110,8 @@ Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_
 // the weights lie and the q4 kernel runs (MoeWsForm).
 // How moe_ws_* reads its weights, the same bits every way: consumers, the q4 kernel's consumer warpgroups, 2 (two
 // m64 tiles each) or 4 (one each; --moe-q4-consumers); layout, q4 weights in the kernel layout or its tiled form
-// (q4_to_tiled_layout_cuda), fp8 weights in stage tiles with kTiled (fp8_to_tiled_layout_cuda), else as stored.
+// (q4_to_tiled_layout_cuda), fp8 and bf16 weights in stage tiles with kTiled (to_row_tiles_cuda), else as
+// stored.
 struct MoeWsForm {
   int consumers = 2;
   WeightLayout layout = WeightLayout::kKernel;

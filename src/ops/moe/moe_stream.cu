@@ -11,12 +11,12 @@
 #include "core/cuda/wgmma.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/packed_layout.h"
-#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_q4.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
 #include "ops/moe/q4_layout.h"
+#include "ops/moe/row_tiles.h"
 
 namespace dg {
 namespace {
@@ -202,6 +202,7 @@ Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_
                                  WeightLayout layout) {
   Planes p{};
   const auto* base = static_cast<const uint8_t*>(W);
+  p.tiled = (fmt == DType::kFp8 || fmt == DType::kBF16) && layout == WeightLayout::kTiled;
   if (fmt == DType::kBF16) {
     p.p[0] = base;
     p.row_bytes[0] = 2 * K;
@@ -214,7 +215,6 @@ Planes moe_stream::weight_planes(const void* W, DType fmt, int64_t n_exp, int64_
     p.row_bytes[i] = L.row_bytes[i];
     p.limit[i] = (i + 1 < L.n_planes ? L.offset[i + 1] : L.total) - L.offset[i];
   }
-  p.tiled = fmt == DType::kFp8 && layout == WeightLayout::kTiled;
   if (fmt == DType::kQ4 && layout == WeightLayout::kKernel) {
     const Shape s{n_exp, w_rows, K};
     p.p[2] = base + q4_kernel_factor_offset(s);
@@ -253,15 +253,17 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
   if (a.K <= 0 || a.K % 8 != 0) return Status::error(std::string(what) + ": K must be a positive multiple of 8");
   if (misaligned(a.x) || misaligned(W)) return Status::error(std::string(what) + ": x and W must be 16-byte aligned");
   if (n_exp > 65535 || a.x_rows_div < 1) return Status::error(std::string(what) + ": bad expert count or row divisor");
-  if (layout == WeightLayout::kTiled && w_dtype != DType::kFp8)
+  if (layout == WeightLayout::kTiled && w_dtype != DType::kFp8 && w_dtype != DType::kBF16)
     return Status::error(std::string(what) + ": " + std::string(dtype_name(w_dtype)) + " weights in stage tiles; the "
-                         "streaming kernel reads tiles of fp8 weights only (q4's are --moe ws's; --no-q4-tiles)");
-  if (layout == WeightLayout::kTiled && !fp8_tiled_ok(Shape{a.offsets ? n_exp : 1, a.w_rows, a.K}))
-    return Status::error(std::string(what) + ": fp8 weights of " + std::to_string(a.w_rows) + " rows of K = " +
-                         std::to_string(a.K) + " cannot be in stage tiles (multiples of 128 and 16; --no-fp8-tiles)");
+                         "streaming kernel reads tiles of fp8 and bf16 weights only (q4's are --moe ws's; "
+                         "--no-q4-tiles)");
+  if (layout == WeightLayout::kTiled && !row_tiles_ok(w_dtype, Shape{a.offsets ? n_exp : 1, a.w_rows, a.K}))
+    return Status::error(std::string(what) + ": " + std::string(dtype_name(w_dtype)) + " weights of " +
+                         std::to_string(a.w_rows) + " rows of K = " + std::to_string(a.K) +
+                         " cannot be in stage tiles (rows a multiple of 128; --no-fp8-tiles, --no-bf16-tiles)");
   if (wide) {  // 128 routed rows per pass (--moe wide): bf16, and W8A8 on Hopper
     if (w_dtype == DType::kBF16 && a.x_scale == nullptr)
-      return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what);
+      return launch_checked<WeightBf16Wide, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     static const bool fp8_mma = device_has_fp8_mma();
     if (w_dtype == DType::kFp8 && a.x_scale != nullptr && fp8_mma)
       return launch_checked<WeightFp8Act8Wide, kGated>(a, W, w_dtype, n_exp, s, what, layout);
@@ -295,7 +297,7 @@ Status stream_gemm(StreamArgs a, const void* W, DType w_dtype, int64_t n_exp, cu
     }
   }
   switch (w_dtype) {
-    case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what);
+    case DType::kBF16: return launch_checked<WeightBf16, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     case DType::kQ4: return launch_checked<WeightQ4, kGated>(a, W, w_dtype, n_exp, s, what);
     case DType::kFp8: return launch_checked<WeightFp8, kGated>(a, W, w_dtype, n_exp, s, what, layout);
     case DType::kNvFp4: return launch_checked<WeightNvFp4, kGated>(a, W, w_dtype, n_exp, s, what);

@@ -67,7 +67,7 @@ __device__ __forceinline__ void store_staged_rows(const bf16* out, bf16* y_all, 
 // The weight stack [n_exp * w_rows, K] as planes (src/core/packed_layout.h): row w of plane i starts at
 // p[i] + w * row_bytes[i]; a matrix plane (nvfp4's global scales) holds 4 bytes per expert. limit[i]: bytes that
 // may be read from p[i] (the plane's padding included). bf16 weights are plane 0 with row_bytes 2 K. tiled: fp8
-// codes (plane 0) in stage tiles (fp8_tiles.h) instead of rows.
+// codes or bf16 weights (plane 0) in stage tiles (row_tiles.h) instead of rows.
 struct Planes {
   const uint8_t* p[3];
   int64_t row_bytes[3];
@@ -91,16 +91,17 @@ struct StageSrc {
 // A thread's 16-byte copies of a stage's [kTileN rows][kChunks chunks] weight tile, resolved once per CTA: the
 // thread copies chunk c = tid % kChunks of rows tid / kChunks + it * kThreads / kChunks, and from stage to stage
 // only the k offset moves. A row outside W, or a chunk past K, is zero-filled.
-// fp8 codes in stage tiles (Planes::tiled; kElems 16 codes a chunk, 128 a stage): src[it] is where the row's chunk
-// would lie in a whole stage 0 of its 64-row block, a stage at k0 lies 64 k0 bytes further, and the rows of a last,
-// shorter stage of len codes are len apart instead of 128. The callers' rows keep their place in a block (their
-// first rows, e_row0 and a gated product's up rows are multiples of 64), so row r0 + it * kRowStep of the CTA is row
-// (r0 + it * kRowStep) % 64 of its block.
+// Rows in stage tiles (Planes::tiled: fp8 codes or bf16, 128 bytes of a row a stage): src[it] is where the row's
+// chunk would lie in a whole stage 0 of its 64-row block, a stage of a row's bytes b0 .. b0 + 127 lies 64 b0 bytes
+// further, and the rows of a last, shorter stage of len bytes are len apart instead of 128. The callers' rows keep
+// their place in a block (their first rows, e_row0 and a gated product's up rows are multiples of 64), so row
+// r0 + it * kRowStep of the CTA is row (r0 + it * kRowStep) % 64 of its block.
 template <int kChunks, int kElems>
 struct ChunkCopies {
   static_assert(kThreads % kChunks == 0, "a thread keeps one chunk column");
   static constexpr int kN = kTileN * kChunks / kThreads, kRowStep = kThreads / kChunks;
-  static constexpr bool kTileable = kChunks * kElems == 128 && kElems == 16;  // 128 one-byte codes a stage
+  static constexpr bool kTileable = kChunks * 16 == 128;  // 128 bytes of a row a stage
+  static constexpr int kElemBytes = 16 / kElems;
   const uint8_t* plane;
   const uint8_t* src[kN];
   uint32_t live;
@@ -117,7 +118,7 @@ struct ChunkCopies {
       int64_t wr;
       const bool ok = s.rows.row(r0 + it * kRowStep, wr);
       const int64_t w = s.e_row0 + wr;
-      const int64_t at = tiled ? w / 64 * 64 * s.K + w % 64 * 128 : w * row_bytes;
+      const int64_t at = tiled ? w / 64 * 64 * row_bytes + w % 64 * 128 : w * row_bytes;
       src[it] = ok ? p + at + c * 16 : p;
       live |= ok ? 1u << it : 0u;
     }
@@ -125,8 +126,9 @@ struct ChunkCopies {
   // dst(r, c): the chunk's shared address. Chunk c of the stage at k0 holds elements k0 + c kElems ...
   template <class Dst> __device__ void copy(Dst dst, int k0, int K, uint64_t policy) const {
     const bool k_ok = k0 + c * kElems < K;
-    const int64_t adv = tiled ? static_cast<int64_t>(k0) * 64 : static_cast<int64_t>(k0 / kElems) * 16;
-    const int short_by = tiled && K - k0 < 128 ? 128 - (K - k0) : 0;  // a tiled last stage's rows are shorter
+    const int64_t adv = tiled ? static_cast<int64_t>(k0) * kElemBytes * 64 : static_cast<int64_t>(k0 / kElems) * 16;
+    const int left = (K - k0) * kElemBytes;                      // the row's bytes from the stage's first
+    const int short_by = tiled && left < 128 ? 128 - left : 0;  // a tiled last stage's rows are shorter
 #pragma unroll
     for (int it = 0; it < kN; ++it) {
       const bool ok = k_ok && ((live >> it) & 1u);

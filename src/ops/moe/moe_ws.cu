@@ -1,6 +1,6 @@
 // The expert products for many routed rows per expert (the batched step, prefill chunks; --moe ws), W8A8 or bf16,
 // as a persistent, warp-specialised wgmma kernel on sm_90a. Each CTA has three warpgroups: a producer that copies the
-// stages (the weights as TMA boxes issued by one thread, from W's rows or, for fp8, its stage tiles (fp8_tiles.h);
+// stages (the weights as TMA boxes issued by one thread, from W's rows or their stage tiles (row_tiles.h);
 // the routed rows by cp.async, each thread's copies arriving on the stage's barrier when they land) and two
 // consumers that multiply them, handing the stage buffers back and forth through mbarriers instead of CTA-wide
 // barriers. A tile is 256 weight rows (128 per consumer: two m64 wgmma tiles) by a
@@ -19,11 +19,11 @@
 #include "core/cuda/mma.cuh"
 #include "core/cuda/wgmma.cuh"
 #include "core/cuda/wgmma_e4m3_stage.cuh"
-#include "ops/moe/fp8_tiles.h"
 #include "ops/moe/moe_cuda.h"
 #include "ops/moe/moe_stream_formats.cuh"
 #include "ops/moe/moe_stream_stage.cuh"
 #include "ops/moe/moe_ws_common.cuh"
+#include "ops/moe/row_tiles.h"
 
 namespace dg {
 namespace {
@@ -51,8 +51,8 @@ static_assert(kSmemBytes<false> + kTableBytes + kConsumers * kRows * 4 + 64 <= 2
 struct WsArgs {
   CUtensorMap wmap;       // W's rows [n_exp * w_rows, K] (plane 0) for TMA: boxes of 64 rows x 128 bytes, swizzled;
                           // tiled: the whole stages of each 64-row block (tiled_map)
-  CUtensorMap smap;       // tiled, K not a multiple of 128: each block's last, shorter stage (tiled_map)
-  bool tiled;             // fp8 codes in stage tiles (fp8_tiles.h)
+  CUtensorMap smap;       // tiled, rows not a multiple of 128 bytes: each block's last, shorter stage (tiled_map)
+  bool tiled;             // W's rows in stage tiles (row_tiles.h)
   const uint8_t* x;       // activation rows [*, K]: E4M3 codes (W8A8) or bf16
   const float* x_scale;   // W8A8: the f32 scale of each x row
   const int32_t* x_rows;  // sorted position i -> x row x_rows[i] / x_rows_div; null: x row i
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_ws_kernel(const __grid_consta
         if (pt == 0) {  // the weights: four boxes, their bytes counted on the stage's barrier
           cuda::mbar_arrive_expect_tx(bar, kWBytes);
           // Tiles: a whole stage is a box of the tiled map, a last, shorter one of the short map (zeros past K).
-          const bool short_tile = a.tiled && a.K - k0 < kTileK;
+          const bool short_tile = a.tiled && a.K - k0 < kStageK;
 #pragma unroll
           for (int cc = 0; cc < kConsumers; ++cc)
 #pragma unroll
@@ -271,24 +271,26 @@ Status ws_limits(const std::string& name, bool act8, DType w_dtype, int64_t K, i
   return limits(name, w_dtype, act8 ? 16 : 8, act8 ? 1 : 2, K, n_exp, w_rows, x_rows_max, "--moe wide");
 }
 
-// The TMA maps of fp8 codes in stage tiles (fp8_tiles.h), boxes of 64 rows x 128 codes in the 128-byte swizzle: for
-// each block of 64 rows (z), its whole stages as 64 K / 128 rows of 128 codes (y: 64 a stage; `last` false, K of at
-// least 128), or its last, shorter stage as 64 rows of its K % 128 codes (`last`; the box's codes past them zeros).
-Status tiled_map(const uint8_t* codes, int64_t K, int64_t rows, bool last, CUtensorMap& map, const std::string& what) {
-  const int64_t len = last ? K % 128 : 128;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(last ? 64 : K / 128 * 64),
+// The TMA maps of fp8 codes or bf16 weights in stage tiles (row_tiles.h), boxes of 64 rows x 128 bytes in the
+// 128-byte swizzle: for each block of 64 rows (z), its whole stages as 64 rb / 128 rows of 128 bytes (y: 64 a stage;
+// `last` false, rows of rb >= 128 bytes), or its last, shorter stage as 64 rows of its rb % 128 bytes (`last`; the
+// box's bytes past them zeros).
+Status tiled_map(const uint8_t* w, bool bf16, int64_t rb, int64_t rows, bool last, CUtensorMap& map,
+                 const std::string& what) {
+  const int64_t len = last ? rb % 128 : 128, elem = bf16 ? 2 : 1;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(len / elem), static_cast<cuuint64_t>(last ? 64 : rb / 128 * 64),
                               static_cast<cuuint64_t>(rows / 64)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(64 * K)};
-  if (last) codes += K / 128 * 128 * 64;
-  const cuuint32_t box[3] = {128, 64, 1};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(64 * rb)};
+  if (last) w += rb / 128 * 128 * 64;
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(128 / elem), 64, 1};
   const cuuint32_t unit[3] = {1, 1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<uint8_t*>(codes), dims,
-                                          strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = tensor_map_encoder()(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                          3, const_cast<uint8_t*>(w), dims, strides, box, unit,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status::error(what + ": cuTensorMapEncodeTiled refused the tiled W's " + (last ? "last" : "whole") +
-                         " stages (" + std::to_string(rows) + " rows of K = " + std::to_string(K) + "; error " +
+                         " stages (" + std::to_string(rows) + " rows of " + std::to_string(rb) + " bytes; error " +
                          std::to_string(static_cast<int>(r)) + ")");
   return Status::ok();
 }
@@ -311,10 +313,10 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
     return q4_products(kGated, a.x, a.x_rows, a.x_rows_div, x_rows_max, a.K, W, a.w_rows, a.n_out, n_exp, a.offsets,
                        a.y, s, what, form);
   a.tiled = form.layout == WeightLayout::kTiled;
-  if (a.tiled && !(act8 && fp8_tiled_ok(Shape{n_exp, a.w_rows, a.K})))
-    return Status::error(name + ": weights in stage tiles must be fp8 (with fp8 activations) of rows and K that are "
-                                "multiples of 128 and 16, not " + std::string(dtype_name(w_dtype)) + " of " +
-                         std::to_string(a.w_rows) + " rows of K = " + std::to_string(a.K) + " (--no-fp8-tiles)");
+  if (a.tiled && !row_tiles_ok(w_dtype, Shape{n_exp, a.w_rows, a.K}))
+    return Status::error(name + ": weights in stage tiles must be fp8 or bf16 of rows a multiple of 128, not " +
+                         std::string(dtype_name(w_dtype)) + " of " + std::to_string(a.w_rows) + " rows of K = " +
+                         std::to_string(a.K) + " (--no-fp8-tiles, --no-bf16-tiles)");
   if (Status st = ws_limits(name, act8, w_dtype, a.K, n_exp, a.w_rows, x_rows_max); !st.is_ok()) return st;
   if (((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(W)) & 15) != 0)
     return Status::error(name + ": x and W must be 16-byte aligned");
@@ -323,9 +325,11 @@ Status launch_ws(WsArgs a, const void* W, DType w_dtype, int64_t n_exp, int64_t 
   // W's rows in boxes of 64 rows x 128 bytes in the 128-byte swizzle (the layout the wgmma descriptors read), or
   // its tiles' whole stages.
   if (a.tiled) {
+    const int64_t rb = a.W.row_bytes[0];
     for (const bool last : {false, true})
-      if (last ? a.K % kTileK != 0 : a.K >= kTileK)
-        if (Status st = tiled_map(a.W.p[0], a.K, n_exp * a.w_rows, last, last ? a.smap : a.wmap, name); !st.is_ok())
+      if (last ? rb % kTileK != 0 : rb >= kTileK)
+        if (Status st = tiled_map(a.W.p[0], !act8, rb, n_exp * a.w_rows, last, last ? a.smap : a.wmap, name);
+            !st.is_ok())
           return st;
   } else if (Status st = rows_map(a.W.p[0], act8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                                   a.K, n_exp * a.w_rows, a.W.row_bytes[0], kTileK / (act8 ? 1 : 2),
