@@ -76,8 +76,8 @@ struct Planes {
 };
 
 // The planes of W [n_exp, w_rows, K] in `fmt` (bf16: one plane of 2 K bytes per row; q4 in the kernel layout: the
-// matrices' factors as plane 2). Defined in moe_stream.cu.
-Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, WeightLayout q4);
+// matrices' factors as plane 2; fp8 and bf16 in stage tiles: tiled). Defined in moe_stream.cu.
+Planes weight_planes(const void* W, DType fmt, int64_t n_exp, int64_t w_rows, int64_t K, WeightLayout layout);
 
 // Where a stage's weights come from: the expert's first global row, K, the tile's rows and the stage's first k.
 struct StageSrc {
