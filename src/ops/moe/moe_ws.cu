@@ -353,8 +353,8 @@ bool moe_ws_takes(bool act8, int64_t K, int64_t n_exp, int64_t w_rows, int64_t x
 Status moe_ws_gemm_cuda(const void* x, const float* x_scale, const int32_t* x_rows, int x_rows_div,
                         int64_t x_rows_max, int64_t K, const void* W, DType w_dtype, int64_t N, int64_t n_exp,
                         const int32_t* offsets, void* y, cudaStream_t s, const MoeWsForm& form) {
-  const WsArgs a{{}, {}, false, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
-                 offsets, 0, static_cast<bf16*>(y)};
+  const WsArgs a{{}, {}, false, static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {},
+                 N, N, offsets, 0, static_cast<bf16*>(y)};
   return launch_ws<false>(a, W, w_dtype, n_exp, x_rows_max, s, "moe_ws_gemm_cuda", form);
 }
 

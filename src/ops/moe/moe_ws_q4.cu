@@ -46,8 +46,8 @@ template <int kTiles> constexpr int kQ4Threads = (kQ4Consumers<kTiles> + 1) * kW
 constexpr int kCodeBytes = kConsumers * kWRows * kCodeRow;    // unit 0's rows first
 constexpr int kScaleBytes = kConsumers * kWRows * kScaleRow;  // then the rows' scale words
 constexpr int kXBlock = kRows * 128;  // then the activation rows as two 128-byte column blocks (64 elements each)
-// The tiled form (WeightLayout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the same
-// bytes as the two regions above.
+// The tiled form (WeightLayout::kTiled): unit u's codes and scale words as one tile of 64 rows at kTileBytes u, the
+// same bytes as the two regions above.
 constexpr int kTileBytes = 64 * (kCodeRow + kScaleRow);
 static_assert(4 * kTileBytes == kCodeBytes + kScaleBytes && kTileBytes == q4_tiled_chunk(0, 1, 0),
               "the tiles fill the codes' and scales' regions, one stage of the tiled form's 64 rows each");
@@ -78,7 +78,8 @@ struct WsQ4Args {
   int x_rows_div;
   int K;
   int scale_align;        // bytes (16, 8 or 4) that every stage's scale words of a row are aligned to
-  int tiled;              // W in the tiled form (WeightLayout::kTiled): a stage's 64 rows one bulk copy, codes and scales
+  int tiled;              // W in the tiled form (WeightLayout::kTiled): a stage's 64 rows one bulk copy, codes and
+                          // scales
   Planes W;               // codes (plane 0), scale words (plane 1, K / 32 a row), f32 2^p per matrix (plane 2); tiled:
                           // the tiles (plane 0) and the factors (plane 2)
   int64_t w_rows;

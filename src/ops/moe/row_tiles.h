@@ -17,8 +17,8 @@
 
 namespace dg {
 
-inline constexpr int kTileRows = 64;    // rows a block
-inline constexpr int kTileBytes = 128;  // bytes of a row a stage
+inline constexpr int kRowTileRows = 64;    // rows a block
+inline constexpr int kRowTileBytes = 128;  // bytes of a row a stage
 
 // The bytes of a row of an fp8 or bf16 tensor of shape s (its first plane's), 0 for other formats.
 inline int64_t tile_row_bytes(DType dtype, const Shape& s) {
@@ -36,8 +36,9 @@ inline bool row_tiles_ok(DType dtype, const Shape& s) {
 // Where byte `at` of row `row` (rows of row_bytes bytes) lies in the tiled form: the block's first byte, the stages
 // before (whole stages of 128 bytes a row), then the row within the stage's run of `len`-byte rows.
 DG_HOST_DEVICE constexpr int64_t row_tiled_offset(int64_t row, int64_t at, int64_t row_bytes) {
-  const int64_t b0 = at / kTileBytes * kTileBytes, len = row_bytes - b0 < kTileBytes ? row_bytes - b0 : kTileBytes;
-  return row / kTileRows * kTileRows * row_bytes + b0 * kTileRows + row % kTileRows * len + (at - b0);
+  const int64_t b0 = at / kRowTileBytes * kRowTileBytes;
+  const int64_t len = row_bytes - b0 < kRowTileBytes ? row_bytes - b0 : kRowTileBytes;
+  return row / kRowTileRows * kRowTileRows * row_bytes + b0 * kRowTileRows + row % kRowTileRows * len + (at - b0);
 }
 
 // Host twin of to_row_tiles_cuda: the rows of an fp8 or bf16 tensor (fp8: the codes plane, the first rows * K bytes
