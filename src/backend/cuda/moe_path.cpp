@@ -98,17 +98,19 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                      (c.kernels.moe == MoeKernel::kWs ||
                       (c.kernels.moe == MoeKernel::kAuto && moe_ws_q4_takes(H, E, two_ff, T) &&
                        moe_ws_q4_takes(ff, E, H, P)));
-  // q4 experts in stage tiles (q4_tiled_experts): only the warp-specialised kernel reads them. fp8 and bf16 experts
-  // in stage tiles (row_tiled_experts): both kernels read them.
-  const auto q4_form = [&](const Tensor& t) {
-    return t.dtype == DType::kQ4 && q4_tiled_experts(c.kernels, t.shape) ? WeightLayout::kTiled : c.q4;
-  };
-  const WeightLayout q4_gate_up = q4_form(w.gate_up), q4_down = q4_form(w.down);
-  const auto rows_form = [&](const Tensor& t) {
+  // How each expert stack lies, as the upload left it: q4 in the kernel layout (c.q4) or its stage tiles
+  // (q4_tiled_experts; only the warp-specialised kernel reads them), fp8 and bf16 as stored or in stage tiles
+  // (row_tiled_experts; both kernels read them).
+  const auto layout_of = [&](const Tensor& t) {
+    if (t.dtype == DType::kQ4) return q4_tiled_experts(c.kernels, t.shape) ? WeightLayout::kTiled : c.q4;
     return row_tiled_experts(c.kernels, t.dtype, t.shape) ? WeightLayout::kTiled : WeightLayout::kDisk;
   };
-  const WeightLayout rows_gate_up = rows_form(w.gate_up), rows_down = rows_form(w.down);
-  DG_CHECK(q4_ws || (q4_gate_up != WeightLayout::kTiled && q4_down != WeightLayout::kTiled),
+  const WeightLayout up_layout = layout_of(w.gate_up), down_layout = layout_of(w.down);
+  const bool tiled = up_layout == WeightLayout::kTiled || down_layout == WeightLayout::kTiled;
+  const auto q4_tiles = [](const Tensor& t, WeightLayout l) {
+    return t.dtype == DType::kQ4 && l == WeightLayout::kTiled;
+  };
+  DG_CHECK(q4_ws || (!q4_tiles(w.gate_up, up_layout) && !q4_tiles(w.down, down_layout)),
            "MoE of {} rows: the q4 experts are in stage tiles, which only --moe ws's kernel reads, and it does not "
            "take this call; run with --no-q4-tiles", T);
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
@@ -117,46 +119,43 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
   if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_ws_gate_up_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
-                              w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, MoeWsForm{2, rows_gate_up}));
+                              w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, MoeWsForm{2, up_layout}));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
     check(moe_ws_gemm_cuda(aq.data, as.f32(), nullptr, 1, P, ff, w.down.data, w.down.dtype, H, E,
-                           offsets.as<int32_t>(), y.data, s, MoeWsForm{2, rows_down}));
+                           offsets.as<int32_t>(), y.data, s, MoeWsForm{2, down_layout}));
   } else if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
-                                  zs.f32(), c.kernels.moe_a8_stages, rows_gate_up, wide));
+                                  zs.f32(), c.kernels.moe_a8_stages, up_layout, wide));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
     check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                               offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages, rows_down, wide));
+                               offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages, down_layout, wide));
   } else if (ws && w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16 && H % 8 == 0 && ff % 8 == 0) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // bf16 in the warp-specialised kernel, gathering z's rows
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
-                              E, offsets.as<int32_t>(), act.data, s, MoeWsForm{2, rows_gate_up}));
+                              E, offsets.as<int32_t>(), act.data, s, MoeWsForm{2, up_layout}));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kBF16, H, E,
-                           offsets.as<int32_t>(), y.data, s, MoeWsForm{2, rows_down}));
+                           offsets.as<int32_t>(), y.data, s, MoeWsForm{2, down_layout}));
   } else if (q4_ws) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // q4 in the warp-specialised kernel (moe_ws_q4.cu)
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kQ4, ff, E,
-                              offsets.as<int32_t>(), act.data, s, MoeWsForm{c.kernels.moe_q4_consumers, q4_gate_up}));
+                              offsets.as<int32_t>(), act.data, s, MoeWsForm{c.kernels.moe_q4_consumers, up_layout}));
     check(moe_ws_gemm_cuda(act.data, nullptr, nullptr, 1, P, ff, w.down.data, DType::kQ4, H, E,
-                           offsets.as<int32_t>(), y.data, s, MoeWsForm{c.kernels.moe_q4_consumers, q4_down}));
+                           offsets.as<int32_t>(), y.data, s, MoeWsForm{c.kernels.moe_q4_consumers, down_layout}));
   } else if (packed || (stream && H % 8 == 0 && ff % 8 == 0)) {  // gathers z's rows itself
     Tensor act = device(DType::kBF16, Shape{P, ff});
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;
-    const auto layout = [&](const Tensor& t, WeightLayout rows) {
-      return t.dtype == DType::kFp8 || t.dtype == DType::kBF16 ? rows : c.q4;
-    };
     check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, nullptr,
-                                  c.kernels.moe_q4_stages, layout(w.gate_up, rows_gate_up), wide_up));
+                                  c.kernels.moe_q4_stages, up_layout, wide_up));
     check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, nullptr, c.kernels.moe_q4_stages,
-                               layout(w.down, rows_down), wide_down));
+                               down_layout, wide_down));
   } else {
-    DG_CHECK(rows_gate_up != WeightLayout::kTiled && rows_down != WeightLayout::kTiled,
+    DG_CHECK(!tiled,
              "MoE of {} rows: the bf16 experts are in stage tiles, which the grouped products do not read; run with "
              "--no-bf16-tiles", T);
     Tensor xg = device(DType::kBF16, Shape{P + 16, H});

@@ -3,6 +3,7 @@
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
 #include "ops/moe/moe_cuda.h"
+#include "ops/moe/relayout.cuh"
 #include "ops/moe/row_tiles.h"
 
 namespace dg {
@@ -28,18 +29,10 @@ Status to_row_tiles_cuda(void* W, DType dtype, const Shape& s, cudaStream_t st) 
   if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) return Status::error("to_row_tiles_cuda: W must be 16-byte aligned");
   const int64_t rb = tile_row_bytes(dtype, s), bytes = s.numel() / s[s.rank - 1] * rb;
   auto* base = static_cast<uint8_t*>(W);
-  // The scratch copy from cudaMalloc and freed after a synchronisation (this runs at upload), as for q4's tiles: the
-  // stream-ordered pool would keep it reserved.
-  uint8_t* tiled = nullptr;
-  if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&tiled), static_cast<size_t>(bytes)); e != cudaSuccess)
-    return cuda_status(e, "to_row_tiles_cuda");
   const int64_t n = bytes / 16;
-  cuda::launch(row_tile_kernel, cuda::blocks_for(n, 256), 256, 0, st, base, rb, n, tiled);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaMemcpyAsync(base, tiled, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, st);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-  const cudaError_t freed = cudaFree(tiled);
-  return cuda_status(e != cudaSuccess ? e : freed, "to_row_tiles_cuda");
+  return relayout_through_scratch(base, bytes, st, "to_row_tiles_cuda", [&](uint8_t* tiled) {
+    cuda::launch(row_tile_kernel, cuda::blocks_for(n, 256), 256, 0, st, base, rb, n, tiled);
+  });
 }
 
 }  // namespace dg
