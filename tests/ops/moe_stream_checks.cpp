@@ -266,6 +266,20 @@ void run_gemm_case_in(const GemmCase& c, WeightLayout layout) {
     ASSERT_TRUE(st.is_ok()) << st.message();
   };
   const char* other = q4 ? "the streaming kernel's" : wide ? "--moe wide's" : "the rows'";
+  // Several column tiles a CTA, one pipeline across them (the passes of 64 rows or fewer): the same bits, where the
+  // last CTA's tiles run past the columns too (3 of 2 or 4 tiles).
+  if (!wide)
+    for (int tiles : {2, 3}) {
+      const std::string what = std::to_string(tiles) + " column tiles a CTA";
+      again(what.c_str(), "one's", [&] {
+        Status st = moe_stream_gemm_cuda(xin, map, c.top_k, K, dw.p, c.fmt, N, c.n_exp, doff.as<int32_t>(), dy.p,
+                                         nullptr, xsc, c.stages, layout, false, tiles);
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        st = moe_stream_gate_up_cuda(xin, map, c.top_k, K, dw.p, c.fmt, ff, c.n_exp, doff.as<int32_t>(), da.p,
+                                     nullptr, xsc, c.stages, layout, false, tiles);
+        ASSERT_TRUE(st.is_ok()) << st.message();
+      });
+    }
   if (ws) {
     // q4 also in stage tiles where the rows allow them: the same bits.
     again("--moe ws", other, [&] { ws_run(WeightLayout::kKernel); });

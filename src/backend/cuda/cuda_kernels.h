@@ -61,6 +61,11 @@ struct CudaKernels {
   int moe_a8_stages = 3;
   // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
   int moe_q4_stages = 2;
+  // The streaming expert kernel's column tiles per CTA, streamed as one pipeline (moe_stream_gemm_cuda's col_tiles),
+  // for the gate/up and the down products (the passes of 128 rows, --moe wide, always 1): the down product's short
+  // K (704: 5.5 W8A8 stages a tile) leaves a CTA little between its first copies and its epilogue (docs/EXPERTS.md)
+  int moe_up_col_tiles = 1;
+  int moe_down_col_tiles = 2;
   // q4 experts in the warp-specialised kernel (Hopper): consumer warpgroups, 2 (two m64 weight tiles each) or 4 (one
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
@@ -206,6 +211,10 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
            k.moe_q4_consumers);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
+  DG_CHECK(k.moe_up_col_tiles >= 1 && k.moe_up_col_tiles <= 8 && k.moe_down_col_tiles >= 1 &&
+               k.moe_down_col_tiles <= 8,
+           "--moe-col-tiles must be from 1 to 8 for each product, not {},{}", k.moe_up_col_tiles,
+           k.moe_down_col_tiles);
 }
 
 }  // namespace dg

@@ -114,6 +114,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
            "MoE of {} rows: the q4 experts are in stage tiles, which only --moe ws's kernel reads, and it does not "
            "take this call; run with --no-q4-tiles", T);
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
+  const int up_tiles = c.kernels.moe_up_col_tiles, down_tiles = c.kernels.moe_down_col_tiles;
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
@@ -128,11 +129,12 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
-                                  zs.f32(), c.kernels.moe_a8_stages, up_layout, wide));
+                                  zs.f32(), c.kernels.moe_a8_stages, up_layout, wide, wide ? 1 : up_tiles));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
     check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
-    check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
-                               offsets.as<int32_t>(), y.data, s, as.f32(), c.kernels.moe_a8_stages, down_layout, wide));
+    check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E, offsets.as<int32_t>(),
+                               y.data, s, as.f32(), c.kernels.moe_a8_stages, down_layout, wide,
+                               wide ? 1 : down_tiles));
   } else if (ws && w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16 && H % 8 == 0 && ff % 8 == 0) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // bf16 in the warp-specialised kernel, gathering z's rows
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
@@ -150,10 +152,10 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     const bool wide_up = wide && w.gate_up.dtype == DType::kBF16, wide_down = wide && w.down.dtype == DType::kBF16;
     check(moe_stream_gate_up_cuda(z.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
                                   w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, nullptr,
-                                  c.kernels.moe_q4_stages, up_layout, wide_up));
+                                  c.kernels.moe_q4_stages, up_layout, wide_up, wide_up ? 1 : up_tiles));
     check(moe_stream_gemm_cuda(act.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E,
                                offsets.as<int32_t>(), y.data, s, nullptr, c.kernels.moe_q4_stages,
-                               down_layout, wide_down));
+                               down_layout, wide_down, wide_down ? 1 : down_tiles));
   } else {
     DG_CHECK(!tiled,
              "MoE of {} rows: the bf16 experts are in stage tiles, which the grouped products do not read; run with "

@@ -81,10 +81,13 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // 0: the format's default (3 and 2), measured fastest on the H200 (docs/CUDA.md).
 // wide (bf16 weights and activations, or W8A8): passes of 128 rows instead of 64, so an expert's weights are read
 // once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
+// col_tiles: consecutive tiles of output columns (128, or 64 gated) each CTA streams as one pipeline, the next
+// tile's first stages copied while the last of the one before are multiplied (a short K's few stages a tile); the
+// same bits for any count. Passes of 128 rows (wide) take 1; a count below 1 is an error.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
                             const float* x_scale = nullptr, int stages = 0, WeightLayout q4 = WeightLayout::kDisk,
-                            bool wide = false);
+                            bool wide = false, int col_tiles = 1);
 // The same kernel as a dense product: y[rows, N] = bf16(x[rows, K] W[N, K]^T), W one matrix in `w_dtype` (the
 // packed linears, e.g. the q8 self-conditioning MLP); blocks of 64 rows (128 with `wide`: bf16, or fp8 weights
 // with fp8 activations) are the groups, sharing W. x_scale: x holds E4M3 codes (fp8 weights; as above).
@@ -99,7 +102,7 @@ bool moe_stream_supports(DType w_dtype);
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
                                cudaStream_t s, const float* x_scale = nullptr, int stages = 0,
-                               WeightLayout q4 = WeightLayout::kDisk, bool wide = false);
+                               WeightLayout q4 = WeightLayout::kDisk, bool wide = false, int col_tiles = 1);
 // The products of moe_stream_gemm_cuda / moe_stream_gate_up_cuda with `wide`, the same bits, by the persistent
 // warp-specialised kernel (moe_ws.cu; --moe ws): a producer warpgroup copies the stages, two consumer warpgroups
 // multiply them, tiles of 256 weight rows by passes of up to 128 routed rows, neighbouring CTAs on the passes of one

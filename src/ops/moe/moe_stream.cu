@@ -35,10 +35,15 @@ struct StreamArgs {
   const int32_t* offsets;  // [n_exp + 1]; null: one weight matrix shared by row blocks e of Fmt::kRowCap rows
   int64_t dense_rows;      // rows of x and y when offsets is null
   bf16* y;                 // [pairs, n_out], row i = sorted position i
+  int col_tiles;           // consecutive column tiles a CTA streams, one pipeline across them (>= 1)
 };
 
 // The rows a pass of m routed rows loads and multiplies: m rounded up to whole n8 pairs, and for the 128-row
 // passes, 65-128 rows to all 128 (wgmma n128; the shapes between are not instantiated).
+// Whether a tile's staged output rows fit one stage's buffer, as a CTA of several column tiles needs (the passes of
+// 128 rows' do not: their CTAs take one tile).
+template <class Fmt> constexpr bool kStageStaging = Fmt::kRowCap * (kTileN + 8) * 2 <= kStageBytes<Fmt>;
+
 template <class Fmt> __device__ __forceinline__ int pass_rows(int m) {
   const int rows = (m + 15) & ~15;
   if constexpr (Fmt::kRowCap == 128) return rows > 64 ? 128 : rows;
@@ -56,9 +61,16 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   constexpr int kOutStride = kOutCols + 8;  // bf16 staging rows, padded against bank conflicts
   constexpr int kSplit = kGated ? kTileN / 2 : kTileN;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kOutCols;
-  const TileRows rows{col0, kGated ? a.n_out + col0 : 0, kSplit,
-                      static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
+  // The CTA's column tiles tile0 .. tile0 + n_t - 1 run as one stream of n_t * n_k stages: a tile's first stages
+  // are copied while the one before is multiplied, and its epilogue runs while the next tile's stages land.
+  const int tile0 = static_cast<int>(blockIdx.x) * a.col_tiles;
+  const int n_tiles = static_cast<int>((a.n_out + kOutCols - 1) / kOutCols);
+  const int n_t = n_tiles - tile0 < a.col_tiles ? n_tiles - tile0 : a.col_tiles;
+  auto tile_rows = [&](int t) {
+    const int64_t col0 = static_cast<int64_t>(tile0 + t) * kOutCols;
+    return TileRows{col0, kGated ? a.n_out + col0 : 0, kSplit,
+                    static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
+  };
   const int mat = a.offsets ? e : 0;  // which weight matrix
   const int64_t e_row0 = static_cast<int64_t>(mat) * a.w_rows;
   const uint64_t policy = cuda::l2_evict_first();
@@ -66,13 +78,22 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   constexpr int kTileK = Fmt::kTileK, kStages = Fmt::kStages, kChunks = kXRowBytes<Fmt> / 16;
   constexpr int kChunkElems = 16 / kXElem<Fmt>;
-  const int n_k = (a.K + kTileK - 1) / kTileK;
-  auto stage_addr = [base](int kt) { return base + static_cast<uint32_t>((kt % kStages) * kStageBytes<Fmt>); };
-  typename Fmt::Loader wl;  // this thread's weight copies, resolved once
-  wl.init(StageSrc{&a.W, e_row0, a.K, rows, 0});
+  const int n_k = (a.K + kTileK - 1) / kTileK, n_s = n_t * n_k;  // stage s: tile s / n_k at k (s % n_k) kTileK
+  auto stage_addr = [base](int s) { return base + static_cast<uint32_t>((s % kStages) * kStageBytes<Fmt>); };
+  typename Fmt::Loader wl;  // this thread's weight copies, resolved once a tile
+  int wl_tile = 0;
+  wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(0), 0});
+  auto load_w = [&](int s) {  // stages are issued in order within a pass: the loader moves on at a tile's first
+    const int t = s / n_k;
+    if (t != wl_tile) {
+      wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(t), 0});
+      wl_tile = t;
+    }
+    wl.load(stage_addr(s), (s - t * n_k) * kTileK, a.K, policy);
+  };
   // The first pass's weight stages do not depend on the expert's rows: they go out before the offsets are read (a
   // dependent global load, then the row map's), and join the commit groups of their stages below.
-  for (int kt = 0; kt < kStages - 1 && kt < n_k; ++kt) wl.load(stage_addr(kt), kt * kTileK, a.K, policy);
+  for (int s = 0; s < kStages - 1 && s < n_s; ++s) load_w(s);
   const int r0 = a.offsets ? a.offsets[e] : e * kRowCap;
   const int r1 = a.offsets ? a.offsets[e + 1]
                             : static_cast<int>(a.dense_rows - r0 < kRowCap ? a.dense_rows : r0 + kRowCap);
@@ -103,11 +124,10 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       xsrc[it] = off >= 0 ? a.x + (off + xc * kChunkElems) * kXElem<Fmt> : nullptr;
     }
 
-    auto load = [&](int kt, bool weights) {
-      const uint32_t ws = stage_addr(kt);
-      const uint32_t xs = ws + Fmt::kStageBytes;
-      const int k0 = kt * kTileK;
-      if (weights) wl.load(ws, k0, a.K, policy);
+    auto load = [&](int s, bool weights) {
+      const uint32_t xs = stage_addr(s) + Fmt::kStageBytes;
+      const int k0 = s % n_k * kTileK;
+      if (weights) load_w(s);
       const bool k_ok = k0 + xc * kChunkElems < a.K;
 #pragma unroll
       for (int it = 0; it < kXLoads; ++it) {
@@ -121,68 +141,79 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
     float acc[2][kRowCap / 8][4];
     zero_acc(acc);
 
-    for (int kt = 0; kt < kStages - 1; ++kt) {
-      if (kt < n_k) load(kt, p0 != r0);  // the first pass's weights are in flight already
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_s) load(s, p0 != r0);  // the first pass's weights are in flight already
       cuda::cp_async_commit();
     }
-    for (int kt = 0; kt < n_k; ++kt) {
-      cuda::cp_async_wait<kStages - 2>();  // stage kt has landed
+    for (int s = 0; s < n_s; ++s) {
+      cuda::cp_async_wait<kStages - 2>();  // stage s has landed
 #if DG_HAS_WGMMA
       if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
 #endif
-      __syncthreads();                     // ... for every thread, and all warps are done with stage kt - 1
-      if (kt + kStages - 1 < n_k) load(kt + kStages - 1, true);  // into stage kt - 1's buffer
+      __syncthreads();                     // ... for every thread, and all warps are done with stage s - 1
+      if (s + kStages - 1 < n_s) load(s + kStages - 1, true);  // into stage s - 1's buffer
       cuda::cp_async_commit();
-      stage_mma<Fmt>(stage_addr(kt),
-                     StageSrc{&a.W, e_row0, a.K, rows, kt * kTileK}, warp, lane, n_pairs, acc);
+      const int t = s / n_k, kt = s - t * n_k;
+      stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, tile_rows(t), kt * kTileK}, warp, lane, n_pairs, acc);
+      if (kt + 1 < n_k) continue;
+      const TileRows rows = tile_rows(t);
+
+      // The tile's epilogue, staged in stage s's buffer (the next tile's copies land in the others meanwhile), or
+      // after the pass's last stage, when no copies are in flight, from the first buffer on (kStageStaging).
+      // Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2) of the m16 tile, routed row
+      // 8 j + 2 (lane % 4) + q % 2. Staged through shared memory as [row][column] for coalesced stores.
+      // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
+      float rs[2][2];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          int64_t wr;
+          const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + tt * (kTileN / 2), wr);
+          rs[tt][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
+        }
+      __syncthreads();  // every warp is done with the stage's buffer
+      const uint32_t at = kStageStaging<Fmt> && s + 1 < n_s ? stage_addr(s) : base;
+      bf16* out = reinterpret_cast<bf16*>(smem + (at - cuda::smem_u32(smem)));
+#pragma unroll
+      for (int j = 0; j < kRowCap / 8; ++j) {
+        if (j >= 2 * n_pairs) break;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int i = 8 * j + 2 * (lane & 3) + (q & 1);
+          const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
+          float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
+          if constexpr (Fmt::kAct8) {
+            f0 *= x_sc[i];
+            f1 *= x_sc[i];
+          }
+          if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
+            const float g = cuda::rbf(f0), u = cuda::rbf(f1);
+            out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
+          } else {
+            out[i * kOutStride + c] = __float2bfloat16_rn(f0);
+            out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(f1);
+          }
+        }
+      }
+      __syncthreads();
+      store_staged_rows<kOutStride, kThreads>(out, a.y, a.n_out, p0, m, rows, tid);
+      zero_acc(acc);  // the buffer is next written after the next stage's barrier
     }
     cuda::cp_async_wait<0>();
-    __syncthreads();
-
-    // Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2) of the m16 tile, routed row
-    // 8 j + 2 (lane % 4) + q % 2. Staged through shared memory as [row][column] for coalesced stores.
-    // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
-    float rs[2][2];
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        int64_t wr;
-        const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
-        rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
-      }
-    bf16* out = reinterpret_cast<bf16*>(smem);
-#pragma unroll
-    for (int j = 0; j < kRowCap / 8; ++j) {
-      if (j >= 2 * n_pairs) break;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int i = 8 * j + 2 * (lane & 3) + (q & 1);
-        const int c = 16 * warp + (lane >> 2) + 8 * (q >> 1);
-        float f0 = acc[0][j][q] * rs[0][q >> 1], f1 = acc[1][j][q] * rs[1][q >> 1];
-        if constexpr (Fmt::kAct8) {
-          f0 *= x_sc[i];
-          f1 *= x_sc[i];
-        }
-        if constexpr (kGated) {  // as gelu_mul_split_cuda on the bf16 products
-          const float g = cuda::rbf(f0), u = cuda::rbf(f1);
-          out[i * kOutStride + c] = __float2bfloat16_rn(cuda::rbf(cuda::gelu_tanh(g)) * u);
-        } else {
-          out[i * kOutStride + c] = __float2bfloat16_rn(f0);
-          out[i * kOutStride + c + kTileN / 2] = __float2bfloat16_rn(f1);
-        }
-      }
-    }
-    __syncthreads();
-    store_staged_rows<kOutStride, kThreads>(out, a.y, a.n_out, p0, m, rows, tid);
-    __syncthreads();  // the staging area and x_off are reused by the next pass
+    __syncthreads();  // x_off is reused by the next pass
   }
 }
 
 // n_exp: the experts (offsets set), or 1 for one matrix over row blocks of Fmt::kRowCap rows.
 template <class Fmt, bool kGated>
 Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* what) {
-  static_assert(Fmt::kRowCap * (kTileN + 8) * 2 <= kSmemBytes<Fmt>, "the output staging fits in the pipeline buffers");
+  static_assert(Fmt::kRowCap * (kTileN + 8) * 2 <= Fmt::kStages * kStageBytes<Fmt>,
+                "the output staging fits in the pipeline buffers");
+  static_assert(kStageStaging<Fmt> || Fmt::kRowCap == 128, "only the passes of 128 rows take one tile a CTA");
+  if (a.col_tiles < 1 || (a.col_tiles > 1 && !kStageStaging<Fmt>))
+    return Status::error(std::string(what) + ": " + std::to_string(a.col_tiles) + " column tiles a CTA; this "
+                         "format's passes take " + (kStageStaging<Fmt> ? "1 or more" : "1 (passes of 128 rows)"));
   static_assert(Fmt::kRowCap % 16 == 0 && Fmt::kRowCap <= kMaxRowCap, "passes of whole n8 pairs");
   const int64_t blocks = a.offsets ? n_exp : (a.dense_rows + Fmt::kRowCap - 1) / Fmt::kRowCap;
   if (blocks > 65535)
@@ -191,7 +222,8 @@ Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* wh
   auto* kernel = moe_stream_kernel<Fmt, kGated>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Fmt>);
   if (err != cudaSuccess) return cuda_status(err, what);
-  const dim3 grid(static_cast<unsigned>((a.n_out + kOutCols - 1) / kOutCols), static_cast<unsigned>(blocks));
+  const int64_t tiles = (a.n_out + kOutCols - 1) / kOutCols;
+  const dim3 grid(static_cast<unsigned>((tiles + a.col_tiles - 1) / a.col_tiles), static_cast<unsigned>(blocks));
   cuda::launch(kernel, grid, kThreads, kSmemBytes<Fmt>, s, a);
   return cuda_status(cudaGetLastError(), what);
 }
@@ -318,9 +350,10 @@ bool moe_stream_supports(DType w_dtype) {
 
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y,
-                            cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide) {
+                            cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide,
+                            int col_tiles) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, N, N,
-                     offsets, 0, static_cast<bf16*>(y)};
+                     offsets, 0, static_cast<bf16*>(y), col_tiles};
   return stream_gemm<false>(a, W, w_dtype, n_exp, s, "moe_stream_gemm_cuda", stages, layout, wide);
 }
 
@@ -328,15 +361,16 @@ Status stream_linear_cuda(const void* x, int64_t rows, int64_t K, const void* W,
                           cudaStream_t s, WeightLayout layout, const float* x_scale, bool wide) {
   if (rows == 0) return Status::ok();
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, nullptr, 1, static_cast<int>(K), {}, N, N, nullptr,
-                     rows, static_cast<bf16*>(y)};
+                     rows, static_cast<bf16*>(y), 1};
   return stream_gemm<false>(a, W, w_dtype, 1, s, "stream_linear_cuda", 0, layout, wide);
 }
 
 Status moe_stream_gate_up_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* gate_up,
                                DType w_dtype, int64_t ff, int64_t n_exp, const int32_t* offsets, void* out,
-                               cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide) {
+                               cudaStream_t s, const float* x_scale, int stages, WeightLayout layout, bool wide,
+                               int col_tiles) {
   const StreamArgs a{static_cast<const uint8_t*>(x), x_scale, x_rows, x_rows_div, static_cast<int>(K), {}, 2 * ff,
-                     ff, offsets, 0, static_cast<bf16*>(out)};
+                     ff, offsets, 0, static_cast<bf16*>(out), col_tiles};
   return stream_gemm<true>(a, gate_up, w_dtype, n_exp, s, "moe_stream_gate_up_cuda", stages, layout, wide);
 }
 

@@ -345,7 +345,7 @@ struct WeightFp8Act8 {
   static constexpr int kTileK = 128, kStages = kStages_, kRowCap = 64;
   static constexpr int kLoadK = 32, kFrags = 1;  // one load_a: one k32 fragment
   static constexpr bool kPrefetch = false;
-  static constexpr int kMinBlocks = 1;
+  static constexpr int kMinBlocks = kStages_ == 3 ? 3 : 2;  // the CTAs per SM the shared memory allows
   static constexpr int kStageBytes = kTileN * kTileK;
   static constexpr int kKAlign = 16;
   struct Loader {
@@ -368,6 +368,7 @@ struct WeightFp8Act8 {
 // wgmma e4m3 n128, three 32 KB stages.
 struct WeightFp8Act8Wide : WeightFp8Act8<3> {
   static constexpr int kRowCap = 128;
+  static constexpr int kMinBlocks = 1;
 };
 
 // nvfp4: E2M1 codes (two per byte, like q4), an E4M3 scale per 16 and an f32 global scale per expert (epilogue).
