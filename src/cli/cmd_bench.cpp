@@ -543,7 +543,8 @@ void register_bench(CLI::App& app) {
            o->kernels.moe_down_col_tiles = v[1];
          },
          "CUDA experts in the streaming kernel (one stream, not --moe wide): column tiles each CTA streams as one "
-         "pipeline, UP,DOWN for the gate/up and the down products, 1 to 8 each (default 1,2)")
+         "pipeline, UP,DOWN for the gate/up and the down products, 1 to 8 each; DOWN 0: 2 for W8A8 experts, 1 for "
+         "the others (default 1,0)")
       ->delimiter(',')
       ->expected(2);
   cmd->add_option("--moe-q4-stages", o->kernels.moe_q4_stages,

@@ -62,10 +62,11 @@ struct CudaKernels {
   // q4 experts in the kernel layout: pipeline stages of the streaming kernel, 2, 3 or 4 (docs/CUDA.md)
   int moe_q4_stages = 2;
   // The streaming expert kernel's column tiles per CTA, streamed as one pipeline (moe_stream_gemm_cuda's col_tiles),
-  // for the gate/up and the down products (the passes of 128 rows, --moe wide, always 1): the down product's short
-  // K (704: 5.5 W8A8 stages a tile) leaves a CTA little between its first copies and its epilogue (docs/EXPERTS.md)
+  // for the gate/up and the down products (the passes of 128 rows, --moe wide, always 1). 0 for the down product:
+  // 2 for W8A8 experts (whose short K, 5.5 stages a tile at 704, leaves a CTA little between its first copies and
+  // its epilogue), 1 for the others (bf16 measured slower with 2; docs/EXPERTS.md, "Column tiles")
   int moe_up_col_tiles = 1;
-  int moe_down_col_tiles = 2;
+  int moe_down_col_tiles = 0;
   // q4 experts in the warp-specialised kernel (Hopper): consumer warpgroups, 2 (two m64 weight tiles each) or 4 (one
   // each, twice the converting warps; the same bits). 4 measured slower on the H200 (expert products 6.41 -> 6.62 ms a
   // one-canvas step; docs/NEGATIVE.md), kept as the A/B
@@ -211,10 +212,10 @@ inline void check_kernels(const CudaKernels& k) {
   DG_CHECK(k.moe_q4_consumers == 2 || k.moe_q4_consumers == 4, "--moe-q4-consumers must be 2 or 4, not {}",
            k.moe_q4_consumers);
   DG_CHECK(k.moe_auto_rows > 0, "--moe-auto-rows must be positive, not {}", k.moe_auto_rows);
-  DG_CHECK(k.moe_up_col_tiles >= 1 && k.moe_up_col_tiles <= 8 && k.moe_down_col_tiles >= 1 &&
+  DG_CHECK(k.moe_up_col_tiles >= 1 && k.moe_up_col_tiles <= 8 && k.moe_down_col_tiles >= 0 &&
                k.moe_down_col_tiles <= 8,
-           "--moe-col-tiles must be from 1 to 8 for each product, not {},{}", k.moe_up_col_tiles,
-           k.moe_down_col_tiles);
+           "--moe-col-tiles must be from 1 to 8 for the gate/up product and 0 (the format's) to 8 for the down "
+           "product, not {},{}", k.moe_up_col_tiles, k.moe_down_col_tiles);
 }
 
 }  // namespace dg

@@ -114,7 +114,9 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
            "MoE of {} rows: the q4 experts are in stage tiles, which only --moe ws's kernel reads, and it does not "
            "take this call; run with --no-q4-tiles", T);
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
-  const int up_tiles = c.kernels.moe_up_col_tiles, down_tiles = c.kernels.moe_down_col_tiles;
+  const int up_tiles = c.kernels.moe_up_col_tiles;
+  const int down_tiles = c.kernels.moe_down_col_tiles > 0 ? c.kernels.moe_down_col_tiles
+                                                          : w.act == DType::kFp8 ? 2 : 1;
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
