@@ -15,9 +15,10 @@ prebuilt_sum=$(cksum < .carry/prebuilt.tar.xz)
     rm -f build/cuda-ci/tests/dg_cuda_tests  # an earlier tarball's must not run as this one's
     [ -e /tmp/prebuilt/dg_cuda_tests ] && cp /tmp/prebuilt/dg_cuda_tests build/cuda-ci/tests/  # DG_PACK_TESTS=0: none
     for probe in /tmp/prebuilt/dg_*probe; do [ -e "$probe" ] && cp "$probe" build/cuda-ci/; done
-    cp /tmp/prebuilt/lib/* .carry/lib/
     echo "$prebuilt_sum" > /tmp/prebuilt/.unpacked
   fi
+  # every call: a call's carry replaces .carry, the libraries with it, on a machine that unpacked the tarball before
+  mkdir -p .carry/lib && cp /tmp/prebuilt/lib/* .carry/lib/
 ) 9> /tmp/prebuilt.lock || exit 1
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}"
 [ -e "$DG_PREBUILT" ] || { mkdir -p "$(dirname "$DG_PREBUILT")" && ln -s "$PWD" "$DG_PREBUILT"; }
