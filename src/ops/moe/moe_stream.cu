@@ -1,9 +1,10 @@
 // Streaming grouped GEMMs for the MoE experts at few routed rows per expert (bandwidth-bound): one CTA per
-// (expert, tile of output columns) streams its slice of the expert's weights once through a multi-stage cp.async
-// pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
+// (expert, col_tiles consecutive tiles of output columns) streams its slice of the expert's weights once through a
+// multi-stage cp.async pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
 // are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
 // weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
-// Design and parameters: docs/CUDA.md ("The streaming MoE kernel"); a stage's products: moe_stream_stage.cuh.
+// Design and parameters: docs/CUDA.md ("The streaming MoE kernel"), docs/EXPERTS.md ("Column tiles a CTA"); a
+// stage's products: moe_stream_stage.cuh.
 // Oracle: moe_experts_cpu.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
