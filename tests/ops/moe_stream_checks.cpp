@@ -266,9 +266,9 @@ void run_gemm_case_in(const GemmCase& c, WeightLayout layout) {
     ASSERT_TRUE(st.is_ok()) << st.message();
   };
   const char* other = q4 ? "the streaming kernel's" : wide ? "--moe wide's" : "the rows'";
-  // Several column tiles a CTA, one pipeline across them (the passes of 64 rows or fewer): the same bits, where the
-  // last CTA's tiles run past the columns too (3 of 2 or 4 tiles).
-  if (!wide)
+  // Several column tiles a CTA, one pipeline across them (W8A8 and bf16 passes of 64 rows): the same bits, where
+  // the last CTA's tiles run past the columns too (3 of 2 or 4 tiles).
+  if (!wide && (c.act8 || c.fmt == DType::kBF16))
     for (int tiles : {2, 3}) {
       const std::string what = std::to_string(tiles) + " column tiles a CTA";
       again(what.c_str(), "one's", [&] {

@@ -83,7 +83,8 @@ Status moe_grouped_gemm_cuda(const void* x, int64_t K, const void* W, int64_t N,
 // once per 128 of its rows (the batched step's and prefill's sizes; --moe wide); other formats are an error.
 // col_tiles: consecutive tiles of output columns (128, or 64 gated) each CTA streams as one pipeline, the next
 // tile's first stages copied while the last of the one before are multiplied (a short K's few stages a tile); the
-// same bits for any count. Passes of 128 rows (wide) take 1; a count below 1 is an error.
+// same bits for any count. W8A8 and bf16 passes of 64 rows take several; the others, and passes of 128 rows (wide),
+// take 1; a count below 1 is an error.
 Status moe_stream_gemm_cuda(const void* x, const int32_t* x_rows, int x_rows_div, int64_t K, const void* W,
                             DType w_dtype, int64_t N, int64_t n_exp, const int32_t* offsets, void* y, cudaStream_t s,
                             const float* x_scale = nullptr, int stages = 0, WeightLayout q4 = WeightLayout::kDisk,

@@ -44,6 +44,10 @@ struct StreamArgs {
 // Whether a tile's staged output rows fit one stage's buffer, as a CTA of several column tiles needs (the passes of
 // 128 rows' do not: their CTAs take one tile).
 template <class Fmt> constexpr bool kStageStaging = Fmt::kRowCap * (kTileN + 8) * 2 <= kStageBytes<Fmt>;
+// The formats with a body for several column tiles a CTA (kMulti): W8A8 in passes of 64 rows (the down product's
+// default) and bf16 (its A/B).
+template <class Fmt>
+constexpr bool kMultiBody = kStageStaging<Fmt> && (Fmt::kAct8 || std::is_same_v<Fmt, WeightBf16>);
 
 template <class Fmt> __device__ __forceinline__ int pass_rows(int m) {
   const int rows = (m + 15) & ~15;
@@ -51,7 +55,10 @@ template <class Fmt> __device__ __forceinline__ int pass_rows(int m) {
   return rows;
 }
 
-template <class Fmt, bool kGated>
+// kMulti: several column tiles a CTA (col_tiles > 1), each tile's epilogue inside the stage loop; otherwise one
+// tile and its epilogue after the loop (a body of its own: the epilogue in the loop made ptxas serialise the gated
+// W8A8 body's wgmma products, C7511).
+template <class Fmt, bool kGated, bool kMulti = false>
 __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(StreamArgs a) {
   cuda::pdl_enter();  // before any load, weights included: the q4 upload relayouts weights in place on the stream
   extern __shared__ __align__(128) uint8_t smem[];
@@ -64,14 +71,18 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   constexpr int kSplit = kGated ? kTileN / 2 : kTileN;
   // The CTA's column tiles tile0 .. tile0 + n_t - 1 run as one stream of n_t * n_k stages: a tile's first stages
   // are copied while the one before is multiplied, and its epilogue runs while the next tile's stages land.
-  const int tile0 = static_cast<int>(blockIdx.x) * a.col_tiles;
+  const int tile0 = static_cast<int>(blockIdx.x) * (kMulti ? a.col_tiles : 1);
   const int n_tiles = static_cast<int>((a.n_out + kOutCols - 1) / kOutCols);
-  const int n_t = n_tiles - tile0 < a.col_tiles ? n_tiles - tile0 : a.col_tiles;
+  const int n_t = !kMulti ? 1 : n_tiles - tile0 < a.col_tiles ? n_tiles - tile0 : a.col_tiles;
   auto tile_rows = [&](int t) {
     const int64_t col0 = static_cast<int64_t>(tile0 + t) * kOutCols;
     return TileRows{col0, kGated ? a.n_out + col0 : 0, kSplit,
                     static_cast<int>(a.n_out - col0 < kOutCols ? a.n_out - col0 : kOutCols)};
   };
+  // One tile's rows computed once (the 128-row passes) or at each use (the others): each the form in which ptxas
+  // does not serialise the gated W8A8 body's wgmma products (C7511), found by compiling both.
+  constexpr bool kRows0Once = Fmt::kRowCap == 128;
+  const TileRows rows0 = tile_rows(0);
   const int mat = a.offsets ? e : 0;  // which weight matrix
   const int64_t e_row0 = static_cast<int64_t>(mat) * a.w_rows;
   const uint64_t policy = cuda::l2_evict_first();
@@ -85,6 +96,10 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
   int wl_tile = 0;
   wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(0), 0});
   auto load_w = [&](int s) {  // stages are issued in order within a pass: the loader moves on at a tile's first
+    if constexpr (!kMulti) {
+      wl.load(stage_addr(s), s * kTileK, a.K, policy);
+      return;
+    }
     const int t = s / n_k;
     if (t != wl_tile) {
       wl.init(StageSrc{&a.W, e_row0, a.K, tile_rows(t), 0});
@@ -142,39 +157,20 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
     float acc[2][kRowCap / 8][4];
     zero_acc(acc);
 
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n_s) load(s, p0 != r0);  // the first pass's weights are in flight already
-      cuda::cp_async_commit();
-    }
-    for (int s = 0; s < n_s; ++s) {
-      cuda::cp_async_wait<kStages - 2>();  // stage s has landed
-#if DG_HAS_WGMMA
-      if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
-#endif
-      __syncthreads();                     // ... for every thread, and all warps are done with stage s - 1
-      if (s + kStages - 1 < n_s) load(s + kStages - 1, true);  // into stage s - 1's buffer
-      cuda::cp_async_commit();
-      const int t = s / n_k, kt = s - t * n_k;
-      stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, tile_rows(t), kt * kTileK}, warp, lane, n_pairs, acc);
-      if (kt + 1 < n_k) continue;
-      const TileRows rows = tile_rows(t);
-
-      // The tile's epilogue, staged in stage s's buffer (the next tile's copies land in the others meanwhile), or
-      // after the pass's last stage, when no copies are in flight, from the first buffer on (kStageStaging).
-      // Accumulator element q of n8 tile j: weight row (lane / 4) + 8 (q / 2) of the m16 tile, routed row
-      // 8 j + 2 (lane % 4) + q % 2. Staged through shared memory as [row][column] for coalesced stores.
-      // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows.
+    // A tile's epilogue, staged from `at`: accumulator element q of n8 tile j is weight row (lane / 4) + 8 (q / 2)
+    // of the m16 tile, routed row 8 j + 2 (lane % 4) + q % 2, staged through shared memory as [row][column] for
+    // coalesced stores, with the format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's
+    // four weight rows.
+    auto epilogue = [&](const TileRows& rows, uint32_t at) {
       float rs[2][2];
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt)
+      for (int t = 0; t < 2; ++t)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           int64_t wr;
-          const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + tt * (kTileN / 2), wr);
-          rs[tt][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
+          const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
+          rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
         }
-      __syncthreads();  // every warp is done with the stage's buffer
-      const uint32_t at = kStageStaging<Fmt> && s + 1 < n_s ? stage_addr(s) : base;
       bf16* out = reinterpret_cast<bf16*>(smem + (at - cuda::smem_u32(smem)));
 #pragma unroll
       for (int j = 0; j < kRowCap / 8; ++j) {
@@ -199,10 +195,39 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       }
       __syncthreads();
       store_staged_rows<kOutStride, kThreads>(out, a.y, a.n_out, p0, m, rows, tid);
-      zero_acc(acc);  // the buffer is next written after the next stage's barrier
+    };
+
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_s) load(s, p0 != r0);  // the first pass's weights are in flight already
+      cuda::cp_async_commit();
+    }
+    for (int s = 0; s < n_s; ++s) {
+      cuda::cp_async_wait<kStages - 2>();  // stage s has landed
+#if DG_HAS_WGMMA
+      if constexpr (Fmt::kWgmma) cuda::fence_proxy_async_shared();  // ... where wgmma reads it
+#endif
+      __syncthreads();                     // ... for every thread, and all warps are done with stage s - 1
+      if (s + kStages - 1 < n_s) load(s + kStages - 1, true);  // into stage s - 1's buffer
+      cuda::cp_async_commit();
+      const int t = kMulti ? s / n_k : 0, kt = s - t * n_k;
+      stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, kMulti || !kRows0Once ? tile_rows(t) : rows0, kt * kTileK}, warp,
+                     lane, n_pairs, acc);
+      if constexpr (kMulti) {
+        // Each tile's epilogue staged in stage s's buffer while the next tile's copies land in the others; after
+        // the pass's last stage, when no copies are in flight, from the first buffer on.
+        if (kt + 1 == n_k) {
+          __syncthreads();  // every warp is done with the stage's buffer
+          epilogue(tile_rows(t), s + 1 < n_s ? stage_addr(s) : base);
+          zero_acc(acc);  // the buffer is next written after the next stage's barrier
+        }
+      }
     }
     cuda::cp_async_wait<0>();
-    __syncthreads();  // x_off is reused by the next pass
+    __syncthreads();
+    if constexpr (!kMulti) {
+      epilogue(kRows0Once ? rows0 : tile_rows(0), base);
+      __syncthreads();  // the staging area and x_off are reused by the next pass
+    }
   }
 }
 
@@ -211,16 +236,18 @@ template <class Fmt, bool kGated>
 Status launch(const StreamArgs& a, int64_t n_exp, cudaStream_t s, const char* what) {
   static_assert(Fmt::kRowCap * (kTileN + 8) * 2 <= Fmt::kStages * kStageBytes<Fmt>,
                 "the output staging fits in the pipeline buffers");
-  static_assert(kStageStaging<Fmt> || Fmt::kRowCap == 128, "only the passes of 128 rows take one tile a CTA");
-  if (a.col_tiles < 1 || (a.col_tiles > 1 && !kStageStaging<Fmt>))
+  if (a.col_tiles < 1 || (a.col_tiles > 1 && !kMultiBody<Fmt>))
     return Status::error(std::string(what) + ": " + std::to_string(a.col_tiles) + " column tiles a CTA; this "
-                         "format's passes take " + (kStageStaging<Fmt> ? "1 or more" : "1 (passes of 128 rows)"));
+                         "format's passes take " + (kMultiBody<Fmt> ? "1 or more" : "1 (several are W8A8's and bf16's "
+                         "passes of 64 rows)"));
   static_assert(Fmt::kRowCap % 16 == 0 && Fmt::kRowCap <= kMaxRowCap, "passes of whole n8 pairs");
   const int64_t blocks = a.offsets ? n_exp : (a.dense_rows + Fmt::kRowCap - 1) / Fmt::kRowCap;
   if (blocks > 65535)
     return Status::error(std::string(what) + ": " + std::to_string(blocks) + " row blocks exceed 65535");
   constexpr int kOutCols = kGated ? kTileN / 2 : kTileN;
   auto* kernel = moe_stream_kernel<Fmt, kGated>;
+  if constexpr (kMultiBody<Fmt>)
+    if (a.col_tiles > 1) kernel = moe_stream_kernel<Fmt, kGated, true>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Fmt>);
   if (err != cudaSuccess) return cuda_status(err, what);
   const int64_t tiles = (a.n_out + kOutCols - 1) / kOutCols;
