@@ -1,8 +1,8 @@
 // Streaming grouped GEMMs for the MoE experts at few routed rows per expert (bandwidth-bound): one CTA per
 // (expert, col_tiles consecutive tiles of output columns) streams its slice of the expert's weights once through a
-// multi-stage cp.async pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product y^T = W x^T (weight rows
-// are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no host synchronisation. fp8
-// weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
+// multi-stage cp.async pipeline and applies it to all of the expert's rows with mma.sync, as the swapped product
+// y^T = W x^T (weight rows are the MMA's M, routed rows its n8). Row counts are read from the device offsets: no
+// host synchronisation. fp8 weights can take fp8 activations (W8A8: e4m3 products, both scales in the epilogue).
 // Design and parameters: docs/CUDA.md ("The streaming MoE kernel"), docs/EXPERTS.md ("Column tiles a CTA"); a
 // stage's products: moe_stream_stage.cuh.
 // Oracle: moe_experts_cpu.
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       if (s + kStages - 1 < n_s) load(s + kStages - 1, true);  // into stage s - 1's buffer
       cuda::cp_async_commit();
       const int t = kMulti ? s / n_k : 0, kt = s - t * n_k;
-      stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, kMulti || !kRows0Once ? tile_rows(t) : rows0, kt * kTileK}, warp,
-                     lane, n_pairs, acc);
+      const TileRows rows_t = kMulti || !kRows0Once ? tile_rows(t) : rows0;
+      stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, rows_t, kt * kTileK}, warp, lane, n_pairs, acc);
       if constexpr (kMulti) {
         // Each tile's epilogue staged in stage s's buffer while the next tile's copies land in the others; after
         // the pass's last stage, when no copies are in flight, from the first buffer on.
