@@ -543,8 +543,8 @@ void register_bench(CLI::App& app) {
            o->kernels.moe_down_col_tiles = v[1];
          },
          "CUDA experts in the streaming kernel (one stream, not --moe wide): column tiles each CTA streams as one "
-         "pipeline, UP,DOWN for the gate/up and the down products, 1 to 8 each; DOWN 0: 2 for W8A8 experts, 1 for "
-         "the others (default 1,0)")
+         "pipeline, UP,DOWN for the gate/up and the down products, 1 to 8 each (more than 1: W8A8 and bf16 experts "
+         "only); DOWN 0: 2 for W8A8 experts, 1 for the others (default 1,0)")
       ->delimiter(',')
       ->expected(2);
   cmd->add_option("--moe-q4-stages", o->kernels.moe_q4_stages,
