@@ -39,16 +39,15 @@ struct StreamArgs {
   int col_tiles;           // consecutive column tiles a CTA streams, one pipeline across them (>= 1)
 };
 
+// The formats with a body for several column tiles a CTA (kMulti): W8A8 in passes of 64 rows (the down product's
+// default) and bf16 (its A/B). Each tile's staged output rows must fit one stage's buffer (the passes of 128 rows'
+// do not).
+template <class Fmt>
+constexpr bool kMultiBody = Fmt::kRowCap * (kTileN + 8) * 2 <= kStageBytes<Fmt> &&
+                            (Fmt::kAct8 || std::is_same_v<Fmt, WeightBf16>);
+
 // The rows a pass of m routed rows loads and multiplies: m rounded up to whole n8 pairs, and for the 128-row
 // passes, 65-128 rows to all 128 (wgmma n128; the shapes between are not instantiated).
-// Whether a tile's staged output rows fit one stage's buffer, as a CTA of several column tiles needs (the passes of
-// 128 rows' do not: their CTAs take one tile).
-template <class Fmt> constexpr bool kStageStaging = Fmt::kRowCap * (kTileN + 8) * 2 <= kStageBytes<Fmt>;
-// The formats with a body for several column tiles a CTA (kMulti): W8A8 in passes of 64 rows (the down product's
-// default) and bf16 (its A/B).
-template <class Fmt>
-constexpr bool kMultiBody = kStageStaging<Fmt> && (Fmt::kAct8 || std::is_same_v<Fmt, WeightBf16>);
-
 template <class Fmt> __device__ __forceinline__ int pass_rows(int m) {
   const int rows = (m + 15) & ~15;
   if constexpr (Fmt::kRowCap == 128) return rows > 64 ? 128 : rows;
