@@ -152,11 +152,6 @@ __device__ __forceinline__ void stage_mma(uint32_t ws, const StageSrc& src, int 
     if constexpr (Fmt::kRowCap == 32) {
       if (n_pairs == 1) stage_wgmma<Fmt, 16>(ws, src, warp, lane, acc);
       else stage_wgmma<Fmt, 32>(ws, src, warp, lane, acc);
-    } else if constexpr (Fmt::kAct8 && Fmt::kRowCap == 64) {
-      // W8A8 passes of 64 rows: one product shape, n64, whatever the pass's rows. With a product for each n ptxas
-      // serialised the wgmma products of the plain bodies (C7511); with one none is. Rows past the pass's loaded
-      // ones hold whatever the buffer held: an output column depends on its own row only, and those are not stored.
-      stage_wgmma<Fmt, 64>(ws, src, warp, lane, acc);
     } else {
       switch (n_pairs) {
         case 1: stage_wgmma<Fmt, 16>(ws, src, warp, lane, acc); break;
