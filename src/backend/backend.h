@@ -79,6 +79,10 @@ struct MoeRouting {
   Tensor r;  // the router's input where the routing computed it (the MoE's inputs were not filled)
   Tensor scores, idx, wts, counts, offsets, perm, inv, scratch;
   bool issued = false;
+  // The expert products issued after the routing on its stream (a CUDA backend's moe_experts_ahead): their output
+  // rows y and the buffers between the two products, joined with the routing.
+  Tensor y, act, act_codes, act_scale;
+  bool experts = false;
 };
 
 // The W8A8 MoE's inputs, written by the residual chain that makes h1 and z (linear_residual_norms) where a backend
@@ -174,6 +178,8 @@ class Backend {
   // How many MoE routings this backend has issued ahead (moe_route_ahead), counted as issued; 0 for one that never
   // does.
   virtual uint64_t routes_ahead() const { return 0; }
+  // How many of those routings took the expert products with them (a CUDA backend's moe_experts_ahead).
+  virtual uint64_t experts_ahead() const { return 0; }
   // How many W8A8 products this backend has issued through its own few-rows kernel instead of a library's (the CUDA
   // backend's A8RowsMode), counted as issued; 0 for a backend without one: what tests read to know the kernel ran.
   virtual uint64_t own_e4m3_products() const { return 0; }

@@ -223,14 +223,28 @@ TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
   expect_same_logits(fp8_all, two_launches, inline_route, true, &Backend::routes_ahead);
 }
 
+// The W8A8 expert products issued with the routing on its stream (--moe-experts-ahead) or in the MoE's place (the
+// default), on the fp8-all pack: the same step-1 and step-2 logits, bit for bit.
+TEST(CudaQuantModelCodes, ExpertsAheadGiveTheSameLogits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  DG_REQUIRE_FIXTURE("tiny_a");
+  const RefFixture fx = RefFixture::load("tiny_a");
+  CudaKernels ahead;
+  ahead.moe_experts_ahead = true;
+  expect_same_logits(quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), ahead, CudaKernels{}, true,
+                     &Backend::experts_ahead);
+}
+
 // A pack's steps replayed through CUDA graphs, whose captures fork the routing onto its own stream and join it
-// (moe_route_ahead), give the tokens of the same steps issued op by op.
-void graphed_steps_give_the_eager_tokens(const std::string& profile) {
+// (moe_route_ahead; with `k`, the expert products too), give the tokens of the same steps issued op by op; `count`
+// says the fork ran.
+void graphed_steps_give_the_eager_tokens(const std::string& profile, const CudaKernels& k = {},
+                                         uint64_t (Backend::*count)() const = &Backend::routes_ahead) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
   const std::string pack = quantize_fixture("cuda-model-" + profile, fx.ckpt_dir, profile);
-  ModelRig gpu(pack, {}, "cuda", CudaKernels{});
+  ModelRig gpu(pack, {}, "cuda", k);
   ASSERT_TRUE(gpu.be->can_capture());
   SamplerOptions o = make_sampler_options(SamplerProfile::kContract, gpu.ck.generation, 0, 2);
   o.max_new_tokens = 96;
@@ -243,18 +257,23 @@ void graphed_steps_give_the_eager_tokens(const std::string& profile) {
     d.set_graphs(graphs);
     return generate(d, kv, prompt, o);
   };
-  const uint64_t before = gpu.be->routes_ahead();
+  const uint64_t before = (gpu.be.get()->*count)();
   const GenerateResult eager = run(false), graphed = run(true);
   EXPECT_EQ(eager.committed, graphed.committed);
   EXPECT_EQ(eager.forwards, graphed.forwards);
   EXPECT_GT(eager.forwards, 3) << "the run must replay captured steps";
-  EXPECT_GT(gpu.be->routes_ahead(), before) << "no routing was issued ahead: the captures forked nothing";
+  EXPECT_GT((gpu.be.get()->*count)(), before) << "nothing was issued ahead: the captures forked nothing";
 }
 TEST(CudaQuantModelCodes, GraphedFp8AllStepsWithTheRoutingAheadGiveTheEagerTokens) {
   graphed_steps_give_the_eager_tokens("fp8-all");
 }
 TEST(CudaQuantModelCodes, GraphedQ4StepsWithTheRoutingAheadGiveTheEagerTokens) {
   graphed_steps_give_the_eager_tokens("q4");
+}
+TEST(CudaQuantModelCodes, GraphedFp8AllStepsWithTheExpertsAheadGiveTheEagerTokens) {
+  CudaKernels ahead;
+  ahead.moe_experts_ahead = true;
+  graphed_steps_give_the_eager_tokens("fp8-all", ahead, &Backend::experts_ahead);
 }
 
 // The q4 pack's experts in the warp-specialised kernel (Hopper) with four consumer warpgroups of one m64 tile each

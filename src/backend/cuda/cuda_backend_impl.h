@@ -103,6 +103,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   uint64_t row_codes_filled() const override { return row_codes_filled_; }
   uint64_t input_norms_filled() const override { return input_norms_filled_; }
   uint64_t routes_ahead() const override { return routes_ahead_; }
+  uint64_t experts_ahead() const override { return experts_ahead_; }
   uint64_t own_e4m3_products() const override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void rope(Tensor& x, int64_t pos0, const std::vector<float>& inv_freq) override;
@@ -223,6 +224,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   uint64_t row_codes_filled_ = 0;  // RowCodes the producers below filled (row_codes_filled)
   uint64_t input_norms_filled_ = 0;  // the tails' InputNorms (input_norms_filled)
   uint64_t routes_ahead_ = 0;        // moe_route_ahead's routings (routes_ahead)
+  uint64_t experts_ahead_ = 0;       // those that issued the expert products too (experts_ahead)
   bool wgmma_ = false;  // head dims 256 and 512 take the wgmma flash blocks (attention_wgmma resolved on the device)
   std::shared_ptr<StreamCtx> ctx_;
   cudaStream_t stream_ = nullptr;

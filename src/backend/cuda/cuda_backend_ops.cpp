@@ -65,11 +65,25 @@ void CudaBackend::moe_route_ahead(const Tensor& h, const MoeWeights& w, int top_
   MoeRouting& g = in.routing;  // allocated on the main stream before the fork, freed on it after the join
   if (!in.filled) g.r = device(DType::kBF16, Shape{T, H});
   moe_route_buffers([this](DType t, Shape sh) { return device(t, sh); }, kernels_, route_ticket_, T, E, top_k, g);
+  // The expert products after it (moe_experts_ahead): their buffers allocated here too.
+  g.experts = kernels_.moe_experts_ahead && in.filled && moe_a8_streams(kernels_, w, T);
+  if (g.experts) {
+    const int64_t P = T * top_k, ff = w.gate_up.shape[1] / 2;
+    g.y = device(DType::kBF16, Shape{P + 16, H});
+    g.act = device(DType::kBF16, Shape{P, ff});
+    g.act_codes = device(DType::kU8, Shape{P, ff});
+    g.act_scale = device(DType::kF32, Shape{P});
+  }
   check(cudaEventRecord(route_fork_, stream_), "the routing's fork");
   check(cudaStreamWaitEvent(route_stream_, route_fork_, 0), "the routing's fork");
   if (!in.filled)
     check(moe_router_input_cuda(h.data, w.router_scale.data, g.r.data, T, H, eps_, router_root(H), route_stream_));
   moe_route_rows(route_blas_, route_stream_, kernels_, route_ticket_, in.filled ? in.r : g.r, w, top_k, g);
+  if (g.experts) {
+    moe_a8_stream_products(kernels_, route_stream_, in.z.codes, in.z.scale, g, w, top_k, false, g.act, g.act_codes,
+                           g.act_scale, g.y);
+    ++experts_ahead_;
+  }
   check(cudaEventRecord(route_join_, route_stream_), "the routing's join");
   g.issued = route_pending_ = true;
   ++routes_ahead_;

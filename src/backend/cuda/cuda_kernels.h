@@ -98,6 +98,11 @@ struct CudaKernels {
   // after the residual chain writes its input, so it runs beside the dense MLP; the block joins it before its
   // experts (Backend::moe_route_ahead; the same kernels and bits). false: in the MoE's place on the one stream (A/B)
   bool moe_route_ahead = true;
+  // With moe_route_ahead, the W8A8 expert products of the streaming kernel (calls below moe_auto_rows tokens) issued
+  // on the routing's stream right after it, so the dense MLP on the main stream runs beside the routing and the
+  // experts instead of before the experts; the block joins them before its tail (the same kernels and bits). Off
+  // until measured (bench --moe-experts-ahead)
+  bool moe_experts_ahead = false;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

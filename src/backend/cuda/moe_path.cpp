@@ -74,7 +74,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
     moe_route_rows(c.blas.blas, s, c.kernels, c.route_ticket, r, w, top_k, g);
   }
   const Tensor &wts = g.wts, &offsets = g.offsets, &perm = g.perm, &inv = g.inv;
-  Tensor y = device(DType::kBF16, Shape{P + 16, H});
+  Tensor y = g.experts ? g.y : device(DType::kBF16, Shape{P + 16, H});
   c.stage("moe_experts");
   // The streaming kernel reads 16-byte row chunks: hidden and ff must be multiples of 8 (every published shape
   // is); other shapes take the wmma kernel, also free of host synchronisation.
@@ -119,7 +119,9 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                                                           : w.act == DType::kFp8 ? 2 : 1;
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
-  if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
+  if (g.experts) {
+    // issued with the routing on its stream (moe_experts_ahead) and joined with it above
+  } else if (w.act == DType::kFp8 && ws) {  // W8A8 in the persistent warp-specialised kernel (moe_ws.cu)
     Tensor act = device(DType::kBF16, Shape{P, ff});
     check(moe_ws_gate_up_cuda(zq.data, zs.f32(), perm.as<int32_t>(), top_k, T, H, w.gate_up.data,
                               w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s, MoeWsForm{2, up_layout}));
@@ -129,14 +131,8 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                            offsets.as<int32_t>(), y.data, s, MoeWsForm{2, down_layout}));
   } else if (w.act == DType::kFp8) {  // W8A8: both inputs quantised per row, e4m3 products
     Tensor act = device(DType::kBF16, Shape{P, ff});
-    check(moe_stream_gate_up_cuda(zq.data, perm.as<int32_t>(), top_k, H, w.gate_up.data,
-                                  w.gate_up.dtype, ff, E, offsets.as<int32_t>(), act.data, s,
-                                  zs.f32(), c.kernels.moe_a8_stages, up_layout, wide, wide ? 1 : up_tiles));
     Tensor aq = device(DType::kU8, Shape{P, ff}), as = device(DType::kF32, Shape{P});
-    check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
-    check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E, offsets.as<int32_t>(),
-                               y.data, s, as.f32(), c.kernels.moe_a8_stages, down_layout, wide,
-                               wide ? 1 : down_tiles));
+    moe_a8_stream_products(c.kernels, s, zq, zs, g, w, top_k, wide, act, aq, as, y);
   } else if (ws && w.gate_up.dtype == DType::kBF16 && w.down.dtype == DType::kBF16 && H % 8 == 0 && ff % 8 == 0) {
     Tensor act = device(DType::kBF16, Shape{P, ff});  // bf16 in the warp-specialised kernel, gathering z's rows
     check(moe_ws_gate_up_cuda(z.data, nullptr, perm.as<int32_t>(), top_k, T, H, w.gate_up.data, DType::kBF16, ff,
@@ -196,6 +192,29 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
                         out.data, T, H, c.eps, s, tail->m1_raw, tail->next));
   }
 
+}
+
+bool moe_a8_streams(const CudaKernels& k, const MoeWeights& w, int64_t T) {
+  return w.act == DType::kFp8 && w.gate_up.dtype == DType::kFp8 && w.down.dtype == DType::kFp8 &&
+         ((k.moe == MoeKernel::kAuto && T < k.moe_auto_rows) || k.moe == MoeKernel::kStream);
+}
+
+void moe_a8_stream_products(const CudaKernels& k, cudaStream_t s, const Tensor& zq, const Tensor& zs,
+                            const MoeRouting& g, const MoeWeights& w, int top_k, bool wide, Tensor& act, Tensor& aq,
+                            Tensor& as, Tensor& y) {
+  const int64_t H = zq.shape[zq.shape.rank - 1], E = w.gate_up.shape[0], ff = w.gate_up.shape[1] / 2;
+  const int64_t P = g.perm.numel();
+  const auto layout = [&](const Tensor& t) {
+    return row_tiled_experts(k, t.dtype, t.shape) ? WeightLayout::kTiled : WeightLayout::kDisk;
+  };
+  const int up_tiles = wide ? 1 : k.moe_up_col_tiles;
+  const int down_tiles = wide ? 1 : k.moe_down_col_tiles > 0 ? k.moe_down_col_tiles : 2;
+  check(moe_stream_gate_up_cuda(zq.data, g.perm.as<int32_t>(), top_k, H, w.gate_up.data, w.gate_up.dtype, ff, E,
+                                g.offsets.as<int32_t>(), act.data, s, zs.f32(), k.moe_a8_stages, layout(w.gate_up),
+                                wide, up_tiles));
+  check(moe_act_quant_fp8_cuda(act.data, P, ff, aq.data, as.f32(), s));
+  check(moe_stream_gemm_cuda(aq.data, nullptr, 1, ff, w.down.data, w.down.dtype, H, E, g.offsets.as<int32_t>(),
+                             y.data, s, as.f32(), k.moe_a8_stages, layout(w.down), wide, down_tiles));
 }
 
 bool row_tiled_experts(const CudaKernels& kernels, DType dtype, const Shape& s) {

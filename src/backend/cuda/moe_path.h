@@ -39,6 +39,16 @@ void moe_route_buffers(const std::function<Tensor(DType, Shape)>& device, const 
 void moe_route_rows(cublasHandle_t blas, cudaStream_t s, const CudaKernels& k, unsigned* ticket, const Tensor& r,
                     const MoeWeights& w, int top_k, MoeRouting& g);
 
+// Whether moe_cuda_path runs T rows of these experts through moe_a8_stream_products in passes of 64 rows (W8A8
+// experts, calls below moe_auto_rows tokens with --moe auto, or --moe stream): what may be issued with the routing.
+bool moe_a8_streams(const CudaKernels& k, const MoeWeights& w, int64_t T);
+// The W8A8 expert products in the streaming kernel on stream s: z's E4M3 rows zq/zs [T, H] gathered by g's grouping,
+// the gated rows quantised between the products, into y [P + 16, H]; act [P, ff] bf16, aq [P, ff] and as [P] hold
+// the gated rows and their codes. wide: passes of 128 rows.
+void moe_a8_stream_products(const CudaKernels& k, cudaStream_t s, const Tensor& zq, const Tensor& zs,
+                            const MoeRouting& g, const MoeWeights& w, int top_k, bool wide, Tensor& act, Tensor& aq,
+                            Tensor& as, Tensor& y);
+
 // Whether a q4 weight of shape s is tiled at upload (q4_to_tiled_layout_cuda): experts (rank 3) the warp-specialised
 // kernel takes, in the kernel layout, with kernels.q4_tiles and a --moe choice that runs that kernel (auto, ws).
 bool q4_tiled_experts(const CudaKernels& kernels, const Shape& s);
