@@ -14,6 +14,16 @@ namespace dg {
 
 using cuda_host::check;
 
+namespace {
+
+// The down product's column tiles a streaming CTA (CudaKernels::moe_down_col_tiles; 0: 2 for W8A8 experts, 1 for
+// the others).
+int moe_down_col_tiles(const CudaKernels& k, bool act8) {
+  return k.moe_down_col_tiles > 0 ? k.moe_down_col_tiles : act8 ? 2 : 1;
+}
+
+}  // namespace
+
 void moe_route_buffers(const std::function<Tensor(DType, Shape)>& device, const CudaKernels& k, unsigned* ticket,
                        int64_t T, int64_t E, int top_k, MoeRouting& g) {
   const int64_t P = T * top_k;
@@ -115,8 +125,7 @@ void moe_cuda_path(const MoePathCtx& c, const Tensor& h, const Tensor& z, const 
            "take this call; run with --no-q4-tiles", T);
   const bool wide = c.kernels.moe == MoeKernel::kWide || ws || (big && wide_format);
   const int up_tiles = c.kernels.moe_up_col_tiles;
-  const int down_tiles = c.kernels.moe_down_col_tiles > 0 ? c.kernels.moe_down_col_tiles
-                                                          : w.act == DType::kFp8 ? 2 : 1;
+  const int down_tiles = moe_down_col_tiles(c.kernels, w.act == DType::kFp8);
   const bool cublas = c.kernels.moe == MoeKernel::kCublas || (big && !wide && !c.capturing);
   const bool stream = (c.kernels.moe == MoeKernel::kStream || c.kernels.moe == MoeKernel::kAuto || wide) && !cublas;
   if (g.experts) {
@@ -208,7 +217,7 @@ void moe_a8_stream_products(const CudaKernels& k, cudaStream_t s, const Tensor& 
     return row_tiled_experts(k, t.dtype, t.shape) ? WeightLayout::kTiled : WeightLayout::kDisk;
   };
   const int up_tiles = wide ? 1 : k.moe_up_col_tiles;
-  const int down_tiles = wide ? 1 : k.moe_down_col_tiles > 0 ? k.moe_down_col_tiles : 2;
+  const int down_tiles = wide ? 1 : moe_down_col_tiles(k, true);
   check(moe_stream_gate_up_cuda(zq.data, g.perm.as<int32_t>(), top_k, H, w.gate_up.data, w.gate_up.dtype, ff, E,
                                 g.offsets.as<int32_t>(), act.data, s, zs.f32(), k.moe_a8_stages, layout(w.gate_up),
                                 wide, up_tiles));
