@@ -200,7 +200,7 @@ void run_bench(const BenchOptions& o) {
   auto new_cache = [&] { return engine->new_cache(max_ctx); };
   Reporter rep(o, {{"git_sha", o.git_sha.empty() ? git_sha() : o.git_sha}, {"device", be->device_name()}, {"backend", be->name()},
                    {"model", o.model.empty() ? "synthetic-26b-a4b" : o.model}, {"layers", cfg.n_layers},
-                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_col_tiles", std::to_string(o.kernels.moe_up_col_tiles) + "," + std::to_string(o.kernels.moe_down_col_tiles)}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"moe_route_fused", o.kernels.moe_route_fused}, {"moe_inputs_fused", o.kernels.moe_inputs_fused}, {"next_norm_fused", o.kernels.next_norm_fused}, {"moe_route_ahead", o.kernels.moe_route_ahead}, {"moe_experts_ahead", o.kernels.moe_experts_ahead}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"fp8_tiles", o.kernels.fp8_tiles}, {"bf16_tiles", o.kernels.bf16_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"sc_survivors", o.kernels.sc_survivors}, {"self_conditioning", o.self_conditioning}, {"peaked_tokens", o.peaked}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
+                   {"label", o.label}, {"attention_kernel", o.kernels.attention == AttentionKernel::kFlash ? "flash/" + std::to_string(o.kernels.attention_cols) : std::string(kernel_name(o.kernels.attention))}, {"moe_kernel", o.kernels.moe == MoeKernel::kAuto ? "auto/" + std::to_string(o.kernels.moe_auto_rows) : std::string(kernel_name(o.kernels.moe))}, {"moe_a8_stages", o.kernels.moe_a8_stages}, {"moe_col_tiles", std::to_string(o.kernels.moe_up_col_tiles) + "," + std::to_string(o.kernels.moe_down_col_tiles)}, {"moe_q4_stages", o.kernels.moe_q4_stages}, {"moe_q4_consumers", o.kernels.moe_q4_consumers}, {"attention_segments", std::string(kernel_name(o.kernels.attention_segments))}, {"attention_pairs", o.kernels.attention_pairs}, {"attention_wgmma", std::string(kernel_name(o.kernels.attention_wgmma))}, {"fused_norms", o.kernels.fused_norms}, {"rope_table_rows", o.kernels.rope_table_rows}, {"moe_group_blocks", o.kernels.moe_group_blocks}, {"moe_route_fused", o.kernels.moe_route_fused}, {"moe_inputs_fused", o.kernels.moe_inputs_fused}, {"next_norm_fused", o.kernels.next_norm_fused}, {"moe_route_ahead", o.kernels.moe_route_ahead}, {"moe_experts_ahead", o.kernels.moe_experts_ahead}, {"graph_arena", o.kernels.graph_arena}, {"q4_layout", o.kernels.q4_kernel_layout ? "kernel" : "disk"}, {"q4_tiles", o.kernels.q4_tiles}, {"fp8_tiles", o.kernels.fp8_tiles}, {"bf16_tiles", o.kernels.bf16_tiles}, {"pdl", o.kernels.pdl}, {"a8_linears", o.kernels.a8_linears_stream ? "stream" : "cublaslt"}, {"a8_scales", o.kernels.a8_scales_on_load ? "on_load" : "pass"}, {"a8_row_codes", o.kernels.a8_row_codes}, {"dense_stream", o.kernels.dense_stream}, {"softcap_in_stats", o.kernels.softcap_in_stats}, {"softcap_in_stats_single", o.kernels.softcap_in_stats_single}, {"row_stats_groups", o.kernels.row_stats_groups}, {"soft_probs_loads", o.kernels.soft_probs_loads}, {"sc_survivors", o.kernels.sc_survivors}, {"self_conditioning", o.self_conditioning}, {"peaked_tokens", o.peaked}, {"a8_rows", std::string(kernel_name(o.kernels.a8_rows))},
                    {"weights", o.model.empty() ? o.weights : "checkpoint"},
                    {"prefill_chunk", o.prefill_chunk}, {"graphs", o.graphs}, {"early_capture", o.early_capture}, {"fused_commit", o.fused_commit}, {"expert_act", o.expert_act}, {"linear_act", o.linear_act}, {"vocab_act", o.vocab_act},
                    {"attention_topk", attn_topk_name(model.attention_topk())},
@@ -281,12 +281,14 @@ void run_bench(const BenchOptions& o) {
     KvCache kv = new_cache();
     const auto prompt = synthetic_ids(o.prompt_tokens, cfg.vocab, o.seed + 11);
     double first_block = -1;
+    std::vector<double> block_ends;  // seconds from the start to each block's commit
     be->synchronize();
     const GraphStats g0 = be->graph_stats();
     const double t0 = now_s();
     GenerateEvents ev;
     ev.on_block = [&](const BlockInfo&, std::span<const int32_t>) {
-      if (first_block < 0) first_block = now_s() - t0;
+      block_ends.push_back(now_s() - t0);
+      if (first_block < 0) first_block = block_ends.back();
     };
     ModelDenoiser d(model);
     const GenerateResult r = generate(d, kv, prompt, so, &ev);
@@ -298,6 +300,10 @@ void run_bench(const BenchOptions& o) {
               {"fused_commits", r.fused_commits}, {"seconds", total},
               {"graph_instantiations", g1.instantiations - g0.instantiations},
               {"graph_updates", g1.updates - g0.updates},
+              {"graph_host_s", {{"capture", g1.capture_s - g0.capture_s},
+                                {"instantiate", g1.instantiate_s - g0.instantiate_s},
+                                {"update", g1.update_s - g0.update_s}}},
+              {"block_ends_s", block_ends},
               {"committed_tok_per_s", static_cast<double>(r.tokens.size()) / total},
               {"time_to_first_block_s", first_block}});
   }
@@ -463,6 +469,11 @@ void register_bench(CLI::App& app) {
                 "CUDA W8A8 expert products (one to three canvases) issued on the routing's stream right after it "
                 "(with --moe-route-ahead, the default), so the dense MLP runs beside them, joined before the "
                 "feed-forward tail (A/B, the same bits; default off: --moe-experts-in-place)")
+      ->check(switch_value());
+  cmd->add_flag("--graph-arena,!--no-graph-arena", o->kernels.graph_arena,
+                "CUDA graphs: a captured step's buffers from an arena the backend holds, at the same addresses each "
+                "capture, so a block's graph is updated in place (default; the same bits); --no-graph-arena: "
+                "cudaMallocAsync memory nodes, a new instantiation each block (A/B)")
       ->check(switch_value());
   cmd->add_flag("--moe-group-blocks,!--no-moe-group-blocks", o->kernels.moe_group_blocks,
                 "CUDA MoE grouping of more than 8,192 routed pairs: blocks of 2,048 pairs in three launches instead "

@@ -321,6 +321,54 @@ TEST(CudaParity, ACaptureAfterAnotherSizeReplaysTheOpByOpStep) {
   }
 }
 
+// A block's graph captured again a block later (the committed canvas appended to the cache, the same shapes), as
+// the generation does: with the capture arena (the default) the captures after the arena has grown to the step's
+// buffers are updates of the instantiated graph, and every replay gives the op-by-op step's bits; without it each
+// capture's memory nodes lie elsewhere and every capture is instantiated. The prompt is longer than 16 key tiles,
+// so the attention's key splits (and their scratch) are the same from block to block.
+TEST(CudaParity, SameStepCapturesAreUpdatedInPlaceWithTheArena) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const bool arena : {true, false}) {
+    CudaKernels k;
+    k.graph_arena = arena;
+    ModelRig gpu(source_path("models/dg-tiny"), {}, "cuda", k);
+    Backend& be = *gpu.be;
+    const int64_t V = gpu.model->config().vocab;
+    constexpr int kRows = 32, kBlocks = 4;
+    KvCache kv = gpu.new_cache(4096);
+    gpu.model->encode(kv, pattern_ids(1100, 3, V));
+    Tensor logits = be.alloc_f32(Shape{kRows, V}), logits2 = be.alloc_f32(Shape{kRows, V});
+    Tensor tempered = be.alloc_tempered(Shape{kRows, V});
+    std::vector<RowStats> st(kRows);
+    const GraphStats g0 = be.graph_stats();
+    for (int block = 0; block < kBlocks; ++block) {
+      const std::vector<int32_t> canvas = pattern_ids(kRows, 10 + block, V);
+      Tensor ids = be.ids(canvas);
+      gpu.model->denoise_ids(kv, ids, ScInput{ScKind::kSelfEmbed}, logits);
+      be.row_stats(logits, 1.0f, tempered, st.data());
+      const ScInput sc{ScKind::kLogits, &tempered, 0.0f};
+      gpu.model->denoise_ids(kv, ids, sc, logits);
+      const std::vector<float> eager = to_host(be, logits);
+      be.capture_begin();
+      gpu.model->denoise_ids(kv, ids, sc, logits2);
+      be.capture_end();
+      be.launch_captured();
+      const Diff d = compare(to_host(be, logits2), eager, 0.0);
+      EXPECT_TRUE(d.finite && d.max_abs == 0.0)
+          << "arena " << arena << ", block " << block << ": the replay differs from the op-by-op step: " << d.str();
+      gpu.model->encode(kv, canvas);  // the block committed
+    }
+    const GraphStats g1 = be.graph_stats();
+    EXPECT_EQ(g1.captures - g0.captures, static_cast<uint64_t>(kBlocks));
+    if (arena) {
+      // The first capture sizes the arena (its buffers are memory nodes), the second is the first in the arena.
+      EXPECT_EQ(g1.updates - g0.updates, static_cast<uint64_t>(kBlocks - 2)) << "arena on";
+    } else {
+      EXPECT_EQ(g1.updates - g0.updates, 0u) << "arena off";
+    }
+  }
+}
+
 // A block's graphed steps are captured while its first step runs (Model::early_capture): when the first step's
 // decision is known, the first block's graph is already captured; without early capture the second step captures
 // it. The same tokens either way, with decisions on the device and on the host.

@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(float eps, int device, const CudaKernels& kernels, bool
            "--attention-wgmma on needs an sm_90a build and a Hopper GPU (use auto or off)");
   check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   stream_ = ctx_->stream;
+  if (kernels.graph_arena) graph_.set_arena(&ctx_->arena);
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
   uint64_t keep = UINT64_MAX;  // freed blocks stay cached for reuse
@@ -109,9 +110,11 @@ Tensor CudaBackend::device(DType t, Shape s, size_t bytes) {
   out.device = Device::kCuda;
   bytes = std::max<size_t>(std::max<size_t>(bytes, out.nbytes()), 16);
   void* p = nullptr;
-  check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync");
+  check(cuda::stream_alloc(&p, bytes, stream_), "cudaMallocAsync");
   out.data = p;
-  out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) { cudaFreeAsync(q, ctx->stream); });
+  out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) {
+    if (!ctx->arena.release(q, ctx->stream)) cudaFreeAsync(q, ctx->stream);
+  });
   return out;
 }
 

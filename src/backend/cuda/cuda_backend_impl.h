@@ -25,6 +25,7 @@
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/step_graph.h"
 #include "backend/synthetic_fill.h"
+#include "core/cuda/capture_arena.h"
 #include "core/status.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/moe/moe_cuda.h"
@@ -36,6 +37,7 @@ namespace dg {
 // The stream outlives every buffer allocated on it: each buffer's deleter holds a reference.
 struct StreamCtx {
   cudaStream_t stream = nullptr;
+  cuda::CaptureArena arena;  // the step graph's buffers (CudaKernels::graph_arena); freed after the stream
   ~StreamCtx() {
     if (stream != nullptr) {
       cudaStreamSynchronize(stream);
@@ -182,7 +184,7 @@ class CudaBackend final : public Backend, public SyntheticFill {
   std::vector<std::pair<std::string, double>> take_stage_times() override { return marks_.take(stream_); }
   std::string device_name() const override { return current_device_name(); }
   void profiler_range(bool on) override;
-  size_t peak_memory() const override { return pool_peak_bytes(); }
+  size_t peak_memory() const override { return pool_peak_bytes() + ctx_->arena.region_bytes(); }
   MemoryInfo memory_info() const override { return device_memory_info(); }
 
  private:

@@ -103,6 +103,10 @@ struct CudaKernels {
   // experts instead of before the experts; the block joins them before its tail (the same kernels and bits). Off
   // until measured (bench --moe-experts-ahead)
   bool moe_experts_ahead = false;
+  // A captured step's buffers from the backend's capture arena (core/cuda/capture_arena.h): the same addresses
+  // capture after capture, so a block's graph is updated in place instead of instantiated anew; false: every buffer
+  // by cudaMallocAsync, a memory node of the graph (A/B, the same bits)
+  bool graph_arena = true;
   // q4 weights rearranged at upload into the streaming kernel's layout (src/ops/moe/q4_layout.h: a mask and one
   // bf16x2 fma per weight pair); false: the pack's disk layout and the older conversion (A/B, same weights)
   bool q4_kernel_layout = true;

@@ -29,9 +29,12 @@ std::string current_device_name() {
 }
 
 size_t pool_peak_bytes() {
-  uint64_t high = 0;
+  uint64_t high = 0, graph_high = 0;
   cudaMemPoolGetAttribute(default_pool(), cudaMemPoolAttrReservedMemHigh, &high);
-  return static_cast<size_t>(high);
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetGraphMemAttribute(dev, cudaGraphMemAttrReservedMemHigh, &graph_high);
+  return static_cast<size_t>(high + graph_high);
 }
 
 MemoryInfo device_memory_info() {

@@ -10,7 +10,8 @@
 namespace dg {
 
 std::string current_device_name();
-// The most the default memory pool has reserved since the process started (bytes).
+// The most the default memory pool and the graphs' memory (captures' memory nodes) have reserved since the process
+// started (bytes).
 size_t pool_peak_bytes();
 // The driver's free memory plus what the default pool holds without using (freed buffers it keeps), and the total.
 MemoryInfo device_memory_info();

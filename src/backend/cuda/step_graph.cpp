@@ -41,6 +41,7 @@ std::vector<std::pair<void*, size_t>> graph_allocations(cudaGraph_t g) {
 
 void StepGraph::begin(cudaStream_t s) {
   begun_ = std::chrono::steady_clock::now();
+  if (arena_ != nullptr) arena_->begin_capture();
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
 }
@@ -49,6 +50,7 @@ void StepGraph::end(cudaStream_t s) {
   capturing_ = false;
   ++stats_.captures;
   cudaGraph_t g = nullptr;
+  if (arena_ != nullptr) arena_->end_capture();
   check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
   stats_.capture_s += seconds_since(begun_);
   const auto t0 = std::chrono::steady_clock::now();
@@ -73,6 +75,7 @@ void StepGraph::end(cudaStream_t s) {
   }
   if (!updated) check(cudaGraphInstantiate(&exec_, g, 0), "cudaGraphInstantiate");
   check(cudaGraphDestroy(g), "cudaGraphDestroy");
+  if (arena_ != nullptr) arena_->free_retired();  // the graph that read them is replaced
   (updated ? stats_.updates : stats_.instantiations) += 1;
   (updated ? stats_.update_s : stats_.instantiate_s) += seconds_since(t0);
 }

@@ -1,6 +1,8 @@
 // The CUDA backend's replayable step: one stream capture instantiated as a graph, updated in place when a later
-// capture has the same topology (the cache grew; the shapes did not), re-instantiated otherwise; and the per-stage
-// event marks of a profiled step (bench's stage table). Host code.
+// capture has the same topology (the cache grew; the shapes did not) and the same memory nodes, re-instantiated
+// otherwise; with a capture arena (core/cuda/capture_arena.h) the capture's buffers come from memory the arena
+// holds, so a capture of the same step has no memory nodes to differ; and the per-stage event marks of a profiled
+// step (bench's stage table). Host code.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/cuda/capture_arena.h"
 
 namespace dg {
 
@@ -26,6 +29,7 @@ class StepGraph {
   void begin(cudaStream_t s);   // starts capturing the stream's work (thread-local mode)
   void end(cudaStream_t s);     // ends the capture; the graph replaces the previous one
   void launch(cudaStream_t s);  // replays the last captured graph; an error if none was captured
+  void set_arena(cuda::CaptureArena* arena) { arena_ = arena; }  // null: buffers by cudaMallocAsync (memory nodes)
   bool capturing() const { return capturing_; }
   uint64_t captures() const { return stats_.captures; }  // captures ended so far
   const GraphStats& stats() const { return stats_; }
@@ -35,6 +39,7 @@ class StepGraph {
   GraphStats stats_;
   std::chrono::steady_clock::time_point begun_;
   cudaGraphExec_t exec_ = nullptr;
+  cuda::CaptureArena* arena_ = nullptr;
   std::vector<std::pair<void*, size_t>> allocations_;  // the instantiated graph's memory nodes
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cuda/capture_arena.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -114,7 +115,7 @@ Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int sli
   void* scratch = nullptr;
   if (a.n_splits > 1) {
     const size_t bytes = sizeof(float) * static_cast<size_t>(a.n_splits) * (total + a.rows * a.n_heads * 2);
-    const cudaError_t e = cudaMallocAsync(&scratch, bytes, s);
+    const cudaError_t e = cuda::stream_alloc(&scratch, bytes, s);
     if (e != cudaSuccess) return cuda_status(e, "attention_flash_cuda (split scratch)");
     a.part_o = static_cast<float*>(scratch);
     a.part_ml = a.part_o + a.n_splits * total;
@@ -126,7 +127,7 @@ Status launch_split(Kernel kernel, int threads, size_t smem, int per_sm, int sli
     static_assert(kD % 4 == 0, "the combine takes four columns per thread");
     cuda::launch(combine_kernel, cuda::blocks_for(total / 4, 256), 256, 0, s, a.part_o, a.part_ml, a.n_splits, a.rows,
                                                                      a.n_heads, kD, a.out);
-    cudaFreeAsync(scratch, s);
+    cuda::stream_free(scratch, s);
   }
   return cuda_status(cudaGetLastError(), "attention_flash_cuda");
 }

@@ -2,6 +2,7 @@
 // moe_route_cuda, moe_group_cuda), and both in one launch of many blocks whose last groups (moe_route_group_cuda;
 // both in one block measured 4x slower than the two launches at one canvas: docs/NEGATIVE.md).
 // Reference: DiffusionGemmaTextRouter (softmax, top-k, renormalisation, per_expert_scale); moe_route_cpu.
+#include "core/cuda/capture_arena.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -251,7 +252,8 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
     }
     const int64_t n_blocks = (pairs + kGroupBlockPairs - 1) / kGroupBlockPairs;
     int32_t* blk = nullptr;  // [n_blocks][n_exp]: counts, then each block's first position per expert
-    const cudaError_t e = cudaMallocAsync(&blk, sizeof(int32_t) * static_cast<size_t>(n_blocks * n_exp), s);
+    const cudaError_t e = cuda::stream_alloc(reinterpret_cast<void**>(&blk),
+                                             sizeof(int32_t) * static_cast<size_t>(n_blocks * n_exp), s);
     if (e != cudaSuccess) return cuda_status(e, "moe_group_cuda (block scratch)");
     const int n = static_cast<int>(n_exp);
     cuda::launch(group_blocks_count_kernel, static_cast<unsigned>(n_blocks), kGroupWarps * 32, smem, s, idx, pairs,
@@ -260,7 +262,7 @@ Status moe_group_cuda(const int32_t* idx, int64_t pairs, int64_t n_exp, int32_t*
                  static_cast<int>(n_blocks), n, blk, counts, offsets);
     cuda::launch(group_blocks_place_kernel, static_cast<unsigned>(n_blocks), kGroupWarps * 32, smem, s, idx, pairs,
                  n, static_cast<const int32_t*>(blk), perm, inv);
-    cudaFreeAsync(blk, s);
+    cuda::stream_free(blk, s);
     return cuda_status(cudaGetLastError(), "moe_group_cuda");
   }
   constexpr int kWarpsPerBlock = 8;

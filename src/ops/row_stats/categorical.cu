@@ -10,6 +10,7 @@
 // A u at or above the rounded total draws the row's last index with p > 0, as the CPU's fallback.
 #include <algorithm>
 
+#include "core/cuda/capture_arena.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -171,7 +172,7 @@ Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float tem
   const int n = static_cast<int>((vocab + slice - 1) / slice);
   const auto count = static_cast<size_t>(rows * n);
   void* scratch = nullptr;
-  const cudaError_t e = cudaMallocAsync(&scratch, count * (sizeof(float) + sizeof(SliceSum)), s);
+  const cudaError_t e = cuda::stream_alloc(&scratch, count * (sizeof(float) + sizeof(SliceSum)), s);
   if (e != cudaSuccess) return cuda_status(e, "categorical_cuda (slice scratch)");
   auto* part = static_cast<SliceSum*>(scratch);  // SliceSum first: its 8-byte alignment holds
   auto* part_max = reinterpret_cast<float*>(part + count);
@@ -180,7 +181,7 @@ Status categorical_cuda(const float* raw, int64_t rows, int64_t vocab, float tem
   cuda::launch(cat_sum_kernel, grid, kThreads, 0, s, raw, vocab, slice, temperature, part_max, part);
   cuda::launch(cat_pick_kernel, static_cast<unsigned>(rows), kThreads, 0, s, raw, vocab, slice, n, temperature,
                part_max, part, u, ids);
-  cudaFreeAsync(scratch, s);
+  cuda::stream_free(scratch, s);
   return cuda_status(cudaGetLastError(), "categorical_cuda");
 }
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/cuda/capture_arena.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/launch.cuh"
@@ -230,7 +231,8 @@ Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float tem
   const bool vec4 = vocab % 4 == 0, groups = vec4 && form == RowStatsForm::kGroups;  // groups need 16-byte loads
   const Slicing sl = slicing(rows, vocab, groups);
   Partial* part = nullptr;
-  const cudaError_t e = cudaMallocAsync(&part, sizeof(Partial) * static_cast<size_t>(rows * sl.n), s);
+  const cudaError_t e =
+      cuda::stream_alloc(reinterpret_cast<void**>(&part), sizeof(Partial) * static_cast<size_t>(rows * sl.n), s);
   if (e != cudaSuccess) return cuda_status(e, what);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(sl.n));
   auto* t = static_cast<cuda::bf16*>(tempered_bf16);
@@ -240,7 +242,7 @@ Status row_stats_launch(const float* raw, int64_t rows, int64_t vocab, float tem
   cuda::launch(kernel, grid, kThreads, 0, s, raw, vocab, sl.slice, temperature, t, part,
                open != nullptr ? *open : OpenLogitsIn{});
   cuda::launch(stats_merge_kernel, cuda::blocks_for(rows, 128), 128, 0, s, part, rows, sl.n, stats);
-  cudaFreeAsync(part, s);
+  cuda::stream_free(part, s);
   return cuda_status(cudaGetLastError(), what);
 }
 
