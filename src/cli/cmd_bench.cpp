@@ -468,7 +468,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--moe-experts-ahead,!--moe-experts-in-place", o->kernels.moe_experts_ahead,
                 "CUDA W8A8 expert products (one to three canvases) issued on the routing's stream right after it "
                 "(with --moe-route-ahead, the default), so the dense MLP runs beside them, joined before the "
-                "feed-forward tail (A/B, the same bits; default off: --moe-experts-in-place)")
+                "feed-forward tail (default; the same bits); --moe-experts-in-place: after the dense MLP (A/B)")
       ->check(switch_value());
   cmd->add_flag("--graph-arena,!--no-graph-arena", o->kernels.graph_arena,
                 "CUDA graphs: a captured step's buffers from an arena the backend holds, at the same addresses each "

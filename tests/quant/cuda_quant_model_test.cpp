@@ -223,15 +223,16 @@ TEST(CudaQuantModelCodes, RoutingAheadGivesTheSameLogits) {
   expect_same_logits(fp8_all, two_launches, inline_route, true, &Backend::routes_ahead);
 }
 
-// The W8A8 expert products issued with the routing on its stream (--moe-experts-ahead) or in the MoE's place (the
-// default), on the fp8-all pack: the same step-1 and step-2 logits, bit for bit.
+// The W8A8 expert products issued with the routing on its stream (the default) or in the MoE's place
+// (--moe-experts-in-place), on the fp8-all pack: the same step-1 and step-2 logits, bit for bit.
 TEST(CudaQuantModelCodes, ExpertsAheadGiveTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   DG_REQUIRE_FIXTURE("tiny_a");
   const RefFixture fx = RefFixture::load("tiny_a");
-  CudaKernels ahead;
+  CudaKernels ahead, in_place;
   ahead.moe_experts_ahead = true;
-  expect_same_logits(quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), ahead, CudaKernels{}, true,
+  in_place.moe_experts_ahead = false;
+  expect_same_logits(quantize_fixture("cuda-model-fp8-all", fx.ckpt_dir, "fp8-all"), ahead, in_place, true,
                      &Backend::experts_ahead);
 }
 

@@ -100,9 +100,9 @@ struct CudaKernels {
   bool moe_route_ahead = true;
   // With moe_route_ahead, the W8A8 expert products of the streaming kernel (calls below moe_auto_rows tokens) issued
   // on the routing's stream right after it, so the dense MLP on the main stream runs beside the routing and the
-  // experts instead of before the experts; the block joins them before its tail (the same kernels and bits). Off
-  // until measured (bench --moe-experts-ahead)
-  bool moe_experts_ahead = false;
+  // experts instead of before the experts; the block joins them before its tail (the same kernels and bits;
+  // docs/PERFORMANCE.md, forty-first session; bench --moe-experts-in-place the A/B)
+  bool moe_experts_ahead = true;
   // A captured step's buffers from the backend's capture arena (core/cuda/capture_arena.h): the same addresses
   // capture after capture, so a block's graph is updated in place instead of instantiated anew; false: every buffer
   // by cudaMallocAsync, a memory node of the graph (A/B, the same bits)

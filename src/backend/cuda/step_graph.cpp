@@ -57,13 +57,18 @@ void StepGraph::end(cudaStream_t s) {
   bool updated = false;
   // An in-place update keeps the instantiated graph's allocations: only a capture whose allocations have the same
   // addresses and sizes may take it (a smaller canvas's capture allocates elsewhere, and its kernels would read
-  // memory the instantiated graph does not hold).
+  // memory the instantiated graph does not hold). With the arena the same holds for the blocks it placed: a capture
+  // of other shapes places other sizes, and is instantiated (updated from a capture of another canvas size, with no
+  // memory nodes on either side, replays gave wrong logits: CudaParity.ACaptureAfterAnotherSize...).
   std::vector<std::pair<void*, size_t>> allocations = graph_allocations(g);
-  if (exec_ != nullptr && allocations != allocations_) {
+  std::vector<std::pair<size_t, size_t>> blocks;
+  if (arena_ != nullptr) blocks = arena_->captured();
+  if (exec_ != nullptr && (allocations != allocations_ || blocks != arena_blocks_)) {
     check(cudaGraphExecDestroy(exec_), "cudaGraphExecDestroy");
     exec_ = nullptr;
   }
   allocations_ = std::move(allocations);
+  arena_blocks_ = std::move(blocks);
   if (exec_ != nullptr) {
     cudaGraphExecUpdateResultInfo info{};
     updated = cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess;

@@ -41,6 +41,7 @@ class StepGraph {
   cudaGraphExec_t exec_ = nullptr;
   cuda::CaptureArena* arena_ = nullptr;
   std::vector<std::pair<void*, size_t>> allocations_;  // the instantiated graph's memory nodes
+  std::vector<std::pair<size_t, size_t>> arena_blocks_;  // and the blocks its capture placed in the arena
 };
 
 // Events recorded between the stages of a step while profiling is on (none inside a capture); take() sums the

@@ -38,6 +38,7 @@ void CaptureArena::begin_capture() {
       }
     }
   }
+  captured_.clear();
   active = this;
 }
 
@@ -64,6 +65,7 @@ cudaError_t CaptureArena::alloc(void** p, size_t bytes, cudaStream_t s) {
     ++overflows_;
   }
   blocks_.emplace(*p, Block{at, at + bytes <= cap_});
+  captured_.emplace_back(at, bytes);
   return cudaSuccess;
 }
 

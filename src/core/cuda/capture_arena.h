@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/offset_arena.h"
@@ -40,6 +41,9 @@ class CaptureArena {
   // Whether p is a block of this arena (freed now; one past the region goes back by cudaFreeAsync on s).
   bool release(void* p, cudaStream_t s);
 
+  // The blocks placed since begin_capture, (offset, bytes) in order: two captures of one step at the same shapes
+  // place the same list; a capture of other shapes does not (StepGraph updates a graph only from an equal list).
+  const std::vector<std::pair<size_t, size_t>>& captured() const { return captured_; }
   size_t region_bytes() const { return cap_; }
   size_t overflows() const { return overflows_; }  // blocks placed past the region's end, in all
 
@@ -56,6 +60,7 @@ class CaptureArena {
   };
   std::unordered_map<void*, Block> blocks_;
   std::vector<void*> retired_;
+  std::vector<std::pair<size_t, size_t>> captured_;
 };
 
 // Device memory for a kernel's caller: from this thread's capture arena when one is active and s is capturing,
