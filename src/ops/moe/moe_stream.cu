@@ -155,12 +155,13 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
 
     float acc[2][kRowCap / 8][4];
     zero_acc(acc);
-    // kMulti: each tile's row factors are read at its first stage, so the global loads are in flight while its
-    // stages are multiplied (read in the epilogue, their latency stalled every warp there).
-    float rs[2][2];
 
-    // The format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's four weight rows of a tile.
-    auto row_scales = [&](const TileRows& rows, float (&rs)[2][2]) {
+    // A tile's epilogue, staged from `at`: accumulator element q of n8 tile j is weight row (lane / 4) + 8 (q / 2)
+    // of the m16 tile, routed row 8 j + 2 (lane % 4) + q % 2, staged through shared memory as [row][column] for
+    // coalesced stores, with the format's per-row factor (fp8/q8 row scales, nvfp4's expert scale) of this lane's
+    // four weight rows.
+    auto epilogue = [&](const TileRows& rows, uint32_t at) {
+      float rs[2][2];
 #pragma unroll
       for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -169,11 +170,6 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
           const bool ok = rows.row(16 * warp + (lane >> 2) + 8 * hh + t * (kTileN / 2), wr);
           rs[t][hh] = ok ? Fmt::row_scale(a.W, mat, e_row0 + wr) : 0.0f;
         }
-    };
-    // A tile's epilogue, staged from `at`: accumulator element q of n8 tile j is weight row (lane / 4) + 8 (q / 2)
-    // of the m16 tile, routed row 8 j + 2 (lane % 4) + q % 2, staged through shared memory as [row][column] for
-    // coalesced stores, with the row factors rs of this lane's four weight rows.
-    auto epilogue = [&](const TileRows& rows, uint32_t at, const float (&rs)[2][2]) {
       bf16* out = reinterpret_cast<bf16*>(smem + (at - cuda::smem_u32(smem)));
 #pragma unroll
       for (int j = 0; j < kRowCap / 8; ++j) {
@@ -214,16 +210,13 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
       cuda::cp_async_commit();
       const int t = kMulti ? s / n_k : 0, kt = s - t * n_k;
       const TileRows rows_t = kMulti || !kRows0Once ? tile_rows(t) : rows0;
-      if constexpr (kMulti) {
-        if (kt == 0) row_scales(rows_t, rs);
-      }
       stage_mma<Fmt>(stage_addr(s), StageSrc{&a.W, e_row0, a.K, rows_t, kt * kTileK}, warp, lane, n_pairs, acc);
       if constexpr (kMulti) {
         // Each tile's epilogue staged in stage s's buffer while the next tile's copies land in the others; after
         // the pass's last stage, when no copies are in flight, from the first buffer on.
         if (kt + 1 == n_k) {
           __syncthreads();  // every warp is done with the stage's buffer
-          epilogue(tile_rows(t), s + 1 < n_s ? stage_addr(s) : base, rs);
+          epilogue(tile_rows(t), s + 1 < n_s ? stage_addr(s) : base);
           zero_acc(acc);  // the buffer is next written after the next stage's barrier
         }
       }
@@ -231,8 +224,7 @@ __global__ void __launch_bounds__(kThreads, Fmt::kMinBlocks) moe_stream_kernel(S
     cuda::cp_async_wait<0>();
     __syncthreads();
     if constexpr (!kMulti) {
-      row_scales(kRows0Once ? rows0 : tile_rows(0), rs);
-      epilogue(kRows0Once ? rows0 : tile_rows(0), base, rs);
+      epilogue(kRows0Once ? rows0 : tile_rows(0), base);
       __syncthreads();  // the staging area and x_off are reused by the next pass
     }
   }
