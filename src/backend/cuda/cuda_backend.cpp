@@ -110,11 +110,14 @@ Tensor CudaBackend::device(DType t, Shape s, size_t bytes) {
   out.device = Device::kCuda;
   bytes = std::max<size_t>(std::max<size_t>(bytes, out.nbytes()), 16);
   void* p = nullptr;
-  check(cuda::stream_alloc(&p, bytes, stream_), "cudaMallocAsync");
+  cuda::CaptureArena* arena = nullptr;  // set: placed by the step graph's capture arena (ctx_->arena)
+  check(cuda::stream_alloc(&p, bytes, stream_, &arena), "cudaMallocAsync");
   out.data = p;
-  out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) {
-    if (!ctx->arena.release(q, ctx->stream)) cudaFreeAsync(q, ctx->stream);
-  });
+  if (arena != nullptr) {
+    out.owner = std::shared_ptr<void>(p, [ctx = ctx_, arena](void* q) { arena->release(q, ctx->stream); });
+  } else {
+    out.owner = std::shared_ptr<void>(p, [ctx = ctx_](void* q) { cudaFreeAsync(q, ctx->stream); });
+  }
   return out;
 }
 

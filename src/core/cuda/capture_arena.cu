@@ -83,9 +83,10 @@ bool CaptureArena::release(void* p, cudaStream_t s) {
   return true;
 }
 
-cudaError_t stream_alloc(void** p, size_t bytes, cudaStream_t s) {
-  if (active != nullptr && capturing(s)) return active->alloc(p, bytes, s);
-  return cudaMallocAsync(p, bytes, s);
+cudaError_t stream_alloc(void** p, size_t bytes, cudaStream_t s, CaptureArena** from) {
+  CaptureArena* arena = active != nullptr && capturing(s) ? active : nullptr;
+  if (from != nullptr) *from = arena;
+  return arena != nullptr ? arena->alloc(p, bytes, s) : cudaMallocAsync(p, bytes, s);
 }
 
 void stream_free(void* p, cudaStream_t s) {

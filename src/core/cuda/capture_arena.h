@@ -64,8 +64,9 @@ class CaptureArena {
 };
 
 // Device memory for a kernel's caller: from this thread's capture arena when one is active and s is capturing,
-// otherwise cudaMallocAsync on s; stream_free gives it back the same way.
-cudaError_t stream_alloc(void** p, size_t bytes, cudaStream_t s);
+// otherwise cudaMallocAsync on s; stream_free gives it back the same way. `from` (if set) receives the arena that
+// placed the block, or null: a caller that frees later, outside the capture, gives it back to that arena's release.
+cudaError_t stream_alloc(void** p, size_t bytes, cudaStream_t s, CaptureArena** from = nullptr);
 void stream_free(void* p, cudaStream_t s);
 
 }  // namespace dg::cuda
